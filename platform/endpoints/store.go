@@ -1,0 +1,205 @@
+// Package endpoints materialises the compacted endpoints topic into an
+// in-memory view that ingest and the dispatcher read. Kafka is the only
+// truth: the view is rebuilt from the topic at every start, and a service
+// serves only after the view has caught up with the topic's end offsets
+// as they were when it started.
+package endpoints
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/filter"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Store is the materialised view of the endpoints topic. It is safe for
+// concurrent use. Records it returns are shared: callers must not modify
+// them (proto.Clone before changing).
+type Store struct {
+	mu       sync.RWMutex
+	byID     map[string]*hooklinev1.EndpointRecord
+	byTenant map[string]map[string]*hooklinev1.EndpointRecord
+
+	ready     chan struct{}
+	readyOnce sync.Once
+}
+
+// NewStore returns an empty Store.
+func NewStore() *Store {
+	return &Store{
+		byID:     map[string]*hooklinev1.EndpointRecord{},
+		byTenant: map[string]map[string]*hooklinev1.EndpointRecord{},
+		ready:    make(chan struct{}),
+	}
+}
+
+// Run consumes the endpoints topic from its start until ctx ends,
+// applying every record. It marks the store ready once it has read up to
+// the end offsets that the topic had when Run began. cfg gives the
+// connection settings and the topic name.
+func (s *Store) Run(ctx context.Context, cfg hkafka.Config) error {
+	opts, err := cfg.Opts()
+	if err != nil {
+		return err
+	}
+	topic := cfg.Topics().Endpoints
+	cl, err := kgo.NewClient(append(opts,
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	)...)
+	if err != nil {
+		return fmt.Errorf("endpoints: client: %w", err)
+	}
+	defer cl.Close()
+
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("endpoints: end offsets of %s: %w", topic, err)
+	}
+	if err := ends.Error(); err != nil {
+		return fmt.Errorf("endpoints: end offsets of %s: %w", topic, err)
+	}
+	// behind holds, per partition, the offset the view must reach.
+	behind := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			behind[o.Partition] = o.Offset
+		}
+	})
+	s.maybeReady(behind)
+
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil //nolint:nilerr // stopping is not a failure
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			ferr = fmt.Errorf("endpoints: fetch %s/%d: %w", t, p, err)
+		})
+		if ferr != nil {
+			return ferr
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			s.applyRecord(r)
+			if end, ok := behind[r.Partition]; ok && r.Offset+1 >= end {
+				delete(behind, r.Partition)
+			}
+		})
+		s.maybeReady(behind)
+	}
+}
+
+func (s *Store) maybeReady(behind map[int32]int64) {
+	if len(behind) == 0 {
+		s.readyOnce.Do(func() { close(s.ready) })
+	}
+}
+
+// Ready is closed once the view has caught up with the topic.
+func (s *Store) Ready() <-chan struct{} { return s.ready }
+
+// WaitReady blocks until the view has caught up or ctx ends.
+func (s *Store) WaitReady(ctx context.Context) error {
+	select {
+	case <-s.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("endpoints: waiting for the endpoints topic to be read: %w", ctx.Err())
+	}
+}
+
+func (s *Store) applyRecord(r *kgo.Record) {
+	id := string(r.Key)
+	if r.Value == nil {
+		s.Delete(id)
+		return
+	}
+	var rec hooklinev1.EndpointRecord
+	if err := hkafka.Decode(r, &rec); err != nil || rec.GetEndpoint().GetId() != id {
+		// A record that is not an endpoint cannot be served; skipping it
+		// keeps the view of every other endpoint correct.
+		return
+	}
+	s.Put(&rec)
+}
+
+// Put applies rec unless the view already holds a newer version. Writers
+// call it after their produce succeeded, so a replica reads its own writes
+// before the consumer sees them.
+func (s *Store) Put(rec *hooklinev1.EndpointRecord) {
+	ep := rec.GetEndpoint()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.byID[ep.GetId()]; ok && cur.GetVersion() > rec.GetVersion() {
+		return
+	}
+	s.byID[ep.GetId()] = rec
+	t := s.byTenant[ep.GetTenantId()]
+	if t == nil {
+		t = map[string]*hooklinev1.EndpointRecord{}
+		s.byTenant[ep.GetTenantId()] = t
+	}
+	t[ep.GetId()] = rec
+}
+
+// Delete removes an endpoint from the view.
+func (s *Store) Delete(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.byID[id]
+	if !ok {
+		return
+	}
+	delete(s.byID, id)
+	delete(s.byTenant[cur.GetEndpoint().GetTenantId()], id)
+}
+
+// Get returns the endpoint with id, or nil.
+func (s *Store) Get(id string) *hooklinev1.EndpointRecord {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.byID[id]
+}
+
+// List returns the tenant's endpoints ordered by id.
+func (s *Store) List(tenant string) []*hooklinev1.EndpointRecord {
+	s.mu.RLock()
+	out := make([]*hooklinev1.EndpointRecord, 0, len(s.byTenant[tenant]))
+	for _, r := range s.byTenant[tenant] {
+		out = append(out, r)
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *hooklinev1.EndpointRecord) int {
+		return strings.Compare(a.GetEndpoint().GetId(), b.GetEndpoint().GetId())
+	})
+	return out
+}
+
+// Matching returns the tenant's endpoints whose filter matches eventType,
+// ordered by id. Paused endpoints are included: their deliveries are
+// held, not skipped (SPEC R-ENDPOINT-2).
+func (s *Store) Matching(tenant, eventType string) []*hooklinev1.EndpointRecord {
+	all := s.List(tenant)
+	out := all[:0]
+	for _, r := range all {
+		if filter.Match(r.GetEndpoint().GetEventTypes(), eventType) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Count returns how many endpoints the tenant has.
+func (s *Store) Count(tenant string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.byTenant[tenant])
+}

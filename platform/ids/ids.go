@@ -1,0 +1,57 @@
+// Package ids makes Hookline's identifiers: a short type prefix, then 26
+// characters of lowercase Crockford base32 over a 48-bit millisecond
+// timestamp and 80 random bits, so ids sort by creation time.
+package ids
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"strings"
+	"time"
+)
+
+// Prefixes of each kind of id.
+const (
+	Event    = "evt_"
+	Delivery = "dlv_"
+	Endpoint = "ep_"
+	Notice   = "ntc_"
+)
+
+const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+
+// New returns prefix followed by a time-ordered random id for time now.
+// It is safe for concurrent use.
+func New(prefix string, now time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
+	_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails (Go 1.24+).
+	var sb strings.Builder
+	sb.Grow(len(prefix) + 26)
+	sb.WriteString(prefix)
+	// 128 bits in 26 base32 digits; the first digit carries 3 bits.
+	hi := binary.BigEndian.Uint64(b[:8])
+	lo := binary.BigEndian.Uint64(b[8:])
+	var out [26]byte
+	for i := 25; i >= 0; i-- {
+		out[i] = alphabet[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	sb.Write(out[:])
+	return sb.String()
+}
+
+// Valid reports whether s looks like an id of the given prefix.
+func Valid(prefix, s string) bool {
+	rest, ok := strings.CutPrefix(s, prefix)
+	if !ok || len(rest) != 26 {
+		return false
+	}
+	for i := range len(rest) {
+		if strings.IndexByte(alphabet, rest[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}

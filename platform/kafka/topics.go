@@ -1,0 +1,95 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// TopicSpec is one topic Hookline needs, with the configs it must have.
+type TopicSpec struct {
+	Name    string
+	Configs map[string]string
+}
+
+// Specs returns every topic the services need with its configuration:
+// compaction for endpoints, time retention for the rest.
+func (c Config) Specs() []TopicSpec {
+	t := c.Topics()
+	retain := func(d time.Duration) map[string]string {
+		return map[string]string{"cleanup.policy": "delete", "retention.ms": strconv.FormatInt(d.Milliseconds(), 10)}
+	}
+	return []TopicSpec{
+		{Name: t.Endpoints, Configs: map[string]string{"cleanup.policy": "compact"}},
+		{Name: t.Deliveries, Configs: retain(c.Retention)},
+		{Name: t.Retries, Configs: retain(c.Retention)},
+		{Name: t.Results, Configs: retain(c.Retention)},
+		{Name: t.Notices, Configs: retain(c.Retention)},
+		{Name: t.Dead, Configs: retain(c.HoldRetention)},
+		{Name: t.Parked, Configs: retain(c.HoldRetention)},
+	}
+}
+
+// EnsureTopics creates the missing topics of specs with c's partition
+// count and replication factor, and verifies that existing ones have
+// the cleanup policy Hookline relies on. A topic with the wrong policy is
+// an error that names it: a compacted deliveries topic would silently
+// drop deliveries, a deleting endpoints topic would forget endpoints.
+func (c Config) EnsureTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec) error {
+	names := make([]string, 0, len(specs))
+	for _, s := range specs {
+		names = append(names, s.Name)
+	}
+	existing, err := adm.ListTopics(ctx, names...)
+	if err != nil {
+		return fmt.Errorf("kafka: list topics: %w", err)
+	}
+	for _, s := range specs {
+		if existing.Has(s.Name) {
+			continue
+		}
+		cfg := make(map[string]*string, len(s.Configs))
+		for k, v := range s.Configs {
+			cfg[k] = &v
+		}
+		resp, err := adm.CreateTopic(ctx, int32(c.Partitions), int16(c.ReplicationFactor), cfg, s.Name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("kafka: create topic %s: %w", s.Name, err)
+		}
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, names...)
+	if err != nil {
+		return fmt.Errorf("kafka: describe topic configs: %w", err)
+	}
+	for _, s := range specs {
+		want, ok := s.Configs["cleanup.policy"]
+		if !ok {
+			continue
+		}
+		rc, err := rcs.On(s.Name, nil)
+		if err != nil {
+			return fmt.Errorf("kafka: describe topic %s: %w", s.Name, err)
+		}
+		if rc.Err != nil {
+			return fmt.Errorf("kafka: describe topic %s: %w", s.Name, rc.Err)
+		}
+		got := "delete"
+		for _, cfg := range rc.Configs {
+			if cfg.Key == "cleanup.policy" {
+				got = cfg.MaybeValue()
+			}
+		}
+		if got != want {
+			return fmt.Errorf("kafka: topic %s has cleanup.policy=%s, Hookline needs %s; fix it (kafka-configs --alter) or use another --topic-prefix", s.Name, got, want)
+		}
+	}
+	return nil
+}

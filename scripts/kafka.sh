@@ -1,0 +1,326 @@
+#!/usr/bin/env bash
+# Pinned single-node Apache Kafka 4.4.0 broker (KRaft, combined broker+controller)
+# for Hookline's integration tests. No Docker, no tarball download: the broker
+# jars come from Maven Central through build/kafka/pom.xml and are cached in
+# build/kafka/lib/ (git-ignored; re-resolved only when pom.xml changes).
+#
+# Usage: scripts/kafka.sh up|down|status|env
+#   up      resolve jars if needed, start a fresh broker, wait until it answers
+#           a metadata request, print the bootstrap address
+#   down    stop the broker (SIGTERM, then SIGKILL after a timeout); idempotent
+#   status  print whether it runs (exit 0 running, 1 not running)
+#   env     print HOOKLINE_TEST_KAFKA=<bootstrap>
+#
+# Environment:
+#   HOOKLINE_KAFKA_DIR              data/log/pid dir (default build/kafka/run);
+#                                   wiped on every `up`
+#   HOOKLINE_KAFKA_PORT             PLAINTEXT port on 127.0.0.1 (default 19092)
+#   HOOKLINE_KAFKA_CONTROLLER_PORT  CONTROLLER port on 127.0.0.1 (default 19093)
+#   HOOKLINE_KAFKA_WAIT             seconds `up` waits for readiness (default 90)
+#   HOOKLINE_KAFKA_STOP_TIMEOUT     seconds `down` waits after SIGTERM (default 30)
+#   HOOKLINE_KAFKA_HEAP             broker heap flags (default "-Xms256m -Xmx768m")
+set -euo pipefail
+
+SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
+ROOT="$(cd -- "$SCRIPT_DIR/.." && pwd -P)"
+KBUILD="$ROOT/build/kafka"
+LIB="$KBUILD/lib"
+STAMP="$LIB/.stamp"
+POM="$KBUILD/pom.xml"
+LOG4J2="$KBUILD/log4j2.properties"
+
+KDIR="${HOOKLINE_KAFKA_DIR:-$KBUILD/run}"
+case "$KDIR" in /*) ;; *) KDIR="$PWD/$KDIR" ;; esac
+PORT="${HOOKLINE_KAFKA_PORT:-19092}"
+CPORT="${HOOKLINE_KAFKA_CONTROLLER_PORT:-19093}"
+WAIT_S="${HOOKLINE_KAFKA_WAIT:-90}"
+STOP_S="${HOOKLINE_KAFKA_STOP_TIMEOUT:-30}"
+HEAP="${HOOKLINE_KAFKA_HEAP:--Xms256m -Xmx768m}"
+BOOTSTRAP="127.0.0.1:$PORT"
+
+PIDFILE="$KDIR/kafka.pid"
+PROPS="$KDIR/server.properties"
+LOGDIR="$KDIR/logs"
+MARKER="$KDIR/.hookline-kafka"
+# Fixed cluster id (base64url of the 16 bytes "HooklineTestKfka"); every `up`
+# formats fresh storage, so a constant id is fine and saves a JVM start.
+CLUSTER_ID="SG9va2xpbmVUZXN0S2ZrYQ"
+
+log() { printf 'kafka.sh: %s\n' "$*" >&2; }
+die() { printf 'kafka.sh: error: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- prerequisites
+
+require_java() {
+  command -v java >/dev/null 2>&1 ||
+    die "java not found on PATH. Kafka 4.4 needs a Java 17+ runtime: install one (e.g. 'apt-get install -y openjdk-17-jre-headless') and retry."
+  local v major
+  v="$(java -version 2>&1 | awk -F'"' '/version/ {print $2; exit}')"
+  major="${v%%.*}"
+  [ "$major" = "1" ] && major="$(printf '%s' "$v" | cut -d. -f2)"
+  if ! [ "$major" -ge 17 ] 2>/dev/null; then
+    die "java '$v' is too old: Kafka 4.4 needs Java 17+ (e.g. 'apt-get install -y openjdk-17-jre-headless')."
+  fi
+}
+
+pom_hash() { sha256sum "$POM" | awk '{print $1}'; }
+
+lib_complete() {
+  [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(pom_hash)" ] &&
+    compgen -G "$LIB/kafka_2.13-*.jar" >/dev/null
+}
+
+# Resolve build/kafka/pom.xml into lib/, unless lib/ already holds a complete
+# resolution of this exact pom (then Maven is not run at all).
+resolve_jars() {
+  if lib_complete; then return 0; fi
+  command -v mvn >/dev/null 2>&1 ||
+    die "mvn not found on PATH, and $LIB is missing or stale. Install Maven (e.g. 'apt-get install -y maven'); it downloads the Kafka jars from Maven Central once."
+  exec 8>"$KBUILD/.resolve.lock"
+  flock 8
+  if lib_complete; then exec 8>&-; return 0; fi   # another process just did it
+  local tmp="$KBUILD/lib.tmp" t0=$SECONDS
+  rm -rf "$tmp"
+  log "resolving Kafka jars with Maven into $LIB (first run only) ..."
+  local mvnlog="$KBUILD/resolve.log"
+  if ! mvn -B -Dstyle.color=never -f "$POM" \
+       "-Dkafka.lib.dir=$tmp" dependency:copy-dependencies@kafka-lib >"$mvnlog" 2>&1; then
+    tail -n 40 "$mvnlog" >&2
+    rm -rf "$tmp"
+    die "Maven failed to resolve $POM (is Maven Central reachable? full log: $mvnlog)"
+  fi
+  compgen -G "$tmp/kafka_2.13-*.jar" >/dev/null || die "Maven ran but $tmp has no kafka_2.13 jar"
+  pom_hash >"$tmp/.stamp"
+  rm -rf "$LIB"
+  mv "$tmp" "$LIB"
+  exec 8>&-
+  log "resolved $(find "$LIB" -name '*.jar' | wc -l) jars in $((SECONDS - t0))s"
+}
+
+# ---------------------------------------------------------------- processes
+
+# True if $1 is a live (non-zombie) process.
+alive() {
+  local pid="$1" state
+  [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
+  state="$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$pid/stat" 2>/dev/null)" || return 1
+  [ -n "$state" ] && [ "$state" != "Z" ] && [ "$state" != "X" ]
+}
+
+# True if $1 is a broker started by this script for this $KDIR.
+is_our_broker() {
+  local cmd
+  alive "$1" || return 1
+  cmd="$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)" || return 1
+  [[ "$cmd" == *kafka.Kafka* && "$cmd" == *"$PROPS"* ]]
+}
+
+# PIDs of brokers of this $KDIR: the pid file, plus any process whose command
+# line names this exact server.properties (covers a lost/stale pid file).
+broker_pids() {
+  local pids=() p f
+  if [ -f "$PIDFILE" ]; then
+    p="$(cat "$PIDFILE" 2>/dev/null || true)"
+    if [[ "$p" =~ ^[0-9]+$ ]] && is_our_broker "$p"; then pids+=("$p"); fi
+  fi
+  for f in /proc/[0-9]*/cmdline; do
+    p="${f#/proc/}"; p="${p%/cmdline}"
+    [[ " ${pids[*]-} " == *" $p "* ]] && continue
+    if is_our_broker "$p"; then pids+=("$p"); fi
+  done 2>/dev/null
+  [ "${#pids[@]}" -gt 0 ] && printf '%s\n' "${pids[@]}"
+  return 0
+}
+
+stop_broker() {
+  local pids p deadline
+  mapfile -t pids < <(broker_pids)
+  if [ "${#pids[@]}" -eq 0 ]; then
+    rm -f "$PIDFILE"
+    return 0
+  fi
+  log "stopping broker (pid ${pids[*]}) ..."
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  deadline=$((SECONDS + STOP_S))
+  while [ $SECONDS -lt $deadline ]; do
+    local left=0
+    for p in "${pids[@]}"; do if alive "$p"; then left=1; fi; done
+    [ $left -eq 0 ] && break
+    sleep 0.2
+  done
+  for p in "${pids[@]}"; do
+    if alive "$p"; then
+      log "broker pid $p did not stop within ${STOP_S}s; sending SIGKILL"
+      kill -KILL "$p" 2>/dev/null || true
+    fi
+  done
+  deadline=$((SECONDS + 10))
+  for p in "${pids[@]}"; do
+    while alive "$p"; do
+      [ $SECONDS -lt $deadline ] || die "broker pid $p survived SIGKILL"
+      sleep 0.1
+    done
+  done
+  rm -f "$PIDFILE"
+  log "broker stopped"
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# Send a real Kafka Metadata request (v4, all topics) to 127.0.0.1:$1 with bash
+# only, and succeed iff the answer carries our correlation id and lists broker 1
+# at 127.0.0.1:$1, i.e. the broker is registered, unfenced and serving metadata.
+# (A JVM-based AdminClient check would add ~3 s per probe on a 2-core machine.)
+metadata_probe() {
+  local port="$1" raw b
+  # size=19 | api_key=3 (Metadata) | api_version=4 | correlation_id=7 |
+  # client_id="hook" | topics=null (-1: all) | allow_auto_topic_creation=false
+  raw="$( { exec 3<>"/dev/tcp/127.0.0.1/$port" || exit 1
+            printf '\x00\x00\x00\x13\x00\x03\x00\x04\x00\x00\x00\x07\x00\x04hook\xff\xff\xff\xff\x00' >&3
+            timeout 5 head -c 35 <&3 | od -An -v -tu1; } 2>/dev/null )" || return 1
+  read -r -a b <<<"$(printf '%s' "$raw" | tr -s ' \n' '  ')"
+  # response: size(4) correlation_id(4) throttle_time_ms(4) brokers: count(4)
+  #           node_id(4) host(int16 len + bytes) port(4) ...
+  [ "${#b[@]}" -ge 35 ] || return 1
+  be32() { echo $(( (b[$1] << 24) | (b[$1+1] << 16) | (b[$1+2] << 8) | b[$1+3] )); }
+  [ "$(be32 4)" -eq 7 ] && [ "$(be32 12)" -ge 1 ] && [ "$(be32 16)" -eq 1 ] || return 1
+  local hlen=$(( (b[20] << 8) | b[21] ))
+  [ "$hlen" -eq 9 ] && [ "$(be32 $((22 + hlen)))" -eq "$port" ]
+}
+
+# ---------------------------------------------------------------- broker setup
+
+# Wipe $KDIR, refusing to delete a folder this script did not create.
+fresh_dir() {
+  if [ -e "$KDIR" ]; then
+    if [ ! -f "$MARKER" ] && [ -n "$(ls -A "$KDIR" 2>/dev/null)" ]; then
+      die "$KDIR exists, is not empty and was not created by kafka.sh; refusing to wipe it (choose another HOOKLINE_KAFKA_DIR)"
+    fi
+    rm -rf "$KDIR"
+  fi
+  mkdir -p "$KDIR/data" "$LOGDIR"
+  : >"$MARKER"
+}
+
+write_config() {
+  cat >"$PROPS" <<EOF
+# Generated by scripts/kafka.sh: single-node KRaft broker for integration tests.
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=127.0.0.1:$CPORT
+listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CPORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$KDIR/data
+
+# One node: every internal topic has RF 1 / min ISR 1, few partitions.
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=5
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=5
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+share.coordinator.state.topic.num.partitions=5
+
+# Tests should not wait for rebalances; services create their own topics.
+group.initial.rebalance.delay.ms=0
+num.partitions=3
+auto.create.topics.enable=false
+delete.topic.enable=true
+num.network.threads=2
+num.io.threads=4
+num.recovery.threads.per.data.dir=1
+EOF
+}
+
+# Run a Kafka CLI class from lib/ (quiet: logs go to $LOGDIR/tools.log).
+kafka_tool() {
+  java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    "-Dlog4j2.configurationFile=$LOG4J2" "-Dkafka.logs.dir=$LOGDIR" -Dhookline.log.name=tools \
+    -cp "$LIB/*" "$@"
+}
+
+show_logs() {
+  if [ -s "$LOGDIR/server.log" ]; then
+    printf '\n----- last 60 lines of %s -----\n' "$LOGDIR/server.log" >&2
+    tail -n 60 "$LOGDIR/server.log" >&2
+  fi
+  if [ -s "$LOGDIR/kafka.out" ]; then
+    printf '\n----- last 20 lines of %s (stdout/stderr) -----\n' "$LOGDIR/kafka.out" >&2
+    tail -n 20 "$LOGDIR/kafka.out" >&2
+  fi
+  printf -- '-----\n' >&2
+}
+
+cmd_up() {
+  require_java
+  resolve_jars
+  stop_broker                          # a broker left over from an earlier run
+  for p in "$PORT" "$CPORT"; do
+    if port_open "$p"; then die "port 127.0.0.1:$p is already in use by another process (set HOOKLINE_KAFKA_PORT / HOOKLINE_KAFKA_CONTROLLER_PORT)"; fi
+  done
+  fresh_dir
+  write_config
+
+  local t0=$SECONDS
+  if ! kafka_tool kafka.tools.StorageTool format --standalone -t "$CLUSTER_ID" -c "$PROPS" \
+       >"$LOGDIR/format.out" 2>&1; then
+    cat "$LOGDIR/format.out" >&2
+    die "formatting the KRaft storage failed"
+  fi
+
+  # shellcheck disable=SC2086 # HEAP holds several JVM flags
+  nohup java $HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
+    -Djava.awt.headless=true \
+    "-Dlog4j2.configurationFile=$LOG4J2" "-Dkafka.logs.dir=$LOGDIR" -Dhookline.log.name=server \
+    -cp "$LIB/*" kafka.Kafka "$PROPS" \
+    </dev/null >"$LOGDIR/kafka.out" 2>&1 &
+  local pid=$!
+  echo "$pid" >"$PIDFILE"
+
+  # Ready = the process lives, the log says the server started, and a Metadata
+  # request on the PLAINTEXT listener is answered with this broker in it.
+  local deadline=$((t0 + WAIT_S))
+  while :; do
+    if ! alive "$pid"; then
+      show_logs
+      rm -f "$PIDFILE"
+      die "broker process $pid exited during startup"
+    fi
+    if grep -q 'Kafka Server started' "$LOGDIR/server.log" 2>/dev/null && metadata_probe "$PORT"; then
+      break
+    fi
+    if [ $SECONDS -ge $deadline ]; then
+      show_logs
+      stop_broker
+      die "broker did not become ready within ${WAIT_S}s"
+    fi
+    sleep 0.25
+  done
+  log "broker ready in $((SECONDS - t0))s (pid $pid, logs $LOGDIR)"
+  echo "$BOOTSTRAP"
+}
+
+cmd_status() {
+  local pids
+  mapfile -t pids < <(broker_pids)
+  if [ "${#pids[@]}" -gt 0 ]; then
+    echo "kafka: running (pid ${pids[*]}) on $BOOTSTRAP, dir $KDIR"
+    return 0
+  fi
+  echo "kafka: not running"
+  return 1
+}
+
+case "${1:-}" in
+  up)     cmd_up ;;
+  down)   stop_broker ;;
+  status) cmd_status ;;
+  env)    echo "HOOKLINE_TEST_KAFKA=$BOOTSTRAP" ;;
+  *)      sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac

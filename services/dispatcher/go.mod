@@ -1,0 +1,3 @@
+module github.com/hookline/hookline/services/dispatcher
+
+go 1.26.8
