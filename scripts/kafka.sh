@@ -254,6 +254,9 @@ show_logs() {
     printf '\n----- last 20 lines of %s (stdout/stderr) -----\n' "$LOGDIR/kafka.out" >&2
     tail -n 20 "$LOGDIR/kafka.out" >&2
   fi
+  if [ ! -s "$LOGDIR/server.log" ] && [ ! -s "$LOGDIR/kafka.out" ]; then
+    printf '(the broker has written no log output yet: %s)\n' "$LOGDIR" >&2
+  fi
   printf -- '-----\n' >&2
 }
 

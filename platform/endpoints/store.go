@@ -29,6 +29,15 @@ type Store struct {
 
 	ready     chan struct{}
 	readyOnce sync.Once
+
+	// pos is, per partition, the offset after the last record applied;
+	// advanced is closed and replaced whenever pos moves.
+	posMu    sync.Mutex
+	pos      map[int32]int64
+	advanced chan struct{}
+	adm      *kadm.Client
+	topic    string
+	admReady chan struct{}
 }
 
 // NewStore returns an empty Store.
@@ -37,6 +46,9 @@ func NewStore() *Store {
 		byID:     map[string]*hooklinev1.EndpointRecord{},
 		byTenant: map[string]map[string]*hooklinev1.EndpointRecord{},
 		ready:    make(chan struct{}),
+		pos:      map[int32]int64{},
+		advanced: make(chan struct{}),
+		admReady: make(chan struct{}),
 	}
 }
 
@@ -58,8 +70,10 @@ func (s *Store) Run(ctx context.Context, cfg hkafka.Config) error {
 		return fmt.Errorf("endpoints: client: %w", err)
 	}
 	defer cl.Close()
+	s.adm, s.topic = kadm.NewClient(cl), topic
+	close(s.admReady)
 
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	ends, err := s.adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("endpoints: end offsets of %s: %w", topic, err)
 	}
@@ -87,12 +101,17 @@ func (s *Store) Run(ctx context.Context, cfg hkafka.Config) error {
 		if ferr != nil {
 			return ferr
 		}
+		s.posMu.Lock()
 		fs.EachRecord(func(r *kgo.Record) {
 			s.applyRecord(r)
+			s.pos[r.Partition] = r.Offset + 1
 			if end, ok := behind[r.Partition]; ok && r.Offset+1 >= end {
 				delete(behind, r.Partition)
 			}
 		})
+		close(s.advanced)
+		s.advanced = make(chan struct{})
+		s.posMu.Unlock()
 		s.maybeReady(behind)
 	}
 }
@@ -113,6 +132,44 @@ func (s *Store) WaitReady(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("endpoints: waiting for the endpoints topic to be read: %w", ctx.Err())
+	}
+}
+
+// Sync waits until the view holds every endpoint record written before
+// Sync was called: it reads the topic's end offsets now and waits for the
+// consumer to pass them. A service calls it when it meets an endpoint id
+// it does not know, to tell "not seen yet" from "deleted".
+func (s *Store) Sync(ctx context.Context) error {
+	select {
+	case <-s.admReady:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	ends, err := s.adm.ListEndOffsets(ctx, s.topic)
+	if err != nil {
+		return fmt.Errorf("endpoints: sync: %w", err)
+	}
+	if err := ends.Error(); err != nil {
+		return fmt.Errorf("endpoints: sync: %w", err)
+	}
+	for {
+		s.posMu.Lock()
+		caughtUp := true
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Offset > 0 && s.pos[o.Partition] < o.Offset {
+				caughtUp = false
+			}
+		})
+		wait := s.advanced
+		s.posMu.Unlock()
+		if caughtUp {
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return fmt.Errorf("endpoints: sync: %w", ctx.Err())
+		}
 	}
 }
 

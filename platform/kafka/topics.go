@@ -11,6 +11,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
+// MaxRecordBytes is the largest record Hookline writes: a payload at the
+// largest configurable limit plus the Delivery envelope. Topics carrying
+// payloads are created with max.message.bytes set to it, and producers
+// batch up to it.
+const MaxRecordBytes = 8 << 20
+
 // TopicSpec is one topic Hookline needs, with the configs it must have.
 type TopicSpec struct {
 	Name    string
@@ -22,7 +28,11 @@ type TopicSpec struct {
 func (c Config) Specs() []TopicSpec {
 	t := c.Topics()
 	retain := func(d time.Duration) map[string]string {
-		return map[string]string{"cleanup.policy": "delete", "retention.ms": strconv.FormatInt(d.Milliseconds(), 10)}
+		return map[string]string{
+			"cleanup.policy":    "delete",
+			"retention.ms":      strconv.FormatInt(d.Milliseconds(), 10),
+			"max.message.bytes": strconv.Itoa(MaxRecordBytes),
+		}
 	}
 	return []TopicSpec{
 		{Name: t.Endpoints, Configs: map[string]string{"cleanup.policy": "compact"}},

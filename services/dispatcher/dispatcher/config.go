@@ -1,0 +1,27 @@
+package dispatcher
+
+import (
+	"time"
+
+	hkafka "github.com/hookline/hookline/platform/kafka"
+)
+
+// Config is the dispatcher's configuration, read by platform/config from
+// flags and HOOKLINE_* environment variables.
+type Config struct {
+	Kafka hkafka.Config
+
+	Group           string        `flag:"group" env:"HOOKLINE_DISPATCHER_GROUP" default:"hookline-dispatcher" usage:"Kafka consumer group of the dispatchers"`
+	TransactionalID string        `flag:"transactional-id" env:"HOOKLINE_DISPATCHER_TRANSACTIONAL_ID" usage:"Kafka transactional id, unique and stable per dispatcher instance (default: hookline-dispatcher-<hostname>)"`
+	TxnTimeout      time.Duration `flag:"transaction-timeout" env:"HOOKLINE_DISPATCHER_TRANSACTION_TIMEOUT" default:"60s" usage:"Kafka transaction timeout"`
+	Workers         int           `flag:"workers" env:"HOOKLINE_DISPATCHER_WORKERS" default:"256" usage:"attempts in flight at once per dispatcher"`
+	BatchSize       int           `flag:"batch-size" env:"HOOKLINE_DISPATCHER_BATCH_SIZE" default:"1000" usage:"deliveries taken per poll"`
+	DrainTimeout    time.Duration `flag:"drain-timeout" env:"HOOKLINE_DISPATCHER_DRAIN_TIMEOUT" default:"15s" usage:"on shutdown, how long in-flight attempts may finish"`
+
+	AttemptTimeout time.Duration `flag:"attempt-timeout" env:"HOOKLINE_ATTEMPT_TIMEOUT" default:"10s" usage:"default per-attempt timeout; endpoints may override"`
+	MaxAttempts    uint32        `flag:"max-attempts" env:"HOOKLINE_MAX_ATTEMPTS" default:"16" usage:"default attempt budget of a delivery"`
+	MaxAge         time.Duration `flag:"max-age" env:"HOOKLINE_MAX_AGE" default:"72h" usage:"default time budget of a delivery, from its first attempt"`
+
+	AllowPrivate bool     `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"deliver to loopback and private addresses (development only)"`
+	AllowCIDRs   []string `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs receivers may resolve to despite being private, comma-separated"`
+}

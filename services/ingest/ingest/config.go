@@ -1,0 +1,24 @@
+package ingest
+
+import (
+	"time"
+
+	hkafka "github.com/hookline/hookline/platform/kafka"
+)
+
+// Config is ingest's configuration, read by platform/config from flags
+// and HOOKLINE_* environment variables.
+type Config struct {
+	Kafka hkafka.Config
+
+	GRPCAddr string   `flag:"grpc-addr" env:"HOOKLINE_GRPC_ADDR" default:"127.0.0.1:7070" usage:"gRPC listen address"`
+	APIKeys  []string `flag:"api-keys" env:"HOOKLINE_API_KEYS" usage:"API keys, comma-separated tenant:key or tenant:sha256:<hex>"`
+
+	PublishTimeout  time.Duration `flag:"publish-timeout" env:"HOOKLINE_PUBLISH_TIMEOUT" default:"10s" usage:"how long PublishEvent waits for Kafka to take the write before answering UNAVAILABLE"`
+	MaxPayloadBytes int           `flag:"max-payload-bytes" env:"HOOKLINE_MAX_PAYLOAD_BYTES" default:"1048576" usage:"largest event payload accepted"`
+	MaxEndpoints    int           `flag:"max-endpoints-per-tenant" env:"HOOKLINE_MAX_ENDPOINTS_PER_TENANT" default:"1000" usage:"most endpoints one tenant may have"`
+	AllowHTTP       bool          `flag:"allow-http" env:"HOOKLINE_ALLOW_HTTP" usage:"accept http:// endpoint URLs (default: https only)"`
+	AllowPrivate    bool          `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"accept endpoints on loopback and private addresses (development only)"`
+	AllowCIDRs      []string      `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs endpoints may resolve to despite being private, comma-separated"`
+	ShutdownTimeout time.Duration `flag:"shutdown-timeout" env:"HOOKLINE_SHUTDOWN_TIMEOUT" default:"15s" usage:"how long in-flight calls may finish on shutdown"`
+}

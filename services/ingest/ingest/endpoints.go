@@ -1,0 +1,436 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/filter"
+	"github.com/hookline/hookline/platform/ids"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/sign"
+	"github.com/hookline/hookline/services/ingest/apikey"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Limits on endpoint fields.
+const (
+	maxURLLen         = 2048
+	maxDescriptionLen = 1024
+	maxEventTypes     = 256
+	maxMetadata       = 64
+	maxTimeout        = 60 * time.Second
+	maxAttemptsLimit  = 100
+	maxLadderRungs    = 64
+	maxDelay          = 7 * 24 * time.Hour
+	defaultPageSize   = 100
+	maxPageSize       = 1000
+	defaultGrace      = 24 * time.Hour
+	maxGrace          = 7 * 24 * time.Hour
+)
+
+func invalid(field, format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
+}
+
+// validateURL checks an endpoint URL: absolute http(s), a host, no
+// credentials, and a destination the SSRF guard accepts.
+func (s *Service) validateURL(raw string) error {
+	if raw == "" {
+		return invalid("url", "is required")
+	}
+	if len(raw) > maxURLLen {
+		return invalid("url", "is %d bytes, the limit is %d", len(raw), maxURLLen)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return invalid("url", "is not a valid URL: %v", err)
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !s.cfg.AllowHTTP {
+			return invalid("url", "must use https (this deployment does not accept http endpoints)")
+		}
+	default:
+		return invalid("url", "must be an absolute https:// URL, got scheme %q", u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return invalid("url", "has no host")
+	}
+	if u.User != nil {
+		return invalid("url", "must not contain credentials; authenticate receivers with the webhook signature")
+	}
+	if u.Fragment != "" {
+		return invalid("url", "must not contain a fragment")
+	}
+	if err := s.guard.CheckHost(u.Hostname(), s.lookup); err != nil {
+		return status.Errorf(codes.InvalidArgument, "url: destination not allowed: %v", err)
+	}
+	return nil
+}
+
+func validateEventTypes(types []string) error {
+	if len(types) > maxEventTypes {
+		return invalid("event_types", "has %d entries, the limit is %d", len(types), maxEventTypes)
+	}
+	for i, t := range types {
+		if err := filter.ValidatePattern(t); err != nil {
+			return invalid(fmt.Sprintf("event_types[%d]", i), "%v", err)
+		}
+	}
+	return nil
+}
+
+func validateTimeout(d *durationpb.Duration) error {
+	if d == nil {
+		return nil
+	}
+	if err := d.CheckValid(); err != nil || d.AsDuration() < time.Second || d.AsDuration() > maxTimeout {
+		return invalid("timeout", "must be between 1s and %v", maxTimeout)
+	}
+	return nil
+}
+
+func validateRetryPolicy(p *hooklinev1.RetryPolicy) error {
+	if p == nil {
+		return nil
+	}
+	if p.GetMaxAttempts() > maxAttemptsLimit {
+		return invalid("retry_policy.max_attempts", "is %d, the limit is %d", p.GetMaxAttempts(), maxAttemptsLimit)
+	}
+	if a := p.GetMaxAge(); a != nil && (a.CheckValid() != nil || a.AsDuration() <= 0 || a.AsDuration() > 30*24*time.Hour) {
+		return invalid("retry_policy.max_age", "must be positive and at most 30 days")
+	}
+	delayOK := func(d *durationpb.Duration) bool {
+		return d != nil && d.CheckValid() == nil && d.AsDuration() >= 0 && d.AsDuration() <= maxDelay
+	}
+	if e := p.GetExponential(); e != nil {
+		if e.GetInitial() != nil && !delayOK(e.GetInitial()) || e.GetMax() != nil && !delayOK(e.GetMax()) {
+			return invalid("retry_policy.exponential", "delays must be between 0 and %v", maxDelay)
+		}
+		if e.GetFactor() != 0 && (e.GetFactor() < 1 || e.GetFactor() > 10) {
+			return invalid("retry_policy.exponential.factor", "must be between 1 and 10")
+		}
+	}
+	if l := p.GetLadder(); l != nil {
+		if n := len(l.GetDelays()); n == 0 || n > maxLadderRungs {
+			return invalid("retry_policy.ladder.delays", "must have 1 to %d delays", maxLadderRungs)
+		}
+		for i, d := range l.GetDelays() {
+			if !delayOK(d) {
+				return invalid(fmt.Sprintf("retry_policy.ladder.delays[%d]", i), "must be between 0 and %v", maxDelay)
+			}
+		}
+	}
+	return nil
+}
+
+func validateMetadata(md map[string]string) error {
+	if len(md) > maxMetadata {
+		return invalid("metadata", "has %d entries, the limit is %d", len(md), maxMetadata)
+	}
+	for k, v := range md {
+		if k == "" || len(k) > 128 || len(v) > 1024 {
+			return invalid("metadata", "keys must be 1-128 bytes and values at most 1024 bytes")
+		}
+	}
+	return nil
+}
+
+func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndpointRequest) (*hooklinev1.CreateEndpointResponse, error) {
+	tenant := apikey.TenantFrom(ctx)
+	if err := s.validateURL(req.GetUrl()); err != nil {
+		return nil, err
+	}
+	if len(req.GetDescription()) > maxDescriptionLen {
+		return nil, invalid("description", "is %d bytes, the limit is %d", len(req.GetDescription()), maxDescriptionLen)
+	}
+	for _, err := range []error{
+		validateEventTypes(req.GetEventTypes()),
+		validateTimeout(req.GetTimeout()),
+		validateRetryPolicy(req.GetRetryPolicy()),
+		validateMetadata(req.GetMetadata()),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	if req.GetRateLimitPerSecond() < 0 {
+		return nil, invalid("rate_limit_per_second", "must not be negative")
+	}
+	secret := req.GetSecret()
+	if secret == "" {
+		secret = sign.GenerateSecret()
+	} else if _, err := sign.ParseSecret(secret); err != nil {
+		return nil, invalid("secret", "%v", err)
+	}
+
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if n := s.store.Count(tenant); n >= s.cfg.MaxEndpoints {
+		return nil, status.Errorf(codes.ResourceExhausted, "tenant has %d endpoints, the limit is %d; delete unused endpoints", n, s.cfg.MaxEndpoints)
+	}
+	now := timestamppb.New(s.now())
+	rec := &hooklinev1.EndpointRecord{
+		Endpoint: &hooklinev1.Endpoint{
+			Id:                 ids.New(ids.Endpoint, s.now()),
+			TenantId:           tenant,
+			Url:                req.GetUrl(),
+			Description:        req.GetDescription(),
+			EventTypes:         req.GetEventTypes(),
+			Status:             hooklinev1.EndpointStatus_ENDPOINT_STATUS_ACTIVE,
+			Timeout:            req.GetTimeout(),
+			MaxInFlight:        req.GetMaxInFlight(),
+			RateLimitPerSecond: req.GetRateLimitPerSecond(),
+			RetryPolicy:        req.GetRetryPolicy(),
+			CreatedAt:          now,
+			UpdatedAt:          now,
+			Metadata:           req.GetMetadata(),
+		},
+		Secrets: []*hooklinev1.EndpointSecret{{Secret: secret, CreatedAt: now}},
+		Version: 1,
+	}
+	if err := s.writeEndpoint(ctx, rec); err != nil {
+		return nil, err
+	}
+	return &hooklinev1.CreateEndpointResponse{Endpoint: rec.GetEndpoint(), Secret: secret}, nil
+}
+
+// writeEndpoint makes rec durable in the endpoints topic, then applies it
+// to this replica's view.
+func (s *Service) writeEndpoint(ctx context.Context, rec *hooklinev1.EndpointRecord) error {
+	r, err := hkafka.Record(s.topics.Endpoints, rec.GetEndpoint().GetId(), rec)
+	if err != nil {
+		return status.Errorf(codes.Internal, "encode endpoint: %v", err)
+	}
+	if err := s.produce(ctx, r); err != nil {
+		return kafkaStatus(ctx, "endpoint not saved", err)
+	}
+	s.store.Put(rec)
+	return nil
+}
+
+func (s *Service) produce(ctx context.Context, rs ...*kgo.Record) error {
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	defer cancel()
+	return s.kafka.ProduceSync(pctx, rs...).FirstErr()
+}
+
+// owned returns the caller's endpoint id, or NotFound: another tenant's
+// endpoint is indistinguishable from a missing one.
+func (s *Service) owned(ctx context.Context, id string) (*hooklinev1.EndpointRecord, error) {
+	if id == "" {
+		return nil, invalid("id", "is required")
+	}
+	rec := s.store.Get(id)
+	if rec == nil && ids.Valid(ids.Endpoint, id) {
+		// Perhaps written a moment ago through another replica.
+		if err := s.store.Sync(ctx); err != nil {
+			return nil, kafkaStatus(ctx, "endpoint lookup", err)
+		}
+		rec = s.store.Get(id)
+	}
+	if rec == nil || rec.GetEndpoint().GetTenantId() != apikey.TenantFrom(ctx) {
+		return nil, status.Errorf(codes.NotFound, "endpoint %q not found", id)
+	}
+	return rec, nil
+}
+
+func currentSecret(rec *hooklinev1.EndpointRecord) string {
+	if len(rec.GetSecrets()) == 0 {
+		return ""
+	}
+	return rec.GetSecrets()[0].GetSecret()
+}
+
+func (s *Service) GetEndpoint(ctx context.Context, req *hooklinev1.GetEndpointRequest) (*hooklinev1.GetEndpointResponse, error) {
+	rec, err := s.owned(ctx, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	return &hooklinev1.GetEndpointResponse{Endpoint: rec.GetEndpoint(), Secret: currentSecret(rec)}, nil
+}
+
+func (s *Service) ListEndpoints(ctx context.Context, req *hooklinev1.ListEndpointsRequest) (*hooklinev1.ListEndpointsResponse, error) {
+	size := int(req.GetPageSize())
+	switch {
+	case size == 0:
+		size = defaultPageSize
+	case size > maxPageSize:
+		return nil, invalid("page_size", "is %d, the limit is %d", size, maxPageSize)
+	}
+	resp := &hooklinev1.ListEndpointsResponse{}
+	for _, rec := range s.store.List(apikey.TenantFrom(ctx)) {
+		if rec.GetEndpoint().GetId() <= req.GetPageToken() {
+			continue
+		}
+		if len(resp.Endpoints) == size {
+			resp.NextPageToken = resp.Endpoints[size-1].GetId()
+			break
+		}
+		resp.Endpoints = append(resp.Endpoints, rec.GetEndpoint())
+	}
+	return resp, nil
+}
+
+// change applies fn to a copy of the caller's endpoint id, bumps its
+// version and writes it.
+func (s *Service) change(ctx context.Context, id string, fn func(*hooklinev1.EndpointRecord) error) (*hooklinev1.EndpointRecord, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	cur, err := s.owned(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rec := proto.Clone(cur).(*hooklinev1.EndpointRecord)
+	if err := fn(rec); err != nil {
+		return nil, err
+	}
+	rec.Version++
+	rec.Endpoint.UpdatedAt = timestamppb.New(s.now())
+	if err := s.writeEndpoint(ctx, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+func (s *Service) UpdateEndpoint(ctx context.Context, req *hooklinev1.UpdateEndpointRequest) (*hooklinev1.UpdateEndpointResponse, error) {
+	paths := req.GetUpdateMask().GetPaths()
+	if len(paths) == 0 {
+		return nil, invalid("update_mask", "is required; name the fields to change, e.g. paths: [\"url\"]")
+	}
+	in := req.GetEndpoint()
+	rec, err := s.change(ctx, in.GetId(), func(rec *hooklinev1.EndpointRecord) error {
+		ep := rec.Endpoint
+		for _, p := range paths {
+			var err error
+			switch p {
+			case "url":
+				err, ep.Url = s.validateURL(in.GetUrl()), in.GetUrl()
+			case "description":
+				if len(in.GetDescription()) > maxDescriptionLen {
+					err = invalid("description", "is %d bytes, the limit is %d", len(in.GetDescription()), maxDescriptionLen)
+				}
+				ep.Description = in.GetDescription()
+			case "event_types":
+				err, ep.EventTypes = validateEventTypes(in.GetEventTypes()), in.GetEventTypes()
+			case "timeout":
+				err, ep.Timeout = validateTimeout(in.GetTimeout()), in.GetTimeout()
+			case "max_in_flight":
+				ep.MaxInFlight = in.GetMaxInFlight()
+			case "rate_limit_per_second":
+				if in.GetRateLimitPerSecond() < 0 {
+					err = invalid("rate_limit_per_second", "must not be negative")
+				}
+				ep.RateLimitPerSecond = in.GetRateLimitPerSecond()
+			case "retry_policy":
+				err, ep.RetryPolicy = validateRetryPolicy(in.GetRetryPolicy()), in.GetRetryPolicy()
+			case "metadata":
+				err, ep.Metadata = validateMetadata(in.GetMetadata()), in.GetMetadata()
+			default:
+				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata (status and secret have their own calls)", p)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &hooklinev1.UpdateEndpointResponse{Endpoint: rec.GetEndpoint()}, nil
+}
+
+func (s *Service) DeleteEndpoint(ctx context.Context, req *hooklinev1.DeleteEndpointRequest) (*hooklinev1.DeleteEndpointResponse, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	rec, err := s.owned(ctx, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	id := rec.GetEndpoint().GetId()
+	// A tombstone: compaction removes the endpoint's history.
+	if err := s.produce(ctx, &kgo.Record{Topic: s.topics.Endpoints, Key: []byte(id)}); err != nil {
+		return nil, kafkaStatus(ctx, "endpoint not deleted", err)
+	}
+	s.store.Delete(id)
+	return &hooklinev1.DeleteEndpointResponse{}, nil
+}
+
+func (s *Service) PauseEndpoint(ctx context.Context, req *hooklinev1.PauseEndpointRequest) (*hooklinev1.PauseEndpointResponse, error) {
+	if len(req.GetReason()) > maxDescriptionLen {
+		return nil, invalid("reason", "is %d bytes, the limit is %d", len(req.GetReason()), maxDescriptionLen)
+	}
+	rec, err := s.change(ctx, req.GetId(), func(rec *hooklinev1.EndpointRecord) error {
+		if rec.Endpoint.Status == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
+			return nil
+		}
+		rec.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED
+		rec.Endpoint.PausedReason = req.GetReason()
+		rec.Endpoint.PausedAt = timestamppb.New(s.now())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &hooklinev1.PauseEndpointResponse{Endpoint: rec.GetEndpoint()}, nil
+}
+
+func (s *Service) ResumeEndpoint(ctx context.Context, req *hooklinev1.ResumeEndpointRequest) (*hooklinev1.ResumeEndpointResponse, error) {
+	rec, err := s.change(ctx, req.GetId(), func(rec *hooklinev1.EndpointRecord) error {
+		rec.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_ACTIVE
+		rec.Endpoint.PausedReason = ""
+		rec.Endpoint.PausedAt = nil
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &hooklinev1.ResumeEndpointResponse{Endpoint: rec.GetEndpoint()}, nil
+}
+
+func (s *Service) RotateEndpointSecret(ctx context.Context, req *hooklinev1.RotateEndpointSecretRequest) (*hooklinev1.RotateEndpointSecretResponse, error) {
+	secret := req.GetSecret()
+	if secret == "" {
+		secret = sign.GenerateSecret()
+	} else if _, err := sign.ParseSecret(secret); err != nil {
+		return nil, invalid("secret", "%v", err)
+	}
+	grace := defaultGrace
+	if g := req.GetGracePeriod(); g != nil {
+		if g.CheckValid() != nil || g.AsDuration() < 0 || g.AsDuration() > maxGrace {
+			return nil, invalid("grace_period", "must be between 0 and %v", maxGrace)
+		}
+		grace = g.AsDuration()
+	}
+	rec, err := s.change(ctx, req.GetId(), func(rec *hooklinev1.EndpointRecord) error {
+		now := s.now()
+		kept := []*hooklinev1.EndpointSecret{{Secret: secret, CreatedAt: timestamppb.New(now)}}
+		for i, old := range rec.GetSecrets() {
+			if old.GetSecret() == secret {
+				return invalid("secret", "is already one of the endpoint's secrets")
+			}
+			if i == 0 {
+				old.ExpiresAt = timestamppb.New(now.Add(grace))
+			}
+			if exp := old.GetExpiresAt(); exp.AsTime().After(now) {
+				kept = append(kept, old)
+			}
+		}
+		rec.Secrets = kept
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &hooklinev1.RotateEndpointSecretResponse{Endpoint: rec.GetEndpoint(), Secret: secret}, nil
+}

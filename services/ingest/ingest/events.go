@@ -1,0 +1,104 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/filter"
+	"github.com/hookline/hookline/platform/ids"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/services/ingest/apikey"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+const maxIdempotencyKeyLen = 256
+
+// PublishEvent validates the event, fans it out to the matching (or the
+// named) endpoints of the caller's tenant, and returns once every Delivery
+// record is acknowledged by all in-sync replicas. Many concurrent calls
+// share producer batches; none waits for another's records.
+func (s *Service) PublishEvent(ctx context.Context, req *hooklinev1.PublishEventRequest) (*hooklinev1.PublishEventResponse, error) {
+	tenant := apikey.TenantFrom(ctx)
+	if err := filter.ValidateType(req.GetEventType()); err != nil {
+		return nil, invalid("event_type", "%v", err)
+	}
+	payload := req.GetPayload()
+	if len(payload) == 0 {
+		return nil, invalid("payload", "is required (a JSON document)")
+	}
+	if len(payload) > s.cfg.MaxPayloadBytes {
+		return nil, invalid("payload", "is %d bytes, the limit is %d", len(payload), s.cfg.MaxPayloadBytes)
+	}
+	if !json.Valid(payload) {
+		return nil, invalid("payload", "is not valid JSON; receivers get it as application/json")
+	}
+	if k := req.GetIdempotencyKey(); k != "" {
+		if len(k) > maxIdempotencyKeyLen {
+			return nil, invalid("idempotency_key", "is %d bytes, the limit is %d", len(k), maxIdempotencyKeyLen)
+		}
+		// Deduplication across replicas and restarts is not built yet;
+		// accepting the key without honouring it would make a retry
+		// deliver twice, so it is refused outright.
+		return nil, status.Error(codes.Unimplemented, "idempotency_key is not supported by this Hookline version yet; publish without it")
+	}
+
+	targets, err := s.targets(ctx, tenant, req)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	eventID := ids.New(ids.Event, now)
+	resp := &hooklinev1.PublishEventResponse{EventId: eventID, Deliveries: make([]*hooklinev1.DeliveryRef, 0, len(targets))}
+	recs := make([]*kgo.Record, 0, len(targets))
+	created := timestamppb.New(now)
+	for _, ep := range targets {
+		d := &hooklinev1.Delivery{
+			DeliveryId: ids.New(ids.Delivery, now),
+			EventId:    eventID,
+			TenantId:   tenant,
+			EndpointId: ep.GetEndpoint().GetId(),
+			EventType:  req.GetEventType(),
+			Payload:    payload,
+			Attempt:    1,
+			CreatedAt:  created,
+			Kind:       hooklinev1.DeliveryKind_DELIVERY_KIND_FIRST,
+		}
+		r, err := hkafka.Record(s.topics.Deliveries, d.GetEndpointId(), d)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "encode delivery: %v", err)
+		}
+		recs = append(recs, r)
+		resp.Deliveries = append(resp.Deliveries, &hooklinev1.DeliveryRef{DeliveryId: d.GetDeliveryId(), EndpointId: d.GetEndpointId()})
+	}
+	if len(recs) > 0 {
+		if err := s.produce(ctx, recs...); err != nil {
+			return nil, kafkaStatus(ctx, "event not accepted", err)
+		}
+	}
+	return resp, nil
+}
+
+// targets returns the endpoints an event goes to: the named ones, which
+// must all be the caller's, or every endpoint whose filter matches.
+func (s *Service) targets(ctx context.Context, tenant string, req *hooklinev1.PublishEventRequest) ([]*hooklinev1.EndpointRecord, error) {
+	if len(req.GetEndpointIds()) == 0 {
+		return s.store.Matching(tenant, req.GetEventType()), nil
+	}
+	named := slices.Clone(req.GetEndpointIds())
+	slices.Sort(named)
+	named = slices.Compact(named)
+	out := make([]*hooklinev1.EndpointRecord, 0, len(named))
+	for _, id := range named {
+		rec, err := s.owned(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}

@@ -1,0 +1,224 @@
+// Package ingest is Hookline's gRPC edge: API-key auth, validation,
+// endpoint administration (kept in the compacted endpoints topic), and
+// event publishing with fan-out to one Delivery record per matching
+// endpoint, durable in Kafka before the call returns.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/endpoints"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/netguard"
+	"github.com/hookline/hookline/services/ingest/apikey"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+)
+
+// Service is one ingest instance.
+type Service struct {
+	hooklinev1.UnimplementedEventServiceServer
+	hooklinev1.UnimplementedEndpointServiceServer
+
+	cfg    Config
+	log    *slog.Logger
+	now    func() time.Time
+	keys   *apikey.Registry
+	guard  *netguard.Guard
+	store  *endpoints.Store
+	topics hkafka.Topics
+	ln     net.Listener
+	lookup func(host string) ([]net.IP, error)
+
+	kafka *kgo.Client // set by Run
+	// writeMu serialises endpoint read-modify-write cycles in this replica.
+	writeMu sync.Mutex
+}
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithClock injects the clock (default time.Now).
+func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
+
+// WithListener serves on ln instead of listening on Config.GRPCAddr.
+func WithListener(ln net.Listener) Option { return func(s *Service) { s.ln = ln } }
+
+// WithResolver replaces DNS resolution of endpoint hosts at creation.
+func WithResolver(lookup func(host string) ([]net.IP, error)) Option {
+	return func(s *Service) { s.lookup = lookup }
+}
+
+// New validates cfg and returns a Service.
+func New(cfg Config, opts ...Option) (*Service, error) {
+	keys, err := apikey.Parse(cfg.APIKeys)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
+	guard, err := netguard.New(cfg.AllowPrivate, cfg.AllowCIDRs)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
+	if cfg.MaxPayloadBytes < 1 || cfg.MaxPayloadBytes > hkafka.MaxRecordBytes/2 {
+		return nil, fmt.Errorf("ingest: --max-payload-bytes must be between 1 and %d", hkafka.MaxRecordBytes/2)
+	}
+	s := &Service{
+		cfg:    cfg,
+		log:    slog.Default(),
+		now:    time.Now,
+		keys:   keys,
+		guard:  guard,
+		store:  endpoints.NewStore(),
+		topics: cfg.Kafka.Topics(),
+		lookup: net.LookupIP,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
+}
+
+// Run serves until ctx ends. It creates the topics if needed, reads the
+// endpoints topic to its end before serving, and on shutdown reports
+// NOT_SERVING, lets in-flight calls finish (bounded by ShutdownTimeout),
+// then closes its Kafka clients.
+func (s *Service) Run(ctx context.Context) error {
+	opts, err := s.cfg.Kafka.Opts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append(opts,
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(s.cfg.PublishTimeout),
+		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
+	)...)
+	if err != nil {
+		return fmt.Errorf("ingest: kafka client: %w", err)
+	}
+	defer cl.Close()
+	s.kafka = cl
+	if err := s.cfg.Kafka.EnsureTopics(ctx, kadm.NewClient(cl), s.cfg.Kafka.Specs()); err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+
+	storeCtx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
+	storeErr := make(chan error, 1)
+	go func() { storeErr <- s.store.Run(storeCtx, s.cfg.Kafka) }()
+	defer func() {
+		stopStore()
+		<-storeErr
+	}()
+	select {
+	case <-s.store.Ready():
+	case err := <-storeErr:
+		return fmt.Errorf("ingest: endpoints: %w", err)
+	case <-ctx.Done():
+		return nil
+	}
+
+	ln := s.ln
+	if ln == nil {
+		if ln, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
+			return fmt.Errorf("ingest: listen: %w", err)
+		}
+	}
+	srv, hs := s.grpcServer()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.log.Info("ingest serving", "addr", ln.Addr().String())
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("ingest: serve: %w", err)
+	case err := <-storeErr:
+		storeErr <- err // for the deferred wait
+		srv.Stop()
+		return fmt.Errorf("ingest: endpoints: %w", err)
+	case <-ctx.Done():
+	}
+	hs.Shutdown() // NOT_SERVING, so balancers move away first
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(s.cfg.ShutdownTimeout):
+		srv.Stop()
+	}
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := cl.Flush(flushCtx); err != nil {
+		return fmt.Errorf("ingest: flush: %w", err)
+	}
+	return nil
+}
+
+func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
+	needsAuth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return c.Service != healthpb.Health_ServiceDesc.ServiceName &&
+			c.Service != "grpc.reflection.v1.ServerReflection" &&
+			c.Service != "grpc.reflection.v1alpha.ServerReflection"
+	})
+	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		s.log.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+	onPanic := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		s.log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		return status.Error(codes.Internal, "internal error")
+	})
+	srv := grpc.NewServer(
+		grpc.MaxRecvMsgSize(s.cfg.MaxPayloadBytes+1<<20),
+		grpc.ChainUnaryInterceptor(
+			logging.UnaryServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall)),
+			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.keys.AuthFunc), needsAuth),
+			recovery.UnaryServerInterceptor(onPanic),
+		),
+		grpc.ChainStreamInterceptor(
+			logging.StreamServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall)),
+			selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.keys.AuthFunc), needsAuth),
+			recovery.StreamServerInterceptor(onPanic),
+		),
+	)
+	hooklinev1.RegisterEventServiceServer(srv, s)
+	hooklinev1.RegisterEndpointServiceServer(srv, s)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+	return srv, hs
+}
+
+// kafkaStatus maps a failed Kafka write to the caller's status: the
+// caller's own deadline is DeadlineExceeded, anything else UNAVAILABLE.
+// Either way nothing may be assumed written.
+func kafkaStatus(ctx context.Context, what string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		return status.Errorf(codes.DeadlineExceeded, "%s: deadline passed before Kafka confirmed the write; retry", what)
+	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return status.Errorf(codes.Canceled, "%s: canceled before Kafka confirmed the write", what)
+	}
+	return status.Errorf(codes.Unavailable, "%s: Kafka did not confirm the write (%v); nothing was accepted, retry", what, err)
+}
