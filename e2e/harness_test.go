@@ -76,6 +76,9 @@ type stack struct {
 	topics hkafka.Topics
 	admin  *kadm.Client
 	client *kgo.Client
+	// failed is done when a service failed or the test ended.
+	failed context.Context
+	fail   context.CancelFunc
 }
 
 const testTenant = "acme"
@@ -112,11 +115,17 @@ func startStack(t *testing.T) *stack {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
+	// failed ends when a service stops with an error, so waits give up at
+	// once instead of running into their timeout.
+	var failed context.Context
+	failed, st.fail = context.WithCancel(t.Context())
+	st.failed = failed
 	var wg sync.WaitGroup
-	for name, run := range map[string]func(context.Context) error{"ingest": in.Run, "dispatcher": disp.Run} {
+	for _, run := range []func(context.Context) error{in.Run, disp.Run} {
 		wg.Go(func() {
 			if err := run(ctx); err != nil {
-				t.Errorf("%s: %v", name, err)
+				t.Errorf("%v", err)
+				st.fail()
 			}
 		})
 	}
@@ -147,7 +156,7 @@ func startStack(t *testing.T) *stack {
 
 func (st *stack) waitServing() {
 	st.t.Helper()
-	ctx, cancel := context.WithTimeout(st.t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(st.failed, waitFor)
 	defer cancel()
 	// Watch sends the current status, then every change.
 	w, err := healthpb.NewHealthClient(st.conn).Watch(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
@@ -196,7 +205,7 @@ func (st *stack) readN(topic string, n int) []*kgo.Record {
 		st.t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(st.t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(st.failed, waitFor)
 	defer cancel()
 	var out []*kgo.Record
 	for len(out) < n {

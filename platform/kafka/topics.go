@@ -75,9 +75,11 @@ func (c Config) EnsureTopics(ctx context.Context, adm *kadm.Client, specs []Topi
 			return fmt.Errorf("kafka: create topic %s: %w", s.Name, err)
 		}
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, names...)
+	// A topic just created may not be known to every broker yet; wait
+	// (bounded) for its configs to be describable.
+	rcs, err := describeConfigs(ctx, adm, names)
 	if err != nil {
-		return fmt.Errorf("kafka: describe topic configs: %w", err)
+		return err
 	}
 	for _, s := range specs {
 		want, ok := s.Configs["cleanup.policy"]
@@ -102,4 +104,38 @@ func (c Config) EnsureTopics(ctx context.Context, adm *kadm.Client, specs []Topi
 		}
 	}
 	return nil
+}
+
+// describeConfigs describes the topics' configs, retrying while a newly
+// created topic is still propagating (UNKNOWN_TOPIC_OR_PARTITION), for at
+// most 30 seconds.
+func describeConfigs(ctx context.Context, adm *kadm.Client, names []string) (kadm.ResourceConfigs, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	wait := 50 * time.Millisecond
+	for {
+		rcs, err := adm.DescribeTopicConfigs(ctx, names...)
+		if err == nil {
+			for _, rc := range rcs {
+				if rc.Err != nil {
+					err = fmt.Errorf("topic %s: %w", rc.Name, rc.Err)
+					break
+				}
+			}
+		}
+		if err == nil {
+			return rcs, nil
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return nil, fmt.Errorf("kafka: describe topic configs: %w", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("kafka: topics not visible 30 s after creation: %w", err)
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
 }

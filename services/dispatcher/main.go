@@ -19,7 +19,7 @@ import (
 
 func main() {
 	if err := run(); err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "dispatcher:", err)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }

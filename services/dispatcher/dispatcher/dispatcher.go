@@ -147,7 +147,10 @@ func (s *Service) ensureTopics(ctx context.Context, opts []kgo.Opt) error {
 		return fmt.Errorf("dispatcher: kafka client: %w", err)
 	}
 	defer cl.Close()
-	return s.cfg.Kafka.EnsureTopics(ctx, kadm.NewClient(cl), s.cfg.Kafka.Specs())
+	if err := s.cfg.Kafka.EnsureTopics(ctx, kadm.NewClient(cl), s.cfg.Kafka.Specs()); err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
+	}
+	return nil
 }
 
 // dispatchBatch attempts every record of one poll concurrently, then
