@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flag"
 	"net"
 	"os"
 	"strings"
@@ -54,8 +53,8 @@ func brokers(t *testing.T) []string {
 // defaults returns a T with the defaults of its config tags.
 func defaults[T any](t *testing.T) T {
 	t.Helper()
-	var v T
-	if err := config.Load(flag.NewFlagSet("test", flag.ContinueOnError), &v, nil, func(string) string { return "" }); err != nil {
+	v, err := config.Defaults[T]()
+	if err != nil {
 		t.Fatal(err)
 	}
 	return v

@@ -199,3 +199,11 @@ func (f *flagValue) Set(s string) error { return set(f.v, s) }
 
 // IsBoolFlag lets boolean settings be given as a bare -flag.
 func (f *flagValue) IsBoolFlag() bool { return f.v.Kind() == reflect.Bool }
+
+// Defaults returns a T holding the values of its default tags, ignoring
+// the environment: the base that tests and embedding programs adjust.
+func Defaults[T any]() (T, error) {
+	var v T
+	err := Load(flag.NewFlagSet("defaults", flag.ContinueOnError), &v, nil, func(string) string { return "" })
+	return v, err
+}

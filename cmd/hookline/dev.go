@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/hookline/hookline/platform/config"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/services/dispatcher/dispatcher"
+	"github.com/hookline/hookline/services/ingest/ingest"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+type devFlags struct {
+	DataDir   string `flag:"data-dir" env:"HOOKLINE_DEV_DATA_DIR" default:".hookline-dev" usage:"where the embedded Kafka keeps its data and the API key"`
+	GRPCAddr  string `flag:"grpc-addr" env:"HOOKLINE_DEV_GRPC_ADDR" default:"127.0.0.1:7070" usage:"gRPC listen address of ingest"`
+	KafkaAddr string `flag:"kafka-addr" env:"HOOKLINE_DEV_KAFKA_ADDR" default:"127.0.0.1:9092" usage:"listen address of the embedded Kafka (loopback only); any Kafka client can read the topics there"`
+	APIKey    string `flag:"api-key" env:"HOOKLINE_DEV_API_KEY" usage:"API key of tenant \"dev\" (default: generated once and kept in the data dir)"`
+	LogLevel  string `flag:"log-level" env:"HOOKLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
+}
+
+// runDev runs ingest and the dispatcher in this process on an embedded
+// Kafka (kfake) persisted under --data-dir. Receivers on loopback and
+// private addresses, and http:// URLs, are allowed: it is for development.
+func runDev(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
+	var f devFlags
+	if _, err := parse("dev", &f, args, out, getenv); err != nil {
+		return err
+	}
+	host, portStr, err := net.SplitHostPort(f.KafkaAddr)
+	if err != nil {
+		return fmt.Errorf("--kafka-addr: %w", err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("--kafka-addr: the embedded Kafka listens on loopback only, got host %q", host)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("--kafka-addr: bad port %q", portStr)
+	}
+	if err := os.MkdirAll(f.DataDir, 0o700); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	key, err := devAPIKey(f.DataDir, f.APIKey)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	cluster, err := kfake.NewCluster(
+		kfake.NumBrokers(1),
+		kfake.Ports(port),
+		kfake.DataDir(filepath.Join(f.DataDir, "kafka")),
+		kfake.ClusterID("hookline-dev"),
+	)
+	if err != nil {
+		return fmt.Errorf("embedded Kafka on %s: %w", f.KafkaAddr, err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+
+	kc, err := config.Defaults[hkafka.Config]()
+	if err != nil {
+		return err
+	}
+	kc.Brokers = brokers
+	ic, err := config.Defaults[ingest.Config]()
+	if err != nil {
+		return err
+	}
+	ic.Kafka, ic.GRPCAddr = kc, f.GRPCAddr
+	ic.APIKeys = []string{"dev:" + key}
+	ic.AllowHTTP, ic.AllowPrivate = true, true
+	dc, err := config.Defaults[dispatcher.Config]()
+	if err != nil {
+		return err
+	}
+	dc.Kafka = kc
+	dc.AllowPrivate = true
+	dc.TransactionalID = "hookline-dev-dispatcher"
+
+	ln, err := net.Listen("tcp", f.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("--grpc-addr: %w", err)
+	}
+	in, err := ingest.New(ic, ingest.WithLogger(log.With("service", "ingest")), ingest.WithListener(ln))
+	if err != nil {
+		return err
+	}
+	disp, err := dispatcher.New(dc, dispatcher.WithLogger(log.With("service", "dispatcher")))
+	if err != nil {
+		return err
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, run := range []func(context.Context) error{in.Run, disp.Run} {
+		wg.Go(func() {
+			if err := run(runCtx); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				cancel() // one service down stops the rest
+			}
+		})
+	}
+	fmt.Fprintf(out, `Hookline dev is running (Ctrl-C to stop).
+  ingest gRPC   %s
+  Kafka         %s   (topics %s*, read with any Kafka client)
+  API key       %s   (tenant "dev")
+  data dir      %s
+
+Try it:
+  export HOOKLINE_API_KEY=%s
+  hookline endpoint create --url http://127.0.0.1:9000/webhooks
+  hookline publish --type invoice.paid --data '{"invoice":"in_1","amount":4200}'
+  hookline results tail --kafka-brokers %s
+`, ln.Addr(), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, key, strings.Join(brokers, ","))
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// devAPIKey returns the given key, or the one kept in dir, or a new one
+// that it keeps there, so a restarted dev keeps working with the exported
+// HOOKLINE_API_KEY.
+func devAPIKey(dir, given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	path := filepath.Join(dir, "api-key")
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) >= 16 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	raw := make([]byte, 20)
+	_, _ = rand.Read(raw)
+	key := "hk_dev_" + hex.EncodeToString(raw)
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return key, nil
+}

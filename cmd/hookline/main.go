@@ -1,0 +1,69 @@
+// Command hookline is Hookline's admin and developer tool: manage
+// endpoints, publish events, tail delivery results, and run all of
+// Hookline on an embedded Kafka with `hookline dev`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `hookline — webhook delivery platform tool
+
+Usage:
+  hookline dev [flags]                      run ingest and dispatcher on an embedded Kafka
+  hookline endpoint create --url URL [flags] create an endpoint (prints it with its secret)
+  hookline endpoint get ID                  show an endpoint
+  hookline endpoint list                    list endpoints
+  hookline endpoint pause ID [--reason R]   hold deliveries without burning attempts
+  hookline endpoint resume ID               deliver again
+  hookline endpoint delete ID               delete an endpoint
+  hookline endpoint rotate-secret ID        rotate the signing secret
+  hookline publish --type T --data JSON     publish an event
+  hookline results tail [flags]             print delivery results as JSON lines
+
+Client commands reach ingest at --addr (HOOKLINE_ADDR, default 127.0.0.1:7070)
+with --api-key (HOOKLINE_API_KEY). Run "hookline <command> -h" for its flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Getenv)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "hookline:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
+	if len(args) == 0 {
+		fmt.Fprint(out, usage)
+		return errors.New("no command given")
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "dev":
+		return runDev(ctx, rest, out, getenv)
+	case "endpoint", "endpoints":
+		return runEndpoint(ctx, rest, out, getenv)
+	case "publish":
+		return runPublish(ctx, rest, out, getenv)
+	case "results":
+		if len(rest) == 0 || rest[0] != "tail" {
+			return errors.New("usage: hookline results tail [flags]")
+		}
+		return runResultsTail(ctx, rest[1:], out, getenv)
+	case "help", "-h", "--help":
+		fmt.Fprint(out, usage)
+		return nil
+	}
+	fmt.Fprint(out, usage)
+	return fmt.Errorf("unknown command %q", cmd)
+}
