@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -60,6 +61,12 @@ func defaults[T any](t *testing.T) T {
 	return v
 }
 
+// testLogger writes a service's logs to the test's output: shown with -v
+// or when the test fails.
+func testLogger(t *testing.T, service string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})).With("service", service)
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -98,7 +105,7 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := ingest.New(ic, ingest.WithListener(ln))
+	in, err := ingest.New(ic, ingest.WithListener(ln), ingest.WithLogger(testLogger(t, "ingest")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +115,7 @@ func startStack(t *testing.T) *stack {
 	dc.AllowPrivate = true
 	dc.Group = kc.TopicPrefix + "dispatcher"
 	dc.TransactionalID = kc.TopicPrefix + "dispatcher-1"
-	disp, err := dispatcher.New(dc)
+	disp, err := dispatcher.New(dc, dispatcher.WithLogger(testLogger(t, "dispatcher")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,18 @@ func TestOutcomeEveryRowOfRClass(t *testing.T) {
 	}
 }
 
+// do sends req and returns only its transport error.
+func do(req *http.Request, err error) error {
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if resp != nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
 func TestRealNetworkErrorsAreTransient(t *testing.T) {
 	// A refused connection: listen, take the address, close.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -52,7 +64,7 @@ func TestRealNetworkErrorsAreTransient(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	_, refused := http.Get("http://" + addr)
+	refused := do(http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr, nil))
 
 	// A timeout: a receiver that answers after the client gave up.
 	release := make(chan struct{})
@@ -66,11 +78,10 @@ func TestRealNetworkErrorsAreTransient(t *testing.T) {
 	defer close(release)
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, slow.URL, nil)
-	_, timedOut := http.DefaultClient.Do(req)
+	timedOut := do(http.NewRequestWithContext(ctx, http.MethodPost, slow.URL, nil))
 
 	// DNS failure: .invalid never resolves (RFC 2606).
-	_, dns := http.Get("http://hookline-test.invalid/")
+	dns := do(http.NewRequestWithContext(t.Context(), http.MethodGet, "http://hookline-test.invalid/", nil))
 
 	tests := []struct {
 		name string

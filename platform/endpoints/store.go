@@ -52,6 +52,36 @@ func NewStore() *Store {
 	}
 }
 
+// Start runs the store in the background and waits until it is ready.
+// It returns an error if the store fails first or ctx ends first. The
+// store keeps following the topic until stop is called; failed reports
+// an error that stops it later.
+func (s *Store) Start(ctx context.Context, cfg hkafka.Config) (stop func(), failed <-chan error, err error) {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		defer close(done)
+		if err := s.Run(runCtx, cfg); err != nil {
+			errc <- err
+		}
+	}()
+	stop = func() {
+		cancel()
+		<-done
+	}
+	select {
+	case <-s.ready:
+		return stop, errc, nil
+	case err := <-errc:
+		stop()
+		return nil, nil, err
+	case <-ctx.Done():
+		stop()
+		return nil, nil, ctx.Err()
+	}
+}
+
 // Run consumes the endpoints topic from its start until ctx ends,
 // applying every record. It marks the store ready once it has read up to
 // the end offsets that the topic had when Run began. cfg gives the

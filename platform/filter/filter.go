@@ -24,7 +24,7 @@ func ValidateType(t string) error {
 			return fmt.Errorf("%q has an empty segment; use dot-separated names like \"invoice.paid\"", t)
 		}
 		for _, r := range seg {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			if !nameRune(r) {
 				return fmt.Errorf("%q contains %q; use letters, digits, '_', '-' and '.'", t, r)
 			}
 		}
@@ -60,4 +60,8 @@ func Match(patterns []string, eventType string) bool {
 		}
 	}
 	return false
+}
+
+func nameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-'
 }

@@ -1,6 +1,7 @@
 package sign
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -94,7 +95,7 @@ func TestVerifyRejectsTampering(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.signer.Verify(tt.id, tt.ts, tt.sig, []byte(tt.body), tt.now, DefaultTolerance)
-			if err != tt.want {
+			if !errors.Is(err, tt.want) {
 				t.Fatalf("got %v, want %v", err, tt.want)
 			}
 		})

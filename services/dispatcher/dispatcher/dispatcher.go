@@ -91,20 +91,25 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := s.ensureTopics(ctx, opts); err != nil {
 		return err
 	}
-	storeCtx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
-	storeErr := make(chan error, 1)
-	go func() { storeErr <- s.store.Run(storeCtx, s.cfg.Kafka) }()
-	defer func() {
-		stopStore()
-		<-storeErr
-	}()
-	select {
-	case <-s.store.Ready():
-	case err := <-storeErr:
+	stopStore, storeFailed, err := s.store.Start(ctx, s.cfg.Kafka)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("dispatcher: endpoints: %w", err)
-	case <-ctx.Done():
-		return nil
 	}
+	defer stopStore()
+	// The endpoints view failing stops dispatching: without it the
+	// dispatcher could sign with a stale secret or miss a pause.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case err := <-storeFailed:
+			cancel(fmt.Errorf("dispatcher: endpoints: %w", err))
+		case <-ctx.Done():
+		}
+	}()
 
 	sess, err := kgo.NewGroupTransactSession(append(opts,
 		kgo.TransactionalID(s.cfg.TransactionalID),
@@ -113,7 +118,6 @@ func (s *Service) Run(ctx context.Context) error {
 		kgo.ConsumeTopics(s.topics.Deliveries),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
 	)...)
 	if err != nil {
@@ -125,6 +129,9 @@ func (s *Service) Run(ctx context.Context) error {
 	for {
 		fs := sess.PollRecords(ctx, s.cfg.BatchSize)
 		if ctx.Err() != nil || fs.IsClientClosed() {
+			if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
 			return nil
 		}
 		fs.EachError(func(t string, p int32, err error) {

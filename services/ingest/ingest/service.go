@@ -123,20 +123,14 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("ingest: %w", err)
 	}
 
-	storeCtx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
-	storeErr := make(chan error, 1)
-	go func() { storeErr <- s.store.Run(storeCtx, s.cfg.Kafka) }()
-	defer func() {
-		stopStore()
-		<-storeErr
-	}()
-	select {
-	case <-s.store.Ready():
-	case err := <-storeErr:
+	stopStore, storeFailed, err := s.store.Start(ctx, s.cfg.Kafka)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("ingest: endpoints: %w", err)
-	case <-ctx.Done():
-		return nil
 	}
+	defer stopStore()
 
 	ln := s.ln
 	if ln == nil {
@@ -153,8 +147,7 @@ func (s *Service) Run(ctx context.Context) error {
 	select {
 	case err := <-served:
 		return fmt.Errorf("ingest: serve: %w", err)
-	case err := <-storeErr:
-		storeErr <- err // for the deferred wait
+	case err := <-storeFailed:
 		srv.Stop()
 		return fmt.Errorf("ingest: endpoints: %w", err)
 	case <-ctx.Done():
