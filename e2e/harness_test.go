@@ -89,6 +89,8 @@ type stack struct {
 
 const testTenant = "acme"
 
+type kafkaConfig = hkafka.Config
+
 func startStack(t *testing.T) *stack {
 	t.Helper()
 	kc := defaults[hkafka.Config](t)

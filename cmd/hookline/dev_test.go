@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// lineWriter hands each complete line written to it to fn.
+type lineWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	fn  func(string)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	for {
+		line, err := w.buf.ReadString('\n')
+		if err != nil {
+			w.buf.WriteString(line)
+			return len(p), nil
+		}
+		w.fn(strings.TrimSpace(line))
+	}
+}
+
+// TestDevQuickStart walks the README's quick start in process: hookline
+// dev on free ports, endpoint create, publish, results tail.
+func TestDevQuickStart(t *testing.T) {
+	dir := t.TempDir()
+	pr, pw := io.Pipe()
+	ctx, stop := context.WithCancel(t.Context())
+	devDone := make(chan error, 1)
+	noEnv := func(string) string { return "" }
+	go func() {
+		devDone <- run(ctx, []string{"dev", "--data-dir", dir, "--grpc-addr", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0", "--log-level", "warn"}, pw, noEnv)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-devDone; err != nil {
+			t.Errorf("hookline dev: %v", err)
+		}
+	})
+
+	var grpcAddr, kafkaAddr string
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() && (grpcAddr == "" || kafkaAddr == "") {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) >= 3 && f[0] == "ingest" && f[1] == "gRPC":
+			grpcAddr = f[2]
+		case len(f) >= 2 && f[0] == "Kafka":
+			kafkaAddr = f[1]
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if grpcAddr == "" || kafkaAddr == "" {
+		t.Fatalf("hookline dev did not print its addresses (grpc %q, kafka %q)", grpcAddr, kafkaAddr)
+	}
+	key, err := os.ReadFile(filepath.Join(dir, "api-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, grpcAddr)
+	env := map[string]string{"HOOKLINE_ADDR": grpcAddr, "HOOKLINE_API_KEY": strings.TrimSpace(string(key)), "HOOKLINE_KAFKA_BROKERS": kafkaAddr}
+	getenv := func(k string) string { return env[k] }
+
+	var posts atomic.Int32
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer rx.Close()
+
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"endpoint", "create", "--url", rx.URL + "/webhooks"}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	var created hooklinev1.CreateEndpointResponse
+	if err := protojson.Unmarshal(out.Bytes(), &created); err != nil || !strings.HasPrefix(created.GetSecret(), "whsec_") {
+		t.Fatalf("endpoint create printed %q (%v)", out.String(), err)
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"publish", "--type", "invoice.paid", "--data", `{"amount":4200}`}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	var pub hooklinev1.PublishEventResponse
+	if err := protojson.Unmarshal(out.Bytes(), &pub); err != nil || len(pub.GetDeliveries()) != 1 {
+		t.Fatalf("publish printed %q (%v)", out.String(), err)
+	}
+
+	tailCtx, stopTail := context.WithTimeout(t.Context(), time.Minute)
+	defer stopTail()
+	var delivered atomic.Bool
+	w := &lineWriter{fn: func(line string) {
+		var res hooklinev1.AttemptResult
+		if protojson.Unmarshal([]byte(line), &res) == nil && res.GetEventId() == pub.GetEventId() &&
+			res.GetState() == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
+			delivered.Store(true)
+			stopTail()
+		}
+	}}
+	if err := run(tailCtx, []string{"results", "tail", "--from-start"}, w, getenv); err != nil {
+		t.Fatal(err)
+	}
+	if !delivered.Load() {
+		t.Fatal("results tail never showed the delivery as DELIVERED")
+	}
+	if n := posts.Load(); n != 1 {
+		t.Fatalf("receiver got %d POSTs, want 1", n)
+	}
+
+	out.Reset()
+	if err := run(t.Context(), []string{"endpoint", "list"}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), created.GetEndpoint().GetId()) {
+		t.Fatalf("endpoint list lacks %s: %s", created.GetEndpoint().GetId(), out.String())
+	}
+}
+
+func TestClientCommandsExplainMissingSettings(t *testing.T) {
+	noEnv := func(string) string { return "" }
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"publish", "--type", "a.b", "--data", "{}"}, "HOOKLINE_API_KEY"},
+		{[]string{"publish"}, "--type and --data are required"},
+		{[]string{"endpoint", "get"}, "HOOKLINE_API_KEY"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"results"}, "results tail"},
+	}
+	for _, tt := range tests {
+		err := run(t.Context(), tt.args, io.Discard, noEnv)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("hookline %v: got %v, want an error mentioning %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+func waitServing(t *testing.T, addr string) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r, err := w.Recv()
+		if err != nil {
+			t.Fatalf("ingest never became SERVING: %v", err)
+		}
+		if r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package attempt
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/netguard"
+	"github.com/hookline/hookline/platform/sign"
+)
+
+func testClient(t *testing.T, allowPrivate bool) *Client {
+	t.Helper()
+	g, err := netguard.New(allowPrivate, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(g)
+}
+
+func request(t *testing.T, url string) Request {
+	t.Helper()
+	s, err := sign.NewSigner(sign.GenerateSecret())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Request{URL: url, EventID: "evt_1", EventType: "a.b", Payload: []byte(`{"a":1}`), Signer: s, Timeout: 2 * time.Second}
+}
+
+func TestRedirectIsAnOutcomeNotAHop(t *testing.T) {
+	var followed atomic.Bool
+	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { followed.Store(true) }))
+	defer target.Close()
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL, http.StatusTemporaryRedirect)
+	}))
+	defer rx.Close()
+	res, err := testClient(t, true).Do(t.Context(), request(t, rx.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 307 || res.Class != hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT || followed.Load() {
+		t.Fatalf("got %d %v (followed=%v), want 307 transient, not followed", res.StatusCode, res.Class, followed.Load())
+	}
+}
+
+func TestTimeoutIsATransientAttempt(t *testing.T) {
+	release := make(chan struct{})
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer rx.Close()
+	defer close(release)
+	req := request(t, rx.URL)
+	req.Timeout = 100 * time.Millisecond
+	res, err := testClient(t, true).Do(t.Context(), req)
+	if err != nil {
+		t.Fatalf("a receiver timeout is an attempt outcome, not a worker fault: %v", err)
+	}
+	if res.Class != hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT || res.Err == nil || !strings.Contains(res.Err.Error(), "no response within") {
+		t.Fatalf("got %+v", res)
+	}
+}
+
+func TestResponseReadIsBounded(t *testing.T) {
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "120")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(strings.Repeat("x", 1<<20)))
+	}))
+	defer rx.Close()
+	res, err := testClient(t, true).Do(t.Context(), request(t, rx.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Excerpt) != ExcerptBytes || res.RetryAfter != "120" || res.StatusCode != 429 {
+		t.Fatalf("excerpt %d bytes, Retry-After %q, status %d", len(res.Excerpt), res.RetryAfter, res.StatusCode)
+	}
+}
+
+func TestHeadersAreSignedFreshPerAttempt(t *testing.T) {
+	var got []http.Header
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Clone())
+	}))
+	defer rx.Close()
+	now := time.Unix(1_700_000_000, 0)
+	g, _ := netguard.New(true, nil)
+	c := New(g, WithClock(func() time.Time { now = now.Add(time.Minute); return now }))
+	req := request(t, rx.URL)
+	for range 2 {
+		if _, err := c.Do(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got[0].Get("webhook-id") != "evt_1" || got[1].Get("webhook-id") != "evt_1" {
+		t.Fatal("webhook-id must be the event id on every attempt")
+	}
+	if got[0].Get("webhook-timestamp") == got[1].Get("webhook-timestamp") || got[0].Get("webhook-signature") == got[1].Get("webhook-signature") {
+		t.Fatal("each attempt must carry a fresh timestamp and signature")
+	}
+	if got[0].Get("Content-Type") != "application/json" {
+		t.Fatalf("content type %q", got[0].Get("Content-Type"))
+	}
+}
+
+func TestGuardRefusesLoopbackPermanently(t *testing.T) {
+	var hit atomic.Bool
+	rx := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hit.Store(true) }))
+	defer rx.Close()
+	res, err := testClient(t, false).Do(t.Context(), request(t, rx.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Class != hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT || hit.Load() {
+		t.Fatalf("got %v (receiver hit=%v), want permanent and never reached", res.Class, hit.Load())
+	}
+}
+
+func TestShutdownBeforeSendingIsAWorkerFault(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := testClient(t, true).Do(ctx, request(t, "http://127.0.0.1:1"))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled (no attempt made)", err)
+	}
+}
