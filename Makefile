@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-MODULES := gen platform services/ingest services/dispatcher cmd/hookline e2e
+MODULES := gen platform services/ingest services/dispatcher services/scheduler cmd/hookline e2e
 TOOLS   := $(CURDIR)/bin/tools
 export PATH := $(TOOLS):$(PATH)
 
@@ -50,10 +50,11 @@ gen-check: gen ## fail when gen/ differs from what make gen writes
 	  echo "gen/ is stale: run 'make gen' and commit the result"; exit 1; fi
 
 .PHONY: build
-build: ## build bin/hookline, bin/ingest and bin/dispatcher
+build: ## build bin/hookline and the service binaries
 	go build -o bin/hookline ./cmd/hookline
 	go build -o bin/ingest ./services/ingest
 	go build -o bin/dispatcher ./services/dispatcher
+	go build -o bin/scheduler ./services/scheduler
 
 .PHONY: run
 run: build ## run all of Hookline on an embedded Kafka (hookline dev)

@@ -17,6 +17,7 @@ import (
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/services/dispatcher/dispatcher"
 	"github.com/hookline/hookline/services/ingest/ingest"
+	"github.com/hookline/hookline/services/scheduler/scheduler"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -122,6 +123,15 @@ func startStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 
+	sc := defaults[scheduler.Config](t)
+	sc.Kafka = kc
+	sc.Group = kc.TopicPrefix + "scheduler"
+	sc.TransactionalID = kc.TopicPrefix + "scheduler-1"
+	sched, err := scheduler.New(sc, scheduler.WithLogger(testLogger(t, "scheduler")))
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	ctx, cancel := context.WithCancel(context.Background())
 	// failed ends when a service stops with an error, so waits give up at
 	// once instead of running into their timeout.
@@ -129,7 +139,7 @@ func startStack(t *testing.T) *stack {
 	failed, st.fail = context.WithCancel(t.Context())
 	st.failed = failed
 	var wg sync.WaitGroup
-	for _, run := range []func(context.Context) error{in.Run, disp.Run} {
+	for _, run := range []func(context.Context) error{in.Run, disp.Run, sched.Run} {
 		wg.Go(func() {
 			if err := run(ctx); err != nil {
 				t.Errorf("%v", err)

@@ -20,6 +20,7 @@ import (
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/services/dispatcher/dispatcher"
 	"github.com/hookline/hookline/services/ingest/ingest"
+	"github.com/hookline/hookline/services/scheduler/scheduler"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -31,7 +32,7 @@ type devFlags struct {
 	LogLevel  string `flag:"log-level" env:"HOOKLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
 }
 
-// runDev runs ingest and the dispatcher in this process on an embedded
+// runDev runs ingest, the dispatcher and the scheduler in this process on an embedded
 // Kafka (kfake) persisted under --data-dir. Receivers on loopback and
 // private addresses, and http:// URLs, are allowed: it is for development.
 func runDev(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
@@ -95,6 +96,17 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	dc.AllowPrivate = true
 	dc.TransactionalID = "hookline-dev-dispatcher"
 
+	sc, err := config.Defaults[scheduler.Config]()
+	if err != nil {
+		return err
+	}
+	sc.Kafka = kc
+	sc.TransactionalID = "hookline-dev-scheduler"
+	sched, err := scheduler.New(sc, scheduler.WithLogger(log.With("service", "scheduler")))
+	if err != nil {
+		return err
+	}
+
 	ln, err := net.Listen("tcp", f.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("--grpc-addr: %w", err)
@@ -115,7 +127,7 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 		mu   sync.Mutex
 		errs []error
 	)
-	for _, run := range []func(context.Context) error{in.Run, disp.Run} {
+	for _, run := range []func(context.Context) error{in.Run, disp.Run, sched.Run} {
 		wg.Go(func() {
 			if err := run(runCtx); err != nil {
 				mu.Lock()

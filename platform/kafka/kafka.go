@@ -37,6 +37,10 @@ type Config struct {
 	ReplicationFactor int           `flag:"topic-replication-factor" env:"HOOKLINE_TOPIC_REPLICATION_FACTOR" default:"-1" usage:"replication factor of each topic Hookline creates (-1: the broker's default)"`
 	Retention         time.Duration `flag:"topic-retention" env:"HOOKLINE_TOPIC_RETENTION" default:"168h" usage:"retention of the deliveries, retries and results topics"`
 	HoldRetention     time.Duration `flag:"topic-hold-retention" env:"HOOKLINE_TOPIC_HOLD_RETENTION" default:"720h" usage:"retention of the dead-letter and parked topics"`
+
+	// ClientOpts are appended to every client's options; embedding
+	// programs and tests set them (a custom dialer, a logger). Not a flag.
+	ClientOpts []kgo.Opt
 }
 
 // Opts returns the client options for cfg: seed brokers, client id,
@@ -64,7 +68,7 @@ func (c Config) Opts() ([]kgo.Opt, error) {
 	default:
 		return nil, fmt.Errorf("kafka: unknown SASL mechanism %q; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.SASLMechanism)
 	}
-	return opts, nil
+	return append(opts, c.ClientOpts...), nil
 }
 
 func (c Config) tlsConfig() (*tls.Config, error) {
@@ -99,18 +103,21 @@ type Topics struct {
 	Dead       string // dead letters
 	Parked     string // deliveries held while their endpoint is paused
 	Notices    string // endpoint health notices
+	// DelayPrefix starts each delay-tier topic name: DelayPrefix + "1m".
+	DelayPrefix string
 }
 
 // Topics returns the topic names under c.TopicPrefix.
 func (c Config) Topics() Topics {
 	p := c.TopicPrefix
 	return Topics{
-		Endpoints:  p + "endpoints",
-		Deliveries: p + "deliveries",
-		Retries:    p + "retries",
-		Results:    p + "results",
-		Dead:       p + "dead",
-		Parked:     p + "parked",
-		Notices:    p + "notices",
+		Endpoints:   p + "endpoints",
+		Deliveries:  p + "deliveries",
+		Retries:     p + "retries",
+		Results:     p + "results",
+		Dead:        p + "dead",
+		Parked:      p + "parked",
+		Notices:     p + "notices",
+		DelayPrefix: p + "delay.",
 	}
 }

@@ -45,6 +45,18 @@ func (c Config) Specs() []TopicSpec {
 	}
 }
 
+// DelaySpec is the spec of the delay-tier topic called name: time
+// retention long enough for the longest hold, and the producer's
+// timestamps, because a record's hold is measured from its timestamp.
+func (c Config) DelaySpec(name string) TopicSpec {
+	return TopicSpec{Name: name, Configs: map[string]string{
+		"cleanup.policy":         "delete",
+		"retention.ms":           strconv.FormatInt(c.Retention.Milliseconds(), 10),
+		"max.message.bytes":      strconv.Itoa(MaxRecordBytes),
+		"message.timestamp.type": "CreateTime",
+	}}
+}
+
 // EnsureTopics creates the missing topics of specs with c's partition
 // count and replication factor, and verifies that existing ones have
 // the cleanup policy Hookline relies on. A topic with the wrong policy is

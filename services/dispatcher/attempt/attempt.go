@@ -44,6 +44,13 @@ type Option func(*Client)
 // time.Now).
 func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
 
+// WithDialContext replaces how connections are made (default: a
+// net.Dialer whose Control runs the SSRF guard). A replacement bypasses
+// the guard: it is for tests on in-memory networks.
+func WithDialContext(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(c *Client) { c.http.Transport.(*http.Transport).DialContext = dial }
+}
+
 // WithUserAgent sets the User-Agent header (default "Hookline/1").
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
 

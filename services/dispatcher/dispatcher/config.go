@@ -21,6 +21,8 @@ type Config struct {
 	AttemptTimeout time.Duration `flag:"attempt-timeout" env:"HOOKLINE_ATTEMPT_TIMEOUT" default:"10s" usage:"default per-attempt timeout; endpoints may override"`
 	MaxAttempts    uint32        `flag:"max-attempts" env:"HOOKLINE_MAX_ATTEMPTS" default:"16" usage:"default attempt budget of a delivery"`
 	MaxAge         time.Duration `flag:"max-age" env:"HOOKLINE_MAX_AGE" default:"72h" usage:"default time budget of a delivery, from its first attempt"`
+	RetryAfterMax  time.Duration `flag:"retry-after-max" env:"HOOKLINE_RETRY_AFTER_MAX" default:"24h" usage:"longest Retry-After (on 429 and 503) honoured; longer asks are capped"`
+	MaxFaults      int           `flag:"max-worker-faults" env:"HOOKLINE_MAX_WORKER_FAULTS" default:"5" usage:"worker faults (panics) one delivery may cause before it is set aside on the dead-letter topic"`
 
 	AllowPrivate bool     `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"deliver to loopback and private addresses (development only)"`
 	AllowCIDRs   []string `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs receivers may resolve to despite being private, comma-separated"`

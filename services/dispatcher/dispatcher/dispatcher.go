@@ -24,6 +24,8 @@ import (
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Service is one dispatcher instance.
@@ -35,6 +37,9 @@ type Service struct {
 	store  *endpoints.Store
 	client *attempt.Client
 	topics hkafka.Topics
+
+	attemptOpts []attempt.Option
+	retries     metric.Int64Counter
 }
 
 // Option configures a Service.
@@ -45,6 +50,12 @@ func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = 
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
+
+// WithAttemptOptions passes options to the HTTP attempt client (tests use
+// attempt.WithDialContext for an in-memory network).
+func WithAttemptOptions(opts ...attempt.Option) Option {
+	return func(s *Service) { s.attemptOpts = append(s.attemptOpts, opts...) }
+}
 
 // WithRandSeed makes backoff jitter deterministic (default: random seed).
 func WithRandSeed(seed uint64) Option {
@@ -77,7 +88,12 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	s.client = attempt.New(guard, attempt.WithClock(s.now))
+	s.client = attempt.New(guard, append([]attempt.Option{attempt.WithClock(s.now)}, s.attemptOpts...)...)
+	s.retries, err = otel.Meter("github.com/hookline/hookline/services/dispatcher").Int64Counter("hookline.dispatcher.retries",
+		metric.WithDescription("Retries scheduled after a transient failure, by attempt number of the failed attempt."))
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: metrics: %w", err)
+	}
 	return s, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -13,28 +14,63 @@ import (
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/sign"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
+	"github.com/hookline/hookline/services/dispatcher/retryafter"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// Header set on a record copied to the dead-letter topic because it could
-// not be decoded; its value says why. Such a record is the raw input, not
-// a DeadLetter message.
-const headerPoison = "hookline-poison"
+// Record headers the dispatcher sets.
+const (
+	// headerPoison marks a record copied raw to the dead-letter topic
+	// because it cannot be handled; its value says why. Such a record is
+	// the raw input, not a DeadLetter message.
+	headerPoison = "hookline-poison"
+	// headerFaults counts the worker faults a delivery record has caused.
+	headerFaults = "hookline-worker-faults"
+)
 
-// handleSafely runs handle and turns a panic into a worker fault: the
-// delivery goes back to the deliveries topic exactly as it came, with no
-// attempt counted and no due time pushed (R-CLASS-3).
+// handleSafely runs handle and turns a panic into a worker fault
+// (R-CLASS-3): the delivery goes back to the deliveries topic exactly as it
+// came, with no attempt counted and no due time pushed. A record that keeps
+// faulting (MaxFaults times) is set aside raw on the dead-letter topic
+// rather than loop forever.
 func (s *Service) handleSafely(ctx context.Context, r *kgo.Record) (out []*kgo.Record) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error("worker fault: delivery returned unchanged", "panic", fmt.Sprint(p), "partition", r.Partition, "offset", r.Offset)
-			out = []*kgo.Record{requeue(r, s.topics.Deliveries)}
+			out = []*kgo.Record{s.workerFault(r, fmt.Sprint(p))}
 		}
 	}()
 	return s.handle(ctx, r)
+}
+
+// workerFault returns the record that puts r back unchanged, counting the
+// fault in a header, or sets it aside once it has faulted MaxFaults times.
+func (s *Service) workerFault(r *kgo.Record, why string) *kgo.Record {
+	faults := 1
+	var headers []kgo.RecordHeader
+	for _, h := range r.Headers {
+		if h.Key == headerFaults {
+			n, _ := strconv.Atoi(string(h.Value))
+			faults = n + 1
+			continue
+		}
+		headers = append(headers, h)
+	}
+	log := s.log.With("partition", r.Partition, "offset", r.Offset, "fault", why, "faults", faults)
+	if faults >= s.cfg.MaxFaults {
+		log.Error("worker fault limit reached: delivery set aside on the dead-letter topic")
+		dead := requeue(r, s.topics.Dead)
+		dead.Headers = append(headers, kgo.RecordHeader{Key: headerPoison, Value: []byte("worker fault: " + why)})
+		return dead
+	}
+	log.Error("worker fault: delivery returned unchanged")
+	back := requeue(r, s.topics.Deliveries)
+	back.Headers = append(headers, kgo.RecordHeader{Key: headerFaults, Value: []byte(strconv.Itoa(faults))})
+	return back
 }
 
 func requeue(r *kgo.Record, topic string) *kgo.Record {
@@ -145,7 +181,15 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 		log.Info("delivery out of attempts; dead-lettered")
 		return s.deadLetter(d, res)
 	}
-	next := ar.Started.Add(ar.Latency).Add(policy.Delay(d.GetAttempt(), s.rand))
+	wait := policy.Delay(d.GetAttempt(), s.rand)
+	if retryafter.Honoured(ar.StatusCode) {
+		// The later of the receiver's ask and our backoff wins; an
+		// unparsable ask is ignored, a huge one capped.
+		if ra, ok := retryafter.Parse(ar.RetryAfter, ar.Started.Add(ar.Latency), s.cfg.RetryAfterMax); ok && ra > wait {
+			wait = ra
+		}
+	}
+	next := ar.Started.Add(ar.Latency).Add(wait)
 	if giveUp := d.GetGiveUpAt(); giveUp != nil && next.After(giveUp.AsTime()) {
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED
 		res.Reason = fmt.Sprintf("next attempt would be after the give-up time %s", giveUp.AsTime().UTC().Format(time.RFC3339))
@@ -158,7 +202,8 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 	retry.Attempt++
 	retry.DueAt = res.NextAttemptAt
 	retry.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY
-	log.LogAttrs(context.Background(), slog.LevelInfo, "retry scheduled", slog.Time("next_attempt_at", next), slog.Any("err", res.Error))
+	s.retries.Add(context.Background(), 1, metric.WithAttributes(attribute.Int("hookline.attempt", int(d.GetAttempt()))))
+	log.LogAttrs(context.Background(), slog.LevelInfo, "retry scheduled", slog.Time("next_attempt_at", next), slog.String("err", res.Error))
 	return append(s.records(s.topics.Results, key, res), s.records(s.topics.Retries, key, retry)...)
 }
 

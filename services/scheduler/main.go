@@ -1,0 +1,17 @@
+// Command scheduler owns every retry timer: it moves pending retries through
+// the Kafka delay-tier topics and releases each to the deliveries topic
+// when it is due.
+package main
+
+import (
+	"log/slog"
+
+	"github.com/hookline/hookline/platform/cmdmain"
+	"github.com/hookline/hookline/services/scheduler/scheduler"
+)
+
+func main() {
+	cmdmain.Main("scheduler", func(cfg scheduler.Config, log *slog.Logger) (cmdmain.Runner, error) {
+		return scheduler.New(cfg, scheduler.WithLogger(log))
+	})
+}

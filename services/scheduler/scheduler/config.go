@@ -1,0 +1,20 @@
+package scheduler
+
+import (
+	"time"
+
+	hkafka "github.com/hookline/hookline/platform/kafka"
+)
+
+// Config is the scheduler's configuration, read by platform/config from
+// flags and HOOKLINE_* environment variables.
+type Config struct {
+	Kafka hkafka.Config
+
+	Group           string        `flag:"group" env:"HOOKLINE_SCHEDULER_GROUP" default:"hookline-scheduler" usage:"Kafka consumer group of the schedulers"`
+	TransactionalID string        `flag:"transactional-id" env:"HOOKLINE_SCHEDULER_TRANSACTIONAL_ID" usage:"Kafka transactional id, unique and stable per scheduler instance (default: hookline-scheduler-<hostname>)"`
+	TxnTimeout      time.Duration `flag:"transaction-timeout" env:"HOOKLINE_SCHEDULER_TRANSACTION_TIMEOUT" default:"60s" usage:"Kafka transaction timeout"`
+	Tiers           []string      `flag:"tiers" env:"HOOKLINE_SCHEDULER_TIERS" default:"1s,5s,30s,1m,5m,30m,1h" usage:"delay tiers, one topic each; a timer longer than the largest re-enters it"`
+	BatchSize       int           `flag:"batch-size" env:"HOOKLINE_SCHEDULER_BATCH_SIZE" default:"5000" usage:"records taken per poll"`
+	FetchMaxWait    time.Duration `flag:"fetch-max-wait" env:"HOOKLINE_SCHEDULER_FETCH_MAX_WAIT" default:"100ms" usage:"longest a fetch waits for data; bounds how late a resumed tier is read"`
+}
