@@ -86,6 +86,46 @@ type stack struct {
 	// failed is done when a service failed or the test ended.
 	failed context.Context
 	fail   context.CancelFunc
+	// wait bounds waits for asynchronous outcomes (default waitFor).
+	wait time.Duration
+	// scheduler runs the scheduler; tests stop and restart it.
+	scheduler    vservice
+	newScheduler func() *scheduler.Service
+}
+
+// vservice runs one service of a stack so a test can stop and restart it.
+type vservice struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// start runs run until halt; an error fails the test and ends st's waits.
+func (v *vservice) start(st *stack, run func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	v.mu.Lock()
+	v.cancel, v.done = cancel, done
+	v.mu.Unlock()
+	go func() {
+		defer close(done)
+		if err := run(ctx); err != nil {
+			st.t.Errorf("%v", err)
+			st.fail()
+		}
+	}()
+}
+
+// halt stops the service and waits until it has returned.
+func (v *vservice) halt() {
+	v.mu.Lock()
+	cancel, done := v.cancel, v.done
+	v.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
 }
 
 const testTenant = "acme"
@@ -127,29 +167,25 @@ func startStack(t *testing.T) *stack {
 	sc.Kafka = kc
 	sc.Group = kc.TopicPrefix + "scheduler"
 	sc.TransactionalID = kc.TopicPrefix + "scheduler-1"
-	sched, err := scheduler.New(sc, scheduler.WithLogger(testLogger(t, "scheduler")))
-	if err != nil {
-		t.Fatal(err)
+	st.newScheduler = func() *scheduler.Service {
+		s, err := scheduler.New(sc, scheduler.WithLogger(testLogger(t, "scheduler")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
 	// failed ends when a service stops with an error, so waits give up at
 	// once instead of running into their timeout.
-	var failed context.Context
-	failed, st.fail = context.WithCancel(t.Context())
-	st.failed = failed
-	var wg sync.WaitGroup
-	for _, run := range []func(context.Context) error{in.Run, disp.Run, sched.Run} {
-		wg.Go(func() {
-			if err := run(ctx); err != nil {
-				t.Errorf("%v", err)
-				st.fail()
-			}
-		})
-	}
+	st.failed, st.fail = context.WithCancel(t.Context())
+	var ingestSvc, dispatcherSvc vservice
+	ingestSvc.start(st, in.Run)
+	dispatcherSvc.start(st, disp.Run)
+	st.scheduler.start(st, st.newScheduler().Run)
 	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
+		st.scheduler.halt()
+		dispatcherSvc.halt()
+		ingestSvc.halt()
 	})
 
 	st.conn, err = grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -223,7 +259,11 @@ func (st *stack) readN(topic string, n int) []*kgo.Record {
 		st.t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(st.failed, waitFor)
+	wait := st.wait
+	if wait == 0 {
+		wait = waitFor
+	}
+	ctx, cancel := context.WithTimeout(st.failed, wait)
 	defer cancel()
 	var out []*kgo.Record
 	for len(out) < n {

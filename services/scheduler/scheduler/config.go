@@ -16,5 +16,5 @@ type Config struct {
 	TxnTimeout      time.Duration `flag:"transaction-timeout" env:"HOOKLINE_SCHEDULER_TRANSACTION_TIMEOUT" default:"60s" usage:"Kafka transaction timeout"`
 	Tiers           []string      `flag:"tiers" env:"HOOKLINE_SCHEDULER_TIERS" default:"1s,5s,30s,1m,5m,30m,1h" usage:"delay tiers, one topic each; a timer longer than the largest re-enters it"`
 	BatchSize       int           `flag:"batch-size" env:"HOOKLINE_SCHEDULER_BATCH_SIZE" default:"5000" usage:"records taken per poll"`
-	FetchMaxWait    time.Duration `flag:"fetch-max-wait" env:"HOOKLINE_SCHEDULER_FETCH_MAX_WAIT" default:"100ms" usage:"longest a fetch waits for data; bounds how late a resumed tier is read"`
+	FetchMaxWait    time.Duration `flag:"fetch-max-wait" env:"HOOKLINE_SCHEDULER_FETCH_MAX_WAIT" default:"250ms" usage:"longest an idle fetch waits for new data; a tier partition resumed while a fetch is in flight is read after it, so keep this well under the smallest tier"`
 }

@@ -3,12 +3,13 @@
 // released to the deliveries topic when due, or moved to the largest tier
 // that fits the time left. A tier partition whose head is not due yet is
 // paused until it is: the poll loop never sleeps and never releases
-// early. Every hop (consume, produce, commit) is one Kafka transaction, so
+// early; when a held head comes due the loop is woken and releases it
+// from memory, without waiting for a fetch. Every hop (consume, produce, commit) is one Kafka transaction, so
 // a crash neither loses a timer nor duplicates one.
 //
 // Memory does not grow with the number of pending timers: they are
-// records in Kafka, and the scheduler holds one timer per paused
-// partition.
+// records in Kafka. The scheduler holds, per paused partition, one timer
+// and the records of one poll from its head on.
 package scheduler
 
 import (
@@ -44,14 +45,26 @@ type Service struct {
 
 	onRelease func(d *hooklinev1.Delivery, at time.Time)
 
-	mu     sync.Mutex
-	paused map[tp]*time.Timer
-	cl     *kgo.Client
+	// mu guards held and wake; partition callbacks and timers run on
+	// other goroutines than the poll loop.
+	mu   sync.Mutex
+	held map[tp]*heldPartition
+	wake context.CancelFunc
+	cl   *kgo.Client
 }
 
 type tp struct {
 	topic     string
 	partition int32
+}
+
+// heldPartition is a paused tier partition whose head is not due yet:
+// the head and the records polled after it, in offset order (at most one
+// poll's worth), and when the head is due to be looked at again.
+type heldPartition struct {
+	recs  []*kgo.Record
+	hold  time.Time
+	timer *time.Timer
 }
 
 // Option configures a Service.
@@ -91,7 +104,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		topics: cfg.Kafka.Topics(),
 		tierOf: map[string]time.Duration{},
 		byTier: map[time.Duration]string{},
-		paused: map[tp]*time.Timer{},
+		held:   map[tp]*heldPartition{},
 	}
 	for _, d := range ts {
 		name := s.topics.DelayPrefix + tier.Name(d)
@@ -152,16 +165,26 @@ func (s *Service) Run(ctx context.Context) error {
 	s.log.Info("scheduler consuming", "topics", consume, "group", s.cfg.Group)
 
 	for {
-		fs := sess.PollRecords(ctx, s.cfg.BatchSize)
+		// A held head coming due cancels the poll, so releases never wait
+		// for a fetch: lateness does not depend on FetchMaxWait.
+		pollCtx, wake := context.WithCancel(ctx)
+		s.mu.Lock()
+		s.wake = wake
+		due := s.anyDueLocked(s.now())
+		s.mu.Unlock()
+		var fs kgo.Fetches
+		if !due {
+			fs = sess.PollRecords(pollCtx, s.cfg.BatchSize)
+		}
+		wake()
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return nil
 		}
 		fs.EachError(func(t string, p int32, err error) {
-			s.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+			if !errors.Is(err, context.Canceled) {
+				s.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+			}
 		})
-		if fs.NumRecords() == 0 {
-			continue
-		}
 		if err := s.hop(ctx, sess, fs); err != nil {
 			return err
 		}
@@ -184,48 +207,92 @@ func (s *Service) ensureTopics(ctx context.Context, opts []kgo.Opt) error {
 	return nil
 }
 
-// hop moves every due record of one poll one step (released, or into a
-// tier) in one transaction. In each partition it stops at the first record
-// not due yet: the partition is rewound to that record and paused until
-// its hold time, so nothing after it is committed.
+// hop moves every due record, held or just polled, one step (released,
+// or into a tier) in one transaction. In each partition it stops at the
+// first record not due yet: that record and the ones polled after it are
+// held in memory, the partition is paused and its committed offset stays
+// at the held head until it moves.
 func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kgo.Fetches) error {
-	if err := sess.Begin(); err != nil {
-		return fmt.Errorf("scheduler: begin transaction: %w", err)
-	}
-	endCtx := context.WithoutCancel(ctx)
 	now := s.now()
-	var (
-		out    []*kgo.Record
-		rel    []*hooklinev1.Delivery
-		rewind = map[string]map[int32]kgo.EpochOffset{}
-		holds  = map[tp]time.Time{}
-	)
+	type work struct {
+		k    tp
+		recs []*kgo.Record
+	}
+	var todo []work
+	s.mu.Lock()
+	for k, h := range s.held {
+		if !h.hold.After(now) {
+			h.timer.Stop()
+			delete(s.held, k)
+			todo = append(todo, work{k, h.recs})
+		}
+	}
+	s.mu.Unlock()
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		for _, r := range p.Records {
-			rec, hold, d := s.step(r, now)
-			if !hold.IsZero() {
-				if rewind[p.Topic] == nil {
-					rewind[p.Topic] = map[int32]kgo.EpochOffset{}
-				}
-				rewind[p.Topic][p.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset}
-				holds[tp{p.Topic, p.Partition}] = hold
-				return
+		if len(p.Records) > 0 {
+			todo = append(todo, work{tp{p.Topic, p.Partition}, p.Records})
+		}
+	})
+	if len(todo) == 0 {
+		return nil
+	}
+
+	var (
+		out     []*kgo.Record
+		rel     []*hooklinev1.Delivery
+		offsets = map[string]map[int32]kgo.EpochOffset{}
+		resume  = map[string][]int32{}
+		hold    = map[tp]*heldPartition{}
+	)
+	setOffset := func(k tp, r *kgo.Record, next int64) {
+		if offsets[k.topic] == nil {
+			offsets[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		offsets[k.topic][k.partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: next}
+	}
+	for _, w := range todo {
+		stopped := false
+		for i, r := range w.recs {
+			rec, h, d := s.step(r, now)
+			if !h.IsZero() {
+				// Commit up to, not past, the head that must wait.
+				setOffset(w.k, r, r.Offset)
+				hold[w.k] = &heldPartition{recs: w.recs[i:], hold: h}
+				stopped = true
+				break
 			}
 			out = append(out, rec)
 			if d != nil {
 				rel = append(rel, d)
 			}
 		}
-	})
-	if len(rewind) > 0 {
-		// Rewinding sets the offset the transaction commits for these
-		// partitions to their first not-yet-due record.
-		sess.Client().SetOffsets(rewind)
-		for k, h := range holds {
-			s.pauseUntil(k, h)
+		if !stopped {
+			last := w.recs[len(w.recs)-1]
+			setOffset(w.k, last, last.Offset+1)
+			resume[w.k.topic] = append(resume[w.k.topic], w.k.partition)
 		}
 	}
+	cl := sess.Client()
+	// Pause before anything else can fetch past a held head; resume the
+	// partitions whose held records all moved.
+	for k := range hold {
+		cl.PauseFetchPartitions(map[string][]int32{k.topic: {k.partition}})
+	}
+	cl.SetOffsets(offsets)
+	if len(out) == 0 {
+		// Every record stays held: nothing to write, no offset moves, so
+		// no transaction (an empty one costs a broker round trip, and
+		// kgo may stall a commit that carries no offsets).
+		for k, h := range hold {
+			s.holdUntil(k, h)
+		}
+		return nil
+	}
 
+	if err := sess.Begin(); err != nil {
+		return fmt.Errorf("scheduler: begin transaction: %w", err)
+	}
+	endCtx := context.WithoutCancel(ctx)
 	var (
 		pmu  sync.Mutex
 		perr error
@@ -239,7 +306,7 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 			}
 		})
 	}
-	if err := sess.Client().Flush(endCtx); err != nil {
+	if err := cl.Flush(endCtx); err != nil {
 		return fmt.Errorf("scheduler: flush: %w", err)
 	}
 	end := kgo.TryCommit
@@ -251,17 +318,20 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 		return fmt.Errorf("scheduler: end transaction: %w", err)
 	}
 	if !committed {
-		// Nothing of this hop is visible; the session rewound to the
-		// committed offsets. Drop the pauses so every partition is read
-		// again from there and re-evaluated.
+		// Nothing of this hop is visible and the session rewound to the
+		// committed offsets: drop every hold and read it all again.
 		s.log.Warn("hop not committed; its records will be read again", "records", len(out), "produce_err", perr)
 		s.forgetAll()
 		return nil
 	}
+	cl.ResumeFetchPartitions(resume)
+	for k, h := range hold {
+		s.holdUntil(k, h)
+	}
 	if s.onRelease != nil {
 		at := s.now()
-		for _, r := range rel {
-			s.onRelease(r, at)
+		for _, d := range rel {
+			s.onRelease(d, at)
 		}
 	}
 	return nil
@@ -292,8 +362,13 @@ func (s *Service) step(r *kgo.Record, now time.Time) (out *kgo.Record, hold time
 		}
 	}
 	dec := s.tiers.Route(now, due)
-	if dec.Release {
+	switch {
+	case dec.Release:
 		return s.copyTo(r, s.topics.Deliveries, now), time.Time{}, &del
+	case dec.InPlace:
+		// Due sooner than the smallest tier: another hop could only
+		// add lateness, so wait here, held in memory.
+		return nil, due, nil
 	}
 	return s.copyTo(r, s.byTier[dec.Tier], now), time.Time{}, nil
 }
@@ -304,32 +379,44 @@ func (s *Service) copyTo(r *kgo.Record, topic string, now time.Time) *kgo.Record
 	return &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: now}
 }
 
-// pauseUntil pauses a partition and resumes it at hold.
-func (s *Service) pauseUntil(k tp, hold time.Time) {
+// holdUntil keeps h for partition k (already paused) and wakes the poll
+// loop when its head is due.
+func (s *Service) holdUntil(k tp, h *heldPartition) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.paused[k]; ok {
-		t.Stop()
+	if old, ok := s.held[k]; ok {
+		old.timer.Stop()
 	}
-	s.cl.PauseFetchPartitions(map[string][]int32{k.topic: {k.partition}})
-	s.paused[k] = time.AfterFunc(hold.Sub(s.now()), func() {
+	h.timer = time.AfterFunc(h.hold.Sub(s.now()), func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		delete(s.paused, k)
-		s.cl.ResumeFetchPartitions(map[string][]int32{k.topic: {k.partition}})
+		if s.wake != nil {
+			s.wake()
+		}
 	})
+	s.held[k] = h
 }
 
-// forget drops the pauses and timers of partitions this instance no
-// longer owns.
+func (s *Service) anyDueLocked(now time.Time) bool {
+	for _, h := range s.held {
+		if !h.hold.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// forget drops what is held for partitions this instance no longer owns,
+// and clears their pauses: a pause survives a rebalance, and a partition
+// assigned back later would otherwise stay paused for good.
 func (s *Service) forget(m map[string][]int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for topic, parts := range m {
 		for _, p := range parts {
-			if t, ok := s.paused[tp{topic, p}]; ok {
-				t.Stop()
-				delete(s.paused, tp{topic, p})
+			if h, ok := s.held[tp{topic, p}]; ok {
+				h.timer.Stop()
+				delete(s.held, tp{topic, p})
 			}
 		}
 	}
@@ -338,10 +425,13 @@ func (s *Service) forget(m map[string][]int32) {
 	}
 }
 
+// forgetAll drops every hold and pause: after an aborted hop the session
+// has rewound to the committed offsets, which are the held heads or
+// earlier, so everything held will be fetched again.
 func (s *Service) forgetAll() {
 	s.mu.Lock()
 	m := map[string][]int32{}
-	for k := range s.paused {
+	for k := range s.held {
 		m[k.topic] = append(m[k.topic], k.partition)
 	}
 	s.mu.Unlock()

@@ -66,17 +66,24 @@ type Decision struct {
 	Release bool
 	// Tier is the delay tier to wait in when not released.
 	Tier time.Duration
+	// InPlace is true when the record is due sooner than the smallest
+	// tier: it waits where it is (in memory, its partition paused, its
+	// offset uncommitted) until due, instead of hopping once more.
+	InPlace bool
 }
 
 // Route decides, at now, what happens to a record due at due: released
 // when due is not after now; otherwise the largest tier not longer than
 // the time left, so it never waits past due in that tier; when even the
-// smallest tier is longer, the smallest (its hold is capped at due, see
-// Hold). A delay longer than the largest tier re-enters the largest.
+// smallest tier is longer, in place. A delay longer than the largest tier
+// re-enters the largest.
 func (ts Tiers) Route(now, due time.Time) Decision {
 	left := due.Sub(now)
 	if left <= 0 {
 		return Decision{Release: true}
+	}
+	if left < ts[0] {
+		return Decision{InPlace: true}
 	}
 	best := ts[0]
 	for _, d := range ts {
@@ -88,8 +95,8 @@ func (ts Tiers) Route(now, due time.Time) Decision {
 }
 
 // Hold returns when a record written to tier at written is to be looked
-// at again: the tier's delay after it was written, or its due time if
-// that is sooner. Never before due, unless the tier delay ends first.
+// at again: the tier's delay after it was written, or its due time if that
+// is sooner.
 func Hold(tier time.Duration, written, due time.Time) time.Time {
 	h := written.Add(tier)
 	if due.Before(h) {

@@ -14,7 +14,7 @@ func TestRoute(t *testing.T) {
 	}{
 		{-time.Minute, Decision{Release: true}},
 		{0, Decision{Release: true}},
-		{300 * time.Millisecond, Decision{Tier: time.Second}},
+		{300 * time.Millisecond, Decision{InPlace: true}},
 		{time.Second, Decision{Tier: time.Second}},
 		{4 * time.Second, Decision{Tier: time.Second}},
 		{5 * time.Second, Decision{Tier: 5 * time.Second}},
@@ -42,6 +42,10 @@ func TestCascadeNeverReleasesEarlyAndIsLateByAtMostTheSmallestTier(t *testing.T)
 			d := Default.Route(now, due)
 			if d.Release {
 				break
+			}
+			if d.InPlace {
+				now = due
+				continue
 			}
 			now = Hold(d.Tier, now, due)
 			hops++

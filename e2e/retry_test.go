@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// The seed's 7-attempt ladder: attempts at 0, 1m, 6m, 36m, 2h36m, 8h36m,
+// 32h36m.
+var sevenRungs = []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 6 * time.Hour, 24 * time.Hour}
+
+func ladderPolicy(maxAttempts uint32, rungs ...time.Duration) *hooklinev1.RetryPolicy {
+	l := &hooklinev1.RetryPolicy_DelayLadder{}
+	for _, d := range rungs {
+		l.Delays = append(l.Delays, durationpb.New(d))
+	}
+	return &hooklinev1.RetryPolicy{
+		Schedule:    &hooklinev1.RetryPolicy_Ladder{Ladder: l},
+		Jitter:      hooklinev1.RetryPolicy_JITTER_NONE,
+		MaxAttempts: maxAttempts,
+	}
+}
+
+func (st *stack) createEndpointWith(req *hooklinev1.CreateEndpointRequest) *hooklinev1.CreateEndpointResponse {
+	st.t.Helper()
+	resp, err := st.endpoints().CreateEndpoint(st.ctx(), req)
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	return resp
+}
+
+// checkFired asserts that each attempt after the first came no earlier
+// than the previous attempt plus its delay, and at most 1 s after that.
+func checkFired(t *testing.T, at []time.Time, delays []time.Duration) {
+	t.Helper()
+	for i := 1; i < len(at); i++ {
+		due := at[i-1].Add(delays[i-1])
+		if at[i].Before(due) {
+			t.Errorf("attempt %d fired %v early", i+1, due.Sub(at[i]))
+		}
+		if late := at[i].Sub(due); late > time.Second {
+			t.Errorf("attempt %d fired %v late (limit 1s)", i+1, late)
+		}
+	}
+}
+
+func TestSevenRungLadderOnVirtualTimeNeverEarlyAtMostOneSecondLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		vs := startVirtual(t)
+		defer vs.stop()
+		vs.wait = 48 * time.Hour
+		rx := vs.receiver(t, "8080", func(int) int { return http.StatusInternalServerError })
+		defer rx.srv.Close()
+		vs.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.url, RetryPolicy: ladderPolicy(7, sevenRungs...)})
+		start := time.Now()
+		vs.publish("invoice.paid", `{"n":1}`)
+
+		dl := decodeAll(t, vs.readN(vs.topics.Dead, 1), func() *hooklinev1.DeadLetter { return &hooklinev1.DeadLetter{} })[0]
+		at := rx.times()
+		if len(at) != 7 {
+			t.Fatalf("receiver got %d requests, want exactly 7", len(at))
+		}
+		checkFired(t, at, sevenRungs)
+		want := []time.Duration{0, time.Minute, 6 * time.Minute, 36 * time.Minute, 2*time.Hour + 36*time.Minute, 8*time.Hour + 36*time.Minute, 32*time.Hour + 36*time.Minute}
+		for i, w := range want {
+			if off := at[i].Sub(start); off < w || off > w+7*time.Second {
+				t.Errorf("attempt %d at +%v, want +%v", i+1, off, w)
+			}
+		}
+		if r := dl.GetLastResult(); r.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || r.GetAttempt() != 7 || r.GetReason() != "gave up after 7 attempts" {
+			t.Fatalf("dead letter's last result: %v", r)
+		}
+		results := decodeAll(t, vs.readN(vs.topics.Results, 7), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+		for i, r := range results[:6] {
+			if r.GetAttempt() != uint32(i+1) || r.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED {
+				t.Fatalf("result %d: %v", i+1, r)
+			}
+		}
+	})
+}
+
+func TestAlwaysFailingReceiverGetsExactlyMaxAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		vs := startVirtual(t)
+		defer vs.stop()
+		vs.wait = 72 * time.Hour
+		rx := vs.receiver(t, "8080", func(int) int { return http.StatusInternalServerError })
+		defer rx.srv.Close()
+		vs.createEndpoint(rx.url) // platform default policy: 16 attempts, 1m doubling to 1h
+		vs.publish("invoice.paid", `{"n":1}`)
+		vs.readN(vs.topics.Dead, 1)
+		if n := len(rx.times()); n != 16 {
+			t.Fatalf("receiver got %d requests, want exactly 16", n)
+		}
+		// Nothing more is ever sent: a day later the count is the same.
+		time.Sleep(24 * time.Hour)
+		if n := len(rx.times()); n != 16 {
+			t.Fatalf("receiver got %d requests after the dead letter", n)
+		}
+	})
+}
+
+func TestRetryAfterIsHonoured(t *testing.T) {
+	tests := []struct {
+		name   string
+		header func(now time.Time) string
+		min    time.Duration
+	}{
+		{"delta seconds", func(time.Time) string { return "120" }, 120 * time.Second},
+		{"HTTP date", func(now time.Time) string { return now.Add(150 * time.Second).UTC().Format(http.TimeFormat) }, 149 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				vs := startVirtual(t)
+				defer vs.stop()
+				vs.wait = time.Hour
+				var rx *vreceiver
+				rx = vs.receiver(t, "8080", func(n int) int {
+					if n == 1 {
+						return http.StatusTooManyRequests
+					}
+					return http.StatusOK
+				})
+				defer rx.srv.Close()
+				// The header is set by a wrapper: the first answer asks to wait.
+				inner := rx.srv.Handler
+				rx.srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Retry-After", tt.header(time.Now()))
+					inner.ServeHTTP(w, r)
+				})
+				vs.createEndpoint(rx.url)
+				vs.publish("invoice.paid", `{"n":1}`)
+				res := decodeAll(t, vs.readN(vs.topics.Results, 2), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+				if res[1].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
+					t.Fatalf("second attempt: %v", res[1])
+				}
+				at := rx.times()
+				if gap := at[1].Sub(at[0]); gap < tt.min || gap > tt.min+2*time.Second {
+					t.Fatalf("second attempt %v after the 429, want about %v (Retry-After beats the 30-60 s backoff)", gap, tt.min)
+				}
+			})
+		})
+	}
+}
+
+func TestSchedulerRestartMidLadderLosesNoTimerAndFiresNoneEarly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		vs := startVirtual(t)
+		defer vs.stop()
+		vs.wait = 48 * time.Hour
+		third := make(chan struct{})
+		rx := vs.receiver(t, "8080", func(n int) int {
+			if n == 3 {
+				close(third)
+			}
+			return http.StatusServiceUnavailable
+		})
+		defer rx.srv.Close()
+		vs.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.url, RetryPolicy: ladderPolicy(7, sevenRungs...)})
+		vs.publish("invoice.paid", `{"n":1}`)
+
+		<-third
+		// Attempt 4 is due in 30 minutes. The scheduler goes down for
+		// 10 minutes holding that timer, then a new one takes over.
+		vs.scheduler.halt()
+		time.Sleep(10 * time.Minute)
+		vs.scheduler.start(vs.stack, vs.newScheduler().Run)
+
+		vs.readN(vs.topics.Dead, 1)
+		at := rx.times()
+		if len(at) != 7 {
+			t.Fatalf("receiver got %d requests, want 7: a timer was lost or duplicated", len(at))
+		}
+		checkFired(t, at, sevenRungs)
+	})
+}
+
+// TestSchedulerRestartLosesNoTimer runs in real time on whichever broker
+// the suite targets (kfake or Apache Kafka): a short ladder, the scheduler
+// stopped while a timer is pending and started again.
+func TestSchedulerRestartLosesNoTimer(t *testing.T) {
+	st := startStack(t)
+	second := make(chan struct{}, 1)
+	var mu sync.Mutex
+	var at []time.Time
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		at = append(at, time.Now())
+		n := len(at)
+		mu.Unlock()
+		if n == 2 {
+			second <- struct{}{}
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer rx.Close()
+	rungs := []time.Duration{time.Second, 3 * time.Second, 2 * time.Second}
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, RetryPolicy: ladderPolicy(4, rungs...)})
+	st.publish("invoice.paid", `{"n":1}`)
+	select {
+	case <-second:
+	case <-time.After(waitFor):
+		t.Fatal("the second attempt never came")
+	}
+	st.scheduler.halt() // attempt 3 is due 3 s after attempt 2
+	st.scheduler.start(st, st.newScheduler().Run)
+	st.readN(st.topics.Dead, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(at) != 4 {
+		t.Fatalf("receiver got %d requests, want 4", len(at))
+	}
+	for i := 1; i < len(at); i++ {
+		if due := at[i-1].Add(rungs[i-1]); at[i].Before(due) {
+			t.Fatalf("attempt %d fired %v early", i+1, due.Sub(at[i]))
+		}
+	}
+}
