@@ -123,8 +123,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 				vs := startVirtual(t)
 				defer vs.stop()
 				vs.wait = time.Hour
-				var rx *vreceiver
-				rx = vs.receiver(t, "8080", func(n int) int {
+				rx := vs.receiver(t, "8080", func(n int) int {
 					if n == 1 {
 						return http.StatusTooManyRequests
 					}

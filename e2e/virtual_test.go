@@ -3,8 +3,8 @@ package e2e
 import (
 	"context"
 	"net"
-	"os"
 	"net/http"
+	"os"
 	"sync"
 	"testing"
 	"time"
