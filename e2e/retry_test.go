@@ -5,7 +5,6 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -53,7 +52,7 @@ func checkFired(t *testing.T, at []time.Time, delays []time.Duration) {
 }
 
 func TestSevenRungLadderOnVirtualTimeNeverEarlyAtMostOneSecondLate(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T) {
 		vs := startVirtual(t)
 		defer vs.stop()
 		vs.wait = 48 * time.Hour
@@ -88,7 +87,7 @@ func TestSevenRungLadderOnVirtualTimeNeverEarlyAtMostOneSecondLate(t *testing.T)
 }
 
 func TestAlwaysFailingReceiverGetsExactlyMaxAttempts(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T) {
 		vs := startVirtual(t)
 		defer vs.stop()
 		vs.wait = 72 * time.Hour
@@ -119,7 +118,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
+			inVirtualTime(t, func(t *testing.T) {
 				vs := startVirtual(t)
 				defer vs.stop()
 				vs.wait = time.Hour
@@ -152,7 +151,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 }
 
 func TestSchedulerRestartMidLadderLosesNoTimerAndFiresNoneEarly(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T) {
 		vs := startVirtual(t)
 		defer vs.stop()
 		vs.wait = 48 * time.Hour

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -32,12 +33,17 @@ type vstack struct {
 
 const idleFetchWait = 30 * time.Second
 
-func startVirtual(t *testing.T) *vstack {
-	t.Helper()
+// inVirtualTime runs f in a testing/synctest bubble. Virtual time needs
+// the broker inside the bubble, so it runs in the kfake tier only.
+func inVirtualTime(t *testing.T, f func(t *testing.T)) {
 	if v := os.Getenv(envKafka); v != "" && v != "kfake" {
-		// Virtual time needs the broker inside the test's bubble.
 		t.Skip("virtual-time test: runs in the kfake tier only")
 	}
+	synctest.Test(t, f)
+}
+
+func startVirtual(t *testing.T) *vstack {
+	t.Helper()
 	vn := &kfake.VirtualNetwork{}
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(9092), kfake.ListenFn(vn.Listen))
 	if err != nil {

@@ -121,8 +121,8 @@ func (c Config) EnsureTopics(ctx context.Context, adm *kadm.Client, specs []Topi
 // describeConfigs describes the topics' configs, retrying while a newly
 // created topic is still propagating (UNKNOWN_TOPIC_OR_PARTITION), for at
 // most 30 seconds.
-func describeConfigs(ctx context.Context, adm *kadm.Client, names []string) (kadm.ResourceConfigs, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+func describeConfigs(parent context.Context, adm *kadm.Client, names []string) (kadm.ResourceConfigs, error) {
+	ctx, cancel := context.WithTimeout(parent, 30*time.Second)
 	defer cancel()
 	wait := 50 * time.Millisecond
 	for {
@@ -145,6 +145,9 @@ func describeConfigs(ctx context.Context, adm *kadm.Client, names []string) (kad
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			if parent.Err() != nil {
+				return nil, parent.Err()
+			}
 			return nil, fmt.Errorf("kafka: topics not visible 30 s after creation: %w", err)
 		case <-t.C:
 		}

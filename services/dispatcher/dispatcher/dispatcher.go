@@ -105,6 +105,9 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	if err := s.ensureTopics(ctx, opts); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
 		return err
 	}
 	stopStore, storeFailed, err := s.store.Start(ctx, s.cfg.Kafka)

@@ -86,10 +86,7 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 		if err != nil {
 			reason = err.Error()
 		}
-		s.log.Error("undecodable delivery record copied to the dead-letter topic", "partition", r.Partition, "offset", r.Offset, "reason", reason)
-		dead := requeue(r, s.topics.Dead)
-		dead.Headers = append(dead.Headers, kgo.RecordHeader{Key: headerPoison, Value: []byte(reason)})
-		return []*kgo.Record{dead}
+		return []*kgo.Record{s.workerFault(r, reason)}
 	}
 	now := s.now()
 	if due := d.GetDueAt(); due != nil && due.AsTime().After(now) {

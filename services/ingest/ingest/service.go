@@ -120,6 +120,9 @@ func (s *Service) Run(ctx context.Context) error {
 	defer cl.Close()
 	s.kafka = cl
 	if err := s.cfg.Kafka.EnsureTopics(ctx, kadm.NewClient(cl), s.cfg.Kafka.Specs()); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
 		return fmt.Errorf("ingest: %w", err)
 	}
 

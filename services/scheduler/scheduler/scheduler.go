@@ -134,6 +134,9 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	if err := s.ensureTopics(ctx, opts); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
 		return err
 	}
 	consume := append([]string{s.topics.Retries}, s.Topics()...)

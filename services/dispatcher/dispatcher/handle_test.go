@@ -1,0 +1,166 @@
+package dispatcher
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/config"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/sign"
+	"github.com/hookline/hookline/services/dispatcher/attempt"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+)
+
+func newTestService(t *testing.T) *Service {
+	t.Helper()
+	cfg, err := config.Defaults[Config]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.AllowPrivate = true
+	s, err := New(cfg, WithRandSeed(42))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func endpoint(url string, secrets ...string) *hooklinev1.EndpointRecord {
+	rec := &hooklinev1.EndpointRecord{
+		Endpoint: &hooklinev1.Endpoint{Id: "ep_1", TenantId: "t", Url: url, Status: hooklinev1.EndpointStatus_ENDPOINT_STATUS_ACTIVE},
+		Version:  1,
+	}
+	for _, sec := range secrets {
+		rec.Secrets = append(rec.Secrets, &hooklinev1.EndpointSecret{Secret: sec})
+	}
+	return rec
+}
+
+func deliveryRecord(t *testing.T, s *Service) *kgo.Record {
+	t.Helper()
+	d := &hooklinev1.Delivery{DeliveryId: "dlv_1", EventId: "evt_1", TenantId: "t", EndpointId: "ep_1", EventType: "a.b", Payload: []byte(`{}`), Attempt: 3}
+	r, err := hkafka.Record(s.topics.Deliveries, "ep_1", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func TestWorkerFaultReturnsTheDeliveryUnchanged(t *testing.T) {
+	s := newTestService(t)
+	s.store.Put(endpoint("http://127.0.0.1:1")) // no secret: signing panics
+	in := deliveryRecord(t, s)
+	out := s.handleSafely(t.Context(), in)
+	if len(out) != 1 || out[0].Topic != s.topics.Deliveries || string(out[0].Value) != string(in.Value) {
+		t.Fatalf("want the record back on %s unchanged, got %+v", s.topics.Deliveries, out)
+	}
+	if header(out[0], headerFaults) != "1" {
+		t.Fatalf("fault count header %q, want 1", header(out[0], headerFaults))
+	}
+	var back hooklinev1.Delivery
+	if err := proto.Unmarshal(out[0].Value, &back); err != nil || back.GetAttempt() != 3 || back.GetDueAt() != nil || back.GetFirstAttemptAt() != nil {
+		t.Fatalf("attempt count or times changed: %v (%v)", &back, err)
+	}
+}
+
+func TestRepeatedWorkerFaultsSetTheDeliveryAside(t *testing.T) {
+	s := newTestService(t)
+	s.store.Put(endpoint("http://127.0.0.1:1"))
+	r := deliveryRecord(t, s)
+	for i := 1; i < s.cfg.MaxFaults; i++ {
+		out := s.handleSafely(t.Context(), r)
+		if out[0].Topic != s.topics.Deliveries {
+			t.Fatalf("fault %d: went to %s, want back to deliveries", i, out[0].Topic)
+		}
+		r = out[0]
+	}
+	out := s.handleSafely(t.Context(), r)
+	if out[0].Topic != s.topics.Dead || header(out[0], headerPoison) == "" {
+		t.Fatalf("fault %d: want the record set aside on %s with %s, got %s", s.cfg.MaxFaults, s.topics.Dead, headerPoison, out[0].Topic)
+	}
+}
+
+func TestUndecodableRecordIsAWorkerFault(t *testing.T) {
+	s := newTestService(t)
+	out := s.handleSafely(t.Context(), &kgo.Record{Topic: s.topics.Deliveries, Key: []byte("ep_1"), Value: []byte{0xff, 0xff}})
+	if out[0].Topic != s.topics.Deliveries || header(out[0], headerFaults) != "1" {
+		t.Fatalf("got %s with faults %q", out[0].Topic, header(out[0], headerFaults))
+	}
+}
+
+func TestShutdownBeforeTheRequestBurnsNoAttempt(t *testing.T) {
+	s := newTestService(t)
+	rx := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("no request may be sent") }))
+	defer rx.Close()
+	s.store.Put(endpoint(rx.URL, sign.GenerateSecret()))
+	in := deliveryRecord(t, s)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	out := s.handleSafely(ctx, in)
+	if len(out) != 1 || out[0].Topic != s.topics.Deliveries || string(out[0].Value) != string(in.Value) || header(out[0], headerFaults) != "" {
+		t.Fatalf("want the record back unchanged and no fault counted, got %+v", out)
+	}
+}
+
+// TestDeliveriesFailingTogetherDoNotRetryTogether fails 10,000 deliveries
+// at the same instant and checks that equal jitter spreads their second
+// attempts over the nominal window [30 s, 60 s] of the default policy.
+func TestDeliveriesFailingTogetherDoNotRetryTogether(t *testing.T) {
+	s := newTestService(t)
+	ep := endpoint("http://127.0.0.1:1", sign.GenerateSecret())
+	failedAt := time.Date(2026, 11, 30, 22, 0, 0, 0, time.UTC)
+	const n = 10_000
+	lo, hi := 30*time.Second, 60*time.Second
+	buckets := make([]int, 10)
+	perMilli := map[int64]int{}
+	minD, maxD := hi, lo
+	for i := range n {
+		d := &hooklinev1.Delivery{DeliveryId: "dlv", EventId: "evt", EndpointId: "ep_1", Attempt: 1}
+		out := s.outcome(d, ep, attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT, StatusCode: 503, Started: failedAt})
+		var retry hooklinev1.Delivery
+		for _, r := range out {
+			if r.Topic == s.topics.Retries {
+				if err := proto.Unmarshal(r.Value, &retry); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if retry.GetDueAt() == nil {
+			t.Fatalf("delivery %d: no retry scheduled", i)
+		}
+		wait := retry.GetDueAt().AsTime().Sub(failedAt)
+		if wait < lo || wait > hi {
+			t.Fatalf("wait %v outside the equal-jitter window [%v, %v]", wait, lo, hi)
+		}
+		minD, maxD = min(minD, wait), max(maxD, wait)
+		buckets[int((wait-lo)*10/(hi-lo+1))]++
+		perMilli[wait.Milliseconds()]++
+	}
+	if spread := maxD - minD; spread < (hi-lo)/2 {
+		t.Fatalf("second attempts spread over %v, want at least half of the %v window", spread, hi-lo)
+	}
+	for i, c := range buckets {
+		if c < n/10*7/10 || c > n/10*13/10 {
+			t.Errorf("bucket %d holds %d of %d retries: not spread evenly (%v)", i, c, n, buckets)
+		}
+	}
+	for ms, c := range perMilli {
+		if c > 5 {
+			t.Errorf("%d deliveries retry in the same millisecond (+%d ms)", c, ms)
+		}
+	}
+}
