@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-MODULES := gen platform services/ingest services/dispatcher services/scheduler cmd/hookline e2e
+MODULES := gen platform services/ingest services/dispatcher services/scheduler cmd/hookline e2e bench
 TOOLS   := $(CURDIR)/bin/tools
 export PATH := $(TOOLS):$(PATH)
 
@@ -102,3 +102,11 @@ kafka-up: ## start a local Apache Kafka 4.4 (KRaft, 127.0.0.1:19092)
 .PHONY: kafka-down
 kafka-down: ## stop it
 	bash scripts/kafka.sh down
+
+## ---- benchmarks --------------------------------------------------------
+
+.PHONY: bench
+bench: build ## scheduler: RSS with 1,000,000 pending timers and release lateness, on Apache Kafka 4.4
+	@rc=0; bash scripts/kafka.sh up || { bash scripts/kafka.sh down; exit 1; }; \
+	  go run ./bench/schedbench --brokers $(REAL_KAFKA) --scheduler-bin bin/scheduler || rc=$$?; \
+	  bash scripts/kafka.sh down; exit $$rc
