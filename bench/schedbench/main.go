@@ -38,6 +38,7 @@ type flags struct {
 	Probes    int           `flag:"probes" default:"2000" usage:"timers that come due during the run, for lateness"`
 	ProbeFor  time.Duration `flag:"probe-window" default:"60s" usage:"probes come due spread over this window"`
 	Deadline  time.Duration `flag:"deadline" default:"15m" usage:"the whole run stops after this long"`
+	Settle    time.Duration `flag:"settle" default:"20s" usage:"idle time before each RSS reading, so memory freed after a burst is returned"`
 }
 
 func main() {
@@ -84,7 +85,11 @@ func run(ctx context.Context, f flags) error {
 	cmd := exec.CommandContext(ctx, f.Scheduler,
 		"--kafka-brokers", strings.Join(f.Brokers, ","), "--topic-prefix", kc.TopicPrefix,
 		"--topic-partitions", "6", "--group", group, "--transactional-id", group)
-	cmd.Stderr, err = os.Create(os.TempDir() + "/schedbench-scheduler.log")
+	// gctrace lets the report tell live heap from memory the runtime has
+	// not yet returned to the OS.
+	cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1")
+	logPath := os.TempDir() + "/schedbench-scheduler.log"
+	cmd.Stderr, err = os.Create(logPath)
 	if err != nil {
 		return err
 	}
@@ -114,15 +119,15 @@ func run(ctx context.Context, f flags) error {
 	if err := waitCaughtUp(ctx, adm, group, topics.Retries); err != nil {
 		return err
 	}
-	atTenth := rss.current()
+	atTenth := rss.settled(ctx, f.Settle)
 	if err := produce(ctx, cl, topics.Retries, first, f.Timers-first, far); err != nil {
 		return err
 	}
 	if err := waitCaughtUp(ctx, adm, group, topics.Retries); err != nil {
 		return err
 	}
-	parked := time.Since(start)
-	atAll := rss.current()
+	parked := time.Since(start) - f.Settle
+	atAll := rss.settled(ctx, f.Settle)
 
 	// Probes: timers due over the next window while the million wait.
 	late, early, err := probe(ctx, kc, cl, f.Probes, f.ProbeFor)
@@ -140,13 +145,14 @@ func run(ctx context.Context, f flags) error {
 scheduler benchmark (Apache Kafka on loopback, 6 partitions, tiers 1s..1h)
   pending timers parked           %d in %v (%.0f timers/s through retries -> tiers)
   scheduler RSS idle              %6.1f MiB
-  scheduler RSS, %7d pending    %6.1f MiB
-  scheduler RSS, %7d pending    %6.1f MiB
+  scheduler RSS, %7d pending    %6.1f MiB   (after %v idle)
+  scheduler RSS, %7d pending    %6.1f MiB   (after %v idle)
   scheduler peak RSS (VmHWM)      %6.1f MiB
+  scheduler live heap, last GC    %s
   release lateness (%d probes due over %v, observed by a read_committed consumer)
     p50 %v   p90 %v   p99 %v   max %v   early %d
 `, f.Timers, parked.Round(time.Millisecond), float64(f.Timers)/parked.Seconds(),
-		mib(idle), first, mib(atTenth), f.Timers, mib(atAll), mib(rss.peak()),
+		mib(idle), first, mib(atTenth), f.Settle, f.Timers, mib(atAll), f.Settle, mib(rss.peak()), lastLiveHeap(logPath),
 		len(late), f.ProbeFor, pct(0.5).Round(time.Millisecond), pct(0.9).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), pct(1).Round(time.Millisecond), early)
 	if early > 0 {
 		return fmt.Errorf("%d timers fired early", early)
@@ -317,9 +323,41 @@ func (s *sampler) current() int64 {
 	return s.last
 }
 
+// settled reads RSS after d without new work.
+func (s *sampler) settled(ctx context.Context, d time.Duration) int64 {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return s.current()
+}
+
 func (s *sampler) peak() int64 {
 	s.read()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.hwm
+}
+
+// lastLiveHeap returns the live heap after the scheduler's last garbage
+// collection, from its gctrace lines ("gc N @…: …, A->B->C MB, …").
+func lastLiveHeap(logPath string) string {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return "unknown"
+	}
+	live := "unknown"
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "gc ") {
+			continue
+		}
+		for _, f := range strings.Split(line, ", ") {
+			if parts := strings.Split(strings.TrimSuffix(f, " MB"), "->"); len(parts) == 3 && strings.HasSuffix(f, " MB") {
+				live = parts[2] + " MB (" + strings.Fields(line)[2] + " into the run)"
+			}
+		}
+	}
+	return live
 }

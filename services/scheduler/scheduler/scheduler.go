@@ -148,6 +148,10 @@ func (s *Service) Run(ctx context.Context) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(s.cfg.FetchMaxWait),
+		// Bound what one fetch buffers: held partitions keep copies of
+		// at most one poll, and nothing else is kept between hops.
+		kgo.FetchMaxBytes(16<<20),
+		kgo.FetchMaxPartitionBytes(1<<20),
 		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
 		// A revoked or lost partition's pause and timer must go with it:
 		// a pause survives a rebalance, and a partition re-assigned later
@@ -260,7 +264,7 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 			if !h.IsZero() {
 				// Commit up to, not past, the head that must wait.
 				setOffset(w.k, r, r.Offset)
-				hold[w.k] = &heldPartition{recs: w.recs[i:], hold: h}
+				hold[w.k] = &heldPartition{recs: detach(w.recs[i:]), hold: h}
 				stopped = true
 				break
 			}
@@ -381,6 +385,37 @@ func (s *Service) step(r *kgo.Record, now time.Time) (out *kgo.Record, hold time
 func (s *Service) copyTo(r *kgo.Record, topic string, now time.Time) *kgo.Record {
 	return &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: now}
 }
+
+// detach copies records out of the fetch buffers they point into, so a
+// held partition pins only its own records' bytes, not whole fetches.
+func detach(recs []*kgo.Record) []*kgo.Record {
+	if len(recs) > 0 && recs[0].Context == detached {
+		return recs // held before: already copies
+	}
+	out := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		c := &kgo.Record{
+			Key:         append([]byte(nil), r.Key...),
+			Value:       append([]byte(nil), r.Value...),
+			Timestamp:   r.Timestamp,
+			Topic:       r.Topic,
+			Partition:   r.Partition,
+			LeaderEpoch: r.LeaderEpoch,
+			Offset:      r.Offset,
+			Context:     detached,
+		}
+		for _, h := range r.Headers {
+			c.Headers = append(c.Headers, kgo.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)})
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// detached marks records copied by detach.
+var detached = context.WithValue(context.Background(), detachedKey{}, true)
+
+type detachedKey struct{}
 
 // holdUntil keeps h for partition k (already paused) and wakes the poll
 // loop when its head is due.
