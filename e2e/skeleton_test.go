@@ -199,9 +199,11 @@ func TestFanOutFollowsFilters(t *testing.T) {
 	if states[hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED] != 3 || states[hooklinev1.DeliveryState_DELIVERY_STATE_PARKED] != 1 {
 		t.Fatalf("states %v", states)
 	}
-	parked := decodeAll(t, st.readN(st.topics.Parked, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
-	if parked.GetEndpointId() != paused || parked.GetAttempt() != 1 {
-		t.Fatalf("parked %v", parked)
+	// The paused endpoint's delivery is held by the scheduler, attempt
+	// number untouched, to look again after --park-recheck.
+	held := decodeAll(t, st.readN(st.topics.Retries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
+	if held.GetEndpointId() != paused || held.GetAttempt() != 1 || held.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED || held.GetPausedFor().AsDuration() <= 0 {
+		t.Fatalf("held delivery %v", held)
 	}
 	if n := len(rx.got()); n != 3 {
 		t.Fatalf("receiver got %d POSTs, want 3 (the paused endpoint gets none)", n)

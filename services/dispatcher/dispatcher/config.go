@@ -24,6 +24,12 @@ type Config struct {
 	RetryAfterMax  time.Duration `flag:"retry-after-max" env:"HOOKLINE_RETRY_AFTER_MAX" default:"24h" usage:"longest Retry-After (on 429 and 503) honoured; longer asks are capped"`
 	MaxFaults      int           `flag:"max-worker-faults" env:"HOOKLINE_MAX_WORKER_FAULTS" default:"5" usage:"worker faults (panics) one delivery may cause before it is set aside on the dead-letter topic"`
 
+	MaxInFlight int           `flag:"max-in-flight" env:"HOOKLINE_MAX_IN_FLIGHT" default:"10" usage:"default cap of attempts in flight to one endpoint; endpoints may override"`
+	RateLimit   float64       `flag:"rate-limit" env:"HOOKLINE_RATE_LIMIT" default:"100" usage:"default attempts per second to one endpoint; endpoints may override"`
+	CapRetry    time.Duration `flag:"cap-retry" env:"HOOKLINE_CAP_RETRY" default:"1s" usage:"how long a delivery over its endpoint's concurrency cap is deferred (no attempt burned)"`
+	SlowAfter   time.Duration `flag:"slow-after" env:"HOOKLINE_SLOW_AFTER" default:"1s" usage:"an attempt still unanswered after this moves its endpoint to the slow lane, where it cannot hold up healthy endpoints (0: no slow lane)"`
+	ParkRecheck time.Duration `flag:"park-recheck" env:"HOOKLINE_PARK_RECHECK" default:"1m" usage:"how often a paused endpoint's held deliveries check whether it has resumed"`
+
 	AllowPrivate bool     `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"deliver to loopback and private addresses (development only)"`
 	AllowCIDRs   []string `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs receivers may resolve to despite being private, comma-separated"`
 }

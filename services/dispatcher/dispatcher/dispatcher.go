@@ -40,6 +40,17 @@ type Service struct {
 
 	attemptOpts []attempt.Option
 	retries     metric.Int64Counter
+	deferrals   metric.Int64Counter
+	rcv         *receivers
+}
+
+// lane is one consuming loop: the fast lane reads the deliveries topic;
+// the slow lane reads the deliveries of endpoints that answer slowly.
+type lane struct {
+	slow  bool
+	topic string
+	group string
+	txnID string
 }
 
 // Option configures a Service.
@@ -84,6 +95,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		rand:   newLockedRand(binary.LittleEndian.Uint64(seed[:])),
 		store:  endpoints.NewStore(),
 		topics: cfg.Kafka.Topics(),
+		rcv:    newReceivers(),
 	}
 	for _, o := range opts {
 		o(s)
@@ -91,6 +103,11 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.client = attempt.New(guard, append([]attempt.Option{attempt.WithClock(s.now)}, s.attemptOpts...)...)
 	s.retries, err = otel.Meter("github.com/hookline/hookline/services/dispatcher").Int64Counter("hookline.dispatcher.retries",
 		metric.WithDescription("Retries scheduled after a transient failure, by attempt number of the failed attempt."))
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: metrics: %w", err)
+	}
+	s.deferrals, err = otel.Meter("github.com/hookline/hookline/services/dispatcher").Int64Counter("hookline.dispatcher.deferrals",
+		metric.WithDescription("Deliveries deferred without an attempt, by reason: concurrency cap, rate limit, endpoint paused, slow lane."))
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: metrics: %w", err)
 	}
@@ -130,11 +147,41 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}()
 
+	lanes := []lane{{topic: s.topics.Deliveries, group: s.cfg.Group, txnID: s.cfg.TransactionalID}}
+	if s.cfg.SlowAfter > 0 {
+		lanes = append(lanes, lane{slow: true, topic: s.topics.SlowDeliveries, group: s.cfg.Group + "-slow", txnID: s.cfg.TransactionalID + "-slow"})
+	}
+	// The lanes run side by side; the first to fail stops the other.
+	var (
+		wg   sync.WaitGroup
+		once sync.Once
+		ferr error
+	)
+	for _, l := range lanes {
+		wg.Go(func() {
+			if err := s.runLane(ctx, opts, l); err != nil {
+				once.Do(func() { ferr = err })
+				cancel(err)
+			}
+		})
+	}
+	wg.Wait()
+	if ferr != nil {
+		return ferr
+	}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// runLane consumes one lane's topic in batches until ctx ends.
+func (s *Service) runLane(ctx context.Context, opts []kgo.Opt, l lane) error {
 	sess, err := kgo.NewGroupTransactSession(append(opts,
-		kgo.TransactionalID(s.cfg.TransactionalID),
+		kgo.TransactionalID(l.txnID),
 		kgo.TransactionTimeout(s.cfg.TxnTimeout),
-		kgo.ConsumerGroup(s.cfg.Group),
-		kgo.ConsumeTopics(s.topics.Deliveries),
+		kgo.ConsumerGroup(l.group),
+		kgo.ConsumeTopics(l.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
@@ -143,14 +190,11 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("dispatcher: kafka session: %w", err)
 	}
 	defer sess.Close()
-	s.log.Info("dispatcher consuming", "topic", s.topics.Deliveries, "group", s.cfg.Group)
+	s.log.Info("dispatcher consuming", "topic", l.topic, "group", l.group)
 
 	for {
 		fs := sess.PollRecords(ctx, s.cfg.BatchSize)
 		if ctx.Err() != nil || fs.IsClientClosed() {
-			if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				return err
-			}
 			return nil
 		}
 		fs.EachError(func(t string, p int32, err error) {
@@ -161,7 +205,7 @@ func (s *Service) Run(ctx context.Context) error {
 		if len(recs) == 0 {
 			continue
 		}
-		if err := s.dispatchBatch(ctx, sess, recs); err != nil {
+		if err := s.dispatchBatch(ctx, sess, l, recs); err != nil {
 			return err
 		}
 	}
@@ -183,7 +227,7 @@ func (s *Service) ensureTopics(ctx context.Context, opts []kgo.Opt) error {
 // writes all outputs and the consumed offsets in one transaction. Attempts
 // run on a context that survives shutdown for DrainTimeout, so a stop
 // finishes what it started instead of re-attempting it after restart.
-func (s *Service) dispatchBatch(ctx context.Context, sess *kgo.GroupTransactSession, recs []*kgo.Record) error {
+func (s *Service) dispatchBatch(ctx context.Context, sess *kgo.GroupTransactSession, l lane, recs []*kgo.Record) error {
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {
@@ -205,7 +249,7 @@ func (s *Service) dispatchBatch(ctx context.Context, sess *kgo.GroupTransactSess
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			outs[i] = s.handleSafely(work, r)
+			outs[i] = s.handleSafely(work, l, r)
 		})
 	}
 	wg.Wait()

@@ -31,6 +31,9 @@ const (
 	headerPoison = "hookline-poison"
 	// headerFaults counts the worker faults a delivery record has caused.
 	headerFaults = "hookline-worker-faults"
+	// headerRateSlot is the start time (Unix nanoseconds) the rate limiter
+	// reserved for a deferred delivery.
+	headerRateSlot = "hookline-rate-slot"
 )
 
 // handleSafely runs handle and turns a panic into a worker fault
@@ -38,13 +41,13 @@ const (
 // came, with no attempt counted and no due time pushed. A record that keeps
 // faulting (MaxFaults times) is set aside raw on the dead-letter topic
 // rather than loop forever.
-func (s *Service) handleSafely(ctx context.Context, r *kgo.Record) (out []*kgo.Record) {
+func (s *Service) handleSafely(ctx context.Context, l lane, r *kgo.Record) (out []*kgo.Record) {
 	defer func() {
 		if p := recover(); p != nil {
 			out = []*kgo.Record{s.workerFault(r, fmt.Sprint(p))}
 		}
 	}()
-	return s.handle(ctx, r)
+	return s.handle(ctx, l, r)
 }
 
 // workerFault returns the record that puts r back unchanged, counting the
@@ -79,7 +82,7 @@ func requeue(r *kgo.Record, topic string) *kgo.Record {
 
 // handle decides one delivery record's fate and returns the records to
 // write for it.
-func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
+func (s *Service) handle(ctx context.Context, l lane, r *kgo.Record) []*kgo.Record {
 	var d hooklinev1.Delivery
 	if err := hkafka.Decode(r, &d); err != nil || d.GetDeliveryId() == "" {
 		reason := "not a Delivery"
@@ -109,16 +112,35 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 		res.Reason = "endpoint deleted"
 		return s.records(s.topics.Results, d.GetEndpointId(), res)
 	}
+	id := ep.GetEndpoint().GetId()
 	if ep.GetEndpoint().GetStatus() == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
-		res := s.result(&d, now)
-		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_PARKED
-		res.Reason = "endpoint paused"
-		return append(s.records(s.topics.Parked, d.GetEndpointId(), &d), s.records(s.topics.Results, d.GetEndpointId(), res)...)
+		return s.park(&d, now)
 	}
+	if !l.slow && s.cfg.SlowAfter > 0 && s.rcv.isSlow(id) {
+		// Known to answer slowly: it waits its turn in the slow lane, not
+		// in front of healthy endpoints.
+		s.deferrals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", "slow lane")))
+		return []*kgo.Record{requeue(r, s.topics.SlowDeliveries)}
+	}
+	maxIn := s.cfg.MaxInFlight
+	if n := ep.GetEndpoint().GetMaxInFlight(); n > 0 {
+		maxIn = int(n)
+	}
+	rate := s.cfg.RateLimit
+	if v := ep.GetEndpoint().GetRateLimitPerSecond(); v > 0 {
+		rate = v
+	}
+	ok, retryAt, why := s.rcv.admit(id, now, maxIn, rate, s.cfg.CapRetry, rateSlot(r))
+	if !ok {
+		// Waiting is deferral, never failure: same attempt number.
+		s.deferrals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", why)))
+		return s.deferTo(r, &d, retryAt, why == "rate limit")
+	}
+	defer s.rcv.done(id)
 
 	signer, err := sign.NewSigner(activeSecrets(ep, now)...)
 	if err != nil {
-		panic(fmt.Sprintf("endpoint %s has no usable secret: %v", ep.GetEndpoint().GetId(), err))
+		panic(fmt.Sprintf("endpoint %s has no usable secret: %v", id, err))
 	}
 	if d.GetFirstAttemptAt() == nil {
 		d.FirstAttemptAt = timestamppb.New(now)
@@ -128,18 +150,35 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 	if t := ep.GetEndpoint().GetTimeout(); t != nil && t.AsDuration() > 0 {
 		timeout = t.AsDuration()
 	}
+	// In the fast lane an attempt may take SlowAfter at most: past that
+	// the endpoint moves to the slow lane and the delivery is attempted
+	// there, with its full timeout and the same attempt number.
+	cut := !l.slow && s.cfg.SlowAfter > 0 && s.cfg.SlowAfter < timeout
+	budget := timeout
+	if cut {
+		budget = s.cfg.SlowAfter
+	}
 	ar, err := s.client.Do(ctx, attempt.Request{
 		URL:       ep.GetEndpoint().GetUrl(),
 		EventID:   d.GetEventId(),
 		EventType: d.GetEventType(),
 		Payload:   d.GetPayload(),
 		Signer:    signer,
-		Timeout:   timeout,
+		Timeout:   budget,
 		Header:    http.Header{},
 	})
 	if err != nil {
 		// Shut down before the receiver answered: a worker fault.
 		return []*kgo.Record{requeue(r, s.topics.Deliveries)}
+	}
+	if cut && ar.Err != nil && classify.IsTimeout(ar.Err) {
+		s.rcv.setSlow(id, true)
+		s.log.Info("endpoint answers slowly; its deliveries move to the slow lane", "endpoint_id", id, "after", s.cfg.SlowAfter)
+		s.deferrals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", "slow lane")))
+		return []*kgo.Record{requeue(r, s.topics.SlowDeliveries)}
+	}
+	if l.slow && ar.Err == nil && ar.Latency < s.cfg.SlowAfter {
+		s.rcv.setSlow(id, false)
 	}
 	return s.outcome(&d, ep, ar)
 }
@@ -202,6 +241,61 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 	s.retries.Add(context.Background(), 1, metric.WithAttributes(attribute.Int("hookline.attempt", int(d.GetAttempt()))))
 	log.LogAttrs(context.Background(), slog.LevelInfo, "retry scheduled", slog.Time("next_attempt_at", next), slog.String("err", res.Error))
 	return append(s.records(s.topics.Results, key, res), s.records(s.topics.Retries, key, retry)...)
+}
+
+// park holds a paused endpoint's delivery without an attempt: it waits in
+// the scheduler's tiers for ParkRecheck, then looks again. Its attempt
+// number is untouched and its give-up time moves by the time it waited
+// (R-ENDPOINT-2). The first time, a PARKED result says so.
+func (s *Service) park(d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
+	var out []*kgo.Record
+	if d.GetPausedFor().AsDuration() == 0 {
+		res := s.result(d, now)
+		res.Attempt = 0
+		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_PARKED
+		res.Reason = "endpoint paused"
+		out = s.records(s.topics.Results, d.GetEndpointId(), res)
+	}
+	held := proto.Clone(d).(*hooklinev1.Delivery)
+	wait := s.cfg.ParkRecheck
+	held.PausedFor = durationpb.New(d.GetPausedFor().AsDuration() + wait)
+	if g := d.GetGiveUpAt(); g != nil {
+		held.GiveUpAt = timestamppb.New(g.AsTime().Add(wait))
+	}
+	held.DueAt = timestamppb.New(now.Add(wait))
+	held.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
+	s.deferrals.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", "endpoint paused")))
+	return append(out, s.records(s.topics.Retries, d.GetEndpointId(), held)...)
+}
+
+// deferTo sends a delivery back through the scheduler, due at, with no
+// attempt counted; a rate-limited one carries its reserved start time.
+func (s *Service) deferTo(r *kgo.Record, d *hooklinev1.Delivery, at time.Time, rateSlot bool) []*kgo.Record {
+	later := proto.Clone(d).(*hooklinev1.Delivery)
+	later.DueAt = timestamppb.New(at)
+	later.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
+	out := s.records(s.topics.Retries, d.GetEndpointId(), later)
+	for _, h := range r.Headers {
+		if h.Key != headerRateSlot {
+			out[0].Headers = append(out[0].Headers, h)
+		}
+	}
+	if rateSlot {
+		out[0].Headers = append(out[0].Headers, kgo.RecordHeader{Key: headerRateSlot, Value: []byte(strconv.FormatInt(at.UnixNano(), 10))})
+	}
+	return out
+}
+
+// rateSlot returns the start time reserved for r by the rate limiter.
+func rateSlot(r *kgo.Record) time.Time {
+	for _, h := range r.Headers {
+		if h.Key == headerRateSlot {
+			if n, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
+				return time.Unix(0, n)
+			}
+		}
+	}
+	return time.Time{}
 }
 
 func (s *Service) deadLetter(d *hooklinev1.Delivery, res *hooklinev1.AttemptResult) []*kgo.Record {

@@ -1,0 +1,89 @@
+package dispatcher
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// receivers holds what the dispatcher knows about each endpoint it
+// serves: attempts in flight, the rate limiter, and whether it answers
+// slowly. Deliveries are keyed by endpoint id, so exactly one dispatcher
+// owns an endpoint at a time and this state is exact, not an estimate
+// shared across replicas. Safe for concurrent use.
+type receivers struct {
+	mu sync.Mutex
+	m  map[string]*receiver
+}
+
+type receiver struct {
+	inFlight int
+	// next is the earliest time the rate limiter lets the next attempt
+	// start (GCRA with a burst of one).
+	next time.Time
+	slow bool
+}
+
+func newReceivers() *receivers { return &receivers{m: map[string]*receiver{}} }
+
+func (rs *receivers) get(id string) *receiver {
+	r := rs.m[id]
+	if r == nil {
+		r = &receiver{}
+		rs.m[id] = r
+	}
+	return r
+}
+
+// admit takes an in-flight slot for an attempt to endpoint id now, if
+// both the concurrency cap and the rate limit (perSecond; 0 is none)
+// allow it. When they do not, it takes no slot and returns when to try
+// again. A rate-limited attempt is given a reserved start time, spaced
+// 1/perSecond after the previous one, and passes it back as reserved when
+// it returns, so deferred deliveries neither exceed the rate nor starve.
+func (rs *receivers) admit(id string, now time.Time, maxInFlight int, perSecond float64, capRetry time.Duration, reserved time.Time) (ok bool, retryAt time.Time, why string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r := rs.get(id)
+	if r.inFlight >= maxInFlight {
+		return false, now.Add(capRetry), "concurrency cap"
+	}
+	if perSecond > 0 {
+		interval := time.Duration(math.Ceil(float64(time.Second) / perSecond))
+		switch {
+		case !reserved.IsZero() && !now.Before(reserved):
+			// Its start time was counted when it was reserved.
+		case r.next.After(now):
+			slot := r.next
+			r.next = r.next.Add(interval)
+			return false, slot, "rate limit"
+		default:
+			r.next = now.Add(interval)
+		}
+	}
+	r.inFlight++
+	return true, time.Time{}, ""
+}
+
+// done returns the slot admit took.
+func (rs *receivers) done(id string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if r := rs.m[id]; r != nil && r.inFlight > 0 {
+		r.inFlight--
+	}
+}
+
+// isSlow reports whether endpoint id was last seen answering slowly.
+func (rs *receivers) isSlow(id string) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r := rs.m[id]
+	return r != nil && r.slow
+}
+
+func (rs *receivers) setSlow(id string, slow bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.get(id).slow = slow
+}
