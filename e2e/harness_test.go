@@ -158,6 +158,7 @@ func startStack(t *testing.T) *stack {
 	dc.AllowPrivate = true
 	dc.Group = kc.TopicPrefix + "dispatcher"
 	dc.TransactionalID = kc.TopicPrefix + "dispatcher-1"
+	dc.CapRetry = 200 * time.Millisecond
 	disp, err := dispatcher.New(dc, dispatcher.WithLogger(testLogger(t, "dispatcher")))
 	if err != nil {
 		t.Fatal(err)

@@ -98,14 +98,11 @@ func (c Config) tlsConfig() (*tls.Config, error) {
 type Topics struct {
 	Endpoints  string // compacted endpoint configuration
 	Deliveries string // deliveries due now, keyed by endpoint id
-	// SlowDeliveries is the slow lane: deliveries of endpoints that are
-	// answering slowly, so they cannot hold up the others.
-	SlowDeliveries string
-	Retries        string // deliveries waiting for a retry, keyed by endpoint id
-	Results        string // one AttemptResult per attempt
-	Dead           string // dead letters
-	Parked         string // deliveries held while their endpoint is paused
-	Notices        string // endpoint health notices
+	Retries    string // deliveries waiting for a retry, keyed by endpoint id
+	Results    string // one AttemptResult per attempt
+	Dead       string // dead letters
+	Parked     string // deliveries held while their endpoint is paused
+	Notices    string // endpoint health notices
 	// DelayPrefix starts each delay-tier topic name: DelayPrefix + "1m".
 	DelayPrefix string
 }
@@ -114,14 +111,13 @@ type Topics struct {
 func (c Config) Topics() Topics {
 	p := c.TopicPrefix
 	return Topics{
-		Endpoints:      p + "endpoints",
-		Deliveries:     p + "deliveries",
-		SlowDeliveries: p + "deliveries.slow",
-		Retries:        p + "retries",
-		Results:        p + "results",
-		Dead:           p + "dead",
-		Parked:         p + "parked",
-		Notices:        p + "notices",
-		DelayPrefix:    p + "delay.",
+		Endpoints:   p + "endpoints",
+		Deliveries:  p + "deliveries",
+		Retries:     p + "retries",
+		Results:     p + "results",
+		Dead:        p + "dead",
+		Parked:      p + "parked",
+		Notices:     p + "notices",
+		DelayPrefix: p + "delay.",
 	}
 }

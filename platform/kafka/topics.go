@@ -37,7 +37,6 @@ func (c Config) Specs() []TopicSpec {
 	return []TopicSpec{
 		{Name: t.Endpoints, Configs: map[string]string{"cleanup.policy": "compact"}},
 		{Name: t.Deliveries, Configs: retain(c.Retention)},
-		{Name: t.SlowDeliveries, Configs: retain(c.Retention)},
 		{Name: t.Retries, Configs: retain(c.Retention)},
 		{Name: t.Results, Configs: retain(c.Retention)},
 		{Name: t.Notices, Configs: retain(c.Retention)},

@@ -16,6 +16,7 @@ type Config struct {
 	TxnTimeout      time.Duration `flag:"transaction-timeout" env:"HOOKLINE_DISPATCHER_TRANSACTION_TIMEOUT" default:"60s" usage:"Kafka transaction timeout"`
 	Workers         int           `flag:"workers" env:"HOOKLINE_DISPATCHER_WORKERS" default:"256" usage:"attempts in flight at once per dispatcher"`
 	BatchSize       int           `flag:"batch-size" env:"HOOKLINE_DISPATCHER_BATCH_SIZE" default:"1000" usage:"deliveries taken per poll"`
+	CommitInterval  time.Duration `flag:"commit-interval" env:"HOOKLINE_DISPATCHER_COMMIT_INTERVAL" default:"20ms" usage:"how often completed deliveries' results and offsets are committed"`
 	DrainTimeout    time.Duration `flag:"drain-timeout" env:"HOOKLINE_DISPATCHER_DRAIN_TIMEOUT" default:"15s" usage:"on shutdown, how long in-flight attempts may finish"`
 
 	AttemptTimeout time.Duration `flag:"attempt-timeout" env:"HOOKLINE_ATTEMPT_TIMEOUT" default:"10s" usage:"default per-attempt timeout; endpoints may override"`
@@ -27,7 +28,6 @@ type Config struct {
 	MaxInFlight int           `flag:"max-in-flight" env:"HOOKLINE_MAX_IN_FLIGHT" default:"10" usage:"default cap of attempts in flight to one endpoint; endpoints may override"`
 	RateLimit   float64       `flag:"rate-limit" env:"HOOKLINE_RATE_LIMIT" default:"100" usage:"default attempts per second to one endpoint; endpoints may override"`
 	CapRetry    time.Duration `flag:"cap-retry" env:"HOOKLINE_CAP_RETRY" default:"1s" usage:"how long a delivery over its endpoint's concurrency cap is deferred (no attempt burned)"`
-	SlowAfter   time.Duration `flag:"slow-after" env:"HOOKLINE_SLOW_AFTER" default:"1s" usage:"an attempt still unanswered after this moves its endpoint to the slow lane, where it cannot hold up healthy endpoints (0: no slow lane)"`
 	ParkRecheck time.Duration `flag:"park-recheck" env:"HOOKLINE_PARK_RECHECK" default:"1m" usage:"how often a paused endpoint's held deliveries check whether it has resumed"`
 
 	AllowPrivate bool     `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"deliver to loopback and private addresses (development only)"`

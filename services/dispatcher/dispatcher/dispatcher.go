@@ -44,15 +44,6 @@ type Service struct {
 	rcv         *receivers
 }
 
-// lane is one consuming loop: the fast lane reads the deliveries topic;
-// the slow lane reads the deliveries of endpoints that answer slowly.
-type lane struct {
-	slow  bool
-	topic string
-	group string
-	txnID string
-}
-
 // Option configures a Service.
 type Option func(*Service)
 
@@ -107,7 +98,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		return nil, fmt.Errorf("dispatcher: metrics: %w", err)
 	}
 	s.deferrals, err = otel.Meter("github.com/hookline/hookline/services/dispatcher").Int64Counter("hookline.dispatcher.deferrals",
-		metric.WithDescription("Deliveries deferred without an attempt, by reason: concurrency cap, rate limit, endpoint paused, slow lane."))
+		metric.WithDescription("Deliveries deferred without an attempt, by reason: concurrency cap, rate limit, endpoint paused."))
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: metrics: %w", err)
 	}
@@ -147,27 +138,8 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}()
 
-	lanes := []lane{{topic: s.topics.Deliveries, group: s.cfg.Group, txnID: s.cfg.TransactionalID}}
-	if s.cfg.SlowAfter > 0 {
-		lanes = append(lanes, lane{slow: true, topic: s.topics.SlowDeliveries, group: s.cfg.Group + "-slow", txnID: s.cfg.TransactionalID + "-slow"})
-	}
-	// The lanes run side by side; the first to fail stops the other.
-	var (
-		wg   sync.WaitGroup
-		once sync.Once
-		ferr error
-	)
-	for _, l := range lanes {
-		wg.Go(func() {
-			if err := s.runLane(ctx, opts, l); err != nil {
-				once.Do(func() { ferr = err })
-				cancel(err)
-			}
-		})
-	}
-	wg.Wait()
-	if ferr != nil {
-		return ferr
+	if err := s.consume(ctx, opts); err != nil {
+		return err
 	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -175,40 +147,26 @@ func (s *Service) Run(ctx context.Context) error {
 	return nil
 }
 
-// runLane consumes one lane's topic in batches until ctx ends.
-func (s *Service) runLane(ctx context.Context, opts []kgo.Opt, l lane) error {
+// consume dispatches the deliveries topic until ctx ends.
+func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
+	w := newWindow(s.cfg.Workers, s.cfg.BatchSize)
 	sess, err := kgo.NewGroupTransactSession(append(opts,
-		kgo.TransactionalID(l.txnID),
+		kgo.TransactionalID(s.cfg.TransactionalID),
 		kgo.TransactionTimeout(s.cfg.TxnTimeout),
-		kgo.ConsumerGroup(l.group),
-		kgo.ConsumeTopics(l.topic),
+		kgo.ConsumerGroup(s.cfg.Group),
+		kgo.ConsumeTopics(s.topics.Deliveries),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { w.forget(m) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { w.forget(m) }),
 	)...)
 	if err != nil {
 		return fmt.Errorf("dispatcher: kafka session: %w", err)
 	}
 	defer sess.Close()
-	s.log.Info("dispatcher consuming", "topic", l.topic, "group", l.group)
-
-	for {
-		fs := sess.PollRecords(ctx, s.cfg.BatchSize)
-		if ctx.Err() != nil || fs.IsClientClosed() {
-			return nil
-		}
-		fs.EachError(func(t string, p int32, err error) {
-			s.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
-		})
-		var recs []*kgo.Record
-		fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
-		if len(recs) == 0 {
-			continue
-		}
-		if err := s.dispatchBatch(ctx, sess, l, recs); err != nil {
-			return err
-		}
-	}
+	s.log.Info("dispatcher consuming", "topic", s.topics.Deliveries, "group", s.cfg.Group)
+	return s.dispatch(ctx, sess, w)
 }
 
 func (s *Service) ensureTopics(ctx context.Context, opts []kgo.Opt) error {
@@ -219,81 +177,6 @@ func (s *Service) ensureTopics(ctx context.Context, opts []kgo.Opt) error {
 	defer cl.Close()
 	if err := s.cfg.Kafka.EnsureTopics(ctx, kadm.NewClient(cl), s.cfg.Kafka.Specs()); err != nil {
 		return fmt.Errorf("dispatcher: %w", err)
-	}
-	return nil
-}
-
-// dispatchBatch attempts every record of one poll concurrently, then
-// writes all outputs and the consumed offsets in one transaction. Attempts
-// run on a context that survives shutdown for DrainTimeout, so a stop
-// finishes what it started instead of re-attempting it after restart.
-func (s *Service) dispatchBatch(ctx context.Context, sess *kgo.GroupTransactSession, l lane, recs []*kgo.Record) error {
-	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		t := time.AfterFunc(s.cfg.DrainTimeout, cancel)
-		<-work.Done()
-		t.Stop()
-	})
-	defer stop()
-
-	if err := sess.Begin(); err != nil {
-		return fmt.Errorf("dispatcher: begin transaction: %w", err)
-	}
-	endCtx := context.WithoutCancel(ctx)
-
-	outs := make([][]*kgo.Record, len(recs))
-	sem := make(chan struct{}, s.cfg.Workers)
-	var wg sync.WaitGroup
-	for i, r := range recs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			outs[i] = s.handleSafely(work, l, r)
-		})
-	}
-	wg.Wait()
-	if work.Err() != nil {
-		// The drain deadline passed: abort, so every delivery of this
-		// batch goes back as it was (R-CLASS-3) and is attempted again
-		// after the restart.
-		if _, err := sess.End(endCtx, kgo.TryAbort); err != nil {
-			return fmt.Errorf("dispatcher: abort transaction: %w", err)
-		}
-		return nil
-	}
-
-	var (
-		pmu  sync.Mutex
-		perr error
-	)
-	for _, out := range outs {
-		for _, r := range out {
-			sess.Produce(endCtx, r, func(_ *kgo.Record, err error) {
-				if err != nil {
-					pmu.Lock()
-					perr = errors.Join(perr, err)
-					pmu.Unlock()
-				}
-			})
-		}
-	}
-	if err := sess.Client().Flush(endCtx); err != nil {
-		return fmt.Errorf("dispatcher: flush: %w", err)
-	}
-	end := kgo.TryCommit
-	if perr != nil {
-		end = kgo.TryAbort
-	}
-	committed, err := sess.End(endCtx, end)
-	if err != nil {
-		return fmt.Errorf("dispatcher: end transaction: %w", err)
-	}
-	if !committed {
-		// A rebalance took the partitions or a produce failed: nothing of
-		// this batch is visible and its offsets are not committed, so the
-		// partitions' owner attempts these deliveries again.
-		s.log.Warn("batch not committed; its deliveries will be attempted again", "records", len(recs), "produce_err", perr)
 	}
 	return nil
 }

@@ -41,13 +41,13 @@ const (
 // came, with no attempt counted and no due time pushed. A record that keeps
 // faulting (MaxFaults times) is set aside raw on the dead-letter topic
 // rather than loop forever.
-func (s *Service) handleSafely(ctx context.Context, l lane, r *kgo.Record) (out []*kgo.Record) {
+func (s *Service) handleSafely(ctx context.Context, r *kgo.Record) (out []*kgo.Record) {
 	defer func() {
 		if p := recover(); p != nil {
 			out = []*kgo.Record{s.workerFault(r, fmt.Sprint(p))}
 		}
 	}()
-	return s.handle(ctx, l, r)
+	return s.handle(ctx, r)
 }
 
 // workerFault returns the record that puts r back unchanged, counting the
@@ -82,7 +82,7 @@ func requeue(r *kgo.Record, topic string) *kgo.Record {
 
 // handle decides one delivery record's fate and returns the records to
 // write for it.
-func (s *Service) handle(ctx context.Context, l lane, r *kgo.Record) []*kgo.Record {
+func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 	var d hooklinev1.Delivery
 	if err := hkafka.Decode(r, &d); err != nil || d.GetDeliveryId() == "" {
 		reason := "not a Delivery"
@@ -116,12 +116,6 @@ func (s *Service) handle(ctx context.Context, l lane, r *kgo.Record) []*kgo.Reco
 	if ep.GetEndpoint().GetStatus() == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
 		return s.park(&d, now)
 	}
-	if !l.slow && s.cfg.SlowAfter > 0 && s.rcv.isSlow(id) {
-		// Known to answer slowly: it waits its turn in the slow lane, not
-		// in front of healthy endpoints.
-		s.deferrals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", "slow lane")))
-		return []*kgo.Record{requeue(r, s.topics.SlowDeliveries)}
-	}
 	maxIn := s.cfg.MaxInFlight
 	if n := ep.GetEndpoint().GetMaxInFlight(); n > 0 {
 		maxIn = int(n)
@@ -150,35 +144,18 @@ func (s *Service) handle(ctx context.Context, l lane, r *kgo.Record) []*kgo.Reco
 	if t := ep.GetEndpoint().GetTimeout(); t != nil && t.AsDuration() > 0 {
 		timeout = t.AsDuration()
 	}
-	// In the fast lane an attempt may take SlowAfter at most: past that
-	// the endpoint moves to the slow lane and the delivery is attempted
-	// there, with its full timeout and the same attempt number.
-	cut := !l.slow && s.cfg.SlowAfter > 0 && s.cfg.SlowAfter < timeout
-	budget := timeout
-	if cut {
-		budget = s.cfg.SlowAfter
-	}
 	ar, err := s.client.Do(ctx, attempt.Request{
 		URL:       ep.GetEndpoint().GetUrl(),
 		EventID:   d.GetEventId(),
 		EventType: d.GetEventType(),
 		Payload:   d.GetPayload(),
 		Signer:    signer,
-		Timeout:   budget,
+		Timeout:   timeout,
 		Header:    http.Header{},
 	})
 	if err != nil {
 		// Shut down before the receiver answered: a worker fault.
 		return []*kgo.Record{requeue(r, s.topics.Deliveries)}
-	}
-	if cut && ar.Err != nil && classify.IsTimeout(ar.Err) {
-		s.rcv.setSlow(id, true)
-		s.log.Info("endpoint answers slowly; its deliveries move to the slow lane", "endpoint_id", id, "after", s.cfg.SlowAfter)
-		s.deferrals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", "slow lane")))
-		return []*kgo.Record{requeue(r, s.topics.SlowDeliveries)}
-	}
-	if l.slow && ar.Err == nil && ar.Latency < s.cfg.SlowAfter {
-		s.rcv.setSlow(id, false)
 	}
 	return s.outcome(&d, ep, ar)
 }

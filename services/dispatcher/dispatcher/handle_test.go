@@ -65,7 +65,7 @@ func TestWorkerFaultReturnsTheDeliveryUnchanged(t *testing.T) {
 	s := newTestService(t)
 	s.store.Put(endpoint("http://127.0.0.1:1")) // no secret: signing panics
 	in := deliveryRecord(t, s)
-	out := s.handleSafely(t.Context(), lane{}, in)
+	out := s.handleSafely(t.Context(), in)
 	if len(out) != 1 || out[0].Topic != s.topics.Deliveries || string(out[0].Value) != string(in.Value) {
 		t.Fatalf("want the record back on %s unchanged, got %+v", s.topics.Deliveries, out)
 	}
@@ -83,13 +83,13 @@ func TestRepeatedWorkerFaultsSetTheDeliveryAside(t *testing.T) {
 	s.store.Put(endpoint("http://127.0.0.1:1"))
 	r := deliveryRecord(t, s)
 	for i := 1; i < s.cfg.MaxFaults; i++ {
-		out := s.handleSafely(t.Context(), lane{}, r)
+		out := s.handleSafely(t.Context(), r)
 		if out[0].Topic != s.topics.Deliveries {
 			t.Fatalf("fault %d: went to %s, want back to deliveries", i, out[0].Topic)
 		}
 		r = out[0]
 	}
-	out := s.handleSafely(t.Context(), lane{}, r)
+	out := s.handleSafely(t.Context(), r)
 	if out[0].Topic != s.topics.Dead || header(out[0], headerPoison) == "" {
 		t.Fatalf("fault %d: want the record set aside on %s with %s, got %s", s.cfg.MaxFaults, s.topics.Dead, headerPoison, out[0].Topic)
 	}
@@ -97,7 +97,7 @@ func TestRepeatedWorkerFaultsSetTheDeliveryAside(t *testing.T) {
 
 func TestUndecodableRecordIsAWorkerFault(t *testing.T) {
 	s := newTestService(t)
-	out := s.handleSafely(t.Context(), lane{}, &kgo.Record{Topic: s.topics.Deliveries, Key: []byte("ep_1"), Value: []byte{0xff, 0xff}})
+	out := s.handleSafely(t.Context(), &kgo.Record{Topic: s.topics.Deliveries, Key: []byte("ep_1"), Value: []byte{0xff, 0xff}})
 	if out[0].Topic != s.topics.Deliveries || header(out[0], headerFaults) != "1" {
 		t.Fatalf("got %s with faults %q", out[0].Topic, header(out[0], headerFaults))
 	}
@@ -111,7 +111,7 @@ func TestShutdownBeforeTheRequestBurnsNoAttempt(t *testing.T) {
 	in := deliveryRecord(t, s)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	out := s.handleSafely(ctx, lane{}, in)
+	out := s.handleSafely(ctx, in)
 	if len(out) != 1 || out[0].Topic != s.topics.Deliveries || string(out[0].Value) != string(in.Value) || header(out[0], headerFaults) != "" {
 		t.Fatalf("want the record back unchanged and no fault counted, got %+v", out)
 	}

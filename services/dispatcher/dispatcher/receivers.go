@@ -18,10 +18,12 @@ type receivers struct {
 
 type receiver struct {
 	inFlight int
-	// next is the earliest time the rate limiter lets the next attempt
-	// start (GCRA with a burst of one).
+	// last is when the last attempt started; starts are at least
+	// 1/rate apart, so no 1 s window holds more than rate+1.
+	last time.Time
+	// next is the reservation frontier: every start slot before it has
+	// been handed to a deferred delivery.
 	next time.Time
-	slow bool
 }
 
 func newReceivers() *receivers { return &receivers{m: map[string]*receiver{}} }
@@ -50,16 +52,23 @@ func (rs *receivers) admit(id string, now time.Time, maxInFlight int, perSecond 
 	}
 	if perSecond > 0 {
 		interval := time.Duration(math.Ceil(float64(time.Second) / perSecond))
-		switch {
-		case !reserved.IsZero() && !now.Before(reserved):
-			// Its start time was counted when it was reserved.
-		case r.next.After(now):
+		earliest := r.last.Add(interval)
+		if !reserved.IsZero() && !now.Before(reserved) {
+			// It holds a slot already: it only waits for the spacing.
+			if now.Before(earliest) {
+				return false, earliest, "rate limit"
+			}
+		} else if now.Before(earliest) || r.next.After(now) {
 			slot := r.next
-			r.next = r.next.Add(interval)
+			if slot.Before(earliest) {
+				slot = earliest
+			}
+			r.next = slot.Add(interval)
 			return false, slot, "rate limit"
-		default:
+		} else {
 			r.next = now.Add(interval)
 		}
+		r.last = now
 	}
 	r.inFlight++
 	return true, time.Time{}, ""
@@ -72,18 +81,4 @@ func (rs *receivers) done(id string) {
 	if r := rs.m[id]; r != nil && r.inFlight > 0 {
 		r.inFlight--
 	}
-}
-
-// isSlow reports whether endpoint id was last seen answering slowly.
-func (rs *receivers) isSlow(id string) bool {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	r := rs.m[id]
-	return r != nil && r.slow
-}
-
-func (rs *receivers) setSlow(id string, slow bool) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	rs.get(id).slow = slow
 }

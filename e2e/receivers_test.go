@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+)
+
+// countingReceiver answers 200 after work, and records how many requests
+// it had in flight at most, and when each arrived by event id.
+type countingReceiver struct {
+	*httptest.Server
+	inFlight, maxInFlight atomic.Int32
+	mu                    sync.Mutex
+	arrived               map[string][]time.Time
+	order                 []time.Time
+}
+
+func newCountingReceiver(t *testing.T, work time.Duration) *countingReceiver {
+	rx := &countingReceiver{arrived: map[string][]time.Time{}}
+	rx.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		n := rx.inFlight.Add(1)
+		for {
+			m := rx.maxInFlight.Load()
+			if n <= m || rx.maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		rx.mu.Lock()
+		id := r.Header.Get("webhook-id")
+		rx.arrived[id] = append(rx.arrived[id], now)
+		rx.order = append(rx.order, now)
+		rx.mu.Unlock()
+		if work > 0 {
+			t := time.NewTimer(work) // the receiver's own work, not a wait in the test
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+			}
+		}
+		rx.inFlight.Add(-1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(rx.Close)
+	return rx
+}
+
+func (st *stack) deliveredAll(n int) []*hooklinev1.AttemptResult {
+	st.t.Helper()
+	res := decodeAll(st.t, st.readN(st.topics.Results, n), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+	for _, r := range res {
+		if r.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED || r.GetAttempt() != 1 {
+			st.t.Fatalf("want every delivery delivered at attempt 1 (waiting burns no attempt), got %v", r)
+		}
+	}
+	return res
+}
+
+func TestConcurrencyCapIsNeverExceeded(t *testing.T) {
+	st := startStack(t)
+	rx := newCountingReceiver(t, 150*time.Millisecond)
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, MaxInFlight: 3, RateLimitPerSecond: 1000})
+	const n = 24
+	for range n {
+		st.publish("invoice.paid", `{}`)
+	}
+	st.deliveredAll(n)
+	if m := rx.maxInFlight.Load(); m > 3 {
+		t.Fatalf("receiver saw %d requests in flight, cap is 3", m)
+	}
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	if len(rx.arrived) != n {
+		t.Fatalf("receiver got %d distinct events, want %d", len(rx.arrived), n)
+	}
+}
+
+func TestRateLimitIsNeverExceeded(t *testing.T) {
+	st := startStack(t)
+	rx := newCountingReceiver(t, 0)
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, RateLimitPerSecond: 5})
+	const n = 20
+	for range n {
+		st.publish("invoice.paid", `{}`)
+	}
+	st.deliveredAll(n)
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	at := slices.Clone(rx.order)
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	for i := range at {
+		k := 0
+		for j := i; j < len(at) && at[j].Sub(at[i]) < time.Second; j++ {
+			k++
+		}
+		if k > 6 {
+			t.Fatalf("%d requests within one second (limit 5/s, +1 burst)", k)
+		}
+	}
+}
+
+// TestSickReceiverDoesNotSlowHealthyOnes measures healthy endpoints'
+// publish-to-receipt latency with and without one endpoint that never
+// answers (it hangs until the 10 s attempt timeout).
+func TestSickReceiverDoesNotSlowHealthyOnes(t *testing.T) {
+	st := startStack(t)
+	const healthy, rounds = 20, 15
+	rx := newCountingReceiver(t, 0)
+	var ids []string
+	for range healthy {
+		ids = append(ids, st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"healthy.*"}}).GetEndpoint().GetId())
+	}
+	hang := make(chan struct{})
+	sick := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer sick.Close()
+	defer close(hang)
+
+	measure := func(withSick bool) time.Duration {
+		var lat []time.Duration
+		sent := map[string]time.Time{}
+		var mu sync.Mutex
+		for round := range rounds {
+			for _, id := range ids {
+				start := time.Now()
+				resp, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: "healthy.tick", Payload: []byte(`{}`), EndpointIds: []string{id}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				mu.Lock()
+				sent[resp.GetEventId()] = start
+				mu.Unlock()
+			}
+			if withSick {
+				st.publish("sick.tick", `{}`)
+			}
+			// Pace the load: one round every 50 ms, about 400 events/s.
+			next := time.NewTimer(50 * time.Millisecond)
+			<-next.C
+			_ = round
+		}
+		// Wait until every healthy event arrived.
+		ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+		defer cancel()
+		for {
+			rx.mu.Lock()
+			got := 0
+			for id := range sent {
+				if len(rx.arrived[id]) > 0 {
+					got++
+				}
+			}
+			if got == len(sent) {
+				for id, s := range sent {
+					lat = append(lat, rx.arrived[id][0].Sub(s))
+				}
+				rx.mu.Unlock()
+				break
+			}
+			rx.mu.Unlock()
+			tick := time.NewTimer(20 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Fatalf("only %d of %d healthy deliveries arrived", got, len(sent))
+			case <-tick.C:
+			}
+		}
+		slices.Sort(lat)
+		return lat[len(lat)*99/100]
+	}
+	base := measure(false)
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: sick.URL, EventTypes: []string{"sick.*"}})
+	withSick := measure(true)
+	t.Logf("healthy p99: %v alone, %v beside a hanging receiver", base, withSick)
+	if withSick > 2*base+20*time.Millisecond {
+		t.Fatalf("healthy p99 %v beside a hanging receiver, %v alone: more than 2x", withSick, base)
+	}
+}
