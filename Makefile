@@ -80,13 +80,13 @@ test: gen-check lint test-unit test-real ## everything CI runs: gen check, lint,
 test-unit: ## unit tests and the integration suite on kfake, with -race
 	@mkdir -p $(TEST_LOG)
 	@for m in $(MODULES); do echo "go test -race: $$m (kafka: kfake)"; \
-	  (cd $$m && HOOKLINE_TEST_KAFKA=kfake go test -race -count=1 ./...); done
+	  (cd $$m && HOOKLINE_TEST_KAFKA=kfake go test -race -count=1 -timeout 30m ./...); done
 
 .PHONY: test-real
 test-real: ## the integration suite on Apache Kafka 4.4 (started and stopped here)
 	@mkdir -p $(TEST_LOG)
 	@rc=0; bash scripts/kafka.sh up || { bash scripts/kafka.sh down; exit 1; }; \
-	  (cd e2e && HOOKLINE_TEST_KAFKA=$(REAL_KAFKA) go test -race -count=1 -v ./...) > $(TEST_LOG)/real-kafka.log 2>&1 || rc=$$?; \
+	  (cd e2e && HOOKLINE_TEST_KAFKA=$(REAL_KAFKA) go test -race -count=1 -timeout 30m -v ./...) > $(TEST_LOG)/real-kafka.log 2>&1 || rc=$$?; \
 	  bash scripts/kafka.sh down; \
 	  grep -E '^(--- |ok|FAIL)' $(TEST_LOG)/real-kafka.log || true; \
 	  echo "real Kafka 4.4 tier: $$(grep -cE '^ *--- PASS' $(TEST_LOG)/real-kafka.log) tests passed, $$(grep -cE '^ *--- FAIL' $(TEST_LOG)/real-kafka.log) failed (log: $(TEST_LOG)/real-kafka.log)"; \

@@ -88,9 +88,12 @@ type stack struct {
 	fail   context.CancelFunc
 	// wait bounds waits for asynchronous outcomes (default waitFor).
 	wait time.Duration
-	// scheduler runs the scheduler; tests stop and restart it.
-	scheduler    vservice
-	newScheduler func() *scheduler.Service
+	// scheduler and dispatcher run those services; tests stop and
+	// restart them.
+	scheduler     vservice
+	newScheduler  func() *scheduler.Service
+	dispatcher    vservice
+	newDispatcher func(drain time.Duration) *dispatcher.Service
 }
 
 // vservice runs one service of a stack so a test can stop and restart it.
@@ -159,9 +162,14 @@ func startStack(t *testing.T) *stack {
 	dc.Group = kc.TopicPrefix + "dispatcher"
 	dc.TransactionalID = kc.TopicPrefix + "dispatcher-1"
 	dc.CapRetry = 200 * time.Millisecond
-	disp, err := dispatcher.New(dc, dispatcher.WithLogger(testLogger(t, "dispatcher")))
-	if err != nil {
-		t.Fatal(err)
+	st.newDispatcher = func(drain time.Duration) *dispatcher.Service {
+		c := dc
+		c.DrainTimeout = drain
+		d, err := dispatcher.New(c, dispatcher.WithLogger(testLogger(t, "dispatcher")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
 	}
 
 	sc := defaults[scheduler.Config](t)
@@ -179,13 +187,13 @@ func startStack(t *testing.T) *stack {
 	// failed ends when a service stops with an error, so waits give up at
 	// once instead of running into their timeout.
 	st.failed, st.fail = context.WithCancel(t.Context())
-	var ingestSvc, dispatcherSvc vservice
+	var ingestSvc vservice
 	ingestSvc.start(st, in.Run)
-	dispatcherSvc.start(st, disp.Run)
+	st.dispatcher.start(st, st.newDispatcher(dc.DrainTimeout).Run)
 	st.scheduler.start(st, st.newScheduler().Run)
 	t.Cleanup(func() {
 		st.scheduler.halt()
-		dispatcherSvc.halt()
+		st.dispatcher.halt()
 		ingestSvc.halt()
 	})
 
@@ -273,6 +281,29 @@ func (st *stack) readN(topic string, n int) []*kgo.Record {
 			st.t.Fatalf("%s: got %d records, want %d", topic, len(out), n)
 		}
 		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out
+}
+
+// readFor consumes topic from its start (read_committed) for d and
+// returns what arrived. Only for virtual time, where waiting costs nothing.
+func (st *stack) readFor(topic string, d time.Duration) []*kgo.Record {
+	st.t.Helper()
+	opts, _ := st.kafka.Opts()
+	cl, err := kgo.NewClient(append(opts,
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)...)
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(st.failed, d)
+	defer cancel()
+	var out []*kgo.Record
+	for ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, r) })
 	}
 	return out
 }

@@ -189,3 +189,66 @@ func TestSickReceiverDoesNotSlowHealthyOnes(t *testing.T) {
 		t.Fatalf("healthy p99 %v beside a hanging receiver, %v alone: more than 2x", withSick, base)
 	}
 }
+
+// TestDispatcherCrashWithOutOfOrderCompletionsLosesNothing stops the
+// dispatcher abruptly (no drain) while slow attempts are in flight and
+// later deliveries in the same partitions have already completed above
+// them; after a restart every delivery has exactly one result.
+func TestDispatcherCrashWithOutOfOrderCompletionsLosesNothing(t *testing.T) {
+	st := startStack(t)
+	// Restart the dispatcher with no drain, so stopping it abandons what
+	// is in flight, as a crash would.
+	st.dispatcher.halt()
+	st.dispatcher.start(st, st.newDispatcher(time.Millisecond).Run)
+
+	slow := newCountingReceiver(t, 1500*time.Millisecond)
+	fast := newCountingReceiver(t, 0)
+	var slowIDs, fastIDs []string
+	for range 3 {
+		slowIDs = append(slowIDs, st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: slow.URL, EventTypes: []string{"slow.*"}}).GetEndpoint().GetId())
+		fastIDs = append(fastIDs, st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: fast.URL, EventTypes: []string{"fast.*"}}).GetEndpoint().GetId())
+	}
+	const rounds = 4
+	for range rounds {
+		st.publish("slow.tick", `{}`) // 3 deliveries, one per slow endpoint
+		st.publish("fast.tick", `{}`)
+	}
+	want := rounds * (len(slowIDs) + len(fastIDs))
+	// Every fast delivery has been made; slow ones are still in flight.
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	for {
+		fast.mu.Lock()
+		n := len(fast.arrived)
+		fast.mu.Unlock()
+		if n == rounds {
+			break
+		}
+		tick := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("fast deliveries never arrived (%d)", n)
+		case <-tick.C:
+		}
+	}
+	if slow.inFlight.Load() == 0 {
+		t.Fatal("no slow attempt in flight at the crash: the test proves nothing")
+	}
+	st.dispatcher.halt() // the crash
+	st.dispatcher.start(st, st.newDispatcher(15*time.Second).Run)
+
+	results := decodeAll(t, st.readN(st.topics.Results, want), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+	seen := map[string]int{}
+	for _, r := range results {
+		seen[r.GetDeliveryId()]++
+		if r.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED || r.GetAttempt() != 1 {
+			t.Fatalf("want every delivery delivered at attempt 1, got %v", r)
+		}
+	}
+	if len(seen) != want {
+		t.Fatalf("%d results cover %d deliveries, want %d distinct: a result was written twice", len(results), len(seen), want)
+	}
+	slow.mu.Lock()
+	defer slow.mu.Unlock()
+	t.Logf("slow receiver saw %d requests for %d events (repeats after the crash are expected; receivers deduplicate)", len(slow.order), len(slow.arrived))
+}

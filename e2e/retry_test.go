@@ -3,7 +3,9 @@ package e2e
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,4 +224,85 @@ func TestSchedulerRestartLosesNoTimer(t *testing.T) {
 			t.Fatalf("attempt %d fired %v early", i+1, due.Sub(at[i]))
 		}
 	}
+}
+
+func TestPausedEndpointHoldsWithoutBurningAttempts(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T) {
+		vs := startVirtual(t)
+		defer vs.stop()
+		vs.wait = 12 * time.Hour
+		rx := vs.receiver(t, "8080", func(int) int { return http.StatusOK })
+		defer rx.srv.Close()
+		ep := vs.createEndpoint(rx.url)
+		if _, err := vs.endpoints().PauseEndpoint(vs.ctx(), &hooklinev1.PauseEndpointRequest{Id: ep.GetEndpoint().GetId(), Reason: "planned maintenance"}); err != nil {
+			t.Fatal(err)
+		}
+		const n = 5
+		for range n {
+			vs.publish("invoice.paid", `{}`)
+		}
+		time.Sleep(9 * time.Hour) // the maintenance window
+		if got := len(rx.times()); got != 0 {
+			t.Fatalf("a paused endpoint received %d requests", got)
+		}
+		if _, err := vs.endpoints().ResumeEndpoint(vs.ctx(), &hooklinev1.ResumeEndpointRequest{Id: ep.GetEndpoint().GetId()}); err != nil {
+			t.Fatal(err)
+		}
+		// One PARKED result each while paused, then one delivery each.
+		results := decodeAll(t, vs.readN(vs.topics.Results, 2*n), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+		delivered := 0
+		for _, r := range results {
+			switch r.GetState() {
+			case hooklinev1.DeliveryState_DELIVERY_STATE_PARKED:
+			case hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED:
+				delivered++
+				if r.GetAttempt() != 1 {
+					t.Fatalf("delivered at attempt %d after the pause, want 1: the pause burned attempts", r.GetAttempt())
+				}
+			default:
+				t.Fatalf("unexpected result %v", r)
+			}
+		}
+		if delivered != n || len(rx.times()) != n {
+			t.Fatalf("%d delivered, receiver got %d requests; want %d each", delivered, len(rx.times()), n)
+		}
+	})
+}
+
+func TestOneFailingNoticePerOutageAndOneRecovered(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T) {
+		vs := startVirtual(t)
+		defer vs.stop()
+		vs.wait = 6 * time.Hour
+		var healthy atomic.Bool
+		secondRound := make(chan struct{})
+		rx := vs.receiver(t, "8080", func(n int) int {
+			if n == 400 {
+				close(secondRound)
+			}
+			if healthy.Load() {
+				return http.StatusOK
+			}
+			return http.StatusServiceUnavailable
+		})
+		defer rx.srv.Close()
+		vs.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.url, MaxInFlight: 1000, RateLimitPerSecond: 1000})
+		const n = 200
+		for range n {
+			vs.publish("invoice.paid", `{}`)
+		}
+		<-secondRound // every delivery has failed twice
+		healthy.Store(true)
+		time.Sleep(3 * time.Hour) // every delivery is retried and succeeds
+
+		notices := decodeAll(t, vs.readFor(vs.topics.Notices, time.Minute), func() *hooklinev1.Notice { return &hooklinev1.Notice{} })
+		var got []hooklinev1.NoticeType
+		for _, nt := range notices {
+			got = append(got, nt.GetType())
+		}
+		want := []hooklinev1.NoticeType{hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED}
+		if !slices.Equal(got, want) {
+			t.Fatalf("notices %v, want exactly %v", got, want)
+		}
+	})
 }

@@ -81,6 +81,7 @@ func startVirtual(t *testing.T) *vstack {
 	dc.Kafka = kc
 	dc.AllowPrivate = true
 	dc.TransactionalID = "v-dispatcher"
+	dc.ParkRecheck = 5 * time.Minute
 	disp, err := dispatcher.New(dc, dispatcher.WithLogger(testLogger(t, "dispatcher")),
 		dispatcher.WithAttemptOptions(attempt.WithDialContext(vn.DialContext)), dispatcher.WithRandSeed(1))
 	if err != nil {

@@ -30,6 +30,10 @@ type Config struct {
 	CapRetry    time.Duration `flag:"cap-retry" env:"HOOKLINE_CAP_RETRY" default:"1s" usage:"how long a delivery over its endpoint's concurrency cap is deferred (no attempt burned)"`
 	ParkRecheck time.Duration `flag:"park-recheck" env:"HOOKLINE_PARK_RECHECK" default:"1m" usage:"how often a paused endpoint's held deliveries check whether it has resumed"`
 
+	FailingAfter   int           `flag:"failing-after" env:"HOOKLINE_FAILING_AFTER" default:"5" usage:"consecutive failed attempts after which an endpoint.failing notice goes out"`
+	RemindEvery    time.Duration `flag:"remind-every" env:"HOOKLINE_REMIND_EVERY" default:"6h" usage:"how often an endpoint.failing reminder goes out while the outage lasts (0: never)"`
+	AutoPauseAfter int           `flag:"auto-pause-after" env:"HOOKLINE_AUTO_PAUSE_AFTER" default:"100" usage:"consecutive permanent failures after which an endpoint is paused (0: never)"`
+
 	AllowPrivate bool     `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"deliver to loopback and private addresses (development only)"`
 	AllowCIDRs   []string `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs receivers may resolve to despite being private, comma-separated"`
 }

@@ -11,6 +11,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/backoff"
 	"github.com/hookline/hookline/platform/classify"
+	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/sign"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
@@ -175,15 +176,16 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 	key := d.GetEndpointId()
 	log := s.log.With("delivery_id", d.GetDeliveryId(), "event_id", d.GetEventId(), "endpoint_id", key, "attempt", d.GetAttempt(), "status", ar.StatusCode, "class", ar.Class.String())
 
+	notices := s.health(ep, ar)
 	switch {
 	case ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS:
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED
-		return s.records(s.topics.Results, key, res)
+		return append(s.records(s.topics.Results, key, res), notices...)
 	case !classify.Retryable(ar.Class):
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 		res.Reason = "permanent failure"
 		log.Info("delivery failed permanently; dead-lettered", "err", res.Error)
-		return s.deadLetter(d, res)
+		return append(s.deadLetter(d, res), notices...)
 	}
 
 	policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
@@ -192,7 +194,7 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 		res.Reason = fmt.Sprintf("gave up after %d attempts", d.GetAttempt())
 		log.Info("delivery out of attempts; dead-lettered")
-		return s.deadLetter(d, res)
+		return append(s.deadLetter(d, res), notices...)
 	}
 	wait := policy.Delay(d.GetAttempt(), s.rand)
 	if retryafter.Honoured(ar.StatusCode) {
@@ -207,7 +209,7 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED
 		res.Reason = fmt.Sprintf("next attempt would be after the give-up time %s", giveUp.AsTime().UTC().Format(time.RFC3339))
 		log.Info("delivery out of time; dead-lettered")
-		return s.deadLetter(d, res)
+		return append(s.deadLetter(d, res), notices...)
 	}
 	res.State = hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED
 	res.NextAttemptAt = timestamppb.New(next)
@@ -217,7 +219,55 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 	retry.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY
 	s.retries.Add(context.Background(), 1, metric.WithAttributes(attribute.Int("hookline.attempt", int(d.GetAttempt()))))
 	log.LogAttrs(context.Background(), slog.LevelInfo, "retry scheduled", slog.Time("next_attempt_at", next), slog.String("err", res.Error))
-	return append(s.records(s.topics.Results, key, res), s.records(s.topics.Retries, key, retry)...)
+	return append(append(s.records(s.topics.Results, key, res), s.records(s.topics.Retries, key, retry)...), notices...)
+}
+
+// health updates the endpoint's failure streak with this attempt and
+// returns the notices it calls for (R-ENDPOINT-3), and, at the
+// auto-pause threshold (R-RECV-4), the endpoint record that pauses it.
+func (s *Service) health(ep *hooklinev1.EndpointRecord, ar attempt.Result) []*kgo.Record {
+	e := ep.GetEndpoint()
+	now := ar.Started.Add(ar.Latency)
+	ev := s.rcv.observe(e.GetId(), ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS,
+		ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, now, s.cfg.FailingAfter, s.cfg.AutoPauseAfter, s.cfg.RemindEvery)
+	notice := func(t hooklinev1.NoticeType, reminder bool, detail string) *hooklinev1.Notice {
+		return &hooklinev1.Notice{
+			NoticeId: ids.New(ids.Notice, now), Type: t, TenantId: e.GetTenantId(), EndpointId: e.GetId(),
+			At: timestamppb.New(now), Reminder: reminder, Detail: detail,
+		}
+	}
+	var out []*kgo.Record
+	switch ev {
+	case healthNone:
+		return nil
+	case healthFailing:
+		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, false,
+			fmt.Sprintf("%d consecutive failed attempts; last: %s", s.cfg.FailingAfter, describe(ar))))
+	case healthReminder:
+		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, true,
+			"still failing; last: "+describe(ar)))
+	case healthRecovered:
+		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED, false, "delivered again"))
+	case healthAutoPause:
+		paused := proto.Clone(ep).(*hooklinev1.EndpointRecord)
+		paused.Version++
+		paused.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED
+		paused.Endpoint.PausedAt = timestamppb.New(now)
+		paused.Endpoint.PausedReason = fmt.Sprintf("paused by Hookline after %d consecutive permanent failures", s.cfg.AutoPauseAfter)
+		paused.Endpoint.UpdatedAt = paused.Endpoint.PausedAt
+		s.store.Put(paused)
+		s.log.Warn("endpoint paused automatically", "endpoint_id", e.GetId(), "reason", paused.Endpoint.PausedReason)
+		out = append(s.records(s.topics.Endpoints, e.GetId(), paused),
+			s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED, false, paused.Endpoint.PausedReason))...)
+	}
+	return out
+}
+
+func describe(ar attempt.Result) string {
+	if ar.Err != nil {
+		return ar.Err.Error()
+	}
+	return fmt.Sprintf("HTTP %d", ar.StatusCode)
 }
 
 // park holds a paused endpoint's delivery without an attempt: it waits in

@@ -24,6 +24,61 @@ type receiver struct {
 	// next is the reservation frontier: every start slot before it has
 	// been handed to a deferred delivery.
 	next time.Time
+
+	// Health, for notices and auto-pause.
+	failures      int       // consecutive failed attempts
+	permanent     int       // consecutive permanent failures
+	failing       bool      // an endpoint.failing notice is out
+	lastNotice    time.Time // when the last failing notice or reminder went out
+	autoPausedFor bool      // auto-pause already requested
+}
+
+// healthEvent is what an attempt's outcome means for its endpoint.
+type healthEvent int
+
+const (
+	healthNone healthEvent = iota
+	healthFailing
+	healthReminder
+	healthRecovered
+	healthAutoPause
+)
+
+// observe records an attempt's outcome for endpoint id and says which
+// notice, if any, it calls for: one endpoint.failing per outage (at the
+// failingAfter-th consecutive failure), a reminder every remindEvery while
+// it lasts, endpoint.recovered at the first success after, and an
+// auto-pause at pauseAfter consecutive permanent failures.
+func (rs *receivers) observe(id string, success, permanent bool, now time.Time, failingAfter, pauseAfter int, remindEvery time.Duration) healthEvent {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r := rs.get(id)
+	if success {
+		recovered := r.failing
+		r.failures, r.permanent, r.failing, r.autoPausedFor = 0, 0, false, false
+		if recovered {
+			return healthRecovered
+		}
+		return healthNone
+	}
+	r.failures++
+	if permanent {
+		r.permanent++
+	} else {
+		r.permanent = 0
+	}
+	switch {
+	case pauseAfter > 0 && r.permanent >= pauseAfter && !r.autoPausedFor:
+		r.autoPausedFor = true
+		return healthAutoPause
+	case !r.failing && r.failures >= failingAfter:
+		r.failing, r.lastNotice = true, now
+		return healthFailing
+	case r.failing && remindEvery > 0 && now.Sub(r.lastNotice) >= remindEvery:
+		r.lastNotice = now
+		return healthReminder
+	}
+	return healthNone
 }
 
 func newReceivers() *receivers { return &receivers{m: map[string]*receiver{}} }
