@@ -67,7 +67,7 @@ lint: $(TOOLS)/buf $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (per m
 	@unformatted=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	@for m in $(MODULES); do echo "vet + golangci-lint: $$m"; \
-	  (cd $$m && go vet ./... && golangci-lint run --config $(CURDIR)/.golangci.yml ./...); done
+	  (cd $$m && go vet ./... && golangci-lint run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
 	buf lint
 	buf format -d --exit-code
 

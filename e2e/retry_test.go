@@ -275,10 +275,10 @@ func TestOneFailingNoticePerOutageAndOneRecovered(t *testing.T) {
 		defer vs.stop()
 		vs.wait = 6 * time.Hour
 		var healthy atomic.Bool
-		secondRound := make(chan struct{})
+		firstRound := make(chan struct{})
 		rx := vs.receiver(t, "8080", func(n int) int {
-			if n == 400 {
-				close(secondRound)
+			if n == 200 {
+				close(firstRound)
 			}
 			if healthy.Load() {
 				return http.StatusOK
@@ -291,7 +291,8 @@ func TestOneFailingNoticePerOutageAndOneRecovered(t *testing.T) {
 		for range n {
 			vs.publish("invoice.paid", `{}`)
 		}
-		<-secondRound // every delivery has failed twice
+		<-firstRound // every delivery has failed once
+		time.Sleep(time.Hour) // the outage goes on: outage mode holds them, probes
 		healthy.Store(true)
 		time.Sleep(3 * time.Hour) // every delivery is retried and succeeds
 

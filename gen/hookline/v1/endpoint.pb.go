@@ -158,9 +158,13 @@ type Endpoint struct {
 	PausedReason string                 `protobuf:"bytes,13,opt,name=paused_reason,json=pausedReason,proto3" json:"paused_reason,omitempty"`
 	PausedAt     *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=paused_at,json=pausedAt,proto3" json:"paused_at,omitempty"`
 	// Free-form labels, e.g. owner team.
-	Metadata      map[string]string `protobuf:"bytes,15,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Metadata map[string]string `protobuf:"bytes,15,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Outage mode (on unless disabled): while the endpoint keeps failing,
+	// deliveries are held without spending attempts and one probe at a time
+	// checks whether it is back.
+	OutageModeDisabled bool `protobuf:"varint,16,opt,name=outage_mode_disabled,json=outageModeDisabled,proto3" json:"outage_mode_disabled,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Endpoint) Reset() {
@@ -298,6 +302,13 @@ func (x *Endpoint) GetMetadata() map[string]string {
 	return nil
 }
 
+func (x *Endpoint) GetOutageModeDisabled() bool {
+	if x != nil {
+		return x.OutageModeDisabled
+	}
+	return false
+}
+
 // RetryPolicy says when a failed delivery is tried again and when it gives up.
 type RetryPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -419,6 +430,7 @@ type CreateEndpointRequest struct {
 	RateLimitPerSecond float64              `protobuf:"fixed64,7,opt,name=rate_limit_per_second,json=rateLimitPerSecond,proto3" json:"rate_limit_per_second,omitempty"`
 	RetryPolicy        *RetryPolicy         `protobuf:"bytes,8,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
 	Metadata           map[string]string    `protobuf:"bytes,9,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	OutageModeDisabled bool                 `protobuf:"varint,10,opt,name=outage_mode_disabled,json=outageModeDisabled,proto3" json:"outage_mode_disabled,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -514,6 +526,13 @@ func (x *CreateEndpointRequest) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *CreateEndpointRequest) GetOutageModeDisabled() bool {
+	if x != nil {
+		return x.OutageModeDisabled
+	}
+	return false
 }
 
 type CreateEndpointResponse struct {
@@ -777,7 +796,8 @@ type UpdateEndpointRequest struct {
 	// The endpoint with its id and the new values of the masked fields.
 	Endpoint *Endpoint `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	// Fields to change: url, description, event_types, timeout,
-	// max_in_flight, rate_limit_per_second, retry_policy, metadata.
+	// max_in_flight, rate_limit_per_second, retry_policy, metadata,
+	// outage_mode_disabled.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1359,7 +1379,7 @@ var File_hookline_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdc\x05\n" +
+	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x06\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x10\n" +
@@ -1379,7 +1399,8 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
 	"\rpaused_reason\x18\r \x01(\tR\fpausedReason\x127\n" +
 	"\tpaused_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\bpausedAt\x12?\n" +
-	"\bmetadata\x18\x0f \x03(\v2#.hookline.v1.Endpoint.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x0f \x03(\v2#.hookline.v1.Endpoint.MetadataEntryR\bmetadata\x120\n" +
+	"\x14outage_mode_disabled\x18\x10 \x01(\bR\x12outageModeDisabled\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\x04\n" +
@@ -1401,7 +1422,7 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\vJITTER_FULL\x10\x02\x12\x0f\n" +
 	"\vJITTER_NONE\x10\x03B\n" +
 	"\n" +
-	"\bschedule\"\xd8\x03\n" +
+	"\bschedule\"\x8a\x04\n" +
 	"\x15CreateEndpointRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1f\n" +
@@ -1412,7 +1433,9 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\rmax_in_flight\x18\x06 \x01(\rR\vmaxInFlight\x121\n" +
 	"\x15rate_limit_per_second\x18\a \x01(\x01R\x12rateLimitPerSecond\x12;\n" +
 	"\fretry_policy\x18\b \x01(\v2\x18.hookline.v1.RetryPolicyR\vretryPolicy\x12L\n" +
-	"\bmetadata\x18\t \x03(\v20.hookline.v1.CreateEndpointRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\t \x03(\v20.hookline.v1.CreateEndpointRequest.MetadataEntryR\bmetadata\x120\n" +
+	"\x14outage_mode_disabled\x18\n" +
+	" \x01(\bR\x12outageModeDisabled\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"c\n" +

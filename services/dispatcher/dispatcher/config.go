@@ -34,6 +34,10 @@ type Config struct {
 	RemindEvery    time.Duration `flag:"remind-every" env:"HOOKLINE_REMIND_EVERY" default:"6h" usage:"how often an endpoint.failing reminder goes out while the outage lasts (0: never)"`
 	AutoPauseAfter int           `flag:"auto-pause-after" env:"HOOKLINE_AUTO_PAUSE_AFTER" default:"100" usage:"consecutive permanent failures after which an endpoint is paused (0: never)"`
 
+	OutageAfter    int           `flag:"outage-after" env:"HOOKLINE_OUTAGE_AFTER" default:"2" usage:"transient failures of this many distinct deliveries in a row put an endpoint in outage mode (0: never; endpoints may opt out)"`
+	OutageRecheck  time.Duration `flag:"outage-recheck" env:"HOOKLINE_OUTAGE_RECHECK" default:"2m" usage:"in outage mode, how often held deliveries look whether the endpoint is back"`
+	OutageProbeMax time.Duration `flag:"outage-probe-max" env:"HOOKLINE_OUTAGE_PROBE_MAX" default:"2m" usage:"in outage mode, the longest wait between probes (the endpoint's backoff, capped)"`
+
 	AllowPrivate bool     `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"deliver to loopback and private addresses (development only)"`
 	AllowCIDRs   []string `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs receivers may resolve to despite being private, comma-separated"`
 }

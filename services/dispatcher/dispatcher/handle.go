@@ -117,6 +117,18 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 	if ep.GetEndpoint().GetStatus() == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
 		return s.park(&d, now)
 	}
+	probe := false
+	if !ep.GetEndpoint().GetOutageModeDisabled() {
+		g, until := s.rcv.outageGate(id, now, d.GetAttempt(), s.cfg.OutageRecheck)
+		switch g {
+		case gateHold:
+			// The endpoint is down: spend no attempt, look again later.
+			s.deferrals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", "outage")))
+			return s.deferTo(r, &d, until, false)
+		case gateProbe:
+			probe = true
+		}
+	}
 	maxIn := s.cfg.MaxInFlight
 	if n := ep.GetEndpoint().GetMaxInFlight(); n > 0 {
 		maxIn = int(n)
@@ -126,6 +138,9 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 		rate = v
 	}
 	ok, retryAt, why := s.rcv.admit(id, now, maxIn, rate, s.cfg.CapRetry, rateSlot(r))
+	if !ok && probe {
+		s.rcv.probed(id, now, func(int) time.Duration { return 0 }) // not sent: the next delivery may probe
+	}
 	if !ok {
 		// Waiting is deferral, never failure: same attempt number.
 		s.deferrals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", why)))
@@ -155,10 +170,20 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 		Header:    http.Header{},
 	})
 	if err != nil {
+		if probe {
+			s.rcv.probed(id, now, func(int) time.Duration { return 0 })
+		}
 		// Shut down before the receiver answered: a worker fault.
 		return []*kgo.Record{requeue(r, s.topics.Deliveries)}
 	}
-	return s.outcome(&d, ep, ar)
+	out := s.outcome(&d, ep, ar)
+	if probe {
+		policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
+		s.rcv.probed(id, ar.Started.Add(ar.Latency), func(n int) time.Duration {
+			return min(policy.Delay(uint32(n), s.rand), s.cfg.OutageProbeMax)
+		})
+	}
+	return out
 }
 
 // outcome turns an attempt's result into the records that follow it.
@@ -176,7 +201,7 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 	key := d.GetEndpointId()
 	log := s.log.With("delivery_id", d.GetDeliveryId(), "event_id", d.GetEventId(), "endpoint_id", key, "attempt", d.GetAttempt(), "status", ar.StatusCode, "class", ar.Class.String())
 
-	notices := s.health(ep, ar)
+	notices := s.health(ep, d.GetDeliveryId(), ar)
 	switch {
 	case ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS:
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED
@@ -225,11 +250,15 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 // health updates the endpoint's failure streak with this attempt and
 // returns the notices it calls for (R-ENDPOINT-3), and, at the
 // auto-pause threshold (R-RECV-4), the endpoint record that pauses it.
-func (s *Service) health(ep *hooklinev1.EndpointRecord, ar attempt.Result) []*kgo.Record {
+func (s *Service) health(ep *hooklinev1.EndpointRecord, deliveryID string, ar attempt.Result) []*kgo.Record {
 	e := ep.GetEndpoint()
 	now := ar.Started.Add(ar.Latency)
-	ev := s.rcv.observe(e.GetId(), ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS,
-		ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, now, s.cfg.FailingAfter, s.cfg.AutoPauseAfter, s.cfg.RemindEvery)
+	outageAfter := s.cfg.OutageAfter
+	if e.GetOutageModeDisabled() {
+		outageAfter = 0
+	}
+	ev := s.rcv.observe(e.GetId(), deliveryID, ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS,
+		ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, now, s.cfg.FailingAfter, outageAfter, s.cfg.AutoPauseAfter, s.cfg.RemindEvery)
 	notice := func(t hooklinev1.NoticeType, reminder bool, detail string) *hooklinev1.Notice {
 		return &hooklinev1.Notice{
 			NoticeId: ids.New(ids.Notice, now), Type: t, TenantId: e.GetTenantId(), EndpointId: e.GetId(),

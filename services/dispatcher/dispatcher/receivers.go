@@ -31,6 +31,58 @@ type receiver struct {
 	failing       bool      // an endpoint.failing notice is out
 	lastNotice    time.Time // when the last failing notice or reminder went out
 	autoPausedFor bool      // auto-pause already requested
+
+	// Outage mode: after failures of outageAfter distinct deliveries in
+	// a row, one probe at a time.
+	streak    []string  // distinct deliveries failed in the current streak (up to outageAfter)
+	outage    bool      // in outage mode
+	probing   bool      // a probe attempt is in flight
+	nextProbe time.Time // no probe before this
+	probes    int       // failed probes this outage
+}
+
+// gate is outage mode's decision for one delivery.
+type gate int
+
+const (
+	gatePass  gate = iota // not in an outage: attempt as usual
+	gateProbe             // in an outage: this delivery is the probe
+	gateHold              // in an outage: hold it, no attempt
+)
+
+// outageGate decides, while endpoint id is failing, whether a delivery
+// (at its attempt number) is the one probe or is held until holdUntil.
+// A probe is a delivery not attempted before, so no event spends more than
+// one attempt on probing.
+func (rs *receivers) outageGate(id string, now time.Time, attempt uint32, recheck time.Duration) (g gate, holdUntil time.Time) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r := rs.get(id)
+	if !r.outage {
+		return gatePass, time.Time{}
+	}
+	if !r.probing && !now.Before(r.nextProbe) && attempt == 1 {
+		r.probing = true
+		return gateProbe, time.Time{}
+	}
+	until := now.Add(recheck)
+	if !r.probing && r.nextProbe.After(now) && r.nextProbe.Before(until) {
+		until = r.nextProbe
+	}
+	return gateHold, until
+}
+
+// probed records a probe's end: on failure the next waits wait (on
+// success observe has already ended the outage).
+func (rs *receivers) probed(id string, now time.Time, wait func(failedProbes int) time.Duration) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r := rs.get(id)
+	r.probing = false
+	if r.outage {
+		r.probes++
+		r.nextProbe = now.Add(wait(r.probes))
+	}
 }
 
 // healthEvent is what an attempt's outcome means for its endpoint.
@@ -49,17 +101,26 @@ const (
 // failingAfter-th consecutive failure), a reminder every remindEvery while
 // it lasts, endpoint.recovered at the first success after, and an
 // auto-pause at pauseAfter consecutive permanent failures.
-func (rs *receivers) observe(id string, success, permanent bool, now time.Time, failingAfter, pauseAfter int, remindEvery time.Duration) healthEvent {
+func (rs *receivers) observe(id, delivery string, success, permanent bool, now time.Time, failingAfter, outageAfter, pauseAfter int, remindEvery time.Duration) healthEvent {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	r := rs.get(id)
 	if success {
 		recovered := r.failing
-		r.failures, r.permanent, r.failing, r.autoPausedFor = 0, 0, false, false
+		r.failures, r.permanent, r.failing, r.autoPausedFor, r.probes = 0, 0, false, false, 0
+		r.streak, r.outage = r.streak[:0], false
 		if recovered {
 			return healthRecovered
 		}
 		return healthNone
+	}
+	if outageAfter > 0 && !r.outage && !permanent {
+		if len(r.streak) == 0 || r.streak[len(r.streak)-1] != delivery {
+			r.streak = append(r.streak, delivery)
+		}
+		if len(r.streak) >= outageAfter {
+			r.outage = true
+		}
 	}
 	r.failures++
 	if permanent {

@@ -194,6 +194,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndp
 			CreatedAt:          now,
 			UpdatedAt:          now,
 			Metadata:           req.GetMetadata(),
+			OutageModeDisabled: req.GetOutageModeDisabled(),
 		},
 		Secrets: []*hooklinev1.EndpointSecret{{Secret: secret, CreatedAt: now}},
 		Version: 1,
@@ -335,8 +336,10 @@ func (s *Service) UpdateEndpoint(ctx context.Context, req *hooklinev1.UpdateEndp
 				err, ep.RetryPolicy = validateRetryPolicy(in.GetRetryPolicy()), in.GetRetryPolicy()
 			case "metadata":
 				err, ep.Metadata = validateMetadata(in.GetMetadata()), in.GetMetadata()
+			case "outage_mode_disabled":
+				ep.OutageModeDisabled = in.GetOutageModeDisabled()
 			default:
-				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata (status and secret have their own calls)", p)
+				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled (status and secret have their own calls)", p)
 			}
 			if err != nil {
 				return err
