@@ -276,8 +276,9 @@ func TestOneFailingNoticePerOutageAndOneRecovered(t *testing.T) {
 		vs.wait = 6 * time.Hour
 		var healthy atomic.Bool
 		firstRound := make(chan struct{})
+		// 200 deliveries fail against a dead receiver.
 		rx := vs.receiver(t, "8080", func(n int) int {
-			if n == 200 {
+			if n == 5 {
 				close(firstRound)
 			}
 			if healthy.Load() {
@@ -291,8 +292,8 @@ func TestOneFailingNoticePerOutageAndOneRecovered(t *testing.T) {
 		for range n {
 			vs.publish("invoice.paid", `{}`)
 		}
-		<-firstRound // every delivery has failed once
-		time.Sleep(time.Hour) // the outage goes on: outage mode holds them, probes
+		<-firstRound          // five failed attempts: endpoint.failing is out
+		time.Sleep(time.Hour) // the outage goes on: deliveries held, one probe at a time
 		healthy.Store(true)
 		time.Sleep(3 * time.Hour) // every delivery is retried and succeeds
 
@@ -300,6 +301,7 @@ func TestOneFailingNoticePerOutageAndOneRecovered(t *testing.T) {
 		var got []hooklinev1.NoticeType
 		for _, nt := range notices {
 			got = append(got, nt.GetType())
+			t.Logf("notice %v reminder=%v at %v: %s", nt.GetType(), nt.GetReminder(), nt.GetAt().AsTime(), nt.GetDetail())
 		}
 		want := []hooklinev1.NoticeType{hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED}
 		if !slices.Equal(got, want) {
