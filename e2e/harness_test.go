@@ -210,10 +210,16 @@ func startStack(t *testing.T) *stack {
 
 func (st *stack) waitServing() {
 	st.t.Helper()
+	st.waitServingOn(st.conn)
+}
+
+// waitServingOn waits until the ingest behind conn reports SERVING.
+func (st *stack) waitServingOn(conn *grpc.ClientConn) {
+	st.t.Helper()
 	ctx, cancel := context.WithTimeout(st.failed, waitFor)
 	defer cancel()
 	// Watch sends the current status, then every change.
-	w, err := healthpb.NewHealthClient(st.conn).Watch(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		st.t.Fatalf("health watch: %v", err)
 	}
