@@ -203,6 +203,7 @@ type publishFlags struct {
 	Type      string   `flag:"type" usage:"event type, e.g. invoice.paid (required)"`
 	Data      string   `flag:"data" usage:"JSON payload, or @file to read it from a file, or @- for stdin (required)"`
 	Endpoints []string `flag:"endpoints" usage:"deliver only to these endpoint ids, comma-separated"`
+	Key       string   `flag:"idempotency-key" usage:"idempotency key: a repeat with the same key and event returns the first result"`
 }
 
 func runPublish(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
@@ -232,7 +233,7 @@ func runPublish(ctx context.Context, args []string, out io.Writer, getenv func(s
 	defer c.conn.Close()
 	cctx, cancel := c.call(ctx)
 	defer cancel()
-	resp, err := hooklinev1.NewEventServiceClient(c.conn).PublishEvent(cctx, &hooklinev1.PublishEventRequest{EventType: f.Type, Payload: payload, EndpointIds: f.Endpoints})
+	resp, err := hooklinev1.NewEventServiceClient(c.conn).PublishEvent(cctx, &hooklinev1.PublishEventRequest{EventType: f.Type, Payload: payload, EndpointIds: f.Endpoints, IdempotencyKey: f.Key})
 	if err != nil {
 		return callErr(err)
 	}
