@@ -296,6 +296,13 @@ func (s *Service) completeClaim(ctx context.Context, k string, c *hooklinev1.Ide
 	if err == nil {
 		err = s.produce(ctx, r)
 	}
+	if err == nil {
+		// Hold the claim in flight until this process's view has the
+		// commit, so no other call here mistakes the claim for abandoned.
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+		err = s.idemFollow.waitPast(pctx, r.Topic, r.Partition, r.Offset)
+		cancel()
+	}
 	if err != nil {
 		// The deliveries are durable, so the answer is right. A retry
 		// will find the claim uncommitted and write the same deliveries
