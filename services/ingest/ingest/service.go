@@ -40,6 +40,7 @@ import (
 type Service struct {
 	hooklinev1.UnimplementedEventServiceServer
 	hooklinev1.UnimplementedEndpointServiceServer
+	hooklinev1.UnimplementedDeliveryServiceServer
 
 	cfg    Config
 	log    *slog.Logger
@@ -56,6 +57,9 @@ type Service struct {
 	instanceID string
 	idem       *idemView
 	idemFollow *follower
+	// index serves DeliveryService, fed by indexFollow.
+	index       *deliveryIndex
+	indexFollow *follower
 	// flight counts, per claim id, the completions running here.
 	flightMu sync.Mutex
 	flight   map[string]int
@@ -113,6 +117,8 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.instanceID = ids.New("ing_", s.now())
 	s.idem = newIdemView(s.now, cfg.IdempotencyTTL)
 	s.idemFollow = newFollower(s.idem.apply, s.topics.Idempotency)
+	s.index = newDeliveryIndex(s.topics)
+	s.indexFollow = newFollower(s.index.apply, s.topics.Deliveries, s.topics.Results, s.topics.Dead)
 	return s, nil
 }
 
@@ -242,6 +248,7 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 	)
 	hooklinev1.RegisterEventServiceServer(srv, s)
 	hooklinev1.RegisterEndpointServiceServer(srv, s)
+	hooklinev1.RegisterDeliveryServiceServer(srv, s)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
@@ -264,5 +271,5 @@ func kafkaStatus(ctx context.Context, what string, err error) error {
 
 // followers returns the topic readers Run starts.
 func (s *Service) followers() []*follower {
-	return []*follower{s.idemFollow}
+	return []*follower{s.idemFollow, s.indexFollow}
 }

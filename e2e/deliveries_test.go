@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func (st *stack) deliveries() hooklinev1.DeliveryServiceClient {
+	return hooklinev1.NewDeliveryServiceClient(st.conn)
+}
+
+func TestDeliveryStatusShowsEveryAttemptAndResendMakesExactlyOneMore(t *testing.T) {
+	st := startStack(t)
+	rx := newReceiver(t, http.StatusInternalServerError)
+	// One attempt, then dead: the delivery fails at once.
+	ep := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, RetryPolicy: ladderPolicy(1, time.Minute)})
+	epID := ep.GetEndpoint().GetId()
+	pub := st.publish("invoice.paid", `{"n":1}`)
+	dlv := pub.GetDeliveries()[0].GetDeliveryId()
+	st.readN(st.topics.Results, 1)
+
+	api := st.deliveries()
+	got, err := api.GetDelivery(st.ctx(), &hooklinev1.GetDeliveryRequest{DeliveryId: dlv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got.GetDelivery(); s.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || s.GetAttempts() != 1 || s.GetEventId() != pub.GetEventId() || s.GetEndpointId() != epID {
+		t.Fatalf("status %v, want FAILED after 1 attempt", s)
+	}
+	if a := got.GetAttempts(); len(a) != 1 || a[0].GetStatusCode() != 500 || a[0].GetClass() != hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT || a[0].GetLatency() == nil {
+		t.Fatalf("attempts %v, want one 500 TRANSIENT with its latency", a)
+	}
+	ev, err := api.GetEvent(st.ctx(), &hooklinev1.GetEventRequest{EventId: pub.GetEventId()})
+	if err != nil || string(ev.GetPayload()) != `{"n":1}` || len(ev.GetDeliveries()) != 1 || ev.GetDeliveries()[0].GetDeliveryId() != dlv {
+		t.Fatalf("GetEvent: %v, %v", ev, err)
+	}
+
+	// Paused: refused, nothing written.
+	if _, err := st.endpoints().PauseEndpoint(st.ctx(), &hooklinev1.PauseEndpointRequest{Id: epID}); err != nil {
+		t.Fatal(err)
+	}
+	before := st.endOffsets(st.topics.Deliveries)
+	if _, err := api.ResendDelivery(st.ctx(), &hooklinev1.ResendDeliveryRequest{DeliveryId: dlv}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("resend while paused: want FailedPrecondition, got %v", err)
+	}
+	if after := st.endOffsets(st.topics.Deliveries); after != before {
+		t.Fatalf("a refused resend wrote %d deliveries", after-before)
+	}
+	if _, err := st.endpoints().ResumeEndpoint(st.ctx(), &hooklinev1.ResumeEndpointRequest{Id: epID}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A resend that fails is not retried: attempt 2 ends the delivery.
+	rs, err := api.ResendDelivery(st.ctx(), &hooklinev1.ResendDeliveryRequest{DeliveryId: dlv})
+	if err != nil || rs.GetAttempt() != 2 {
+		t.Fatalf("resend: %v, %v; want attempt 2", rs, err)
+	}
+	res := decodeAll(t, st.readN(st.topics.Results, 2), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })[1]
+	if res.GetAttempt() != 2 || res.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED {
+		t.Fatalf("resend result %v, want attempt 2 FAILED", res)
+	}
+	if n := st.endOffsets(st.topics.Retries); n != 0 {
+		t.Fatalf("a failed resend scheduled %d retries", n)
+	}
+
+	// A resend to a receiver that recovered delivers, once.
+	rx.code.Store(http.StatusOK)
+	if _, err := api.ResendDelivery(st.ctx(), &hooklinev1.ResendDeliveryRequest{DeliveryId: dlv}); err != nil {
+		t.Fatal(err)
+	}
+	st.readN(st.topics.Results, 3)
+	got, err = api.GetDelivery(st.ctx(), &hooklinev1.GetDeliveryRequest{DeliveryId: dlv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got.GetDelivery(); s.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED || s.GetAttempts() != 3 || len(got.GetAttempts()) != 3 {
+		t.Fatalf("after the resend: %v with %d attempts, want DELIVERED after 3", s, len(got.GetAttempts()))
+	}
+	posts := rx.got()
+	if len(posts) != 3 {
+		t.Fatalf("receiver got %d POSTs, want 3 (first attempt, failed resend, resend)", len(posts))
+	}
+	for _, p := range posts {
+		if p.header.Get("webhook-id") != pub.GetEventId() || string(p.body) != `{"n":1}` {
+			t.Fatalf("a resend changed the webhook-id or body: %q %q", p.header.Get("webhook-id"), p.body)
+		}
+	}
+}
+
+func TestListDeliveriesByEventEndpointAndStatePaginates(t *testing.T) {
+	st := startStack(t)
+	ok := newReceiver(t, http.StatusOK)
+	gone := newReceiver(t, http.StatusGone) // permanent: FAILED at once
+	okEP := st.createEndpoint(ok.URL).GetEndpoint().GetId()
+	goneEP := st.createEndpoint(gone.URL).GetEndpoint().GetId()
+	var pubs []*hooklinev1.PublishEventResponse
+	for range 3 {
+		pubs = append(pubs, st.publish("invoice.paid", `{}`))
+	}
+	st.readN(st.topics.Results, 6)
+	api := st.deliveries()
+
+	tests := []struct {
+		name string
+		give *hooklinev1.ListDeliveriesRequest
+		want int
+	}{
+		{"by event", &hooklinev1.ListDeliveriesRequest{EventId: pubs[1].GetEventId()}, 2},
+		{"by endpoint", &hooklinev1.ListDeliveriesRequest{EndpointId: okEP}, 3},
+		{"by endpoint and state", &hooklinev1.ListDeliveriesRequest{EndpointId: goneEP, State: hooklinev1.DeliveryState_DELIVERY_STATE_FAILED}, 3},
+		{"a state none is in", &hooklinev1.ListDeliveriesRequest{EndpointId: okEP, State: hooklinev1.DeliveryState_DELIVERY_STATE_FAILED}, 0},
+		{"by endpoint, one a page", &hooklinev1.ListDeliveriesRequest{EndpointId: okEP, PageSize: 1}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seen := map[string]bool{}
+			req := tt.give
+			for pages := 0; ; pages++ {
+				if pages > tt.want {
+					t.Fatal("pagination does not end")
+				}
+				resp, err := api.ListDeliveries(st.ctx(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range resp.GetDeliveries() {
+					if seen[d.GetDeliveryId()] {
+						t.Fatalf("%s listed twice", d.GetDeliveryId())
+					}
+					seen[d.GetDeliveryId()] = true
+				}
+				if resp.GetNextPageToken() == "" {
+					break
+				}
+				req.PageToken = resp.GetNextPageToken()
+			}
+			if len(seen) != tt.want {
+				t.Fatalf("listed %d deliveries, want %d", len(seen), tt.want)
+			}
+		})
+	}
+	if _, err := api.ListDeliveries(st.ctx(), &hooklinev1.ListDeliveriesRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("no filter: want InvalidArgument, got %v", err)
+	}
+}
+
+// Another tenant asking for any of it gets NotFound, as for a missing id,
+// and a resend attempt by it writes nothing.
+func TestDeliveryServiceHidesOtherTenants(t *testing.T) {
+	st := startStack(t)
+	rx := newReceiver(t, http.StatusOK)
+	epID := st.createEndpoint(rx.URL).GetEndpoint().GetId()
+	pub := st.publish("invoice.paid", `{}`)
+	dlv := pub.GetDeliveries()[0].GetDeliveryId()
+	st.readN(st.topics.Results, 1)
+	other := hooklinev1.NewDeliveryServiceClient(st.startReplica())
+	ctx := st.ctxAs(otherTenantKey)
+	before := st.endOffsets(st.topics.Deliveries)
+
+	calls := map[string]func() error{
+		"GetEvent": func() error {
+			_, err := other.GetEvent(ctx, &hooklinev1.GetEventRequest{EventId: pub.GetEventId()})
+			return err
+		},
+		"GetDelivery": func() error {
+			_, err := other.GetDelivery(ctx, &hooklinev1.GetDeliveryRequest{DeliveryId: dlv})
+			return err
+		},
+		"ResendDelivery": func() error {
+			_, err := other.ResendDelivery(ctx, &hooklinev1.ResendDeliveryRequest{DeliveryId: dlv})
+			return err
+		},
+	}
+	for name, call := range calls {
+		if err := call(); status.Code(err) != codes.NotFound {
+			t.Errorf("%s across tenants: want NotFound, got %v", name, err)
+		}
+	}
+	for _, req := range []*hooklinev1.ListDeliveriesRequest{{EventId: pub.GetEventId()}, {EndpointId: epID}} {
+		if resp, err := other.ListDeliveries(ctx, req); status.Code(err) != codes.NotFound {
+			t.Errorf("ListDeliveries(%v) across tenants: %v, %v; want NotFound", req, resp, err)
+		}
+	}
+	if after := st.endOffsets(st.topics.Deliveries); after != before {
+		t.Fatalf("cross-tenant calls wrote %d deliveries", after-before)
+	}
+}
