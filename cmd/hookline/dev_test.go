@@ -131,6 +131,32 @@ func TestDevQuickStart(t *testing.T) {
 	}
 
 	out.Reset()
+	dlv := pub.GetDeliveries()[0].GetDeliveryId()
+	if err := run(t.Context(), []string{"deliveries", "get", dlv}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	var got hooklinev1.GetDeliveryResponse
+	if err := protojson.Unmarshal(out.Bytes(), &got); err != nil || got.GetDelivery().GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED || len(got.GetAttempts()) != 1 {
+		t.Fatalf("deliveries get printed %q (%v)", out.String(), err)
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"deliveries", "list", "--event", pub.GetEventId(), "--state", "delivered"}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	var listed hooklinev1.ListDeliveriesResponse
+	if err := protojson.Unmarshal(out.Bytes(), &listed); err != nil || len(listed.GetDeliveries()) != 1 || listed.GetDeliveries()[0].GetDeliveryId() != dlv {
+		t.Fatalf("deliveries list printed %q (%v)", out.String(), err)
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"resend", dlv}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	var resent hooklinev1.ResendDeliveryResponse
+	if err := protojson.Unmarshal(out.Bytes(), &resent); err != nil || resent.GetAttempt() != 2 {
+		t.Fatalf("resend printed %q (%v)", out.String(), err)
+	}
+
+	out.Reset()
 	if err := run(t.Context(), []string{"endpoint", "list"}, &out, getenv); err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +176,11 @@ func TestClientCommandsExplainMissingSettings(t *testing.T) {
 		{[]string{"endpoint", "get"}, "HOOKLINE_API_KEY"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"results"}, "results tail"},
+		{[]string{"resend"}, "usage: hookline resend DELIVERY_ID"},
+		{[]string{"resend", "dlv_x"}, "HOOKLINE_API_KEY"},
+		{[]string{"deliveries", "list"}, "--event or --endpoint is required"},
+		{[]string{"deliveries", "list", "--event", "evt_x", "--state", "lost"}, `--state "lost"`},
+		{[]string{"deliveries", "get", "dlv_x"}, "HOOKLINE_API_KEY"},
 	}
 	for _, tt := range tests {
 		err := run(t.Context(), tt.args, io.Discard, noEnv)

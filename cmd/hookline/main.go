@@ -26,7 +26,12 @@ Usage:
   hookline endpoint delete ID               delete an endpoint
   hookline endpoint rotate-secret ID        rotate the signing secret
   hookline publish --type T --data JSON     publish an event
+  hookline publish ... --idempotency-key K  publish at most once per key (24 h)
   hookline results tail [flags]             print delivery results as JSON lines
+  hookline deliveries get ID                a delivery with every attempt
+  hookline deliveries list --event ID | --endpoint ID [--state S]
+                                            list deliveries
+  hookline resend ID                        one more attempt of a delivery, now
 
 Client commands reach ingest at --addr (HOOKLINE_ADDR, default 127.0.0.1:7070)
 with --api-key (HOOKLINE_API_KEY). Run "hookline <command> -h" for its flags.
@@ -55,6 +60,10 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 		return runEndpoint(ctx, rest, out, getenv)
 	case "publish":
 		return runPublish(ctx, rest, out, getenv)
+	case "deliveries", "delivery":
+		return runDeliveries(ctx, rest, out, getenv)
+	case "resend":
+		return runResend(ctx, rest, out, getenv)
 	case "results":
 		if len(rest) == 0 || rest[0] != "tail" {
 			return errors.New("usage: hookline results tail [flags]")
