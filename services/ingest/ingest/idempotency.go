@@ -187,8 +187,10 @@ func (s *Service) publishIdempotent(ctx context.Context, tenant string, req *hoo
 		}
 		// Complete the claim ourselves if its writer was this process and
 		// is no longer at it (an earlier try failed), or if its writer has
-		// had all the time a publish may take.
-		deadline := w.rec.GetCreatedAt().AsTime().Add(s.cfg.PublishTimeout + takeoverGrace)
+		// had all the time a publish may take: writing and reading back
+		// the claim, then writing the deliveries, each bounded by the
+		// publish timeout.
+		deadline := w.rec.GetCreatedAt().AsTime().Add(2*s.cfg.PublishTimeout + takeoverGrace)
 		if w.rec.GetInstanceId() == s.instanceID || !s.now().Before(deadline) {
 			if s.beginFlight(w.rec.GetClaimId(), true) {
 				defer s.endFlight(w.rec.GetClaimId())
@@ -292,14 +294,17 @@ func (s *Service) completeClaim(ctx context.Context, k string, c *hooklinev1.Ide
 	commit := proto.Clone(c).(*hooklinev1.IdempotencyRecord)
 	commit.State = hooklinev1.IdempotencyState_IDEMPOTENCY_STATE_COMMITTED
 	commit.InstanceId = s.instanceID
+	// The deliveries are durable: record that even if the caller has
+	// gone, or its retry would write them again.
+	cctx := context.WithoutCancel(ctx)
 	r, err := hkafka.Record(s.topics.Idempotency, k, commit)
 	if err == nil {
-		err = s.produce(ctx, r)
+		err = s.produce(cctx, r)
 	}
 	if err == nil {
 		// Hold the claim in flight until this process's view has the
 		// commit, so no other call here mistakes the claim for abandoned.
-		pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+		pctx, cancel := context.WithTimeout(cctx, s.cfg.PublishTimeout)
 		err = s.idemFollow.waitPast(pctx, r.Topic, r.Partition, r.Offset)
 		cancel()
 	}
