@@ -592,6 +592,159 @@ func (x *ResendDeliveryResponse) GetAttempt() uint32 {
 	return 0
 }
 
+type RecoverEndpointRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EndpointId string                 `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	// Required: deliveries whose failure was at or after this time.
+	Since *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	// Optional: and before this time; unset means now.
+	Until         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoverEndpointRequest) Reset() {
+	*x = RecoverEndpointRequest{}
+	mi := &file_hookline_v1_delivery_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoverEndpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoverEndpointRequest) ProtoMessage() {}
+
+func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_delivery_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoverEndpointRequest.ProtoReflect.Descriptor instead.
+func (*RecoverEndpointRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RecoverEndpointRequest) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *RecoverEndpointRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *RecoverEndpointRequest) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+// RecoverEndpointResponse is one progress report; the last has done set.
+type RecoverEndpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Deliveries found in the window and redelivered.
+	Total uint32 `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
+	// Of those, how many have a new outcome: delivered, failed (again) or
+	// waiting for a retry.
+	Delivered uint32 `protobuf:"varint,2,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	Failed    uint32 `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
+	Retrying  uint32 `protobuf:"varint,4,opt,name=retrying,proto3" json:"retrying,omitempty"`
+	// Set on the last report: every redelivery has an outcome.
+	Done bool `protobuf:"varint,5,opt,name=done,proto3" json:"done,omitempty"`
+	// Failed deliveries in the window whose payload Kafka no longer holds:
+	// they cannot be redelivered and are not counted in total.
+	Unavailable   uint32 `protobuf:"varint,6,opt,name=unavailable,proto3" json:"unavailable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoverEndpointResponse) Reset() {
+	*x = RecoverEndpointResponse{}
+	mi := &file_hookline_v1_delivery_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoverEndpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoverEndpointResponse) ProtoMessage() {}
+
+func (x *RecoverEndpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_delivery_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoverEndpointResponse.ProtoReflect.Descriptor instead.
+func (*RecoverEndpointResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RecoverEndpointResponse) GetTotal() uint32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *RecoverEndpointResponse) GetDelivered() uint32 {
+	if x != nil {
+		return x.Delivered
+	}
+	return 0
+}
+
+func (x *RecoverEndpointResponse) GetFailed() uint32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *RecoverEndpointResponse) GetRetrying() uint32 {
+	if x != nil {
+		return x.Retrying
+	}
+	return 0
+}
+
+func (x *RecoverEndpointResponse) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *RecoverEndpointResponse) GetUnavailable() uint32 {
+	if x != nil {
+		return x.Unavailable
+	}
+	return 0
+}
+
 var File_hookline_v1_delivery_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_delivery_proto_rawDesc = "" +
@@ -650,12 +803,25 @@ const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"deliveryId\"k\n" +
 	"\x16ResendDeliveryResponse\x127\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x1b.hookline.v1.DeliveryStatusR\bdelivery\x12\x18\n" +
-	"\aattempt\x18\x02 \x01(\rR\aattempt2\xe2\x02\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\"\x9d\x01\n" +
+	"\x16RecoverEndpointRequest\x12\x1f\n" +
+	"\vendpoint_id\x18\x01 \x01(\tR\n" +
+	"endpointId\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\"\xb7\x01\n" +
+	"\x17RecoverEndpointResponse\x12\x14\n" +
+	"\x05total\x18\x01 \x01(\rR\x05total\x12\x1c\n" +
+	"\tdelivered\x18\x02 \x01(\rR\tdelivered\x12\x16\n" +
+	"\x06failed\x18\x03 \x01(\rR\x06failed\x12\x1a\n" +
+	"\bretrying\x18\x04 \x01(\rR\bretrying\x12\x12\n" +
+	"\x04done\x18\x05 \x01(\bR\x04done\x12 \n" +
+	"\vunavailable\x18\x06 \x01(\rR\vunavailable2\xc2\x03\n" +
 	"\x0fDeliveryService\x12G\n" +
 	"\bGetEvent\x12\x1c.hookline.v1.GetEventRequest\x1a\x1d.hookline.v1.GetEventResponse\x12Y\n" +
 	"\x0eListDeliveries\x12\".hookline.v1.ListDeliveriesRequest\x1a#.hookline.v1.ListDeliveriesResponse\x12P\n" +
 	"\vGetDelivery\x12\x1f.hookline.v1.GetDeliveryRequest\x1a .hookline.v1.GetDeliveryResponse\x12Y\n" +
-	"\x0eResendDelivery\x12\".hookline.v1.ResendDeliveryRequest\x1a#.hookline.v1.ResendDeliveryResponseB9Z7github.com/hookline/hookline/gen/hookline/v1;hooklinev1b\x06proto3"
+	"\x0eResendDelivery\x12\".hookline.v1.ResendDeliveryRequest\x1a#.hookline.v1.ResendDeliveryResponse\x12^\n" +
+	"\x0fRecoverEndpoint\x12#.hookline.v1.RecoverEndpointRequest\x1a$.hookline.v1.RecoverEndpointResponse0\x01B9Z7github.com/hookline/hookline/gen/hookline/v1;hooklinev1b\x06proto3"
 
 var (
 	file_hookline_v1_delivery_proto_rawDescOnce sync.Once
@@ -669,46 +835,52 @@ func file_hookline_v1_delivery_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_delivery_proto_rawDescData
 }
 
-var file_hookline_v1_delivery_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_hookline_v1_delivery_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_hookline_v1_delivery_proto_goTypes = []any{
-	(*DeliveryStatus)(nil),         // 0: hookline.v1.DeliveryStatus
-	(*GetEventRequest)(nil),        // 1: hookline.v1.GetEventRequest
-	(*GetEventResponse)(nil),       // 2: hookline.v1.GetEventResponse
-	(*ListDeliveriesRequest)(nil),  // 3: hookline.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil), // 4: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),     // 5: hookline.v1.GetDeliveryRequest
-	(*GetDeliveryResponse)(nil),    // 6: hookline.v1.GetDeliveryResponse
-	(*ResendDeliveryRequest)(nil),  // 7: hookline.v1.ResendDeliveryRequest
-	(*ResendDeliveryResponse)(nil), // 8: hookline.v1.ResendDeliveryResponse
-	(DeliveryState)(0),             // 9: hookline.v1.DeliveryState
-	(*timestamppb.Timestamp)(nil),  // 10: google.protobuf.Timestamp
-	(*AttemptResult)(nil),          // 11: hookline.v1.AttemptResult
+	(*DeliveryStatus)(nil),          // 0: hookline.v1.DeliveryStatus
+	(*GetEventRequest)(nil),         // 1: hookline.v1.GetEventRequest
+	(*GetEventResponse)(nil),        // 2: hookline.v1.GetEventResponse
+	(*ListDeliveriesRequest)(nil),   // 3: hookline.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),  // 4: hookline.v1.ListDeliveriesResponse
+	(*GetDeliveryRequest)(nil),      // 5: hookline.v1.GetDeliveryRequest
+	(*GetDeliveryResponse)(nil),     // 6: hookline.v1.GetDeliveryResponse
+	(*ResendDeliveryRequest)(nil),   // 7: hookline.v1.ResendDeliveryRequest
+	(*ResendDeliveryResponse)(nil),  // 8: hookline.v1.ResendDeliveryResponse
+	(*RecoverEndpointRequest)(nil),  // 9: hookline.v1.RecoverEndpointRequest
+	(*RecoverEndpointResponse)(nil), // 10: hookline.v1.RecoverEndpointResponse
+	(DeliveryState)(0),              // 11: hookline.v1.DeliveryState
+	(*timestamppb.Timestamp)(nil),   // 12: google.protobuf.Timestamp
+	(*AttemptResult)(nil),           // 13: hookline.v1.AttemptResult
 }
 var file_hookline_v1_delivery_proto_depIdxs = []int32{
-	9,  // 0: hookline.v1.DeliveryStatus.state:type_name -> hookline.v1.DeliveryState
-	10, // 1: hookline.v1.DeliveryStatus.created_at:type_name -> google.protobuf.Timestamp
-	10, // 2: hookline.v1.DeliveryStatus.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 3: hookline.v1.DeliveryStatus.next_attempt_at:type_name -> google.protobuf.Timestamp
-	10, // 4: hookline.v1.GetEventResponse.created_at:type_name -> google.protobuf.Timestamp
+	11, // 0: hookline.v1.DeliveryStatus.state:type_name -> hookline.v1.DeliveryState
+	12, // 1: hookline.v1.DeliveryStatus.created_at:type_name -> google.protobuf.Timestamp
+	12, // 2: hookline.v1.DeliveryStatus.updated_at:type_name -> google.protobuf.Timestamp
+	12, // 3: hookline.v1.DeliveryStatus.next_attempt_at:type_name -> google.protobuf.Timestamp
+	12, // 4: hookline.v1.GetEventResponse.created_at:type_name -> google.protobuf.Timestamp
 	0,  // 5: hookline.v1.GetEventResponse.deliveries:type_name -> hookline.v1.DeliveryStatus
-	9,  // 6: hookline.v1.ListDeliveriesRequest.state:type_name -> hookline.v1.DeliveryState
+	11, // 6: hookline.v1.ListDeliveriesRequest.state:type_name -> hookline.v1.DeliveryState
 	0,  // 7: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.DeliveryStatus
 	0,  // 8: hookline.v1.GetDeliveryResponse.delivery:type_name -> hookline.v1.DeliveryStatus
-	11, // 9: hookline.v1.GetDeliveryResponse.attempts:type_name -> hookline.v1.AttemptResult
+	13, // 9: hookline.v1.GetDeliveryResponse.attempts:type_name -> hookline.v1.AttemptResult
 	0,  // 10: hookline.v1.ResendDeliveryResponse.delivery:type_name -> hookline.v1.DeliveryStatus
-	1,  // 11: hookline.v1.DeliveryService.GetEvent:input_type -> hookline.v1.GetEventRequest
-	3,  // 12: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	5,  // 13: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	7,  // 14: hookline.v1.DeliveryService.ResendDelivery:input_type -> hookline.v1.ResendDeliveryRequest
-	2,  // 15: hookline.v1.DeliveryService.GetEvent:output_type -> hookline.v1.GetEventResponse
-	4,  // 16: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	6,  // 17: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.GetDeliveryResponse
-	8,  // 18: hookline.v1.DeliveryService.ResendDelivery:output_type -> hookline.v1.ResendDeliveryResponse
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	12, // 11: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	12, // 12: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	1,  // 13: hookline.v1.DeliveryService.GetEvent:input_type -> hookline.v1.GetEventRequest
+	3,  // 14: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	5,  // 15: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	7,  // 16: hookline.v1.DeliveryService.ResendDelivery:input_type -> hookline.v1.ResendDeliveryRequest
+	9,  // 17: hookline.v1.DeliveryService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	2,  // 18: hookline.v1.DeliveryService.GetEvent:output_type -> hookline.v1.GetEventResponse
+	4,  // 19: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	6,  // 20: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.GetDeliveryResponse
+	8,  // 21: hookline.v1.DeliveryService.ResendDelivery:output_type -> hookline.v1.ResendDeliveryResponse
+	10, // 22: hookline.v1.DeliveryService.RecoverEndpoint:output_type -> hookline.v1.RecoverEndpointResponse
+	18, // [18:23] is the sub-list for method output_type
+	13, // [13:18] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_delivery_proto_init() }
@@ -723,7 +895,7 @@ func file_hookline_v1_delivery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_delivery_proto_rawDesc), len(file_hookline_v1_delivery_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,10 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	DeliveryService_GetEvent_FullMethodName       = "/hookline.v1.DeliveryService/GetEvent"
-	DeliveryService_ListDeliveries_FullMethodName = "/hookline.v1.DeliveryService/ListDeliveries"
-	DeliveryService_GetDelivery_FullMethodName    = "/hookline.v1.DeliveryService/GetDelivery"
-	DeliveryService_ResendDelivery_FullMethodName = "/hookline.v1.DeliveryService/ResendDelivery"
+	DeliveryService_GetEvent_FullMethodName        = "/hookline.v1.DeliveryService/GetEvent"
+	DeliveryService_ListDeliveries_FullMethodName  = "/hookline.v1.DeliveryService/ListDeliveries"
+	DeliveryService_GetDelivery_FullMethodName     = "/hookline.v1.DeliveryService/GetDelivery"
+	DeliveryService_ResendDelivery_FullMethodName  = "/hookline.v1.DeliveryService/ResendDelivery"
+	DeliveryService_RecoverEndpoint_FullMethodName = "/hookline.v1.DeliveryService/RecoverEndpoint"
 )
 
 // DeliveryServiceClient is the client API for DeliveryService service.
@@ -46,6 +47,12 @@ type DeliveryServiceClient interface {
 	// ladder: a failed resend is not retried. FAILED_PRECONDITION while the
 	// endpoint is paused or after it was deleted.
 	ResendDelivery(ctx context.Context, in *ResendDeliveryRequest, opts ...grpc.CallOption) (*ResendDeliveryResponse, error)
+	// RecoverEndpoint redelivers, once each, every delivery to the endpoint
+	// that failed or expired (its last result) inside [since, until), and
+	// streams progress until each has a new outcome or the call ends. A
+	// delivery delivered since (by a resend or an earlier recover) is not
+	// redelivered. FAILED_PRECONDITION while the endpoint is paused.
+	RecoverEndpoint(ctx context.Context, in *RecoverEndpointRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RecoverEndpointResponse], error)
 }
 
 type deliveryServiceClient struct {
@@ -96,6 +103,25 @@ func (c *deliveryServiceClient) ResendDelivery(ctx context.Context, in *ResendDe
 	return out, nil
 }
 
+func (c *deliveryServiceClient) RecoverEndpoint(ctx context.Context, in *RecoverEndpointRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RecoverEndpointResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &DeliveryService_ServiceDesc.Streams[0], DeliveryService_RecoverEndpoint_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RecoverEndpointRequest, RecoverEndpointResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DeliveryService_RecoverEndpointClient = grpc.ServerStreamingClient[RecoverEndpointResponse]
+
 // DeliveryServiceServer is the server API for DeliveryService service.
 // All implementations must embed UnimplementedDeliveryServiceServer
 // for forward compatibility.
@@ -117,6 +143,12 @@ type DeliveryServiceServer interface {
 	// ladder: a failed resend is not retried. FAILED_PRECONDITION while the
 	// endpoint is paused or after it was deleted.
 	ResendDelivery(context.Context, *ResendDeliveryRequest) (*ResendDeliveryResponse, error)
+	// RecoverEndpoint redelivers, once each, every delivery to the endpoint
+	// that failed or expired (its last result) inside [since, until), and
+	// streams progress until each has a new outcome or the call ends. A
+	// delivery delivered since (by a resend or an earlier recover) is not
+	// redelivered. FAILED_PRECONDITION while the endpoint is paused.
+	RecoverEndpoint(*RecoverEndpointRequest, grpc.ServerStreamingServer[RecoverEndpointResponse]) error
 	mustEmbedUnimplementedDeliveryServiceServer()
 }
 
@@ -138,6 +170,9 @@ func (UnimplementedDeliveryServiceServer) GetDelivery(context.Context, *GetDeliv
 }
 func (UnimplementedDeliveryServiceServer) ResendDelivery(context.Context, *ResendDeliveryRequest) (*ResendDeliveryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResendDelivery not implemented")
+}
+func (UnimplementedDeliveryServiceServer) RecoverEndpoint(*RecoverEndpointRequest, grpc.ServerStreamingServer[RecoverEndpointResponse]) error {
+	return status.Error(codes.Unimplemented, "method RecoverEndpoint not implemented")
 }
 func (UnimplementedDeliveryServiceServer) mustEmbedUnimplementedDeliveryServiceServer() {}
 func (UnimplementedDeliveryServiceServer) testEmbeddedByValue()                         {}
@@ -232,6 +267,17 @@ func _DeliveryService_ResendDelivery_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DeliveryService_RecoverEndpoint_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(RecoverEndpointRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(DeliveryServiceServer).RecoverEndpoint(m, &grpc.GenericServerStream[RecoverEndpointRequest, RecoverEndpointResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DeliveryService_RecoverEndpointServer = grpc.ServerStreamingServer[RecoverEndpointResponse]
+
 // DeliveryService_ServiceDesc is the grpc.ServiceDesc for DeliveryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -256,6 +302,12 @@ var DeliveryService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _DeliveryService_ResendDelivery_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "RecoverEndpoint",
+			Handler:       _DeliveryService_RecoverEndpoint_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "hookline/v1/delivery.proto",
 }
