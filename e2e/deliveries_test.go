@@ -1,6 +1,10 @@
 package e2e
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -8,6 +12,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func (st *stack) deliveries() hooklinev1.DeliveryServiceClient {
@@ -175,6 +180,13 @@ func TestDeliveryServiceHidesOtherTenants(t *testing.T) {
 			_, err := other.ResendDelivery(ctx, &hooklinev1.ResendDeliveryRequest{DeliveryId: dlv})
 			return err
 		},
+		"RecoverEndpoint": func() error {
+			stream, err := other.RecoverEndpoint(ctx, &hooklinev1.RecoverEndpointRequest{EndpointId: epID, Since: timestamppb.New(time.Now().Add(-time.Hour))})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			return err
+		},
 	}
 	for name, call := range calls {
 		if err := call(); status.Code(err) != codes.NotFound {
@@ -188,5 +200,90 @@ func TestDeliveryServiceHidesOtherTenants(t *testing.T) {
 	}
 	if after := st.endOffsets(st.topics.Deliveries); after != before {
 		t.Fatalf("cross-tenant calls wrote %d deliveries", after-before)
+	}
+}
+
+// recoverAll runs RecoverEndpoint to its end and returns every progress
+// report.
+func (st *stack) recoverAll(req *hooklinev1.RecoverEndpointRequest) []*hooklinev1.RecoverEndpointResponse {
+	st.t.Helper()
+	ctx, cancel := context.WithTimeout(st.ctx(), waitFor)
+	defer cancel()
+	stream, err := st.deliveries().RecoverEndpoint(ctx, req)
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	var out []*hooklinev1.RecoverEndpointResponse
+	for {
+		p, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			st.t.Fatalf("recover: %v (after %v)", err, out)
+		}
+		out = append(out, p)
+	}
+}
+
+func TestRecoverAfterAnOutageDeliversEachDeadLetterOnce(t *testing.T) {
+	st := startStack(t)
+	rx := newReceiver(t, http.StatusServiceUnavailable)
+	epID := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, RetryPolicy: ladderPolicy(1, time.Minute)}).GetEndpoint().GetId()
+	since := time.Now().Add(-time.Second)
+	const n = 40
+	events := map[string]bool{}
+	for i := range n {
+		events[st.publish("invoice.paid", fmt.Sprintf(`{"n":%d}`, i)).GetEventId()] = true
+	}
+	st.readN(st.topics.Dead, n)
+
+	// Paused: refused.
+	if _, err := st.endpoints().PauseEndpoint(st.ctx(), &hooklinev1.PauseEndpointRequest{Id: epID}); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := st.deliveries().RecoverEndpoint(st.ctx(), &hooklinev1.RecoverEndpointRequest{EndpointId: epID, Since: timestamppb.New(since)})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("recover while paused: want FailedPrecondition, got %v", err)
+	}
+	if _, err := st.endpoints().ResumeEndpoint(st.ctx(), &hooklinev1.ResumeEndpointRequest{Id: epID}); err != nil {
+		t.Fatal(err)
+	}
+
+	rx.code.Store(http.StatusOK)
+	progress := st.recoverAll(&hooklinev1.RecoverEndpointRequest{EndpointId: epID, Since: timestamppb.New(since)})
+	final := progress[len(progress)-1]
+	if !final.GetDone() || final.GetTotal() != n || final.GetDelivered() != n {
+		t.Fatalf("final progress %v, want %d/%d delivered", final, n, n)
+	}
+	for i := 1; i < len(progress); i++ {
+		if progress[i].GetDelivered() < progress[i-1].GetDelivered() {
+			t.Fatalf("progress went backwards: %v then %v", progress[i-1], progress[i])
+		}
+	}
+	delivered := map[string]int{}
+	for _, p := range rx.got()[n:] {
+		delivered[p.header.Get("webhook-id")]++
+	}
+	for id := range events {
+		if delivered[id] != 1 {
+			t.Fatalf("event %s recovered %d times, want once", id, delivered[id])
+		}
+	}
+
+	// The same window again: everything was delivered, nothing to send.
+	before := st.endOffsets(st.topics.Deliveries)
+	again := st.recoverAll(&hooklinev1.RecoverEndpointRequest{EndpointId: epID, Since: timestamppb.New(since)})
+	if last := again[len(again)-1]; !last.GetDone() || last.GetTotal() != 0 {
+		t.Fatalf("second recover: %v, want nothing to do", last)
+	}
+	if after := st.endOffsets(st.topics.Deliveries); after != before {
+		t.Fatalf("second recover wrote %d deliveries", after-before)
+	}
+	if got := len(rx.got()); got != 2*n {
+		t.Fatalf("receiver got %d POSTs, want %d", got, 2*n)
 	}
 }

@@ -3,6 +3,7 @@ package ingest
 import (
 	"slices"
 	"sync"
+	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
@@ -225,4 +226,58 @@ func (x *deliveryIndex) owns(tenant, eventID, endpoint string) bool {
 	}
 	ids := x.byEndpoint[endpoint]
 	return len(ids) > 0 && x.deliveries[ids[0]].tenant == tenant
+}
+
+// failedIn returns the tenant's deliveries to endpoint whose latest
+// result is FAILED or EXPIRED and was made in [since, until): each ready
+// to send again (with payload and the next attempt number), and how many
+// more matched but have no payload left.
+func (x *deliveryIndex) failedIn(tenant, endpoint string, since, until time.Time) (out []*hooklinev1.Delivery, unavailable int) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for _, id := range sortedIDs(x.byEndpoint[endpoint]) {
+		e := x.deliveries[id]
+		if e.tenant != tenant || len(e.attempts) == 0 {
+			continue
+		}
+		last := e.attempts[len(e.attempts)-1]
+		at := last.GetStartedAt().AsTime()
+		switch last.GetState() {
+		case hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED:
+		default:
+			continue
+		}
+		if at.Before(since) || !at.Before(until) {
+			continue
+		}
+		ev := x.events[e.eventID]
+		if e.last == nil || ev.payload == nil {
+			unavailable++
+			continue
+		}
+		d := proto.Clone(e.last).(*hooklinev1.Delivery)
+		d.Payload = ev.payload
+		for _, a := range e.attempts {
+			d.Attempt = max(d.Attempt, a.GetAttempt()+1)
+		}
+		out = append(out, d)
+	}
+	return out, unavailable
+}
+
+// outcomeOf returns the state of the delivery's first result for attempt
+// or a later one, and whether there is one.
+func (x *deliveryIndex) outcomeOf(id string, attempt uint32) (hooklinev1.DeliveryState, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	e := x.deliveries[id]
+	if e == nil {
+		return 0, false
+	}
+	for _, a := range e.attempts {
+		if a.GetAttempt() >= attempt {
+			return a.GetState(), true
+		}
+	}
+	return 0, false
 }
