@@ -155,6 +155,13 @@ func TestDevQuickStart(t *testing.T) {
 	if err := protojson.Unmarshal(out.Bytes(), &resent); err != nil || resent.GetAttempt() != 2 {
 		t.Fatalf("resend printed %q (%v)", out.String(), err)
 	}
+	out.Reset()
+	if err := run(t.Context(), []string{"recover", created.GetEndpoint().GetId(), "--since", "1h"}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "0/0") {
+		t.Fatalf("recover with nothing failed printed %q, want 0/0", out.String())
+	}
 
 	out.Reset()
 	if err := run(t.Context(), []string{"endpoint", "list"}, &out, getenv); err != nil {
@@ -181,6 +188,8 @@ func TestClientCommandsExplainMissingSettings(t *testing.T) {
 		{[]string{"deliveries", "list"}, "--event or --endpoint is required"},
 		{[]string{"deliveries", "list", "--event", "evt_x", "--state", "lost"}, `--state "lost"`},
 		{[]string{"deliveries", "get", "dlv_x"}, "HOOKLINE_API_KEY"},
+		{[]string{"recover", "ep_x"}, "usage: hookline recover"},
+		{[]string{"recover", "ep_x", "--since", "yesterday"}, `--since "yesterday"`},
 	}
 	for _, tt := range tests {
 		err := run(t.Context(), tt.args, io.Discard, noEnv)

@@ -32,6 +32,7 @@ Usage:
   hookline deliveries list --event ID | --endpoint ID [--state S]
                                             list deliveries
   hookline resend ID                        one more attempt of a delivery, now
+  hookline recover EP_ID --since T          redeliver an endpoint's failed deliveries since T
 
 Client commands reach ingest at --addr (HOOKLINE_ADDR, default 127.0.0.1:7070)
 with --api-key (HOOKLINE_API_KEY). Run "hookline <command> -h" for its flags.
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 		return runDeliveries(ctx, rest, out, getenv)
 	case "resend":
 		return runResend(ctx, rest, out, getenv)
+	case "recover":
+		return runRecover(ctx, rest, out, getenv)
 	case "results":
 		if len(rest) == 0 || rest[0] != "tail" {
 			return errors.New("usage: hookline results tail [flags]")
