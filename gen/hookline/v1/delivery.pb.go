@@ -745,6 +745,129 @@ func (x *RecoverEndpointResponse) GetUnavailable() uint32 {
 	return 0
 }
 
+type SendTestEventRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EndpointId string                 `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	// Event type of the test event; empty means "hookline.test".
+	EventType string `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	// JSON payload; empty means {"test":true}.
+	Payload       []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendTestEventRequest) Reset() {
+	*x = SendTestEventRequest{}
+	mi := &file_hookline_v1_delivery_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendTestEventRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendTestEventRequest) ProtoMessage() {}
+
+func (x *SendTestEventRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_delivery_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendTestEventRequest.ProtoReflect.Descriptor instead.
+func (*SendTestEventRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SendTestEventRequest) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *SendTestEventRequest) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *SendTestEventRequest) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+type SendTestEventResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EventId    string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	DeliveryId string                 `protobuf:"bytes,2,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	// The attempt's result: status code, class, latency, error, excerpt.
+	Result        *AttemptResult `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendTestEventResponse) Reset() {
+	*x = SendTestEventResponse{}
+	mi := &file_hookline_v1_delivery_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendTestEventResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendTestEventResponse) ProtoMessage() {}
+
+func (x *SendTestEventResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_delivery_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendTestEventResponse.ProtoReflect.Descriptor instead.
+func (*SendTestEventResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SendTestEventResponse) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *SendTestEventResponse) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
+func (x *SendTestEventResponse) GetResult() *AttemptResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
 var File_hookline_v1_delivery_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_delivery_proto_rawDesc = "" +
@@ -815,13 +938,25 @@ const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"\x06failed\x18\x03 \x01(\rR\x06failed\x12\x1a\n" +
 	"\bretrying\x18\x04 \x01(\rR\bretrying\x12\x12\n" +
 	"\x04done\x18\x05 \x01(\bR\x04done\x12 \n" +
-	"\vunavailable\x18\x06 \x01(\rR\vunavailable2\xc2\x03\n" +
+	"\vunavailable\x18\x06 \x01(\rR\vunavailable\"p\n" +
+	"\x14SendTestEventRequest\x12\x1f\n" +
+	"\vendpoint_id\x18\x01 \x01(\tR\n" +
+	"endpointId\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x02 \x01(\tR\teventType\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\"\x87\x01\n" +
+	"\x15SendTestEventResponse\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1f\n" +
+	"\vdelivery_id\x18\x02 \x01(\tR\n" +
+	"deliveryId\x122\n" +
+	"\x06result\x18\x03 \x01(\v2\x1a.hookline.v1.AttemptResultR\x06result2\x9a\x04\n" +
 	"\x0fDeliveryService\x12G\n" +
 	"\bGetEvent\x12\x1c.hookline.v1.GetEventRequest\x1a\x1d.hookline.v1.GetEventResponse\x12Y\n" +
 	"\x0eListDeliveries\x12\".hookline.v1.ListDeliveriesRequest\x1a#.hookline.v1.ListDeliveriesResponse\x12P\n" +
 	"\vGetDelivery\x12\x1f.hookline.v1.GetDeliveryRequest\x1a .hookline.v1.GetDeliveryResponse\x12Y\n" +
 	"\x0eResendDelivery\x12\".hookline.v1.ResendDeliveryRequest\x1a#.hookline.v1.ResendDeliveryResponse\x12^\n" +
-	"\x0fRecoverEndpoint\x12#.hookline.v1.RecoverEndpointRequest\x1a$.hookline.v1.RecoverEndpointResponse0\x01B9Z7github.com/hookline/hookline/gen/hookline/v1;hooklinev1b\x06proto3"
+	"\x0fRecoverEndpoint\x12#.hookline.v1.RecoverEndpointRequest\x1a$.hookline.v1.RecoverEndpointResponse0\x01\x12V\n" +
+	"\rSendTestEvent\x12!.hookline.v1.SendTestEventRequest\x1a\".hookline.v1.SendTestEventResponseB9Z7github.com/hookline/hookline/gen/hookline/v1;hooklinev1b\x06proto3"
 
 var (
 	file_hookline_v1_delivery_proto_rawDescOnce sync.Once
@@ -835,7 +970,7 @@ func file_hookline_v1_delivery_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_delivery_proto_rawDescData
 }
 
-var file_hookline_v1_delivery_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_hookline_v1_delivery_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_hookline_v1_delivery_proto_goTypes = []any{
 	(*DeliveryStatus)(nil),          // 0: hookline.v1.DeliveryStatus
 	(*GetEventRequest)(nil),         // 1: hookline.v1.GetEventRequest
@@ -848,39 +983,44 @@ var file_hookline_v1_delivery_proto_goTypes = []any{
 	(*ResendDeliveryResponse)(nil),  // 8: hookline.v1.ResendDeliveryResponse
 	(*RecoverEndpointRequest)(nil),  // 9: hookline.v1.RecoverEndpointRequest
 	(*RecoverEndpointResponse)(nil), // 10: hookline.v1.RecoverEndpointResponse
-	(DeliveryState)(0),              // 11: hookline.v1.DeliveryState
-	(*timestamppb.Timestamp)(nil),   // 12: google.protobuf.Timestamp
-	(*AttemptResult)(nil),           // 13: hookline.v1.AttemptResult
+	(*SendTestEventRequest)(nil),    // 11: hookline.v1.SendTestEventRequest
+	(*SendTestEventResponse)(nil),   // 12: hookline.v1.SendTestEventResponse
+	(DeliveryState)(0),              // 13: hookline.v1.DeliveryState
+	(*timestamppb.Timestamp)(nil),   // 14: google.protobuf.Timestamp
+	(*AttemptResult)(nil),           // 15: hookline.v1.AttemptResult
 }
 var file_hookline_v1_delivery_proto_depIdxs = []int32{
-	11, // 0: hookline.v1.DeliveryStatus.state:type_name -> hookline.v1.DeliveryState
-	12, // 1: hookline.v1.DeliveryStatus.created_at:type_name -> google.protobuf.Timestamp
-	12, // 2: hookline.v1.DeliveryStatus.updated_at:type_name -> google.protobuf.Timestamp
-	12, // 3: hookline.v1.DeliveryStatus.next_attempt_at:type_name -> google.protobuf.Timestamp
-	12, // 4: hookline.v1.GetEventResponse.created_at:type_name -> google.protobuf.Timestamp
+	13, // 0: hookline.v1.DeliveryStatus.state:type_name -> hookline.v1.DeliveryState
+	14, // 1: hookline.v1.DeliveryStatus.created_at:type_name -> google.protobuf.Timestamp
+	14, // 2: hookline.v1.DeliveryStatus.updated_at:type_name -> google.protobuf.Timestamp
+	14, // 3: hookline.v1.DeliveryStatus.next_attempt_at:type_name -> google.protobuf.Timestamp
+	14, // 4: hookline.v1.GetEventResponse.created_at:type_name -> google.protobuf.Timestamp
 	0,  // 5: hookline.v1.GetEventResponse.deliveries:type_name -> hookline.v1.DeliveryStatus
-	11, // 6: hookline.v1.ListDeliveriesRequest.state:type_name -> hookline.v1.DeliveryState
+	13, // 6: hookline.v1.ListDeliveriesRequest.state:type_name -> hookline.v1.DeliveryState
 	0,  // 7: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.DeliveryStatus
 	0,  // 8: hookline.v1.GetDeliveryResponse.delivery:type_name -> hookline.v1.DeliveryStatus
-	13, // 9: hookline.v1.GetDeliveryResponse.attempts:type_name -> hookline.v1.AttemptResult
+	15, // 9: hookline.v1.GetDeliveryResponse.attempts:type_name -> hookline.v1.AttemptResult
 	0,  // 10: hookline.v1.ResendDeliveryResponse.delivery:type_name -> hookline.v1.DeliveryStatus
-	12, // 11: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	12, // 12: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	1,  // 13: hookline.v1.DeliveryService.GetEvent:input_type -> hookline.v1.GetEventRequest
-	3,  // 14: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	5,  // 15: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	7,  // 16: hookline.v1.DeliveryService.ResendDelivery:input_type -> hookline.v1.ResendDeliveryRequest
-	9,  // 17: hookline.v1.DeliveryService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	2,  // 18: hookline.v1.DeliveryService.GetEvent:output_type -> hookline.v1.GetEventResponse
-	4,  // 19: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	6,  // 20: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.GetDeliveryResponse
-	8,  // 21: hookline.v1.DeliveryService.ResendDelivery:output_type -> hookline.v1.ResendDeliveryResponse
-	10, // 22: hookline.v1.DeliveryService.RecoverEndpoint:output_type -> hookline.v1.RecoverEndpointResponse
-	18, // [18:23] is the sub-list for method output_type
-	13, // [13:18] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	14, // 11: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	14, // 12: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	15, // 13: hookline.v1.SendTestEventResponse.result:type_name -> hookline.v1.AttemptResult
+	1,  // 14: hookline.v1.DeliveryService.GetEvent:input_type -> hookline.v1.GetEventRequest
+	3,  // 15: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	5,  // 16: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	7,  // 17: hookline.v1.DeliveryService.ResendDelivery:input_type -> hookline.v1.ResendDeliveryRequest
+	9,  // 18: hookline.v1.DeliveryService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	11, // 19: hookline.v1.DeliveryService.SendTestEvent:input_type -> hookline.v1.SendTestEventRequest
+	2,  // 20: hookline.v1.DeliveryService.GetEvent:output_type -> hookline.v1.GetEventResponse
+	4,  // 21: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	6,  // 22: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.GetDeliveryResponse
+	8,  // 23: hookline.v1.DeliveryService.ResendDelivery:output_type -> hookline.v1.ResendDeliveryResponse
+	10, // 24: hookline.v1.DeliveryService.RecoverEndpoint:output_type -> hookline.v1.RecoverEndpointResponse
+	12, // 25: hookline.v1.DeliveryService.SendTestEvent:output_type -> hookline.v1.SendTestEventResponse
+	20, // [20:26] is the sub-list for method output_type
+	14, // [14:20] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_delivery_proto_init() }
@@ -895,7 +1035,7 @@ func file_hookline_v1_delivery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_delivery_proto_rawDesc), len(file_hookline_v1_delivery_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	DeliveryService_GetDelivery_FullMethodName     = "/hookline.v1.DeliveryService/GetDelivery"
 	DeliveryService_ResendDelivery_FullMethodName  = "/hookline.v1.DeliveryService/ResendDelivery"
 	DeliveryService_RecoverEndpoint_FullMethodName = "/hookline.v1.DeliveryService/RecoverEndpoint"
+	DeliveryService_SendTestEvent_FullMethodName   = "/hookline.v1.DeliveryService/SendTestEvent"
 )
 
 // DeliveryServiceClient is the client API for DeliveryService service.
@@ -53,6 +54,13 @@ type DeliveryServiceClient interface {
 	// delivery delivered since (by a resend or an earlier recover) is not
 	// redelivered. FAILED_PRECONDITION while the endpoint is paused.
 	RecoverEndpoint(ctx context.Context, in *RecoverEndpointRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RecoverEndpointResponse], error)
+	// SendTestEvent sends one signed test event to an endpoint now, through
+	// the dispatcher like any delivery (kind TEST, never retried, never
+	// recovered), and returns the outcome of that attempt.
+	// FAILED_PRECONDITION while the endpoint is paused. (It lives here, not
+	// in EndpointService, because its answer is an AttemptResult and
+	// records.proto already imports endpoint.proto.)
+	SendTestEvent(ctx context.Context, in *SendTestEventRequest, opts ...grpc.CallOption) (*SendTestEventResponse, error)
 }
 
 type deliveryServiceClient struct {
@@ -122,6 +130,16 @@ func (c *deliveryServiceClient) RecoverEndpoint(ctx context.Context, in *Recover
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type DeliveryService_RecoverEndpointClient = grpc.ServerStreamingClient[RecoverEndpointResponse]
 
+func (c *deliveryServiceClient) SendTestEvent(ctx context.Context, in *SendTestEventRequest, opts ...grpc.CallOption) (*SendTestEventResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SendTestEventResponse)
+	err := c.cc.Invoke(ctx, DeliveryService_SendTestEvent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DeliveryServiceServer is the server API for DeliveryService service.
 // All implementations must embed UnimplementedDeliveryServiceServer
 // for forward compatibility.
@@ -149,6 +167,13 @@ type DeliveryServiceServer interface {
 	// delivery delivered since (by a resend or an earlier recover) is not
 	// redelivered. FAILED_PRECONDITION while the endpoint is paused.
 	RecoverEndpoint(*RecoverEndpointRequest, grpc.ServerStreamingServer[RecoverEndpointResponse]) error
+	// SendTestEvent sends one signed test event to an endpoint now, through
+	// the dispatcher like any delivery (kind TEST, never retried, never
+	// recovered), and returns the outcome of that attempt.
+	// FAILED_PRECONDITION while the endpoint is paused. (It lives here, not
+	// in EndpointService, because its answer is an AttemptResult and
+	// records.proto already imports endpoint.proto.)
+	SendTestEvent(context.Context, *SendTestEventRequest) (*SendTestEventResponse, error)
 	mustEmbedUnimplementedDeliveryServiceServer()
 }
 
@@ -173,6 +198,9 @@ func (UnimplementedDeliveryServiceServer) ResendDelivery(context.Context, *Resen
 }
 func (UnimplementedDeliveryServiceServer) RecoverEndpoint(*RecoverEndpointRequest, grpc.ServerStreamingServer[RecoverEndpointResponse]) error {
 	return status.Error(codes.Unimplemented, "method RecoverEndpoint not implemented")
+}
+func (UnimplementedDeliveryServiceServer) SendTestEvent(context.Context, *SendTestEventRequest) (*SendTestEventResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SendTestEvent not implemented")
 }
 func (UnimplementedDeliveryServiceServer) mustEmbedUnimplementedDeliveryServiceServer() {}
 func (UnimplementedDeliveryServiceServer) testEmbeddedByValue()                         {}
@@ -278,6 +306,24 @@ func _DeliveryService_RecoverEndpoint_Handler(srv interface{}, stream grpc.Serve
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type DeliveryService_RecoverEndpointServer = grpc.ServerStreamingServer[RecoverEndpointResponse]
 
+func _DeliveryService_SendTestEvent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SendTestEventRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DeliveryServiceServer).SendTestEvent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DeliveryService_SendTestEvent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DeliveryServiceServer).SendTestEvent(ctx, req.(*SendTestEventRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DeliveryService_ServiceDesc is the grpc.ServiceDesc for DeliveryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -300,6 +346,10 @@ var DeliveryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResendDelivery",
 			Handler:    _DeliveryService_ResendDelivery_Handler,
+		},
+		{
+			MethodName: "SendTestEvent",
+			Handler:    _DeliveryService_SendTestEvent_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
