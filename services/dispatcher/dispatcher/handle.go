@@ -168,9 +168,9 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 		res.Reason = "permanent failure"
 		log.Info("delivery failed permanently; dead-lettered", "err", res.Error)
 		return s.deadLetter(d, res)
-	case d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND:
-		// A manual resend is exactly one attempt (R-REPLAY-1): never retried.
-		res.State, res.Reason = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, "resend failed; a resend is not retried"
+	case d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND, d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST:
+		// A manual resend or a test event is exactly one attempt (R-REPLAY-1): never retried.
+		res.State, res.Reason = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, "one-off attempt failed; resends and test events are not retried"
 		return s.deadLetter(d, res)
 	}
 
