@@ -10,6 +10,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -180,6 +181,10 @@ func TestDeliveryServiceHidesOtherTenants(t *testing.T) {
 			_, err := other.ResendDelivery(ctx, &hooklinev1.ResendDeliveryRequest{DeliveryId: dlv})
 			return err
 		},
+		"SendTestEvent": func() error {
+			_, err := other.SendTestEvent(ctx, &hooklinev1.SendTestEventRequest{EndpointId: epID})
+			return err
+		},
 		"RecoverEndpoint": func() error {
 			stream, err := other.RecoverEndpoint(ctx, &hooklinev1.RecoverEndpointRequest{EndpointId: epID, Since: timestamppb.New(time.Now().Add(-time.Hour))})
 			if err == nil {
@@ -285,5 +290,57 @@ func TestRecoverAfterAnOutageDeliversEachDeadLetterOnce(t *testing.T) {
 	}
 	if got := len(rx.got()); got != 2*n {
 		t.Fatalf("receiver got %d POSTs, want %d", got, 2*n)
+	}
+}
+
+func TestSendTestEventReturnsTheSignedAttemptsOutcomeAndIsNotRetried(t *testing.T) {
+	st := startStack(t)
+	rx := newReceiver(t, http.StatusOK)
+	ep := st.createEndpoint(rx.URL)
+	epID := ep.GetEndpoint().GetId()
+	api := st.deliveries()
+
+	ok, err := api.SendTestEvent(st.ctx(), &hooklinev1.SendTestEventRequest{EndpointId: epID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := ok.GetResult(); r.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED || r.GetStatusCode() != 200 || r.GetDeliveryId() != ok.GetDeliveryId() {
+		t.Fatalf("test event result %v, want DELIVERED 200", r)
+	}
+	posts := rx.got()
+	if len(posts) != 1 || posts[0].header.Get("webhook-id") != ok.GetEventId() || string(posts[0].body) != `{"test":true}` {
+		t.Fatalf("receiver got %d POSTs (%v), want the test event once", len(posts), posts)
+	}
+	wh, err := standardwebhooks.NewWebhook(ep.GetSecret())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wh.Verify(posts[0].body, posts[0].header); err != nil {
+		t.Fatalf("test event signature does not verify: %v", err)
+	}
+
+	rx.code.Store(http.StatusServiceUnavailable)
+	failed, err := api.SendTestEvent(st.ctx(), &hooklinev1.SendTestEventRequest{EndpointId: epID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := failed.GetResult(); r.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || r.GetStatusCode() != 503 || r.GetClass() != hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT {
+		t.Fatalf("failed test event result %v, want FAILED 503 TRANSIENT", r)
+	}
+	if n := st.endOffsets(st.topics.Retries); n != 0 {
+		t.Fatalf("a failed test event scheduled %d retries", n)
+	}
+	// A failed test event is not a delivery to recover.
+	rx.code.Store(http.StatusOK)
+	progress := st.recoverAll(&hooklinev1.RecoverEndpointRequest{EndpointId: epID, Since: timestamppb.New(time.Now().Add(-time.Hour))})
+	if last := progress[len(progress)-1]; last.GetTotal() != 0 {
+		t.Fatalf("recover picked up test events: %v", last)
+	}
+
+	if _, err := st.endpoints().PauseEndpoint(st.ctx(), &hooklinev1.PauseEndpointRequest{Id: epID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.SendTestEvent(st.ctx(), &hooklinev1.SendTestEventRequest{EndpointId: epID}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("test event while paused: want FailedPrecondition, got %v", err)
 	}
 }

@@ -250,6 +250,9 @@ func (x *deliveryIndex) failedIn(tenant, endpoint string, since, until time.Time
 		if at.Before(since) || !at.Before(until) {
 			continue
 		}
+		if e.last.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST {
+			continue // a failed test event is not a delivery to recover
+		}
 		ev := x.events[e.eventID]
 		if e.last == nil || ev.payload == nil {
 			unavailable++
