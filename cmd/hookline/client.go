@@ -97,7 +97,7 @@ type endpointFlags struct {
 
 func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
 	if len(args) == 0 {
-		return errors.New("usage: hookline endpoint create|get|list|pause|resume|delete|rotate-secret")
+		return errors.New("usage: hookline endpoint create|get|list|update|pause|resume|delete|rotate-secret|test")
 	}
 	sub := args[0]
 	var f endpointFlags
@@ -165,13 +165,18 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 		if eid, err = id(); err == nil {
 			resp, err = api.RotateEndpointSecret(cctx, &hooklinev1.RotateEndpointSecretRequest{Id: eid, Secret: f.Secret})
 		}
+	case "test":
+		var eid string
+		if eid, err = id(); err == nil {
+			resp, err = hooklinev1.NewDeliveryServiceClient(c.conn).SendTestEvent(cctx, &hooklinev1.SendTestEventRequest{EndpointId: eid})
+		}
 	case "update":
 		var eid string
 		if eid, err = id(); err == nil {
 			resp, err = updateEndpoint(cctx, api, eid, f, args[1:])
 		}
 	default:
-		return fmt.Errorf("unknown endpoint command %q; use create, get, list, update, pause, resume, delete or rotate-secret", sub)
+		return fmt.Errorf("unknown endpoint command %q; use create, get, list, update, pause, resume, delete, rotate-secret or test", sub)
 	}
 	if err != nil {
 		return callErr(err)

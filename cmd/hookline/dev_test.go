@@ -156,6 +156,14 @@ func TestDevQuickStart(t *testing.T) {
 		t.Fatalf("resend printed %q (%v)", out.String(), err)
 	}
 	out.Reset()
+	if err := run(t.Context(), []string{"endpoint", "test", created.GetEndpoint().GetId()}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	var tested hooklinev1.SendTestEventResponse
+	if err := protojson.Unmarshal(out.Bytes(), &tested); err != nil || tested.GetResult().GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
+		t.Fatalf("endpoint test printed %q (%v)", out.String(), err)
+	}
+	out.Reset()
 	if err := run(t.Context(), []string{"recover", created.GetEndpoint().GetId(), "--since", "1h"}, &out, getenv); err != nil {
 		t.Fatal(err)
 	}

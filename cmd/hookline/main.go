@@ -25,6 +25,7 @@ Usage:
   hookline endpoint resume ID               deliver again
   hookline endpoint delete ID               delete an endpoint
   hookline endpoint rotate-secret ID        rotate the signing secret
+  hookline endpoint test ID                 send a signed test event now, print the outcome
   hookline publish --type T --data JSON     publish an event
   hookline publish ... --idempotency-key K  publish at most once per key (24 h)
   hookline results tail [flags]             print delivery results as JSON lines
