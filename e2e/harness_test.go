@@ -132,7 +132,15 @@ const testTenant = "acme"
 
 type kafkaConfig = hkafka.Config
 
-func startStack(t *testing.T) *stack {
+// stackConfig is what a test may change before startStack starts the
+// services.
+type stackConfig struct {
+	ingest     *ingest.Config
+	ingestOpts []ingest.Option
+	dispatcher *dispatcher.Config
+}
+
+func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 	t.Helper()
 	kc := defaults[hkafka.Config](t)
 	kc.Brokers = brokers(t)
@@ -148,16 +156,20 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := ingest.New(ic, ingest.WithListener(ln), ingest.WithLogger(testLogger(t, "ingest")))
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	dc := defaults[dispatcher.Config](t)
 	dc.Kafka = kc
 	dc.AllowPrivate = true
 	dc.Group = kc.TopicPrefix + "dispatcher"
 	dc.TransactionalID = kc.TopicPrefix + "dispatcher-1"
+	conf := &stackConfig{ingest: &ic, dispatcher: &dc}
+	for _, c := range configure {
+		c(conf)
+	}
+
+	in, err := ingest.New(ic, append([]ingest.Option{ingest.WithListener(ln), ingest.WithLogger(testLogger(t, "ingest"))}, conf.ingestOpts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	disp, err := dispatcher.New(dc, dispatcher.WithLogger(testLogger(t, "dispatcher")))
 	if err != nil {
 		t.Fatal(err)
