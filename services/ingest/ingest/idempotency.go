@@ -161,8 +161,7 @@ func (s *Service) publishIdempotent(ctx context.Context, tenant string, req *hoo
 	if err := s.idemFollow.sync(ctx, topic); err != nil {
 		return nil, kafkaStatus(ctx, "idempotency key lookup", err)
 	}
-	w, ok := s.idem.live(k, s.now())
-	if !ok {
+	if _, live := s.idem.live(k, s.now()); !live {
 		c, err := s.claimKey(ctx, tenant, k, req, hash)
 		if err != nil {
 			return nil, err
@@ -170,14 +169,18 @@ func (s *Service) publishIdempotent(ctx context.Context, tenant string, req *hoo
 		// claimKey marked the claim in flight here, so no other call in
 		// this process takes it over while we decide.
 		defer s.endFlight(c.GetClaimId())
-		if w, ok = s.idem.winner(k); !ok {
-			return nil, status.Error(codes.Internal, "idempotency claim was read back but holds no winner")
-		}
-		if w.rec.GetClaimId() == c.GetClaimId() {
+		if w, ok := s.idem.winner(k); ok && w.rec.GetClaimId() == c.GetClaimId() {
 			return s.completeClaim(ctx, k, w.rec, req)
 		}
 	}
 	for {
+		// Taken before w is (re)read, so a commit applied after the read
+		// wakes the wait below.
+		changed := s.idemFollow.changed()
+		w, ok := s.idem.winner(k)
+		if !ok {
+			return nil, status.Error(codes.Internal, "idempotency claim disappeared")
+		}
 		if !bytes.Equal(w.rec.GetRequestHash(), hash) {
 			return nil, invalid("idempotency_key", "%q was used at %s for a different request (event %s): event_type, payload and endpoint_ids must match the first use; use a new key for a new event",
 				req.GetIdempotencyKey(), w.rec.GetCreatedAt().AsTime().UTC().Format(time.RFC3339), w.rec.GetEventId())
@@ -202,16 +205,13 @@ func (s *Service) publishIdempotent(ctx context.Context, tenant string, req *hoo
 		// the commit; minWait only bounds the loop if it fails.)
 		wait := time.NewTimer(max(deadline.Sub(s.now()), minWait))
 		select {
-		case <-s.idemFollow.changed():
+		case <-changed:
 		case <-wait.C:
 		case <-ctx.Done():
 			wait.Stop()
 			return nil, status.Errorf(codes.DeadlineExceeded, "idempotency_key: another request with this key is still publishing; retry with the same key")
 		}
 		wait.Stop()
-		if w, ok = s.idem.winner(k); !ok {
-			return nil, status.Error(codes.Internal, "idempotency claim disappeared")
-		}
 	}
 }
 
