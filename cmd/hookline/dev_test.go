@@ -16,6 +16,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/services/ingest/apikey"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -197,6 +198,8 @@ func TestClientCommandsExplainMissingSettings(t *testing.T) {
 		{[]string{"deliveries", "list", "--event", "evt_x", "--state", "lost"}, `--state "lost"`},
 		{[]string{"deliveries", "get", "dlv_x"}, "HOOKLINE_API_KEY"},
 		{[]string{"recover", "ep_x"}, "usage: hookline recover"},
+		{[]string{"apikey", "new"}, "--tenant is required"},
+		{[]string{"apikey", "new", "--tenant", "a:b"}, "no ':'"},
 		{[]string{"recover", "ep_x", "--since", "yesterday"}, `--since "yesterday"`},
 	}
 	for _, tt := range tests {
@@ -228,5 +231,27 @@ func waitServing(t *testing.T, addr string) {
 		if r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
 			return
 		}
+	}
+}
+
+func TestAPIKeyNewPrintsAKeyItsEntryAdmits(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"apikey", "new", "--tenant", "acme"}, &out, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	var key, entry string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "key:" {
+			key = f[1]
+		} else if len(f) == 2 && f[0] == "entry:" {
+			entry = f[1]
+		}
+	}
+	r, err := apikey.Parse([]string{entry})
+	if err != nil {
+		t.Fatalf("printed entry %q does not parse: %v", entry, err)
+	}
+	if tenant, ok := r.Tenant(key); !ok || tenant != "acme" {
+		t.Fatalf("printed key does not resolve to acme through the printed entry: %q, %v", tenant, ok)
 	}
 }

@@ -29,6 +29,7 @@ Usage:
   hookline publish --type T --data JSON     publish an event
   hookline publish ... --idempotency-key K  publish at most once per key (24 h)
   hookline results tail [flags]             print delivery results as JSON lines
+  hookline apikey new --tenant T            make an API key and its hashed --api-keys entry
   hookline deliveries get ID                a delivery with every attempt
   hookline deliveries list --event ID | --endpoint ID [--state S]
                                             list deliveries
@@ -68,6 +69,8 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 		return runResend(ctx, rest, out, getenv)
 	case "recover":
 		return runRecover(ctx, rest, out, getenv)
+	case "apikey", "apikeys":
+		return runAPIKey(rest, out, getenv)
 	case "results":
 		if len(rest) == 0 || rest[0] != "tail" {
 			return errors.New("usage: hookline results tail [flags]")
