@@ -135,7 +135,15 @@ const testTenant = "acme"
 
 type kafkaConfig = hkafka.Config
 
-func startStack(t *testing.T) *stack {
+// stackConfig is what a test may change before startStack starts the
+// services.
+type stackConfig struct {
+	ingest     *ingest.Config
+	ingestOpts []ingest.Option
+	dispatcher *dispatcher.Config
+}
+
+func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 	t.Helper()
 	kc := defaults[hkafka.Config](t)
 	kc.Brokers = brokers(t)
@@ -151,17 +159,21 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := ingest.New(ic, ingest.WithListener(ln), ingest.WithLogger(testLogger(t, "ingest")))
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	dc := defaults[dispatcher.Config](t)
 	dc.Kafka = kc
 	dc.AllowPrivate = true
 	dc.Group = kc.TopicPrefix + "dispatcher"
 	dc.TransactionalID = kc.TopicPrefix + "dispatcher-1"
 	dc.CapRetry = 200 * time.Millisecond
+	conf := &stackConfig{ingest: &ic, dispatcher: &dc}
+	for _, c := range configure {
+		c(conf)
+	}
+
+	in, err := ingest.New(ic, append([]ingest.Option{ingest.WithListener(ln), ingest.WithLogger(testLogger(t, "ingest"))}, conf.ingestOpts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st.newDispatcher = func(drain time.Duration) *dispatcher.Service {
 		c := dc
 		c.DrainTimeout = drain
@@ -219,10 +231,16 @@ func startStack(t *testing.T) *stack {
 
 func (st *stack) waitServing() {
 	st.t.Helper()
+	st.waitServingOn(st.conn)
+}
+
+// waitServingOn waits until the ingest behind conn reports SERVING.
+func (st *stack) waitServingOn(conn *grpc.ClientConn) {
+	st.t.Helper()
 	ctx, cancel := context.WithTimeout(st.failed, waitFor)
 	defer cancel()
 	// Watch sends the current status, then every change.
-	w, err := healthpb.NewHealthClient(st.conn).Watch(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		st.t.Fatalf("health watch: %v", err)
 	}

@@ -97,7 +97,7 @@ type endpointFlags struct {
 
 func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
 	if len(args) == 0 {
-		return errors.New("usage: hookline endpoint create|get|list|pause|resume|delete|rotate-secret")
+		return errors.New("usage: hookline endpoint create|get|list|update|pause|resume|delete|rotate-secret|test")
 	}
 	sub := args[0]
 	var f endpointFlags
@@ -165,13 +165,18 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 		if eid, err = id(); err == nil {
 			resp, err = api.RotateEndpointSecret(cctx, &hooklinev1.RotateEndpointSecretRequest{Id: eid, Secret: f.Secret})
 		}
+	case "test":
+		var eid string
+		if eid, err = id(); err == nil {
+			resp, err = hooklinev1.NewDeliveryServiceClient(c.conn).SendTestEvent(cctx, &hooklinev1.SendTestEventRequest{EndpointId: eid})
+		}
 	case "update":
 		var eid string
 		if eid, err = id(); err == nil {
 			resp, err = updateEndpoint(cctx, api, eid, f, args[1:])
 		}
 	default:
-		return fmt.Errorf("unknown endpoint command %q; use create, get, list, update, pause, resume, delete or rotate-secret", sub)
+		return fmt.Errorf("unknown endpoint command %q; use create, get, list, update, pause, resume, delete, rotate-secret or test", sub)
 	}
 	if err != nil {
 		return callErr(err)
@@ -203,6 +208,7 @@ type publishFlags struct {
 	Type      string   `flag:"type" usage:"event type, e.g. invoice.paid (required)"`
 	Data      string   `flag:"data" usage:"JSON payload, or @file to read it from a file, or @- for stdin (required)"`
 	Endpoints []string `flag:"endpoints" usage:"deliver only to these endpoint ids, comma-separated"`
+	Key       string   `flag:"idempotency-key" usage:"idempotency key: a repeat with the same key and event returns the first result"`
 }
 
 func runPublish(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
@@ -232,7 +238,7 @@ func runPublish(ctx context.Context, args []string, out io.Writer, getenv func(s
 	defer c.conn.Close()
 	cctx, cancel := c.call(ctx)
 	defer cancel()
-	resp, err := hooklinev1.NewEventServiceClient(c.conn).PublishEvent(cctx, &hooklinev1.PublishEventRequest{EventType: f.Type, Payload: payload, EndpointIds: f.Endpoints})
+	resp, err := hooklinev1.NewEventServiceClient(c.conn).PublishEvent(cctx, &hooklinev1.PublishEventRequest{EventType: f.Type, Payload: payload, EndpointIds: f.Endpoints, IdempotencyKey: f.Key})
 	if err != nil {
 		return callErr(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/services/ingest/apikey"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -131,6 +132,47 @@ func TestDevQuickStart(t *testing.T) {
 	}
 
 	out.Reset()
+	dlv := pub.GetDeliveries()[0].GetDeliveryId()
+	if err := run(t.Context(), []string{"deliveries", "get", dlv}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	var got hooklinev1.GetDeliveryResponse
+	if err := protojson.Unmarshal(out.Bytes(), &got); err != nil || got.GetDelivery().GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED || len(got.GetAttempts()) != 1 {
+		t.Fatalf("deliveries get printed %q (%v)", out.String(), err)
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"deliveries", "list", "--event", pub.GetEventId(), "--state", "delivered"}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	var listed hooklinev1.ListDeliveriesResponse
+	if err := protojson.Unmarshal(out.Bytes(), &listed); err != nil || len(listed.GetDeliveries()) != 1 || listed.GetDeliveries()[0].GetDeliveryId() != dlv {
+		t.Fatalf("deliveries list printed %q (%v)", out.String(), err)
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"resend", dlv}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	var resent hooklinev1.ResendDeliveryResponse
+	if err := protojson.Unmarshal(out.Bytes(), &resent); err != nil || resent.GetAttempt() != 2 {
+		t.Fatalf("resend printed %q (%v)", out.String(), err)
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"endpoint", "test", created.GetEndpoint().GetId()}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	var tested hooklinev1.SendTestEventResponse
+	if err := protojson.Unmarshal(out.Bytes(), &tested); err != nil || tested.GetResult().GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
+		t.Fatalf("endpoint test printed %q (%v)", out.String(), err)
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"recover", created.GetEndpoint().GetId(), "--since", "1h"}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "0/0") {
+		t.Fatalf("recover with nothing failed printed %q, want 0/0", out.String())
+	}
+
+	out.Reset()
 	if err := run(t.Context(), []string{"endpoint", "list"}, &out, getenv); err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +192,15 @@ func TestClientCommandsExplainMissingSettings(t *testing.T) {
 		{[]string{"endpoint", "get"}, "HOOKLINE_API_KEY"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"results"}, "results tail"},
+		{[]string{"resend"}, "usage: hookline resend DELIVERY_ID"},
+		{[]string{"resend", "dlv_x"}, "HOOKLINE_API_KEY"},
+		{[]string{"deliveries", "list"}, "--event or --endpoint is required"},
+		{[]string{"deliveries", "list", "--event", "evt_x", "--state", "lost"}, `--state "lost"`},
+		{[]string{"deliveries", "get", "dlv_x"}, "HOOKLINE_API_KEY"},
+		{[]string{"recover", "ep_x"}, "usage: hookline recover"},
+		{[]string{"apikey", "new"}, "--tenant is required"},
+		{[]string{"apikey", "new", "--tenant", "a:b"}, "no ':'"},
+		{[]string{"recover", "ep_x", "--since", "yesterday"}, `--since "yesterday"`},
 	}
 	for _, tt := range tests {
 		err := run(t.Context(), tt.args, io.Discard, noEnv)
@@ -180,5 +231,27 @@ func waitServing(t *testing.T, addr string) {
 		if r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
 			return
 		}
+	}
+}
+
+func TestAPIKeyNewPrintsAKeyItsEntryAdmits(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"apikey", "new", "--tenant", "acme"}, &out, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	var key, entry string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "key:" {
+			key = f[1]
+		} else if len(f) == 2 && f[0] == "entry:" {
+			entry = f[1]
+		}
+	}
+	r, err := apikey.Parse([]string{entry})
+	if err != nil {
+		t.Fatalf("printed entry %q does not parse: %v", entry, err)
+	}
+	if tenant, ok := r.Tenant(key); !ok || tenant != "acme" {
+		t.Fatalf("printed key does not resolve to acme through the printed entry: %q, %v", tenant, ok)
 	}
 }

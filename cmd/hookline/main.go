@@ -25,8 +25,16 @@ Usage:
   hookline endpoint resume ID               deliver again
   hookline endpoint delete ID               delete an endpoint
   hookline endpoint rotate-secret ID        rotate the signing secret
+  hookline endpoint test ID                 send a signed test event now, print the outcome
   hookline publish --type T --data JSON     publish an event
+  hookline publish ... --idempotency-key K  publish at most once per key (24 h)
   hookline results tail [flags]             print delivery results as JSON lines
+  hookline apikey new --tenant T            make an API key and its hashed --api-keys entry
+  hookline deliveries get ID                a delivery with every attempt
+  hookline deliveries list --event ID | --endpoint ID [--state S]
+                                            list deliveries
+  hookline resend ID                        one more attempt of a delivery, now
+  hookline recover EP_ID --since T          redeliver an endpoint's failed deliveries since T
 
 Client commands reach ingest at --addr (HOOKLINE_ADDR, default 127.0.0.1:7070)
 with --api-key (HOOKLINE_API_KEY). Run "hookline <command> -h" for its flags.
@@ -55,6 +63,14 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 		return runEndpoint(ctx, rest, out, getenv)
 	case "publish":
 		return runPublish(ctx, rest, out, getenv)
+	case "deliveries", "delivery":
+		return runDeliveries(ctx, rest, out, getenv)
+	case "resend":
+		return runResend(ctx, rest, out, getenv)
+	case "recover":
+		return runRecover(ctx, rest, out, getenv)
+	case "apikey", "apikeys":
+		return runAPIKey(rest, out, getenv)
 	case "results":
 		if len(rest) == 0 || rest[0] != "tail" {
 			return errors.New("usage: hookline results tail [flags]")

@@ -103,6 +103,9 @@ type Topics struct {
 	Dead       string // dead letters
 	Parked     string // deliveries held while their endpoint is paused
 	Notices    string // endpoint health notices
+	// Idempotency holds claims on publish idempotency keys; ingest
+	// creates it with its own retention (twice the key TTL).
+	Idempotency string
 	// DelayPrefix starts each delay-tier topic name: DelayPrefix + "1m".
 	DelayPrefix string
 }
@@ -118,6 +121,7 @@ func (c Config) Topics() Topics {
 		Dead:        p + "dead",
 		Parked:      p + "parked",
 		Notices:     p + "notices",
+		Idempotency: p + "idempotency",
 		DelayPrefix: p + "delay.",
 	}
 }

@@ -280,6 +280,61 @@ func (NoticeType) EnumDescriptor() ([]byte, []int) {
 	return file_hookline_v1_records_proto_rawDescGZIP(), []int{3}
 }
 
+// IdempotencyState says what an IdempotencyRecord announces.
+type IdempotencyState int32
+
+const (
+	IdempotencyState_IDEMPOTENCY_STATE_UNSPECIFIED IdempotencyState = 0
+	// A publisher claims the key. The first claim of a key in offset order
+	// (among claims made while no earlier claim was live) wins; later ones
+	// lose and answer with the winner's response.
+	IdempotencyState_IDEMPOTENCY_STATE_CLAIMED IdempotencyState = 1
+	// The winning claim's deliveries are durable; its response may be
+	// returned to any retry.
+	IdempotencyState_IDEMPOTENCY_STATE_COMMITTED IdempotencyState = 2
+)
+
+// Enum value maps for IdempotencyState.
+var (
+	IdempotencyState_name = map[int32]string{
+		0: "IDEMPOTENCY_STATE_UNSPECIFIED",
+		1: "IDEMPOTENCY_STATE_CLAIMED",
+		2: "IDEMPOTENCY_STATE_COMMITTED",
+	}
+	IdempotencyState_value = map[string]int32{
+		"IDEMPOTENCY_STATE_UNSPECIFIED": 0,
+		"IDEMPOTENCY_STATE_CLAIMED":     1,
+		"IDEMPOTENCY_STATE_COMMITTED":   2,
+	}
+)
+
+func (x IdempotencyState) Enum() *IdempotencyState {
+	p := new(IdempotencyState)
+	*p = x
+	return p
+}
+
+func (x IdempotencyState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IdempotencyState) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_records_proto_enumTypes[4].Descriptor()
+}
+
+func (IdempotencyState) Type() protoreflect.EnumType {
+	return &file_hookline_v1_records_proto_enumTypes[4]
+}
+
+func (x IdempotencyState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IdempotencyState.Descriptor instead.
+func (IdempotencyState) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{4}
+}
+
 // Delivery is one event to one endpoint: the unit that is attempted,
 // retried, parked and dead-lettered. Topic: <prefix>deliveries (also
 // retries, the delay tiers, parked); key: endpoint_id.
@@ -928,11 +983,138 @@ func (x *Notice) GetDetail() string {
 	return ""
 }
 
+// IdempotencyRecord is one claim on, or the commit of, an idempotency key.
+// Topic: <prefix>idempotency (time retention, at least twice the key TTL);
+// key: the tenant and idempotency key, so every record of one key lands in
+// one partition, in one order every reader sees.
+type IdempotencyRecord struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	TenantId       string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	IdempotencyKey string                 `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// Identifies the claim; a COMMITTED record names the claim it commits.
+	ClaimId string           `protobuf:"bytes,3,opt,name=claim_id,json=claimId,proto3" json:"claim_id,omitempty"`
+	State   IdempotencyState `protobuf:"varint,4,opt,name=state,proto3,enum=hookline.v1.IdempotencyState" json:"state,omitempty"`
+	// SHA-256 over the event type, the payload and the sorted endpoint ids.
+	RequestHash []byte `protobuf:"bytes,5,opt,name=request_hash,json=requestHash,proto3" json:"request_hash,omitempty"`
+	// The response the claim answers with: the event id and the deliveries
+	// it fans out to (decided before the claim is written).
+	EventId    string         `protobuf:"bytes,6,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Deliveries []*DeliveryRef `protobuf:"bytes,7,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	// The ingest process that wrote the claim.
+	InstanceId string `protobuf:"bytes,8,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// When the claim was made (the deliveries' created_at) and when the key
+	// becomes free again.
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdempotencyRecord) Reset() {
+	*x = IdempotencyRecord{}
+	mi := &file_hookline_v1_records_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdempotencyRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdempotencyRecord) ProtoMessage() {}
+
+func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_records_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
+func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *IdempotencyRecord) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *IdempotencyRecord) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *IdempotencyRecord) GetClaimId() string {
+	if x != nil {
+		return x.ClaimId
+	}
+	return ""
+}
+
+func (x *IdempotencyRecord) GetState() IdempotencyState {
+	if x != nil {
+		return x.State
+	}
+	return IdempotencyState_IDEMPOTENCY_STATE_UNSPECIFIED
+}
+
+func (x *IdempotencyRecord) GetRequestHash() []byte {
+	if x != nil {
+		return x.RequestHash
+	}
+	return nil
+}
+
+func (x *IdempotencyRecord) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *IdempotencyRecord) GetDeliveries() []*DeliveryRef {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
+func (x *IdempotencyRecord) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *IdempotencyRecord) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *IdempotencyRecord) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
 var File_hookline_v1_records_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x19hookline/v1/records.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahookline/v1/endpoint.proto\"\xd7\x04\n" +
+	"\x19hookline/v1/records.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahookline/v1/endpoint.proto\x1a\x17hookline/v1/event.proto\"\xd7\x04\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1005,7 +1187,24 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x121\n" +
 	"\x14consecutive_failures\x18\x06 \x01(\rR\x13consecutiveFailures\x12\x1a\n" +
 	"\breminder\x18\a \x01(\bR\breminder\x12\x16\n" +
-	"\x06detail\x18\b \x01(\tR\x06detail*\xe4\x01\n" +
+	"\x06detail\x18\b \x01(\tR\x06detail\"\xb8\x03\n" +
+	"\x11IdempotencyRecord\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12'\n" +
+	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x19\n" +
+	"\bclaim_id\x18\x03 \x01(\tR\aclaimId\x123\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x1d.hookline.v1.IdempotencyStateR\x05state\x12!\n" +
+	"\frequest_hash\x18\x05 \x01(\fR\vrequestHash\x12\x19\n" +
+	"\bevent_id\x18\x06 \x01(\tR\aeventId\x128\n" +
+	"\n" +
+	"deliveries\x18\a \x03(\v2\x18.hookline.v1.DeliveryRefR\n" +
+	"deliveries\x12\x1f\n" +
+	"\vinstance_id\x18\b \x01(\tR\n" +
+	"instanceId\x129\n" +
+	"\n" +
+	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt*\xe4\x01\n" +
 	"\fDeliveryKind\x12\x1d\n" +
 	"\x19DELIVERY_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13DELIVERY_KIND_FIRST\x10\x01\x12\x17\n" +
@@ -1035,7 +1234,11 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x17NOTICE_TYPE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cNOTICE_TYPE_ENDPOINT_FAILING\x10\x01\x12\x1f\n" +
 	"\x1bNOTICE_TYPE_ENDPOINT_PAUSED\x10\x02\x12\"\n" +
-	"\x1eNOTICE_TYPE_ENDPOINT_RECOVERED\x10\x03B9Z7github.com/hookline/hookline/gen/hookline/v1;hooklinev1b\x06proto3"
+	"\x1eNOTICE_TYPE_ENDPOINT_RECOVERED\x10\x03*u\n" +
+	"\x10IdempotencyState\x12!\n" +
+	"\x1dIDEMPOTENCY_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19IDEMPOTENCY_STATE_CLAIMED\x10\x01\x12\x1f\n" +
+	"\x1bIDEMPOTENCY_STATE_COMMITTED\x10\x02B9Z7github.com/hookline/hookline/gen/hookline/v1;hooklinev1b\x06proto3"
 
 var (
 	file_hookline_v1_records_proto_rawDescOnce sync.Once
@@ -1049,49 +1252,56 @@ func file_hookline_v1_records_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_records_proto_rawDescData
 }
 
-var file_hookline_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_hookline_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_hookline_v1_records_proto_goTypes = []any{
 	(DeliveryKind)(0),             // 0: hookline.v1.DeliveryKind
 	(OutcomeClass)(0),             // 1: hookline.v1.OutcomeClass
 	(DeliveryState)(0),            // 2: hookline.v1.DeliveryState
 	(NoticeType)(0),               // 3: hookline.v1.NoticeType
-	(*Delivery)(nil),              // 4: hookline.v1.Delivery
-	(*AttemptResult)(nil),         // 5: hookline.v1.AttemptResult
-	(*DeadLetter)(nil),            // 6: hookline.v1.DeadLetter
-	(*EndpointRecord)(nil),        // 7: hookline.v1.EndpointRecord
-	(*EndpointSecret)(nil),        // 8: hookline.v1.EndpointSecret
-	(*Notice)(nil),                // 9: hookline.v1.Notice
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
-	(*Endpoint)(nil),              // 12: hookline.v1.Endpoint
+	(IdempotencyState)(0),         // 4: hookline.v1.IdempotencyState
+	(*Delivery)(nil),              // 5: hookline.v1.Delivery
+	(*AttemptResult)(nil),         // 6: hookline.v1.AttemptResult
+	(*DeadLetter)(nil),            // 7: hookline.v1.DeadLetter
+	(*EndpointRecord)(nil),        // 8: hookline.v1.EndpointRecord
+	(*EndpointSecret)(nil),        // 9: hookline.v1.EndpointSecret
+	(*Notice)(nil),                // 10: hookline.v1.Notice
+	(*IdempotencyRecord)(nil),     // 11: hookline.v1.IdempotencyRecord
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
+	(*Endpoint)(nil),              // 14: hookline.v1.Endpoint
+	(*DeliveryRef)(nil),           // 15: hookline.v1.DeliveryRef
 }
 var file_hookline_v1_records_proto_depIdxs = []int32{
-	10, // 0: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
-	10, // 1: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
-	10, // 2: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
-	10, // 3: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
+	12, // 0: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
+	12, // 1: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
+	12, // 2: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
+	12, // 3: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
 	0,  // 4: hookline.v1.Delivery.kind:type_name -> hookline.v1.DeliveryKind
-	11, // 5: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
+	13, // 5: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
 	1,  // 6: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
-	11, // 7: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
-	10, // 8: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
+	13, // 7: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
+	12, // 8: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
 	2,  // 9: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
-	10, // 10: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
-	4,  // 11: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
-	5,  // 12: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
-	10, // 13: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	12, // 14: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
-	8,  // 15: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
-	10, // 16: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
-	10, // 17: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 10: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
+	5,  // 11: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
+	6,  // 12: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
+	12, // 13: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	14, // 14: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
+	9,  // 15: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
+	12, // 16: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
+	12, // 17: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 18: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
-	10, // 19: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	12, // 19: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	4,  // 20: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
+	15, // 21: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
+	12, // 22: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
+	12, // 23: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }
@@ -1100,13 +1310,14 @@ func file_hookline_v1_records_proto_init() {
 		return
 	}
 	file_hookline_v1_endpoint_proto_init()
+	file_hookline_v1_event_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_records_proto_rawDesc), len(file_hookline_v1_records_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   6,
+			NumEnums:      5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -211,6 +211,10 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 		res.Reason = "permanent failure"
 		log.Info("delivery failed permanently; dead-lettered", "err", res.Error)
 		return append(s.deadLetter(d, res), notices...)
+	case d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND, d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST:
+		// A manual resend or a test event is exactly one attempt (R-REPLAY-1): never retried.
+		res.State, res.Reason = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, "one-off attempt failed; resends and test events are not retried"
+		return append(s.deadLetter(d, res), notices...)
 	}
 
 	policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)

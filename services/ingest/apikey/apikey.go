@@ -4,6 +4,7 @@ package apikey
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -83,4 +84,24 @@ func (r *Registry) AuthFunc(ctx context.Context) (context.Context, error) {
 		return nil, status.Error(codes.Unauthenticated, "invalid API key")
 	}
 	return WithTenant(ctx, tenant), nil
+}
+
+// New returns a fresh random API key ("hk_" and 64 hex digits) for tenant
+// and the --api-keys entry that admits it without holding it
+// ("tenant:sha256:<hex>"). It is safe for concurrent use.
+func New(tenant string) (key, entry string, err error) {
+	if tenant == "" || strings.Contains(tenant, ":") || strings.Contains(tenant, ",") {
+		return "", "", errors.New("tenant must be non-empty and contain no ':' or ','")
+	}
+	var raw [32]byte
+	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails (Go 1.24+).
+	key = "hk_" + hex.EncodeToString(raw[:])
+	return key, HashedEntry(tenant, key), nil
+}
+
+// HashedEntry returns the --api-keys entry "tenant:sha256:<hex>" that
+// admits key for tenant; the configuration then never holds the key.
+func HashedEntry(tenant, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return tenant + ":sha256:" + hex.EncodeToString(sum[:])
 }

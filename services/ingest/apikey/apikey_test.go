@@ -34,3 +34,32 @@ func TestParseErrorsNeverEchoTheKey(t *testing.T) {
 		}
 	}
 }
+
+func TestNewKeysAreAdmittedByTheirHashedEntryOnly(t *testing.T) {
+	key, entry, err := New("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(entry, key) || !strings.HasPrefix(entry, "acme:sha256:") {
+		t.Fatalf("entry %q holds the key or names the wrong tenant", entry)
+	}
+	other, _, err := New("acme")
+	if err != nil || other == key {
+		t.Fatalf("two new keys are equal (%v)", err)
+	}
+	r, err := Parse([]string{entry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tenant, ok := r.Tenant(key); !ok || tenant != "acme" {
+		t.Fatalf("the new key resolves to %q, %v", tenant, ok)
+	}
+	if _, ok := r.Tenant(other); ok {
+		t.Fatal("another key resolved")
+	}
+	for _, bad := range []string{"", "a:b", "a,b"} {
+		if _, _, err := New(bad); err == nil {
+			t.Errorf("New(%q) accepted", bad)
+		}
+	}
+}

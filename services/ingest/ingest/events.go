@@ -21,7 +21,9 @@ const maxIdempotencyKeyLen = 256
 // PublishEvent validates the event, fans it out to the matching (or the
 // named) endpoints of the caller's tenant, and returns once every Delivery
 // record is acknowledged by all in-sync replicas. Many concurrent calls
-// share producer batches; none waits for another's records.
+// share producer batches; none waits for another's records. With an
+// idempotency key, a repeat of the same request returns the first
+// response and writes nothing new (see idempotency.go).
 func (s *Service) PublishEvent(ctx context.Context, req *hooklinev1.PublishEventRequest) (*hooklinev1.PublishEventResponse, error) {
 	tenant := apikey.TenantFrom(ctx)
 	if err := filter.ValidateType(req.GetEventType()); err != nil {
@@ -41,10 +43,7 @@ func (s *Service) PublishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 		if len(k) > maxIdempotencyKeyLen {
 			return nil, invalid("idempotency_key", "is %d bytes, the limit is %d", len(k), maxIdempotencyKeyLen)
 		}
-		// Deduplication across replicas and restarts is not built yet;
-		// accepting the key without honouring it would make a retry
-		// deliver twice, so it is refused outright.
-		return nil, status.Error(codes.Unimplemented, "idempotency_key is not supported by this Hookline version yet; publish without it")
+		return s.publishIdempotent(ctx, tenant, req)
 	}
 
 	targets, err := s.targets(ctx, tenant, req)

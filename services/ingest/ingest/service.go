@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/endpoints"
+	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/services/ingest/apikey"
@@ -38,6 +40,7 @@ import (
 type Service struct {
 	hooklinev1.UnimplementedEventServiceServer
 	hooklinev1.UnimplementedEndpointServiceServer
+	hooklinev1.UnimplementedDeliveryServiceServer
 
 	cfg    Config
 	log    *slog.Logger
@@ -50,6 +53,16 @@ type Service struct {
 	lookup func(host string) ([]net.IP, error)
 
 	kafka *kgo.Client // set by Run
+	// instanceID names this process in the idempotency claims it writes.
+	instanceID string
+	idem       *idemView
+	idemFollow *follower
+	// index serves DeliveryService, fed by indexFollow.
+	index       *deliveryIndex
+	indexFollow *follower
+	// flight counts, per claim id, the completions running here.
+	flightMu sync.Mutex
+	flight   map[string]int
 	// writeMu serialises endpoint read-modify-write cycles in this replica.
 	writeMu sync.Mutex
 }
@@ -84,6 +97,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.MaxPayloadBytes < 1 || cfg.MaxPayloadBytes > hkafka.MaxRecordBytes/2 {
 		return nil, fmt.Errorf("ingest: --max-payload-bytes must be between 1 and %d", hkafka.MaxRecordBytes/2)
 	}
+	if cfg.IdempotencyTTL <= 0 {
+		return nil, errors.New("ingest: --idempotency-ttl must be positive")
+	}
 	s := &Service{
 		cfg:    cfg,
 		log:    slog.Default(),
@@ -93,10 +109,16 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		store:  endpoints.NewStore(),
 		topics: cfg.Kafka.Topics(),
 		lookup: net.LookupIP,
+		flight: map[string]int{},
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.instanceID = ids.New("ing_", s.now())
+	s.idem = newIdemView(s.now, cfg.IdempotencyTTL)
+	s.idemFollow = newFollower(s.idem.apply, s.topics.Idempotency)
+	s.index = newDeliveryIndex(s.topics)
+	s.indexFollow = newFollower(s.index.apply, s.topics.Deliveries, s.topics.Results, s.topics.Dead)
 	return s, nil
 }
 
@@ -119,7 +141,14 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	defer cl.Close()
 	s.kafka = cl
-	if err := s.cfg.Kafka.EnsureTopics(ctx, kadm.NewClient(cl), s.cfg.Kafka.Specs()); err != nil {
+	specs := append(s.cfg.Kafka.Specs(), hkafka.TopicSpec{Name: s.topics.Idempotency, Configs: map[string]string{
+		// Time retention, not compaction: compaction keeps a key's last
+		// record, which may be a losing claim. Twice the TTL keeps every
+		// claim a live key's winner could be compared with.
+		"cleanup.policy": "delete",
+		"retention.ms":   strconv.FormatInt((2 * s.cfg.IdempotencyTTL).Milliseconds(), 10),
+	}})
+	if err := s.cfg.Kafka.EnsureTopics(ctx, kadm.NewClient(cl), specs); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
 		}
@@ -134,6 +163,23 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("ingest: endpoints: %w", err)
 	}
 	defer stopStore()
+
+	// The followers feed the idempotency view and the delivery index;
+	// they stop after the server.
+	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
+	followFailed := make(chan error, 1)
+	var follows sync.WaitGroup
+	for _, f := range s.followers() {
+		follows.Go(func() {
+			if err := f.run(followCtx, s.cfg.Kafka); err != nil {
+				select {
+				case followFailed <- err:
+				default:
+				}
+			}
+		})
+	}
+	defer func() { stopFollow(); follows.Wait() }()
 
 	ln := s.ln
 	if ln == nil {
@@ -153,6 +199,9 @@ func (s *Service) Run(ctx context.Context) error {
 	case err := <-storeFailed:
 		srv.Stop()
 		return fmt.Errorf("ingest: endpoints: %w", err)
+	case err := <-followFailed:
+		srv.Stop()
+		return fmt.Errorf("ingest: %w", err)
 	case <-ctx.Done():
 	}
 	hs.Shutdown() // NOT_SERVING, so balancers move away first
@@ -199,6 +248,7 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 	)
 	hooklinev1.RegisterEventServiceServer(srv, s)
 	hooklinev1.RegisterEndpointServiceServer(srv, s)
+	hooklinev1.RegisterDeliveryServiceServer(srv, s)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
@@ -217,4 +267,9 @@ func kafkaStatus(ctx context.Context, what string, err error) error {
 		return status.Errorf(codes.Canceled, "%s: canceled before Kafka confirmed the write", what)
 	}
 	return status.Errorf(codes.Unavailable, "%s: Kafka did not confirm the write (%v); nothing was accepted, retry", what, err)
+}
+
+// followers returns the topic readers Run starts.
+func (s *Service) followers() []*follower {
+	return []*follower{s.idemFollow, s.indexFollow}
 }

@@ -1,0 +1,143 @@
+package ingest
+
+import (
+	"context"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/ids"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/services/ingest/apikey"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// syncIndex waits until the delivery index holds every delivery, result
+// and dead letter committed before the call, so an answer reflects at
+// least what was in Kafka when the call arrived.
+func (s *Service) syncIndex(ctx context.Context) error {
+	for _, t := range []string{s.topics.Deliveries, s.topics.Results, s.topics.Dead} {
+		if err := s.indexFollow.sync(ctx, t); err != nil {
+			return kafkaStatus(ctx, "delivery index", err)
+		}
+	}
+	return nil
+}
+
+// GetEvent returns one of the caller's events with its payload and the
+// status of each of its deliveries.
+func (s *Service) GetEvent(ctx context.Context, req *hooklinev1.GetEventRequest) (*hooklinev1.GetEventResponse, error) {
+	id := req.GetEventId()
+	if id == "" {
+		return nil, invalid("event_id", "is required")
+	}
+	if !ids.Valid(ids.Event, id) {
+		return nil, status.Errorf(codes.NotFound, "event %q not found", id)
+	}
+	if err := s.syncIndex(ctx); err != nil {
+		return nil, err
+	}
+	resp, ok := s.index.event(apikey.TenantFrom(ctx), id)
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "event %q not found", id)
+	}
+	return resp, nil
+}
+
+// GetDelivery returns one of the caller's deliveries with every attempt.
+func (s *Service) GetDelivery(ctx context.Context, req *hooklinev1.GetDeliveryRequest) (*hooklinev1.GetDeliveryResponse, error) {
+	st, attempts, _, err := s.lookupDelivery(ctx, req.GetDeliveryId())
+	if err != nil {
+		return nil, err
+	}
+	return &hooklinev1.GetDeliveryResponse{Delivery: st, Attempts: attempts}, nil
+}
+
+func (s *Service) lookupDelivery(ctx context.Context, id string) (*hooklinev1.DeliveryStatus, []*hooklinev1.AttemptResult, *hooklinev1.Delivery, error) {
+	if id == "" {
+		return nil, nil, nil, invalid("delivery_id", "is required")
+	}
+	if !ids.Valid(ids.Delivery, id) {
+		return nil, nil, nil, status.Errorf(codes.NotFound, "delivery %q not found", id)
+	}
+	if err := s.syncIndex(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	st, attempts, d, ok := s.index.delivery(apikey.TenantFrom(ctx), id)
+	if !ok {
+		return nil, nil, nil, status.Errorf(codes.NotFound, "delivery %q not found", id)
+	}
+	return st, attempts, d, nil
+}
+
+// ListDeliveries lists the caller's deliveries of an event or an
+// endpoint, optionally in one state, ordered by id, paginated.
+func (s *Service) ListDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest) (*hooklinev1.ListDeliveriesResponse, error) {
+	if req.GetEventId() == "" && req.GetEndpointId() == "" {
+		return nil, invalid("event_id", "or endpoint_id is required")
+	}
+	size := int(req.GetPageSize())
+	switch {
+	case size == 0:
+		size = defaultPageSize
+	case size > maxPageSize:
+		return nil, invalid("page_size", "is %d, the limit is %d", size, maxPageSize)
+	}
+	if _, ok := hooklinev1.DeliveryState_name[int32(req.GetState())]; !ok {
+		return nil, invalid("state", "%d is not a DeliveryState", req.GetState())
+	}
+	if err := s.syncIndex(ctx); err != nil {
+		return nil, err
+	}
+	tenant := apikey.TenantFrom(ctx)
+	// Another tenant's event or endpoint is NOT_FOUND, like a missing one.
+	// An endpoint is known from the endpoints view or, once deleted, from
+	// its deliveries.
+	switch {
+	case req.GetEventId() != "" && !s.index.owns(tenant, req.GetEventId(), ""):
+		return nil, status.Errorf(codes.NotFound, "event %q not found", req.GetEventId())
+	case req.GetEndpointId() != "" && req.GetEventId() == "" && !s.index.owns(tenant, "", req.GetEndpointId()):
+		if ep := s.store.Get(req.GetEndpointId()); ep == nil || ep.GetEndpoint().GetTenantId() != tenant {
+			return nil, status.Errorf(codes.NotFound, "endpoint %q not found", req.GetEndpointId())
+		}
+	}
+	out, more := s.index.list(tenant, req.GetEventId(), req.GetEndpointId(), req.GetState(), req.GetPageToken(), size)
+	resp := &hooklinev1.ListDeliveriesResponse{Deliveries: out}
+	if more {
+		resp.NextPageToken = out[len(out)-1].GetDeliveryId()
+	}
+	return resp, nil
+}
+
+// ResendDelivery writes the delivery once more to the deliveries topic,
+// due now, as a RESEND: the dispatcher attempts it once and does not
+// retry it. The attempt number continues from the last attempt made.
+func (s *Service) ResendDelivery(ctx context.Context, req *hooklinev1.ResendDeliveryRequest) (*hooklinev1.ResendDeliveryResponse, error) {
+	st, attempts, d, err := s.lookupDelivery(ctx, req.GetDeliveryId())
+	if err != nil {
+		return nil, err
+	}
+	ep := s.store.Get(st.GetEndpointId())
+	switch {
+	case ep == nil:
+		return nil, status.Errorf(codes.FailedPrecondition, "endpoint %s of delivery %s was deleted; nothing to resend to", st.GetEndpointId(), st.GetDeliveryId())
+	case ep.GetEndpoint().GetStatus() == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED:
+		return nil, status.Errorf(codes.FailedPrecondition, "endpoint %s is paused; resume it before resending", st.GetEndpointId())
+	case d == nil:
+		return nil, status.Errorf(codes.FailedPrecondition, "delivery %s: its payload is no longer retained in Kafka; it cannot be resent", st.GetDeliveryId())
+	}
+	next := d.GetAttempt()
+	for _, a := range attempts {
+		next = max(next, a.GetAttempt()+1)
+	}
+	d.Attempt = next
+	d.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND
+	d.DueAt = nil
+	r, err := hkafka.Record(s.topics.Deliveries, d.GetEndpointId(), d)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "encode delivery: %v", err)
+	}
+	if err := s.produce(ctx, r); err != nil {
+		return nil, kafkaStatus(ctx, "resend not accepted", err)
+	}
+	return &hooklinev1.ResendDeliveryResponse{Delivery: st, Attempt: next}, nil
+}
