@@ -36,7 +36,7 @@ type Config struct {
 	Partitions        int           `flag:"topic-partitions" env:"HOOKLINE_TOPIC_PARTITIONS" default:"6" usage:"partitions of each topic Hookline creates"`
 	ReplicationFactor int           `flag:"topic-replication-factor" env:"HOOKLINE_TOPIC_REPLICATION_FACTOR" default:"-1" usage:"replication factor of each topic Hookline creates (-1: the broker's default)"`
 	Retention         time.Duration `flag:"topic-retention" env:"HOOKLINE_TOPIC_RETENTION" default:"168h" usage:"retention of the deliveries, retries and results topics"`
-	HoldRetention     time.Duration `flag:"topic-hold-retention" env:"HOOKLINE_TOPIC_HOLD_RETENTION" default:"720h" usage:"retention of the dead-letter and parked topics"`
+	HoldRetention     time.Duration `flag:"topic-hold-retention" env:"HOOKLINE_TOPIC_HOLD_RETENTION" default:"720h" usage:"retention of the dead-letter topic"`
 
 	// ClientOpts are appended to every client's options; embedding
 	// programs and tests set them (a custom dialer, a logger). Not a flag.
@@ -101,7 +101,6 @@ type Topics struct {
 	Retries    string // deliveries waiting for a retry, keyed by endpoint id
 	Results    string // one AttemptResult per attempt
 	Dead       string // dead letters
-	Parked     string // deliveries held while their endpoint is paused
 	Notices    string // endpoint health notices
 	// Idempotency holds claims on publish idempotency keys; ingest
 	// creates it with its own retention (twice the key TTL).
@@ -119,7 +118,6 @@ func (c Config) Topics() Topics {
 		Retries:     p + "retries",
 		Results:     p + "results",
 		Dead:        p + "dead",
-		Parked:      p + "parked",
 		Notices:     p + "notices",
 		Idempotency: p + "idempotency",
 		DelayPrefix: p + "delay.",

@@ -41,7 +41,6 @@ func (c Config) Specs() []TopicSpec {
 		{Name: t.Results, Configs: retain(c.Retention)},
 		{Name: t.Notices, Configs: retain(c.Retention)},
 		{Name: t.Dead, Configs: retain(c.HoldRetention)},
-		{Name: t.Parked, Configs: retain(c.HoldRetention)},
 	}
 }
 
