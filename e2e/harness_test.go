@@ -276,15 +276,7 @@ func (st *stack) events() hooklinev1.EventServiceClient {
 // records or waitFor passes, and fails the test on timeout.
 func (st *stack) readN(topic string, n int) []*kgo.Record {
 	st.t.Helper()
-	opts, _ := st.kafka.Opts()
-	cl, err := kgo.NewClient(append(opts,
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-	)...)
-	if err != nil {
-		st.t.Fatal(err)
-	}
+	cl := st.reader(topic)
 	defer cl.Close()
 	wait := st.wait
 	if wait == 0 {
@@ -303,9 +295,8 @@ func (st *stack) readN(topic string, n int) []*kgo.Record {
 	return out
 }
 
-// readFor consumes topic from its start (read_committed) for d and
-// returns what arrived. Only for virtual time, where waiting costs nothing.
-func (st *stack) readFor(topic string, d time.Duration) []*kgo.Record {
+// reader consumes topic from its start, committed records only.
+func (st *stack) reader(topic string) *kgo.Client {
 	st.t.Helper()
 	opts, _ := st.kafka.Opts()
 	cl, err := kgo.NewClient(append(opts,
@@ -316,6 +307,14 @@ func (st *stack) readFor(topic string, d time.Duration) []*kgo.Record {
 	if err != nil {
 		st.t.Fatal(err)
 	}
+	return cl
+}
+
+// readFor consumes topic from its start (read_committed) for d and
+// returns what arrived. Only for virtual time, where waiting costs nothing.
+func (st *stack) readFor(topic string, d time.Duration) []*kgo.Record {
+	st.t.Helper()
+	cl := st.reader(topic)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(st.failed, d)
 	defer cancel()

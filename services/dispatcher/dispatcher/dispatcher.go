@@ -22,7 +22,6 @@ import (
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -112,11 +111,11 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.ensureTopics(ctx, opts); err != nil {
+	if err := s.cfg.Kafka.Ensure(ctx, s.cfg.Kafka.Specs()); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
 		}
-		return err
+		return fmt.Errorf("dispatcher: %w", err)
 	}
 	stopStore, storeFailed, err := s.store.Start(ctx, s.cfg.Kafka)
 	if err != nil {
@@ -167,18 +166,6 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 	defer sess.Close()
 	s.log.Info("dispatcher consuming", "topic", s.topics.Deliveries, "group", s.cfg.Group)
 	return s.dispatch(ctx, sess, w)
-}
-
-func (s *Service) ensureTopics(ctx context.Context, opts []kgo.Opt) error {
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return fmt.Errorf("dispatcher: kafka client: %w", err)
-	}
-	defer cl.Close()
-	if err := s.cfg.Kafka.EnsureTopics(ctx, kadm.NewClient(cl), s.cfg.Kafka.Specs()); err != nil {
-		return fmt.Errorf("dispatcher: %w", err)
-	}
-	return nil
 }
 
 // lockedRand is a seeded PCG source safe for concurrent use.

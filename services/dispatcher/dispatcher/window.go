@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -239,35 +240,10 @@ func (s *Service) commit(ctx context.Context, sess *kgo.GroupTransactSession, w 
 	if len(outs) == 0 {
 		return nil
 	}
-	endCtx := context.WithoutCancel(ctx)
-	if err := sess.Begin(); err != nil {
-		return fmt.Errorf("dispatcher: begin transaction: %w", err)
-	}
-	var (
-		pmu  sync.Mutex
-		perr error
-	)
-	for _, r := range outs {
-		sess.Produce(endCtx, r, func(_ *kgo.Record, err error) {
-			if err != nil {
-				pmu.Lock()
-				perr = errors.Join(perr, err)
-				pmu.Unlock()
-			}
-		})
-	}
-	if err := sess.Client().Flush(endCtx); err != nil {
-		return fmt.Errorf("dispatcher: flush: %w", err)
-	}
 	// Commit up to each watermark, not what was polled.
-	sess.Client().SetOffsets(offsets)
-	end := kgo.TryCommit
-	if perr != nil {
-		end = kgo.TryAbort
-	}
-	committed, err := sess.End(endCtx, end)
+	committed, perr, err := hkafka.Transact(ctx, sess, outs, func() { sess.Client().SetOffsets(offsets) })
 	if err != nil {
-		return fmt.Errorf("dispatcher: end transaction: %w", err)
+		return fmt.Errorf("dispatcher: %w", err)
 	}
 	if !committed {
 		// Nothing of it is visible and the session rewound to the

@@ -24,7 +24,6 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/services/scheduler/tier"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -133,7 +132,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.ensureTopics(ctx, opts); err != nil {
+	if err := s.ensureTopics(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
 		}
@@ -198,17 +197,12 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
-func (s *Service) ensureTopics(ctx context.Context, opts []kgo.Opt) error {
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return fmt.Errorf("scheduler: kafka client: %w", err)
-	}
-	defer cl.Close()
+func (s *Service) ensureTopics(ctx context.Context) error {
 	specs := s.cfg.Kafka.Specs()
 	for _, name := range s.Topics() {
 		specs = append(specs, s.cfg.Kafka.DelaySpec(name))
 	}
-	if err := s.cfg.Kafka.EnsureTopics(ctx, kadm.NewClient(cl), specs); err != nil {
+	if err := s.cfg.Kafka.Ensure(ctx, specs); err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	return nil
@@ -296,33 +290,9 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 		return nil
 	}
 
-	if err := sess.Begin(); err != nil {
-		return fmt.Errorf("scheduler: begin transaction: %w", err)
-	}
-	endCtx := context.WithoutCancel(ctx)
-	var (
-		pmu  sync.Mutex
-		perr error
-	)
-	for _, r := range out {
-		sess.Produce(endCtx, r, func(_ *kgo.Record, err error) {
-			if err != nil {
-				pmu.Lock()
-				perr = errors.Join(perr, err)
-				pmu.Unlock()
-			}
-		})
-	}
-	if err := cl.Flush(endCtx); err != nil {
-		return fmt.Errorf("scheduler: flush: %w", err)
-	}
-	end := kgo.TryCommit
-	if perr != nil {
-		end = kgo.TryAbort
-	}
-	committed, err := sess.End(endCtx, end)
+	committed, perr, err := hkafka.Transact(ctx, sess, out, nil)
 	if err != nil {
-		return fmt.Errorf("scheduler: end transaction: %w", err)
+		return fmt.Errorf("scheduler: %w", err)
 	}
 	if !committed {
 		// Nothing of this hop is visible and the session rewound to the

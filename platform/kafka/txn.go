@@ -1,0 +1,64 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Transact writes recs in one transaction of sess together with the
+// offsets the session will commit: it begins, produces, flushes, runs
+// beforeEnd (if set; the place to adjust offsets with SetOffsets), and
+// ends, committing only if every record was written. committed is false
+// when the transaction was aborted, by a failed record (produceErr says
+// which) or by a rebalance; the session has then rewound to its committed
+// offsets. err is a failure of the session itself.
+func Transact(ctx context.Context, sess *kgo.GroupTransactSession, recs []*kgo.Record, beforeEnd func()) (committed bool, produceErr error, err error) {
+	if err := sess.Begin(); err != nil {
+		return false, nil, fmt.Errorf("begin transaction: %w", err)
+	}
+	ctx = context.WithoutCancel(ctx) // a started transaction is always ended
+	var mu sync.Mutex
+	for _, r := range recs {
+		sess.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				produceErr = errors.Join(produceErr, err)
+				mu.Unlock()
+			}
+		})
+	}
+	if err := sess.Client().Flush(ctx); err != nil {
+		return false, nil, fmt.Errorf("flush: %w", err)
+	}
+	if beforeEnd != nil {
+		beforeEnd()
+	}
+	end := kgo.TryCommit
+	if produceErr != nil {
+		end = kgo.TryAbort
+	}
+	committed, err = sess.End(ctx, end)
+	if err != nil {
+		return false, produceErr, fmt.Errorf("end transaction: %w", err)
+	}
+	return committed, produceErr, nil
+}
+
+// Ensure connects with c's options and ensures specs (see EnsureTopics).
+func (c Config) Ensure(ctx context.Context, specs []TopicSpec) error {
+	opts, err := c.Opts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka: client: %w", err)
+	}
+	defer cl.Close()
+	return c.EnsureTopics(ctx, kadm.NewClient(cl), specs)
+}
