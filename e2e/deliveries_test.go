@@ -234,7 +234,9 @@ func (st *stack) recoverAll(req *hooklinev1.RecoverEndpointRequest) []*hooklinev
 func TestRecoverAfterAnOutageDeliversEachDeadLetterOnce(t *testing.T) {
 	st := startStack(t)
 	rx := newReceiver(t, http.StatusServiceUnavailable)
-	epID := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, RetryPolicy: ladderPolicy(1, time.Minute)}).GetEndpoint().GetId()
+	// Outage mode off: this test wants every delivery to fail and be
+	// dead-lettered, as it would without it.
+	epID := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, RetryPolicy: ladderPolicy(1, time.Minute), OutageModeDisabled: true}).GetEndpoint().GetId()
 	since := time.Now().Add(-time.Second)
 	const n = 40
 	events := map[string]bool{}

@@ -140,8 +140,9 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	resp, err := c.http.Do(req)
 	res := Result{Started: started}
 	if err != nil {
-		if ctx.Err() != nil && actx.Err() == nil {
-			// Shut down before the receiver answered; the caller decides.
+		if ctx.Err() != nil {
+			// Shut down before the receiver answered: not the receiver's
+			// failure, so no attempt is counted; the caller decides.
 			return Result{}, ctx.Err()
 		}
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -118,7 +118,9 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 		return s.park(&d, now)
 	}
 	probe := false
-	if !ep.GetEndpoint().GetOutageModeDisabled() {
+	oneOff := d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND || d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST
+	// An operator's resend or test event is attempted now, outage or not.
+	if !ep.GetEndpoint().GetOutageModeDisabled() && !oneOff {
 		g, until := s.rcv.outageGate(id, now, d.GetAttempt(), s.cfg.OutageRecheck)
 		switch g {
 		case gateHold:

@@ -221,9 +221,8 @@ func (s *Service) commit(ctx context.Context, sess *kgo.GroupTransactSession, w 
 			outs = append(outs, o...)
 			n++
 		}
-		if n == 0 && len(ps.pending) > 0 {
-			continue
-		}
+		// Every partition gets its watermark, also one whose head is still
+		// in flight: the session would otherwise commit all it polled.
 		for _, r := range ps.pending[:n] {
 			delete(ps.done, r.Offset)
 		}
