@@ -12,13 +12,6 @@ import (
 // shop sends one event a minute. The bubble's clock starts at "22:00".
 const night = 9 * time.Hour
 
-// nightReceiver answers 503 until the night is over, then 200, and
-// records every request's time and event id.
-type nightReceiver struct {
-	*vreceiver
-	ids map[int]string
-}
-
 func TestSeedNightWithoutOutageModeBurnsSixOfSevenAttempts(t *testing.T) {
 	inVirtualTime(t, func(t *testing.T) {
 		vs := startVirtual(t)
