@@ -38,6 +38,9 @@ type Config struct {
 	OutageRecheck  time.Duration `flag:"outage-recheck" env:"HOOKLINE_OUTAGE_RECHECK" default:"2m" usage:"in outage mode, how often held deliveries look whether the endpoint is back"`
 	OutageProbeMax time.Duration `flag:"outage-probe-max" env:"HOOKLINE_OUTAGE_PROBE_MAX" default:"2m" usage:"in outage mode, the longest wait between probes (the endpoint's backoff, capped)"`
 
+	NoticeWebhookURL    string `flag:"notice-webhook-url" env:"HOOKLINE_NOTICE_WEBHOOK_URL" usage:"operator webhook that receives every endpoint notice, signed (default: notices go to the notices topic only)"`
+	NoticeWebhookSecret string `flag:"notice-webhook-secret" env:"HOOKLINE_NOTICE_WEBHOOK_SECRET" usage:"whsec_… secret that signs notices sent to --notice-webhook-url"`
+
 	AllowPrivate bool     `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"deliver to loopback and private addresses (development only)"`
 	AllowCIDRs   []string `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs receivers may resolve to despite being private, comma-separated"`
 }

@@ -21,7 +21,9 @@ import (
 	"github.com/hookline/hookline/platform/endpoints"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/netguard"
+	"github.com/hookline/hookline/platform/sign"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
+	"github.com/hookline/hookline/services/dispatcher/notify"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -72,6 +74,11 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.TransactionalID == "" {
 		host, _ := os.Hostname()
 		cfg.TransactionalID = "hookline-dispatcher-" + host
+	}
+	if cfg.NoticeWebhookURL != "" {
+		if _, err := sign.ParseSecret(cfg.NoticeWebhookSecret); err != nil {
+			return nil, fmt.Errorf("dispatcher: --notice-webhook-secret: %w", err)
+		}
 	}
 	if cfg.Workers < 1 || cfg.BatchSize < 1 {
 		return nil, errors.New("dispatcher: --workers and --batch-size must be at least 1")
@@ -137,6 +144,21 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}()
 
+	if s.cfg.NoticeWebhookURL != "" {
+		n, err := notify.New(s.cfg.Kafka, s.cfg.Group+"-notifier", s.cfg.NoticeWebhookURL, s.cfg.NoticeWebhookSecret, s.client, s.log, s.rand)
+		if err != nil {
+			return err
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = n.Run(ctx) // returns when ctx ends
+		}()
+		defer func() {
+			cancel(nil)
+			<-done
+		}()
+	}
 	if err := s.consume(ctx, opts); err != nil {
 		return err
 	}
