@@ -88,7 +88,8 @@ func (n *Notifier) forward(ctx context.Context, r *kgo.Record) error {
 	}
 	body, err := protojson.Marshal(&nt)
 	if err != nil {
-		return nil
+		n.log.Error("notify: notice not encodable, skipped", "offset", r.Offset, "err", err)
+		return nil //nolint:nilerr // a notice that cannot be encoded never will be; skipping it is the decision
 	}
 	for try := uint32(1); ; try++ {
 		res, err := n.client.Do(ctx, attempt.Request{URL: n.url, EventID: nt.GetNoticeId(), EventType: "notice", Payload: body, Signer: n.signer, Timeout: 10 * time.Second})
