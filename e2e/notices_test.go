@@ -52,3 +52,29 @@ func TestNoticesArePostedSignedToTheOperatorWebhook(t *testing.T) {
 		t.Fatal("the operator webhook never got the endpoint.failing notice")
 	}
 }
+
+func TestManualPauseWritesOnePausedNotice(t *testing.T) {
+	st := startStack(t)
+	rx := newReceiver(t, http.StatusOK)
+	ep := st.createEndpoint(rx.URL)
+	for range 2 { // the second pause changes nothing and says nothing
+		if _, err := st.endpoints().PauseEndpoint(st.ctx(), &hooklinev1.PauseEndpointRequest{Id: ep.GetEndpoint().GetId(), Reason: "maintenance"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.endpoints().ResumeEndpoint(st.ctx(), &hooklinev1.ResumeEndpointRequest{Id: ep.GetEndpoint().GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.endpoints().PauseEndpoint(st.ctx(), &hooklinev1.PauseEndpointRequest{Id: ep.GetEndpoint().GetId(), Reason: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	notices := decodeAll(t, st.readN(st.topics.Notices, 2), func() *hooklinev1.Notice { return &hooklinev1.Notice{} })
+	for _, n := range notices {
+		if n.GetType() != hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED || n.GetEndpointId() != ep.GetEndpoint().GetId() {
+			t.Fatalf("notice %v, want endpoint.paused for %s", n, ep.GetEndpoint().GetId())
+		}
+	}
+	if notices[0].GetDetail() != "paused by API: maintenance" || notices[1].GetDetail() != "paused by API: again" {
+		t.Fatalf("one notice per pause, not per call: %q, %q", notices[0].GetDetail(), notices[1].GetDetail())
+	}
+}

@@ -373,10 +373,12 @@ func (s *Service) PauseEndpoint(ctx context.Context, req *hooklinev1.PauseEndpoi
 	if len(req.GetReason()) > maxDescriptionLen {
 		return nil, invalid("reason", "is %d bytes, the limit is %d", len(req.GetReason()), maxDescriptionLen)
 	}
+	paused := false
 	rec, err := s.change(ctx, req.GetId(), func(rec *hooklinev1.EndpointRecord) error {
 		if rec.Endpoint.Status == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
 			return nil
 		}
+		paused = true
 		rec.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED
 		rec.Endpoint.PausedReason = req.GetReason()
 		rec.Endpoint.PausedAt = timestamppb.New(s.now())
@@ -384,6 +386,20 @@ func (s *Service) PauseEndpoint(ctx context.Context, req *hooklinev1.PauseEndpoi
 	})
 	if err != nil {
 		return nil, err
+	}
+	if paused {
+		// The endpoint's owner hears of it once, like an automatic pause.
+		ep := rec.GetEndpoint()
+		n := &hooklinev1.Notice{
+			NoticeId: ids.New(ids.Notice, s.now()), Type: hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED,
+			TenantId: ep.GetTenantId(), EndpointId: ep.GetId(), At: ep.GetPausedAt(), Detail: "paused by API: " + req.GetReason(),
+		}
+		if r, err := hkafka.Record(s.topics.Notices, ep.GetId(), n); err == nil {
+			if err := s.produce(ctx, r); err != nil {
+				// The pause itself is durable; only the notice is missing.
+				s.log.WarnContext(ctx, "endpoint paused but its endpoint.paused notice was not written", "endpoint_id", ep.GetId(), "err", err)
+			}
+		}
 	}
 	return &hooklinev1.PauseEndpointResponse{Endpoint: rec.GetEndpoint()}, nil
 }
