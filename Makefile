@@ -81,6 +81,8 @@ test-unit: ## unit tests and the integration suite on kfake, with -race
 	@mkdir -p $(TEST_LOG)
 	@for m in $(MODULES); do echo "go test -race: $$m (kafka: kfake)"; \
 	  (cd $$m && HOOKLINE_TEST_KAFKA=kfake go test -race -count=1 -timeout 30m ./...); done
+	@echo "go test: e2e virtual-time tests (testing/synctest; without -race, see e2e/virtual_test.go)"
+	@cd e2e && HOOKLINE_TEST_KAFKA=kfake go test -count=1 -timeout 30m ./...
 
 .PHONY: test-real
 test-real: ## the integration suite on Apache Kafka 4.4 (started and stopped here)

@@ -39,6 +39,12 @@ func inVirtualTime(t *testing.T, f func(t *testing.T)) {
 	if v := os.Getenv(envKafka); v != "" && v != "kfake" {
 		t.Skip("virtual-time test: runs in the kfake tier only")
 	}
+	if raceEnabled {
+		// Go 1.26's runtime has crashed (SIGSEGV in an idle M of a
+		// synctest bubble) under the race detector on this suite; make
+		// test-unit runs these tests in a second pass without -race.
+		t.Skip("virtual-time test: runs in the pass without -race")
+	}
 	synctest.Test(t, f)
 }
 

@@ -1,0 +1,6 @@
+//go:build race
+
+package e2e
+
+// raceEnabled reports whether the race detector is compiled in.
+const raceEnabled = true
