@@ -142,9 +142,7 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 			})
 		}
 		// Collect what finished; when stopping, wait for the rest (bounded).
-		if err := s.collect(ctx, w, stopping, cancelWork); err != nil {
-			return err
-		}
+		s.collect(w, stopping, cancelWork)
 		if stopping || time.Since(lastCommit) >= s.cfg.CommitInterval {
 			if err := s.commit(ctx, sess, w); err != nil {
 				return err
@@ -169,7 +167,7 @@ func (s *Service) anyDone(w *window) bool {
 // collect records finished attempts. When stopping it waits for every
 // in-flight attempt, up to DrainTimeout, then gives up on the rest: their
 // records stay uncommitted and are attempted again after the restart.
-func (s *Service) collect(ctx context.Context, w *window, stopping bool, cancelWork context.CancelFunc) error {
+func (s *Service) collect(w *window, stopping bool, cancelWork context.CancelFunc) {
 	var deadline <-chan time.Time
 	if stopping {
 		t := time.NewTimer(s.cfg.DrainTimeout)
@@ -187,13 +185,13 @@ func (s *Service) collect(ctx context.Context, w *window, stopping bool, cancelW
 					<-w.results
 					w.inFlight--
 				}
-				return nil
+				return
 			}
 		} else {
 			select {
 			case c = <-w.results:
 			default:
-				return nil
+				return
 			}
 		}
 		w.inFlight--
@@ -202,8 +200,6 @@ func (s *Service) collect(ctx context.Context, w *window, stopping bool, cancelW
 		}
 		c.ps.done[c.offset] = c.outs
 	}
-	_ = ctx
-	return nil
 }
 
 // commit writes the outputs of every partition's completed prefix and
