@@ -15,12 +15,16 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/config"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/dispatcher/dispatcher"
 	"github.com/hookline/hookline/services/ingest/ingest"
 	"github.com/hookline/hookline/services/scheduler/scheduler"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -65,7 +69,7 @@ func defaults[T any](t *testing.T) T {
 // testLogger writes a service's logs to the test's output: shown with -v
 // or when the test fails.
 func testLogger(t *testing.T, service string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})).With("service", service)
+	return slog.New(telemetry.TraceHandler(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))).With("service", service)
 }
 
 func randomHex(n int) string {
@@ -141,6 +145,17 @@ type stackConfig struct {
 	ingest     *ingest.Config
 	ingestOpts []ingest.Option
 	dispatcher *dispatcher.Config
+	// telemetry gives each service ("ingest", "dispatcher", "scheduler")
+	// its providers; nil leaves the global (no-op) ones.
+	telemetry func(service string) (trace.TracerProvider, metric.MeterProvider)
+}
+
+// telemetryOf returns the providers conf gives service.
+func (conf *stackConfig) telemetryOf(service string) (trace.TracerProvider, metric.MeterProvider) {
+	if conf.telemetry == nil {
+		return otel.GetTracerProvider(), otel.GetMeterProvider()
+	}
+	return conf.telemetry(service)
 }
 
 func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
@@ -170,14 +185,15 @@ func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 		c(conf)
 	}
 
-	in, err := ingest.New(ic, append([]ingest.Option{ingest.WithListener(ln), ingest.WithLogger(testLogger(t, "ingest"))}, conf.ingestOpts...)...)
+	in, err := ingest.New(ic, append([]ingest.Option{ingest.WithListener(ln), ingest.WithLogger(testLogger(t, "ingest")),
+		ingest.WithTelemetry(conf.telemetryOf("ingest"))}, conf.ingestOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st.newDispatcher = func(drain time.Duration) *dispatcher.Service {
 		c := dc
 		c.DrainTimeout = drain
-		d, err := dispatcher.New(c, dispatcher.WithLogger(testLogger(t, "dispatcher")))
+		d, err := dispatcher.New(c, dispatcher.WithLogger(testLogger(t, "dispatcher")), dispatcher.WithTelemetry(conf.telemetryOf("dispatcher")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +205,7 @@ func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 	sc.Group = kc.TopicPrefix + "scheduler"
 	sc.TransactionalID = kc.TopicPrefix + "scheduler-1"
 	st.newScheduler = func() *scheduler.Service {
-		s, err := scheduler.New(sc, scheduler.WithLogger(testLogger(t, "scheduler")))
+		s, err := scheduler.New(sc, scheduler.WithLogger(testLogger(t, "scheduler")), scheduler.WithTelemetry(conf.telemetryOf("scheduler")))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,16 +8,19 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hookline/hookline/platform/config"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/dispatcher/dispatcher"
 	"github.com/hookline/hookline/services/ingest/ingest"
 	"github.com/hookline/hookline/services/scheduler/scheduler"
@@ -30,6 +33,8 @@ type devFlags struct {
 	KafkaAddr string `flag:"kafka-addr" env:"HOOKLINE_DEV_KAFKA_ADDR" default:"127.0.0.1:9092" usage:"listen address of the embedded Kafka (loopback only); any Kafka client can read the topics there"`
 	APIKey    string `flag:"api-key" env:"HOOKLINE_DEV_API_KEY" usage:"API key of tenant \"dev\" (default: generated once and kept in the data dir)"`
 	LogLevel  string `flag:"log-level" env:"HOOKLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
+	// One /metrics for the three services: their metric names differ.
+	MetricsAddr string `flag:"metrics-addr" env:"HOOKLINE_DEV_METRICS_ADDR" default:"127.0.0.1:9464" usage:"listen address of the Prometheus /metrics endpoint of all three services (empty: none)"`
 }
 
 // runDev runs ingest, the dispatcher and the scheduler in this process on an embedded
@@ -58,11 +63,32 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	if err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(f.LogLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	// Traces (OTEL_* environment) per service, so a backend shows
+	// hookline-ingest, hookline-dispatcher and hookline-scheduler; one
+	// meter provider for all three.
+	metricsEnv, err := telemetry.Start(ctx, "hookline-dev", telemetry.Config{MetricsAddr: f.MetricsAddr, LogLevel: f.LogLevel}, os.Stderr)
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := metricsEnv.Log
+	tel := map[string]*telemetry.Telemetry{}
+	for _, svc := range []string{"ingest", "dispatcher", "scheduler"} {
+		t, err := telemetry.Setup(ctx, "hookline-"+svc, telemetry.WithoutMetrics())
+		if err != nil {
+			return err
+		}
+		tel[svc] = t
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		for _, t := range append(slices.Collect(maps.Values(tel)), metricsEnv.Telemetry) {
+			if err := t.Shutdown(fctx); err != nil {
+				log.Warn("telemetry not flushed", "err", err)
+			}
+		}
+	}()
+	mp := metricsEnv.Telemetry.MeterProvider
 
 	cluster, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
@@ -102,7 +128,8 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	}
 	sc.Kafka = kc
 	sc.TransactionalID = "hookline-dev-scheduler"
-	sched, err := scheduler.New(sc, scheduler.WithLogger(log.With("service", "scheduler")))
+	sched, err := scheduler.New(sc, scheduler.WithLogger(log.With("service", "scheduler")),
+		scheduler.WithTelemetry(tel["scheduler"].TracerProvider, mp))
 	if err != nil {
 		return err
 	}
@@ -111,11 +138,13 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	if err != nil {
 		return fmt.Errorf("--grpc-addr: %w", err)
 	}
-	in, err := ingest.New(ic, ingest.WithLogger(log.With("service", "ingest")), ingest.WithListener(ln))
+	in, err := ingest.New(ic, ingest.WithLogger(log.With("service", "ingest")), ingest.WithListener(ln),
+		ingest.WithTelemetry(tel["ingest"].TracerProvider, mp))
 	if err != nil {
 		return err
 	}
-	disp, err := dispatcher.New(dc, dispatcher.WithLogger(log.With("service", "dispatcher")))
+	disp, err := dispatcher.New(dc, dispatcher.WithLogger(log.With("service", "dispatcher")),
+		dispatcher.WithTelemetry(tel["dispatcher"].TracerProvider, mp))
 	if err != nil {
 		return err
 	}
@@ -127,7 +156,7 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 		mu   sync.Mutex
 		errs []error
 	)
-	for _, run := range []func(context.Context) error{in.Run, disp.Run, sched.Run} {
+	for _, run := range []func(context.Context) error{in.Run, disp.Run, sched.Run, metricsEnv.Serve} {
 		wg.Go(func() {
 			if err := run(runCtx); err != nil {
 				mu.Lock()
@@ -142,13 +171,14 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
   Kafka         %s   (topics %s*, read with any Kafka client)
   API key       %s   (tenant "dev")
   data dir      %s
+  metrics       %s
 
 Try it:
   export HOOKLINE_API_KEY=%s
   hookline endpoint create --url http://127.0.0.1:9000/webhooks
   hookline publish --type invoice.paid --data '{"invoice":"in_1","amount":4200}'
   hookline results tail --kafka-brokers %s
-`, ln.Addr(), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, key, strings.Join(brokers, ","))
+`, ln.Addr(), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, metricsURL(metricsEnv), key, strings.Join(brokers, ","))
 	wg.Wait()
 	return errors.Join(errs...)
 }
@@ -175,4 +205,12 @@ func devAPIKey(dir, given string) (string, error) {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return key, nil
+}
+
+// metricsURL is where dev serves /metrics, or says there is none.
+func metricsURL(e telemetry.Env) string {
+	if a := e.MetricsAddr(); a != "" {
+		return "http://" + a + "/metrics"
+	}
+	return "(none: --metrics-addr is empty)"
 }

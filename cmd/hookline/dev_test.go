@@ -53,7 +53,7 @@ func TestDevQuickStart(t *testing.T) {
 	devDone := make(chan error, 1)
 	noEnv := func(string) string { return "" }
 	go func() {
-		devDone <- run(ctx, []string{"dev", "--data-dir", dir, "--grpc-addr", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0", "--log-level", "warn"}, pw, noEnv)
+		devDone <- run(ctx, []string{"dev", "--data-dir", dir, "--grpc-addr", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--log-level", "warn"}, pw, noEnv)
 		pw.Close()
 	}()
 	t.Cleanup(func() {
@@ -63,15 +63,17 @@ func TestDevQuickStart(t *testing.T) {
 		}
 	})
 
-	var grpcAddr, kafkaAddr string
+	var grpcAddr, kafkaAddr, metricsURL string
 	sc := bufio.NewScanner(pr)
-	for sc.Scan() && (grpcAddr == "" || kafkaAddr == "") {
+	for sc.Scan() && (grpcAddr == "" || kafkaAddr == "" || metricsURL == "") {
 		f := strings.Fields(sc.Text())
 		switch {
 		case len(f) >= 3 && f[0] == "ingest" && f[1] == "gRPC":
 			grpcAddr = f[2]
 		case len(f) >= 2 && f[0] == "Kafka":
 			kafkaAddr = f[1]
+		case len(f) >= 2 && f[0] == "metrics":
+			metricsURL = f[1]
 		}
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
@@ -129,6 +131,16 @@ func TestDevQuickStart(t *testing.T) {
 	}
 	if n := posts.Load(); n != 1 {
 		t.Fatalf("receiver got %d POSTs, want 1", n)
+	}
+	// The delivery is counted on dev's /metrics.
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `hookline_dispatcher_deliveries_total{hookline_delivery_state="delivered"`) {
+		t.Fatalf("%s has no delivered delivery:\n%s", metricsURL, body)
 	}
 
 	out.Reset()

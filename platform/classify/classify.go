@@ -5,6 +5,7 @@ package classify
 import (
 	"context"
 	"errors"
+	"strings"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 )
@@ -50,4 +51,10 @@ func IsTimeout(err error) bool {
 	}
 	var te interface{ Timeout() bool }
 	return errors.As(err, &te) && te.Timeout()
+}
+
+// Label is c as a metric or span label: OUTCOME_CLASS_TRANSIENT becomes
+// "transient".
+func Label(c hooklinev1.OutcomeClass) string {
+	return strings.ToLower(strings.TrimPrefix(c.String(), "OUTCOME_CLASS_"))
 }

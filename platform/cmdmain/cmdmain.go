@@ -1,6 +1,7 @@
 // Package cmdmain is the one main of every Hookline service binary: load
-// the typed config from flags and environment, build the service, run it
-// until SIGINT or SIGTERM, exit once.
+// the typed config from flags and environment, set up logging and
+// OpenTelemetry, build the service, run it until SIGINT or SIGTERM, flush
+// telemetry, exit once.
 package cmdmain
 
 import (
@@ -8,12 +9,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/hookline/hookline/platform/config"
+	"github.com/hookline/hookline/platform/telemetry"
 )
 
 // Runner is a long-running service.
@@ -22,25 +24,44 @@ type Runner interface {
 }
 
 // Main runs the service that build makes from a C loaded from the
-// command line and the environment, logging JSON to stderr. It calls
-// os.Exit(1) on failure and returns otherwise.
-func Main[C any](name string, build func(cfg C, log *slog.Logger) (Runner, error)) {
+// command line and the environment. The service is named "hookline-"+name
+// in traces and metrics; logs are JSON on stderr. It calls os.Exit(1) on
+// failure and returns otherwise.
+func Main[C any](name string, build func(cfg C, env Env) (Runner, error)) {
 	if err := run(name, build); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run[C any](name string, build func(cfg C, log *slog.Logger) (Runner, error)) error {
-	var cfg C
+// Env is what Main gives build besides the config.
+type Env = telemetry.Env
+
+func run[C any](name string, build func(cfg C, env Env) (Runner, error)) error {
+	var cfg struct {
+		Service   C
+		Telemetry telemetry.Config
+	}
 	if err := config.Load(flag.NewFlagSet(name, flag.ContinueOnError), &cfg, os.Args[1:], os.Getenv); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	svc, err := build(cfg, slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	env, err := telemetry.Start(ctx, "hookline-"+name, cfg.Telemetry, os.Stderr)
 	if err != nil {
 		return err
 	}
-	return svc.Run(ctx)
+	defer func() {
+		// Last in the shutdown order: flush what the service recorded.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := env.Telemetry.Shutdown(fctx); err != nil {
+			env.Log.Warn("telemetry not flushed", "err", err)
+		}
+	}()
+	svc, err := build(cfg.Service, env)
+	if err != nil {
+		return err
+	}
+	return env.Run(ctx, svc.Run)
 }

@@ -4,14 +4,12 @@
 package main
 
 import (
-	"log/slog"
-
 	"github.com/hookline/hookline/platform/cmdmain"
 	"github.com/hookline/hookline/services/dispatcher/dispatcher"
 )
 
 func main() {
-	cmdmain.Main("dispatcher", func(cfg dispatcher.Config, log *slog.Logger) (cmdmain.Runner, error) {
-		return dispatcher.New(cfg, dispatcher.WithLogger(log))
+	cmdmain.Main("dispatcher", func(cfg dispatcher.Config, env cmdmain.Env) (cmdmain.Runner, error) {
+		return dispatcher.New(cfg, dispatcher.WithLogger(env.Log), dispatcher.WithTelemetry(env.Telemetry.TracerProvider, env.Telemetry.MeterProvider))
 	})
 }

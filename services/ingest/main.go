@@ -3,14 +3,12 @@
 package main
 
 import (
-	"log/slog"
-
 	"github.com/hookline/hookline/platform/cmdmain"
 	"github.com/hookline/hookline/services/ingest/ingest"
 )
 
 func main() {
-	cmdmain.Main("ingest", func(cfg ingest.Config, log *slog.Logger) (cmdmain.Runner, error) {
-		return ingest.New(cfg, ingest.WithLogger(log))
+	cmdmain.Main("ingest", func(cfg ingest.Config, env cmdmain.Env) (cmdmain.Runner, error) {
+		return ingest.New(cfg, ingest.WithLogger(env.Log), ingest.WithTelemetry(env.Telemetry.TracerProvider, env.Telemetry.MeterProvider))
 	})
 }

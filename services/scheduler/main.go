@@ -4,14 +4,12 @@
 package main
 
 import (
-	"log/slog"
-
 	"github.com/hookline/hookline/platform/cmdmain"
 	"github.com/hookline/hookline/services/scheduler/scheduler"
 )
 
 func main() {
-	cmdmain.Main("scheduler", func(cfg scheduler.Config, log *slog.Logger) (cmdmain.Runner, error) {
-		return scheduler.New(cfg, scheduler.WithLogger(log))
+	cmdmain.Main("scheduler", func(cfg scheduler.Config, env cmdmain.Env) (cmdmain.Runner, error) {
+		return scheduler.New(cfg, scheduler.WithLogger(env.Log), scheduler.WithTelemetry(env.Telemetry.TracerProvider, env.Telemetry.MeterProvider))
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -19,6 +20,13 @@ import (
 	"github.com/hookline/hookline/platform/classify"
 	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/platform/sign"
+	"github.com/hookline/hookline/platform/telemetry"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Limits on what is read of a response.
@@ -35,6 +43,7 @@ type Client struct {
 	http      *http.Client
 	userAgent string
 	now       func() time.Time
+	tracer    trace.Tracer
 }
 
 // Option configures a Client.
@@ -49,6 +58,12 @@ func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = n
 // the guard: it is for tests on in-memory networks.
 func WithDialContext(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
 	return func(c *Client) { c.http.Transport.(*http.Transport).DialContext = dial }
+}
+
+// WithTracerProvider makes each attempt an HTTP client span from tp
+// (default: the global provider).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *Client) { c.tracer = tp.Tracer("github.com/hookline/hookline/services/dispatcher/attempt") }
 }
 
 // WithUserAgent sets the User-Agent header (default "Hookline/1").
@@ -76,6 +91,7 @@ func New(guard *netguard.Guard, opts ...Option) *Client {
 		},
 		userAgent: "Hookline/1",
 		now:       time.Now,
+		tracer:    otel.GetTracerProvider().Tracer("github.com/hookline/hookline/services/dispatcher/attempt"),
 	}
 	for _, o := range opts {
 		o(c)
@@ -92,8 +108,10 @@ type Request struct {
 	Signer    *sign.Signer
 	// Timeout bounds the whole attempt, connect to last byte.
 	Timeout time.Duration
-	// Header holds extra headers, such as traceparent.
+	// Header holds extra headers.
 	Header http.Header
+	// Attributes are added to the attempt's span (hookline.event_id …).
+	Attributes []attribute.KeyValue
 }
 
 // Result is what one attempt came to.
@@ -106,6 +124,9 @@ type Result struct {
 	Latency    time.Duration
 	Excerpt    []byte
 	RetryAfter string
+	// SpanContext is the attempt's HTTP client span, whose traceparent
+	// the receiver got.
+	SpanContext trace.SpanContext
 }
 
 // Do makes the attempt. It returns ctx's error, and no Result, only when
@@ -123,6 +144,10 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 		// fault and will not fix itself: permanent.
 		return Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, Err: fmt.Errorf("invalid endpoint URL: %w", err), Started: c.now()}, nil
 	}
+	ctx, span := c.tracer.Start(ctx, http.MethodPost, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append(urlAttributes(req.URL), r.Attributes...)...))
+	defer span.End()
+	req = req.WithContext(trace.ContextWithSpan(actx, span))
 	started := c.now()
 	h := req.Header
 	for k, v := range r.Header {
@@ -136,13 +161,16 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	if r.EventType != "" {
 		h.Set("webhook-event-type", r.EventType)
 	}
+	// The receiver's spans join the delivery's trace under this one.
+	telemetry.Propagator.Inject(req.Context(), propagation.HeaderCarrier(h))
 
 	resp, err := c.http.Do(req)
-	res := Result{Started: started}
+	res := Result{Started: started, SpanContext: span.SpanContext()}
 	if err != nil {
 		if ctx.Err() != nil {
 			// Shut down before the receiver answered: not the receiver's
 			// failure, so no attempt is counted; the caller decides.
+			span.SetStatus(codes.Error, "shut down before the receiver answered; not counted as an attempt")
 			return Result{}, ctx.Err()
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -151,6 +179,8 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 		res.Err = err
 		res.Latency = c.now().Sub(started)
 		res.Class = classify.Outcome(0, err)
+		span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)), attribute.String("hookline.outcome.class", classify.Label(res.Class)))
+		span.SetStatus(codes.Error, err.Error())
 		return res, nil
 	}
 	defer resp.Body.Close()
@@ -162,5 +192,45 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	res.Excerpt = excerpt.Bytes()
 	res.RetryAfter = resp.Header.Get("Retry-After")
 	res.Class = classify.Outcome(resp.StatusCode, nil)
+	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode), attribute.String("hookline.outcome.class", classify.Label(res.Class)))
+	if res.Class != hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
+		span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
+		span.SetStatus(codes.Error, "HTTP "+strconv.Itoa(resp.StatusCode))
+	}
 	return res, nil
+}
+
+// urlAttributes describes the receiver's URL without its query string
+// or user info, which may hold credentials.
+func urlAttributes(u *url.URL) []attribute.KeyValue {
+	clean := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	attrs := []attribute.KeyValue{
+		semconv.HTTPRequestMethodPost,
+		semconv.URLFull(clean.String()),
+		semconv.ServerAddress(u.Hostname()),
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if p, err := strconv.Atoi(port); err == nil {
+		attrs = append(attrs, semconv.ServerPort(p))
+	}
+	return attrs
+}
+
+// errorType is the error.type of a transport failure.
+func errorType(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return oe.Op
+	}
+	return "transport"
 }

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,11 +23,13 @@ import (
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/platform/sign"
+	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	"github.com/hookline/hookline/services/dispatcher/notify"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Service is one dispatcher instance.
@@ -40,9 +43,12 @@ type Service struct {
 	topics hkafka.Topics
 
 	attemptOpts []attempt.Option
-	retries     metric.Int64Counter
-	deferrals   metric.Int64Counter
 	rcv         *receivers
+
+	tp      trace.TracerProvider
+	mp      metric.MeterProvider
+	tracer  trace.Tracer
+	metrics instruments
 }
 
 // Option configures a Service.
@@ -53,6 +59,12 @@ func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = 
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
+
+// WithTelemetry sets the tracer and meter providers (default: the global
+// ones, no-op unless a program installed others).
+func WithTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) Option {
+	return func(s *Service) { s.tp, s.mp = tp, mp }
+}
 
 // WithAttemptOptions passes options to the HTTP attempt client (tests use
 // attempt.WithDialContext for an in-memory network).
@@ -93,20 +105,17 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		store:  endpoints.NewStore(),
 		topics: cfg.Kafka.Topics(),
 		rcv:    newReceivers(),
+		tp:     otel.GetTracerProvider(),
+		mp:     otel.GetMeterProvider(),
 	}
 	for _, o := range opts {
 		o(s)
 	}
-	s.client = attempt.New(guard, append([]attempt.Option{attempt.WithClock(s.now)}, s.attemptOpts...)...)
-	s.retries, err = otel.Meter("github.com/hookline/hookline/services/dispatcher").Int64Counter("hookline.dispatcher.retries",
-		metric.WithDescription("Retries scheduled after a transient failure, by attempt number of the failed attempt."))
-	if err != nil {
-		return nil, fmt.Errorf("dispatcher: metrics: %w", err)
-	}
-	s.deferrals, err = otel.Meter("github.com/hookline/hookline/services/dispatcher").Int64Counter("hookline.dispatcher.deferrals",
-		metric.WithDescription("Deliveries deferred without an attempt, by reason: concurrency cap, rate limit, endpoint paused."))
-	if err != nil {
-		return nil, fmt.Errorf("dispatcher: metrics: %w", err)
+	s.tracer = s.tp.Tracer(scope)
+	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
+	s.client = attempt.New(guard, append([]attempt.Option{attempt.WithClock(s.now), attempt.WithTracerProvider(s.tp)}, s.attemptOpts...)...)
+	if s.metrics, err = newInstruments(s.mp); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -171,6 +180,12 @@ func (s *Service) Run(ctx context.Context) error {
 // consume dispatches the deliveries topic until ctx ends.
 func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 	w := newWindow(s.cfg.Workers, s.cfg.BatchSize)
+	lag, err := telemetry.NewLag(s.mp, s.cfg.Group)
+	if err != nil {
+		return fmt.Errorf("dispatcher: metrics: %w", err)
+	}
+	defer lag.Close()
+	w.lag = lag
 	sess, err := kgo.NewGroupTransactSession(append(opts,
 		kgo.TransactionalID(s.cfg.TransactionalID),
 		kgo.TransactionTimeout(s.cfg.TxnTimeout),
@@ -179,8 +194,8 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { w.forget(m) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { w.forget(m) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { w.forget(m); lag.Forget(m) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { w.forget(m); lag.Forget(m) }),
 	)...)
 	if err != nil {
 		return fmt.Errorf("dispatcher: kafka session: %w", err)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -18,7 +19,9 @@ import (
 	"github.com/hookline/hookline/services/dispatcher/retryafter"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -43,17 +46,22 @@ const (
 // faulting (MaxFaults times) is set aside raw on the dead-letter topic
 // rather than loop forever.
 func (s *Service) handleSafely(ctx context.Context, r *kgo.Record) (out []*kgo.Record) {
+	ctx, span := s.startProcess(ctx, r)
 	defer func() {
 		if p := recover(); p != nil {
-			out = []*kgo.Record{s.workerFault(r, fmt.Sprint(p))}
+			out = []*kgo.Record{s.workerFault(ctx, r, fmt.Sprint(p))}
+			setOutcome(ctx, "worker_fault")
+			span.SetStatus(codes.Error, fmt.Sprint(p))
 		}
+		s.stampTrace(r, out)
+		span.End()
 	}()
 	return s.handle(ctx, r)
 }
 
 // workerFault returns the record that puts r back unchanged, counting the
 // fault in a header, or sets it aside once it has faulted MaxFaults times.
-func (s *Service) workerFault(r *kgo.Record, why string) *kgo.Record {
+func (s *Service) workerFault(ctx context.Context, r *kgo.Record, why string) *kgo.Record {
 	faults := 1
 	var headers []kgo.RecordHeader
 	for _, h := range r.Headers {
@@ -66,12 +74,12 @@ func (s *Service) workerFault(r *kgo.Record, why string) *kgo.Record {
 	}
 	log := s.log.With("partition", r.Partition, "offset", r.Offset, "fault", why, "faults", faults)
 	if faults >= s.cfg.MaxFaults {
-		log.Error("worker fault limit reached: delivery set aside on the dead-letter topic")
+		log.ErrorContext(ctx, "worker fault limit reached: delivery set aside on the dead-letter topic")
 		dead := requeue(r, s.topics.Dead)
 		dead.Headers = append(headers, kgo.RecordHeader{Key: headerPoison, Value: []byte("worker fault: " + why)})
 		return dead
 	}
-	log.Error("worker fault: delivery returned unchanged")
+	log.ErrorContext(ctx, "worker fault: delivery returned unchanged")
 	back := requeue(r, s.topics.Deliveries)
 	back.Headers = append(headers, kgo.RecordHeader{Key: headerFaults, Value: []byte(strconv.Itoa(faults))})
 	return back
@@ -90,12 +98,14 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 		if err != nil {
 			reason = err.Error()
 		}
-		return []*kgo.Record{s.workerFault(r, reason)}
+		return []*kgo.Record{s.workerFault(ctx, r, reason)}
 	}
+	trace.SpanFromContext(ctx).SetAttributes(deliveryAttributes(&d)...)
 	now := s.now()
 	if due := d.GetDueAt(); due != nil && due.AsTime().After(now) {
 		// Never fire early: a delivery not yet due waits on the retries
 		// topic, untouched.
+		setOutcome(ctx, "not_due")
 		return s.records(s.topics.Retries, d.GetEndpointId(), &d)
 	}
 
@@ -111,11 +121,12 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 		res := s.result(&d, now)
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_ENDPOINT_DELETED
 		res.Reason = "endpoint deleted"
-		return s.records(s.topics.Results, d.GetEndpointId(), res)
+		s.finished(ctx, res.State)
+		return s.resultRecords(ctx, res)
 	}
 	id := ep.GetEndpoint().GetId()
 	if ep.GetEndpoint().GetStatus() == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
-		return s.park(&d, now)
+		return s.park(ctx, &d, now)
 	}
 	probe := false
 	oneOff := d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND || d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST
@@ -125,7 +136,7 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 		switch g {
 		case gateHold:
 			// The endpoint is down: spend no attempt, look again later.
-			s.deferrals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", "outage")))
+			s.deferred(ctx, "outage")
 			return s.deferTo(r, &d, until, false)
 		case gateProbe:
 			probe = true
@@ -145,7 +156,7 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 	}
 	if !ok {
 		// Waiting is deferral, never failure: same attempt number.
-		s.deferrals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", why)))
+		s.deferred(ctx, why)
 		return s.deferTo(r, &d, retryAt, why == "rate limit")
 	}
 	defer s.rcv.done(id)
@@ -162,23 +173,31 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 	if t := ep.GetEndpoint().GetTimeout(); t != nil && t.AsDuration() > 0 {
 		timeout = t.AsDuration()
 	}
+	epAttr := metric.WithAttributes(attribute.String("hookline.endpoint_id", id))
+	s.metrics.inFlight.Add(ctx, 1, epAttr)
 	ar, err := s.client.Do(ctx, attempt.Request{
-		URL:       ep.GetEndpoint().GetUrl(),
-		EventID:   d.GetEventId(),
-		EventType: d.GetEventType(),
-		Payload:   d.GetPayload(),
-		Signer:    signer,
-		Timeout:   timeout,
-		Header:    http.Header{},
+		URL:        ep.GetEndpoint().GetUrl(),
+		EventID:    d.GetEventId(),
+		EventType:  d.GetEventType(),
+		Payload:    d.GetPayload(),
+		Signer:     signer,
+		Timeout:    timeout,
+		Header:     http.Header{},
+		Attributes: deliveryAttributes(&d),
 	})
+	s.metrics.inFlight.Add(ctx, -1, epAttr)
 	if err != nil {
 		if probe {
 			s.rcv.probed(id, now, func(int) time.Duration { return 0 })
 		}
 		// Shut down before the receiver answered: a worker fault.
+		setOutcome(ctx, "interrupted")
 		return []*kgo.Record{requeue(r, s.topics.Deliveries)}
 	}
-	out := s.outcome(&d, ep, ar)
+	class := metric.WithAttributes(attribute.String("hookline.outcome.class", classify.Label(ar.Class)))
+	s.metrics.attempts.Add(ctx, 1, class)
+	s.metrics.duration.Record(ctx, ar.Latency.Seconds(), class)
+	out := s.outcome(ctx, &d, ep, ar)
 	if probe {
 		policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
 		s.rcv.probed(id, ar.Started.Add(ar.Latency), func(n int) time.Duration {
@@ -189,8 +208,15 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 }
 
 // outcome turns an attempt's result into the records that follow it.
-func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, ar attempt.Result) []*kgo.Record {
+func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, ar attempt.Result) (out []*kgo.Record) {
+	// The result reports the attempt's HTTP span; logs stay on the
+	// process span.
+	rctx := ctx
+	if ar.SpanContext.IsValid() {
+		rctx = trace.ContextWithSpanContext(ctx, ar.SpanContext)
+	}
 	res := s.result(d, ar.Started)
+	defer func() { setOutcome(ctx, outcomeLabel(res.GetState())) }()
 	res.Attempt = d.GetAttempt()
 	res.Class = ar.Class
 	res.StatusCode = int32(ar.StatusCode)
@@ -203,20 +229,23 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 	key := d.GetEndpointId()
 	log := s.log.With("delivery_id", d.GetDeliveryId(), "event_id", d.GetEventId(), "endpoint_id", key, "attempt", d.GetAttempt(), "status", ar.StatusCode, "class", ar.Class.String())
 
-	notices := s.health(ep, d.GetDeliveryId(), ar)
+	notices := s.health(ctx, ep, d.GetDeliveryId(), ar)
 	switch {
 	case ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS:
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED
-		return append(s.records(s.topics.Results, key, res), notices...)
+		s.finished(ctx, res.State)
+		log.DebugContext(ctx, "delivered", "latency", ar.Latency)
+		return append(s.resultRecords(rctx, res), notices...)
 	case !classify.Retryable(ar.Class):
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 		res.Reason = "permanent failure"
-		log.Info("delivery failed permanently; dead-lettered", "err", res.Error)
-		return append(s.deadLetter(d, res), notices...)
+		log.InfoContext(ctx, "delivery failed permanently; dead-lettered", "err", res.Error)
+		return append(s.deadLetter(rctx, d, res), notices...)
 	case d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND, d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST:
 		// A manual resend or a test event is exactly one attempt (R-REPLAY-1): never retried.
 		res.State, res.Reason = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, "one-off attempt failed; resends and test events are not retried"
-		return append(s.deadLetter(d, res), notices...)
+		log.InfoContext(ctx, "one-off attempt failed; not retried", "err", res.Error)
+		return append(s.deadLetter(rctx, d, res), notices...)
 	}
 
 	policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
@@ -224,8 +253,8 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 	if d.GetAttempt() >= maxAttempts {
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 		res.Reason = fmt.Sprintf("gave up after %d attempts", d.GetAttempt())
-		log.Info("delivery out of attempts; dead-lettered")
-		return append(s.deadLetter(d, res), notices...)
+		log.InfoContext(ctx, "delivery out of attempts; dead-lettered", "err", res.Error)
+		return append(s.deadLetter(rctx, d, res), notices...)
 	}
 	wait := policy.Delay(d.GetAttempt(), s.rand)
 	if retryafter.Honoured(ar.StatusCode) {
@@ -239,8 +268,8 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 	if giveUp := d.GetGiveUpAt(); giveUp != nil && next.After(giveUp.AsTime()) {
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED
 		res.Reason = fmt.Sprintf("next attempt would be after the give-up time %s", giveUp.AsTime().UTC().Format(time.RFC3339))
-		log.Info("delivery out of time; dead-lettered")
-		return append(s.deadLetter(d, res), notices...)
+		log.InfoContext(ctx, "delivery out of time; dead-lettered", "err", res.Error)
+		return append(s.deadLetter(rctx, d, res), notices...)
 	}
 	res.State = hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED
 	res.NextAttemptAt = timestamppb.New(next)
@@ -248,15 +277,20 @@ func (s *Service) outcome(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord,
 	retry.Attempt++
 	retry.DueAt = res.NextAttemptAt
 	retry.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY
-	s.retries.Add(context.Background(), 1, metric.WithAttributes(attribute.Int("hookline.attempt", int(d.GetAttempt()))))
-	log.LogAttrs(context.Background(), slog.LevelInfo, "retry scheduled", slog.Time("next_attempt_at", next), slog.String("err", res.Error))
-	return append(append(s.records(s.topics.Results, key, res), s.records(s.topics.Retries, key, retry)...), notices...)
+	s.metrics.retries.Add(ctx, 1, metric.WithAttributes(attribute.Int("hookline.attempt", int(d.GetAttempt()))))
+	log.LogAttrs(ctx, slog.LevelInfo, "retry scheduled", slog.Time("next_attempt_at", next), slog.String("err", res.Error))
+	retryRec := s.records(s.topics.Retries, key, retry)
+	if ar.SpanContext.IsValid() {
+		// The next attempt's span links to this one.
+		retryRec[0].Headers = append(retryRec[0].Headers, kgo.RecordHeader{Key: headerLastAttempt, Value: []byte(traceparent(ar.SpanContext))})
+	}
+	return append(append(s.resultRecords(rctx, res), retryRec...), notices...)
 }
 
 // health updates the endpoint's failure streak with this attempt and
 // returns the notices it calls for (R-ENDPOINT-3), and, at the
 // auto-pause threshold (R-RECV-4), the endpoint record that pauses it.
-func (s *Service) health(ep *hooklinev1.EndpointRecord, deliveryID string, ar attempt.Result) []*kgo.Record {
+func (s *Service) health(ctx context.Context, ep *hooklinev1.EndpointRecord, deliveryID string, ar attempt.Result) []*kgo.Record {
 	e := ep.GetEndpoint()
 	now := ar.Started.Add(ar.Latency)
 	outageAfter := s.cfg.OutageAfter
@@ -291,7 +325,7 @@ func (s *Service) health(ep *hooklinev1.EndpointRecord, deliveryID string, ar at
 		paused.Endpoint.PausedReason = fmt.Sprintf("paused by Hookline after %d consecutive permanent failures", s.cfg.AutoPauseAfter)
 		paused.Endpoint.UpdatedAt = paused.Endpoint.PausedAt
 		s.store.Put(paused)
-		s.log.Warn("endpoint paused automatically", "endpoint_id", e.GetId(), "reason", paused.Endpoint.PausedReason)
+		s.log.WarnContext(ctx, "endpoint paused automatically", "endpoint_id", e.GetId(), "reason", paused.Endpoint.PausedReason)
 		out = append(s.records(s.topics.Endpoints, e.GetId(), paused),
 			s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED, false, paused.Endpoint.PausedReason))...)
 	}
@@ -309,14 +343,14 @@ func describe(ar attempt.Result) string {
 // the scheduler's tiers for ParkRecheck, then looks again. Its attempt
 // number is untouched and its give-up time moves by the time it waited
 // (R-ENDPOINT-2). The first time, a PARKED result says so.
-func (s *Service) park(d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
+func (s *Service) park(ctx context.Context, d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
 	var out []*kgo.Record
 	if d.GetPausedFor().AsDuration() == 0 {
 		res := s.result(d, now)
 		res.Attempt = 0
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_PARKED
 		res.Reason = "endpoint paused"
-		out = s.records(s.topics.Results, d.GetEndpointId(), res)
+		out = s.resultRecords(ctx, res)
 	}
 	held := proto.Clone(d).(*hooklinev1.Delivery)
 	wait := s.cfg.ParkRecheck
@@ -326,7 +360,7 @@ func (s *Service) park(d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
 	}
 	held.DueAt = timestamppb.New(now.Add(wait))
 	held.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
-	s.deferrals.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", "endpoint paused")))
+	s.deferred(ctx, "endpoint paused")
 	return append(out, s.records(s.topics.Retries, d.GetEndpointId(), held)...)
 }
 
@@ -350,20 +384,35 @@ func (s *Service) deferTo(r *kgo.Record, d *hooklinev1.Delivery, at time.Time, r
 
 // rateSlot returns the start time reserved for r by the rate limiter.
 func rateSlot(r *kgo.Record) time.Time {
-	for _, h := range r.Headers {
-		if h.Key == headerRateSlot {
-			if n, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
-				return time.Unix(0, n)
-			}
-		}
+	if n, err := strconv.ParseInt(header(r, headerRateSlot), 10, 64); err == nil {
+		return time.Unix(0, n)
 	}
 	return time.Time{}
 }
 
-func (s *Service) deadLetter(d *hooklinev1.Delivery, res *hooklinev1.AttemptResult) []*kgo.Record {
-	key := d.GetEndpointId()
+func (s *Service) deadLetter(ctx context.Context, d *hooklinev1.Delivery, res *hooklinev1.AttemptResult) []*kgo.Record {
+	s.finished(ctx, res.GetState())
+	out := s.resultRecords(ctx, res) // sets the trace ids the dead letter repeats
 	dl := &hooklinev1.DeadLetter{Delivery: d, LastResult: res, DeadAt: timestamppb.New(s.now())}
-	return append(s.records(s.topics.Results, key, res), s.records(s.topics.Dead, key, dl)...)
+	return append(out, s.records(s.topics.Dead, d.GetEndpointId(), dl)...)
+}
+
+// deferred counts a deferral and notes it on the process span.
+func (s *Service) deferred(ctx context.Context, reason string) {
+	s.metrics.deferrals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
+	setOutcome(ctx, "deferred")
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("hookline.deferred.reason", reason))
+}
+
+// finished counts a delivery that reached a final state.
+func (s *Service) finished(ctx context.Context, st hooklinev1.DeliveryState) {
+	s.metrics.deliveries.Add(ctx, 1, metric.WithAttributes(attribute.String("hookline.delivery.state", outcomeLabel(st))))
+}
+
+// outcomeLabel is a delivery state as a metric or span label:
+// DELIVERY_STATE_RETRY_SCHEDULED becomes "retry_scheduled".
+func outcomeLabel(st hooklinev1.DeliveryState) string {
+	return strings.ToLower(strings.TrimPrefix(st.String(), "DELIVERY_STATE_"))
 }
 
 func (s *Service) result(d *hooklinev1.Delivery, at time.Time) *hooklinev1.AttemptResult {

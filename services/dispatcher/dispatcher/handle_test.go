@@ -52,15 +52,6 @@ func deliveryRecord(t *testing.T, s *Service) *kgo.Record {
 	return r
 }
 
-func header(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
-}
-
 func TestWorkerFaultReturnsTheDeliveryUnchanged(t *testing.T) {
 	s := newTestService(t)
 	s.store.Put(endpoint("http://127.0.0.1:1")) // no secret: signing panics
@@ -131,7 +122,7 @@ func TestDeliveriesFailingTogetherDoNotRetryTogether(t *testing.T) {
 	minD, maxD := hi, lo
 	for i := range n {
 		d := &hooklinev1.Delivery{DeliveryId: "dlv", EventId: "evt", EndpointId: "ep_1", Attempt: 1}
-		out := s.outcome(d, ep, attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT, StatusCode: 503, Started: failedAt})
+		out := s.outcome(t.Context(), d, ep, attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT, StatusCode: 503, Started: failedAt})
 		var retry hooklinev1.Delivery
 		for _, r := range out {
 			if r.Topic == s.topics.Retries {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -56,6 +57,8 @@ type window struct {
 	results  chan completion
 	mu       sync.Mutex
 	dropped  map[tp]bool
+	// lag reports what the owned partitions hold beyond the last poll.
+	lag *telemetry.Lag
 }
 
 // newWindow sizes the results channel so a finishing attempt never
@@ -114,6 +117,7 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 			if fs.IsClientClosed() {
 				return nil
 			}
+			w.lag.Observe(fs)
 			fs.EachError(func(t string, p int32, err error) {
 				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 					s.log.Warn("fetch error", "topic", t, "partition", p, "err", err)

@@ -11,6 +11,8 @@ import (
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -25,6 +27,18 @@ const maxIdempotencyKeyLen = 256
 // idempotency key, a repeat of the same request returns the first
 // response and writes nothing new (see idempotency.go).
 func (s *Service) PublishEvent(ctx context.Context, req *hooklinev1.PublishEventRequest) (*hooklinev1.PublishEventResponse, error) {
+	resp, err := s.publishEvent(ctx, req)
+	if err == nil {
+		// The RPC's span is where a person finds an event's trace.
+		trace.SpanFromContext(ctx).SetAttributes(
+			attribute.String("hookline.event_id", resp.GetEventId()),
+			attribute.String("hookline.event_type", req.GetEventType()),
+			attribute.Int("hookline.deliveries", len(resp.GetDeliveries())))
+	}
+	return resp, err
+}
+
+func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEventRequest) (*hooklinev1.PublishEventResponse, error) {
 	tenant := apikey.TenantFrom(ctx)
 	if err := filter.ValidateType(req.GetEventType()); err != nil {
 		return nil, invalid("event_type", "%v", err)

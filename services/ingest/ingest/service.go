@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,14 +27,20 @@ import (
 	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/netguard"
+	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
 
@@ -65,6 +73,9 @@ type Service struct {
 	flight   map[string]int
 	// writeMu serialises endpoint read-modify-write cycles in this replica.
 	writeMu sync.Mutex
+
+	tp trace.TracerProvider
+	mp metric.MeterProvider
 }
 
 // Option configures a Service.
@@ -75,6 +86,12 @@ func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = 
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
+
+// WithTelemetry sets the tracer and meter providers (default: the global
+// ones, no-op unless a program installed others).
+func WithTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) Option {
+	return func(s *Service) { s.tp, s.mp = tp, mp }
+}
 
 // WithListener serves on ln instead of listening on Config.GRPCAddr.
 func WithListener(ln net.Listener) Option { return func(s *Service) { s.ln = ln } }
@@ -110,10 +127,14 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		topics: cfg.Kafka.Topics(),
 		lookup: net.LookupIP,
 		flight: map[string]int{},
+		tp:     otel.GetTracerProvider(),
+		mp:     otel.GetMeterProvider(),
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	// Every client of this service records its Kafka metrics.
+	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
 	s.instanceID = ids.New("ing_", s.now())
 	s.idem = newIdemView(s.now, cfg.IdempotencyTTL)
 	s.idemFollow = newFollower(s.idem.apply, s.topics.Idempotency)
@@ -131,6 +152,10 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The producer starts each delivery's trace: a publish span per
+	// record, child of the caller's RPC span, its traceparent in the
+	// record's headers.
+	opts = append(opts, telemetry.KafkaProducerTracing(s.tp)...)
 	cl, err := kgo.NewClient(append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(s.cfg.PublishTimeout),
@@ -234,6 +259,16 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 		return status.Error(codes.Internal, "internal error")
 	})
 	srv := grpc.NewServer(
+		// First in the chain: the RPC's span (the caller's traceparent
+		// honoured) and rpc.server.call.duration by method and status.
+		grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(s.tp),
+			otelgrpc.WithMeterProvider(s.mp),
+			otelgrpc.WithPropagators(telemetry.Propagator),
+			otelgrpc.WithFilter(func(info *stats.RPCTagInfo) bool {
+				return !strings.HasPrefix(info.FullMethodName, "/grpc.health.") && !strings.HasPrefix(info.FullMethodName, "/grpc.reflection.")
+			}),
+		)),
 		grpc.MaxRecvMsgSize(s.cfg.MaxPayloadBytes+1<<20),
 		grpc.ChainUnaryInterceptor(
 			logging.UnaryServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall)),

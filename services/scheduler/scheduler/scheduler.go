@@ -18,14 +18,22 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/scheduler/tier"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
+
+const scope = "github.com/hookline/hookline/services/scheduler"
 
 // headerPoison marks a record copied raw to the dead-letter topic because
 // it does not decode as a Delivery.
@@ -43,6 +51,11 @@ type Service struct {
 	byTier map[time.Duration]string
 
 	onRelease func(d *hooklinev1.Delivery, at time.Time)
+
+	tp       trace.TracerProvider
+	mp       metric.MeterProvider
+	tracer   trace.Tracer
+	lateness metric.Float64Histogram
 
 	// mu guards held and wake; partition callbacks and timers run on
 	// other goroutines than the poll loop.
@@ -76,6 +89,12 @@ func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
 
+// WithTelemetry sets the tracer and meter providers (default: the global
+// ones, no-op unless a program installed others).
+func WithTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) Option {
+	return func(s *Service) { s.tp, s.mp = tp, mp }
+}
+
 // WithReleaseHook calls fn for every delivery released, with the release
 // time, after its transaction commits; for measurements.
 func WithReleaseHook(fn func(d *hooklinev1.Delivery, at time.Time)) Option {
@@ -104,6 +123,8 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		tierOf: map[string]time.Duration{},
 		byTier: map[time.Duration]string{},
 		held:   map[tp]*heldPartition{},
+		tp:     otel.GetTracerProvider(),
+		mp:     otel.GetMeterProvider(),
 	}
 	for _, d := range ts {
 		name := s.topics.DelayPrefix + tier.Name(d)
@@ -112,6 +133,14 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	for _, o := range opts {
 		o(s)
+	}
+	s.tracer = s.tp.Tracer(scope)
+	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
+	s.lateness, err = s.mp.Meter(scope).Float64Histogram("hookline.scheduler.release.lateness", metric.WithUnit("s"),
+		metric.WithDescription("How long after its due time a delivery was released to the deliveries topic."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: metrics: %w", err)
 	}
 	return s, nil
 }
@@ -139,6 +168,11 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	consume := append([]string{s.topics.Retries}, s.Topics()...)
+	lag, err := telemetry.NewLag(s.mp, s.cfg.Group)
+	if err != nil {
+		return fmt.Errorf("scheduler: metrics: %w", err)
+	}
+	defer lag.Close()
 	sess, err := kgo.NewGroupTransactSession(append(opts,
 		kgo.TransactionalID(s.cfg.TransactionalID),
 		kgo.TransactionTimeout(s.cfg.TxnTimeout),
@@ -155,8 +189,8 @@ func (s *Service) Run(ctx context.Context) error {
 		// A revoked or lost partition's pause and timer must go with it:
 		// a pause survives a rebalance, and a partition re-assigned later
 		// would otherwise stay paused for good.
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.forget(m) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.forget(m) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.forget(m); lag.Forget(m) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.forget(m); lag.Forget(m) }),
 	)...)
 	if err != nil {
 		return fmt.Errorf("scheduler: kafka session: %w", err)
@@ -186,6 +220,7 @@ func (s *Service) Run(ctx context.Context) error {
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return nil
 		}
+		lag.Observe(fs)
 		fs.EachError(func(t string, p int32, err error) {
 			if !errors.Is(err, context.Canceled) {
 				s.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
@@ -240,7 +275,7 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 
 	var (
 		out     []*kgo.Record
-		rel     []*hooklinev1.Delivery
+		rel     []release
 		offsets = map[string]map[int32]kgo.EpochOffset{}
 		resume  = map[string][]int32{}
 		hold    = map[tp]*heldPartition{}
@@ -264,7 +299,7 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 			}
 			out = append(out, rec)
 			if d != nil {
-				rel = append(rel, d)
+				rel = append(rel, release{d, rec})
 			}
 		}
 		if !stopped {
@@ -305,13 +340,44 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 	for k, h := range hold {
 		s.holdUntil(k, h)
 	}
-	if s.onRelease != nil {
-		at := s.now()
-		for _, d := range rel {
-			s.onRelease(d, at)
+	s.released(ctx, rel)
+	return nil
+}
+
+// release is a delivery released to the deliveries topic in a hop.
+type release struct {
+	d   *hooklinev1.Delivery
+	rec *kgo.Record
+}
+
+// released reports a committed hop's releases: the lateness histogram,
+// and a span per delivery in its trace, from its due time to its
+// release, so a trace shows the wait between attempts and how late the
+// scheduler was.
+func (s *Service) released(ctx context.Context, rel []release) {
+	at := s.now()
+	for _, r := range rel {
+		due := at
+		if r.d.GetDueAt() != nil {
+			due = r.d.GetDueAt().AsTime()
+		}
+		late := max(at.Sub(due), 0)
+		s.lateness.Record(ctx, late.Seconds())
+		_, span := s.tracer.Start(telemetry.RecordContext(ctx, r.rec), "release "+r.rec.Topic,
+			trace.WithTimestamp(due),
+			trace.WithAttributes(
+				attribute.String("hookline.event_id", r.d.GetEventId()),
+				attribute.String("hookline.delivery_id", r.d.GetDeliveryId()),
+				attribute.String("hookline.endpoint_id", r.d.GetEndpointId()),
+				attribute.Int("hookline.attempt", int(r.d.GetAttempt())),
+				attribute.String("hookline.delivery.kind", r.d.GetKind().String()),
+				attribute.Float64("hookline.scheduler.lateness_ms", float64(late.Microseconds())/1000),
+			))
+		span.End(trace.WithTimestamp(at))
+		if s.onRelease != nil {
+			s.onRelease(r.d, at)
 		}
 	}
-	return nil
 }
 
 // step decides one record's next hop at now. It returns the record to

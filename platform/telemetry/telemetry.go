@@ -1,0 +1,311 @@
+// Package telemetry is the one home of Hookline's OpenTelemetry set-up:
+// tracer and meter providers built from the standard OTEL_* environment,
+// the Prometheus /metrics endpoint, the W3C propagator, the slog handler
+// that stamps trace ids on log lines, Kafka client instrumentation and the
+// consumer-lag gauge.
+//
+// Off by default: with no OTEL_* exporter settings and no metrics address
+// the providers are the no-op ones, which cost a branch per call. Trace
+// context still flows (a no-op span carries its parent's span context), so
+// a producer's traceparent reaches receivers even when Hookline exports
+// nothing itself.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// Propagator is the W3C trace-context and baggage propagator every
+// Hookline hop uses: gRPC metadata, Kafka record headers, HTTP requests to
+// receivers.
+var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// Config is the telemetry section of every service binary's
+// configuration. Exporters and sampling are configured by the standard
+// OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL,
+// OTEL_TRACES_EXPORTER, OTEL_METRICS_EXPORTER, OTEL_TRACES_SAMPLER,
+// OTEL_TRACES_SAMPLER_ARG, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES),
+// read by the OpenTelemetry SDK as its specification says.
+type Config struct {
+	MetricsAddr string `flag:"metrics-addr" env:"HOOKLINE_METRICS_ADDR" usage:"listen address of the Prometheus /metrics endpoint, e.g. 127.0.0.1:9464 (default: no endpoint)"`
+	LogLevel    string `flag:"log-level" env:"HOOKLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
+}
+
+// Telemetry is one service's set of providers. Its methods are safe for
+// concurrent use.
+type Telemetry struct {
+	// TracerProvider is the SDK provider when traces are exported, the
+	// no-op provider otherwise.
+	TracerProvider trace.TracerProvider
+	// MeterProvider is the SDK provider when metrics are read (Prometheus
+	// or OTLP), the no-op provider otherwise.
+	MeterProvider metric.MeterProvider
+
+	metrics  http.Handler
+	flush    []func(context.Context) error
+	shutdown []func(context.Context) error
+}
+
+// Option configures Setup.
+type Option func(*setup)
+
+type setup struct {
+	getenv     func(string) string
+	noMetrics  bool
+	prometheus bool
+	spans      []sdktrace.SpanProcessor
+	readers    []sdkmetric.Reader
+}
+
+// WithGetenv replaces os.Getenv for deciding which exporters are on (the
+// exporters themselves read the process environment).
+func WithGetenv(getenv func(string) string) Option { return func(s *setup) { s.getenv = getenv } }
+
+// WithoutMetrics leaves metrics off (the no-op meter provider); a
+// program running several services in one process shares one meter
+// provider among them.
+func WithoutMetrics() Option { return func(s *setup) { s.noMetrics = true } }
+
+// WithPrometheus adds a Prometheus reader; MetricsHandler then serves it.
+func WithPrometheus() Option { return func(s *setup) { s.prometheus = true } }
+
+// WithSpanProcessor adds a span processor (tests: an in-memory exporter)
+// and turns tracing on.
+func WithSpanProcessor(p sdktrace.SpanProcessor) Option {
+	return func(s *setup) { s.spans = append(s.spans, p) }
+}
+
+// WithMetricReader adds a metric reader and turns metrics on.
+func WithMetricReader(r sdkmetric.Reader) Option {
+	return func(s *setup) { s.readers = append(s.readers, r) }
+}
+
+// Setup builds the providers of service (its service.name, unless
+// OTEL_SERVICE_NAME says otherwise). Traces are exported when
+// OTEL_TRACES_EXPORTER names an exporter or an OTLP endpoint is set;
+// metrics go to OTLP on the same terms (OTEL_METRICS_EXPORTER) and to
+// Prometheus with WithPrometheus. OTEL_SDK_DISABLED=true turns all of it
+// off. Call Shutdown to flush.
+func Setup(ctx context.Context, service string, opts ...Option) (*Telemetry, error) {
+	s := setup{getenv: osGetenv}
+	for _, o := range opts {
+		o(&s)
+	}
+	t := &Telemetry{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}
+	if strings.EqualFold(s.getenv("OTEL_SDK_DISABLED"), "true") {
+		return t, nil
+	}
+	res, err := resource.New(ctx,
+		resource.WithAttributes(semconv.ServiceName(service), semconv.ServiceNamespace("hookline")),
+		resource.WithTelemetrySDK(),
+		resource.WithHost(),
+		resource.WithFromEnv(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
+	)
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+
+	spans := s.spans
+	if exporting(s.getenv, "TRACES") {
+		exp, err := autoexport.NewSpanExporter(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: span exporter (OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_*): %w", err)
+		}
+		if !autoexport.IsNoneSpanExporter(exp) {
+			spans = append(spans, sdktrace.NewBatchSpanProcessor(exp))
+		}
+	}
+	if len(spans) > 0 {
+		topts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)} // sampler: OTEL_TRACES_SAMPLER, default parentbased_always_on
+		for _, p := range spans {
+			topts = append(topts, sdktrace.WithSpanProcessor(p))
+		}
+		tp := sdktrace.NewTracerProvider(topts...)
+		t.TracerProvider = tp
+		t.flush = append(t.flush, tp.ForceFlush)
+		t.shutdown = append(t.shutdown, tp.Shutdown)
+	}
+
+	if s.noMetrics {
+		return t, nil
+	}
+	readers := s.readers
+	if s.prometheus {
+		reg := prometheus.NewRegistry()
+		r, err := otelprom.New(otelprom.WithRegisterer(reg))
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: prometheus: %w", err)
+		}
+		readers = append(readers, r)
+		t.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	}
+	if exporting(s.getenv, "METRICS") {
+		r, err := autoexport.NewMetricReader(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: metric reader (OTEL_METRICS_EXPORTER, OTEL_EXPORTER_OTLP_*): %w", err)
+		}
+		if !autoexport.IsNoneMetricReader(r) {
+			readers = append(readers, r)
+		}
+	}
+	if len(readers) > 0 {
+		mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
+		for _, r := range readers {
+			mopts = append(mopts, sdkmetric.WithReader(r))
+		}
+		mp := sdkmetric.NewMeterProvider(mopts...)
+		t.MeterProvider = mp
+		t.flush = append(t.flush, mp.ForceFlush)
+		t.shutdown = append(t.shutdown, mp.Shutdown)
+	}
+	return t, nil
+}
+
+// exporting reports whether the environment asks for signal ("TRACES" or
+// "METRICS") to be exported: its OTEL_<signal>_EXPORTER names one other
+// than "none", or an OTLP endpoint is set.
+func exporting(getenv func(string) string, signal string) bool {
+	if e := getenv("OTEL_" + signal + "_EXPORTER"); e != "" {
+		return e != "none"
+	}
+	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT") != ""
+}
+
+// MetricsHandler serves the Prometheus exposition; nil without
+// WithPrometheus.
+func (t *Telemetry) MetricsHandler() http.Handler { return t.metrics }
+
+// serveMetrics serves /metrics on ln until ctx ends.
+func (t *Telemetry) serveMetrics(ctx context.Context, ln net.Listener) error {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", t.metrics)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("telemetry: metrics endpoint: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// Flush exports what is buffered.
+func (t *Telemetry) Flush(ctx context.Context) error {
+	var errs []error
+	for _, f := range t.flush {
+		errs = append(errs, f(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Shutdown flushes and stops the providers; call it last, after the
+// service stopped.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	var errs []error
+	for _, f := range t.shutdown {
+		errs = append(errs, f(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Env is what a service binary hands its service: the logger and the
+// providers.
+type Env struct {
+	Log       *slog.Logger
+	Telemetry *Telemetry
+	// metrics is the /metrics listener; nil for none.
+	metrics net.Listener
+}
+
+// Start sets up a service binary's logging (JSON to w at cfg.LogLevel,
+// with trace ids) and telemetry (OTEL_* environment, and Prometheus when
+// cfg.MetricsAddr is set, listening already so a busy port fails here).
+func Start(ctx context.Context, service string, cfg Config, w io.Writer) (Env, error) {
+	log, err := NewLogger(w, cfg.LogLevel)
+	if err != nil {
+		return Env{}, fmt.Errorf("--log-level: %w", err)
+	}
+	var opts []Option
+	if cfg.MetricsAddr != "" {
+		opts = append(opts, WithPrometheus())
+	}
+	t, err := Setup(ctx, service, opts...)
+	if err != nil {
+		return Env{}, err
+	}
+	env := Env{Log: log, Telemetry: t}
+	if cfg.MetricsAddr != "" && t.metrics != nil {
+		if env.metrics, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return Env{}, fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
+	return env, nil
+}
+
+// MetricsAddr is the address /metrics is served on; empty for none.
+func (e Env) MetricsAddr() string {
+	if e.metrics == nil {
+		return ""
+	}
+	return e.metrics.Addr().String()
+}
+
+// Serve serves /metrics until ctx ends; without a metrics address it
+// just waits for ctx.
+func (e Env) Serve(ctx context.Context) error {
+	if e.metrics == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return e.Telemetry.serveMetrics(ctx, e.metrics)
+}
+
+// Run runs service until ctx ends, serving /metrics beside it; either
+// failing stops both.
+func (e Env) Run(ctx context.Context, service func(context.Context) error) error {
+	if e.metrics == nil {
+		return service(ctx)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	served := make(chan error, 1)
+	go func() {
+		err := e.Serve(ctx)
+		if err != nil {
+			cancel(err)
+		}
+		served <- err
+	}()
+	e.Log.Info("metrics endpoint", "url", "http://"+e.MetricsAddr()+"/metrics")
+	err := service(ctx)
+	cancel(nil)
+	if merr := <-served; merr != nil && err == nil {
+		err = merr
+	}
+	return err
+}
