@@ -173,6 +173,12 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 			span.SetStatus(codes.Error, "shut down before the receiver answered; not counted as an attempt")
 			return Result{}, ctx.Err()
 		}
+		// net/http wraps the error with the full URL, whose query may
+		// hold a credential; the URL is known to whoever reads the result.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no response within %v: %w", r.Timeout, err)
 		}
