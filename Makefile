@@ -74,7 +74,7 @@ lint: $(TOOLS)/buf $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (per m
 ## ---- tests -------------------------------------------------------------
 
 .PHONY: test
-test: gen-check lint test-unit test-real ## everything CI runs: gen check, lint, unit + kfake tier, real Kafka tier
+test: gen-check lint test-unit test-real test-jaeger ## everything CI runs: gen check, lint, unit + kfake tier, real Kafka tier, traces in Jaeger
 
 .PHONY: test-unit
 test-unit: ## unit tests and the integration suite on kfake, with -race
@@ -94,6 +94,38 @@ test-real: ## the integration suite on Apache Kafka 4.4 (started and stopped her
 	  echo "real Kafka 4.4 tier: $$(grep -cE '^ *--- PASS' $(TEST_LOG)/real-kafka.log) tests passed, $$(grep -cE '^ *--- FAIL' $(TEST_LOG)/real-kafka.log) failed (log: $(TEST_LOG)/real-kafka.log)"; \
 	  if [ $$rc -ne 0 ]; then tail -n 80 $(TEST_LOG)/real-kafka.log; fi; \
 	  exit $$rc
+
+# Ports of the Jaeger test-jaeger starts, away from a developer's own.
+JAEGER_TEST_ENV := HOOKLINE_JAEGER_OTLP_GRPC_PORT=24317 HOOKLINE_JAEGER_OTLP_HTTP_PORT=24318 \
+  HOOKLINE_JAEGER_QUERY_HTTP_PORT=26686 HOOKLINE_JAEGER_QUERY_GRPC_PORT=26685 \
+  HOOKLINE_JAEGER_HEALTH_PORT=23133 HOOKLINE_JAEGER_METRICS_PORT=28888 \
+  HOOKLINE_JAEGER_DIR=$(CURDIR)/bin/jaeger-test
+
+.PHONY: test-jaeger
+test-jaeger: ## a delivery exported over OTLP to a real Jaeger v2, found by event id through its query API
+	@mkdir -p $(TEST_LOG)
+	@rc=0; $(JAEGER_TEST_ENV) bash scripts/jaeger.sh up || { $(JAEGER_TEST_ENV) bash scripts/jaeger.sh down; exit 1; }; \
+	  (cd e2e && HOOKLINE_TEST_KAFKA=kfake HOOKLINE_TEST_JAEGER=http://127.0.0.1:26686 \
+	    OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:24318 OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf \
+	    go test -count=1 -timeout 5m -run '^TestTraceFoundInJaeger$$' -v .) > $(TEST_LOG)/jaeger.log 2>&1 || rc=$$?; \
+	  $(JAEGER_TEST_ENV) bash scripts/jaeger.sh down; \
+	  grep -E '^(--- |ok|FAIL)|found trace' $(TEST_LOG)/jaeger.log || true; \
+	  if [ $$rc -ne 0 ]; then tail -n 60 $(TEST_LOG)/jaeger.log; fi; \
+	  exit $$rc
+
+## ---- tracing -----------------------------------------------------------
+
+.PHONY: jaeger
+jaeger: ## run Jaeger v2 on loopback in the foreground (OTLP 127.0.0.1:4317/4318, query API http://127.0.0.1:16686)
+	bash scripts/jaeger.sh run
+
+.PHONY: jaeger-up
+jaeger-up: ## start that Jaeger in the background
+	bash scripts/jaeger.sh up
+
+.PHONY: jaeger-down
+jaeger-down: ## stop it
+	bash scripts/jaeger.sh down
 
 ## ---- Kafka -------------------------------------------------------------
 

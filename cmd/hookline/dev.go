@@ -172,13 +172,14 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
   API key       %s   (tenant "dev")
   data dir      %s
   metrics       %s
+  traces        %s
 
 Try it:
   export HOOKLINE_API_KEY=%s
   hookline endpoint create --url http://127.0.0.1:9000/webhooks
   hookline publish --type invoice.paid --data '{"invoice":"in_1","amount":4200}'
   hookline results tail --kafka-brokers %s
-`, ln.Addr(), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, metricsURL(metricsEnv), key, strings.Join(brokers, ","))
+`, ln.Addr(), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, metricsURL(metricsEnv), tracesTo(tel["ingest"]), key, strings.Join(brokers, ","))
 	wg.Wait()
 	return errors.Join(errs...)
 }
@@ -213,4 +214,12 @@ func metricsURL(e telemetry.Env) string {
 		return "http://" + a + "/metrics"
 	}
 	return "(none: --metrics-addr is empty)"
+}
+
+// tracesTo says where dev's traces go.
+func tracesTo(t *telemetry.Telemetry) string {
+	if !t.Tracing() {
+		return "off (set OTEL_EXPORTER_OTLP_ENDPOINT to export)"
+	}
+	return "exported as OTEL_* says (services hookline-ingest, hookline-dispatcher, hookline-scheduler)"
 }

@@ -193,6 +193,12 @@ func exporting(getenv func(string) string, signal string) bool {
 	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT") != ""
 }
 
+// Tracing reports whether spans are recorded and exported.
+func (t *Telemetry) Tracing() bool {
+	_, off := t.TracerProvider.(tracenoop.TracerProvider)
+	return !off
+}
+
 // MetricsHandler serves the Prometheus exposition; nil without
 // WithPrometheus.
 func (t *Telemetry) MetricsHandler() http.Handler { return t.metrics }
