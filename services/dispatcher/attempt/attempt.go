@@ -136,18 +136,21 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
+	ctx, span := c.tracer.Start(ctx, http.MethodPost, trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	recording := span.IsRecording()
 	actx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, r.URL, bytes.NewReader(r.Payload))
 	if err != nil {
 		// An endpoint URL that cannot make a request is the endpoint's
 		// fault and will not fix itself: permanent.
+		span.SetStatus(codes.Error, "invalid endpoint URL")
 		return Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, Err: fmt.Errorf("invalid endpoint URL: %w", err), Started: c.now()}, nil
 	}
-	ctx, span := c.tracer.Start(ctx, http.MethodPost, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(append(urlAttributes(req.URL), r.Attributes...)...))
-	defer span.End()
-	req = req.WithContext(trace.ContextWithSpan(actx, span))
+	if recording {
+		span.SetAttributes(append(urlAttributes(req.URL), r.Attributes...)...)
+	}
 	started := c.now()
 	h := req.Header
 	for k, v := range r.Header {
@@ -185,8 +188,10 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 		res.Err = err
 		res.Latency = c.now().Sub(started)
 		res.Class = classify.Outcome(0, err)
-		span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)), attribute.String("hookline.outcome.class", classify.Label(res.Class)))
-		span.SetStatus(codes.Error, err.Error())
+		if recording {
+			span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)), attribute.String("hookline.outcome.class", classify.Label(res.Class)))
+			span.SetStatus(codes.Error, err.Error())
+		}
 		return res, nil
 	}
 	defer resp.Body.Close()
@@ -198,6 +203,9 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	res.Excerpt = excerpt.Bytes()
 	res.RetryAfter = resp.Header.Get("Retry-After")
 	res.Class = classify.Outcome(resp.StatusCode, nil)
+	if !recording {
+		return res, nil
+	}
 	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode), attribute.String("hookline.outcome.class", classify.Label(res.Class)))
 	if res.Class != hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
 		span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))

@@ -49,6 +49,8 @@ type Service struct {
 	mp      metric.MeterProvider
 	tracer  trace.Tracer
 	metrics instruments
+	// processSpan names the span of handling a delivery record.
+	processSpan string
 }
 
 // Option configures a Service.
@@ -112,6 +114,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		o(s)
 	}
 	s.tracer = s.tp.Tracer(scope)
+	s.processSpan = "process " + s.topics.Deliveries
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
 	s.client = attempt.New(guard, append([]attempt.Option{attempt.WithClock(s.now), attempt.WithTracerProvider(s.tp)}, s.attemptOpts...)...)
 	if s.metrics, err = newInstruments(s.mp); err != nil {

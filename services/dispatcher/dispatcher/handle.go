@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -20,7 +19,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -100,7 +98,12 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 		}
 		return []*kgo.Record{s.workerFault(ctx, r, reason)}
 	}
-	trace.SpanFromContext(ctx).SetAttributes(deliveryAttributes(&d)...)
+	// Attributes are built only for a recorded span: off costs nothing.
+	var attrs []attribute.KeyValue
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		attrs = deliveryAttributes(&d)
+		span.SetAttributes(attrs...)
+	}
 	now := s.now()
 	if due := d.GetDueAt(); due != nil && due.AsTime().After(now) {
 		// Never fire early: a delivery not yet due waits on the retries
@@ -173,8 +176,7 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 	if t := ep.GetEndpoint().GetTimeout(); t != nil && t.AsDuration() > 0 {
 		timeout = t.AsDuration()
 	}
-	epAttr := metric.WithAttributes(attribute.String("hookline.endpoint_id", id))
-	s.metrics.inFlight.Add(ctx, 1, epAttr)
+	s.metrics.flight(ctx, id, 1)
 	ar, err := s.client.Do(ctx, attempt.Request{
 		URL:        ep.GetEndpoint().GetUrl(),
 		EventID:    d.GetEventId(),
@@ -183,9 +185,9 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 		Signer:     signer,
 		Timeout:    timeout,
 		Header:     http.Header{},
-		Attributes: deliveryAttributes(&d),
+		Attributes: attrs,
 	})
-	s.metrics.inFlight.Add(ctx, -1, epAttr)
+	s.metrics.flight(ctx, id, -1)
 	if err != nil {
 		if probe {
 			s.rcv.probed(id, now, func(int) time.Duration { return 0 })
@@ -194,9 +196,7 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 		setOutcome(ctx, "interrupted")
 		return []*kgo.Record{requeue(r, s.topics.Deliveries)}
 	}
-	class := metric.WithAttributes(attribute.String("hookline.outcome.class", classify.Label(ar.Class)))
-	s.metrics.attempts.Add(ctx, 1, class)
-	s.metrics.duration.Record(ctx, ar.Latency.Seconds(), class)
+	s.metrics.attempt(ctx, ar.Class, ar.Latency)
 	out := s.outcome(ctx, &d, ep, ar)
 	if probe {
 		policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
@@ -277,7 +277,7 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 	retry.Attempt++
 	retry.DueAt = res.NextAttemptAt
 	retry.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY
-	s.metrics.retries.Add(ctx, 1, metric.WithAttributes(attribute.Int("hookline.attempt", int(d.GetAttempt()))))
+	s.metrics.retry(ctx, d.GetAttempt())
 	log.LogAttrs(ctx, slog.LevelInfo, "retry scheduled", slog.Time("next_attempt_at", next), slog.String("err", res.Error))
 	retryRec := s.records(s.topics.Retries, key, retry)
 	if ar.SpanContext.IsValid() {
@@ -399,20 +399,15 @@ func (s *Service) deadLetter(ctx context.Context, d *hooklinev1.Delivery, res *h
 
 // deferred counts a deferral and notes it on the process span.
 func (s *Service) deferred(ctx context.Context, reason string) {
-	s.metrics.deferrals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
-	setOutcome(ctx, "deferred")
-	trace.SpanFromContext(ctx).SetAttributes(attribute.String("hookline.deferred.reason", reason))
+	s.metrics.deferral(ctx, reason)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.String("hookline.outcome", "deferred"), attribute.String("hookline.deferred.reason", reason))
+	}
 }
 
 // finished counts a delivery that reached a final state.
 func (s *Service) finished(ctx context.Context, st hooklinev1.DeliveryState) {
-	s.metrics.deliveries.Add(ctx, 1, metric.WithAttributes(attribute.String("hookline.delivery.state", outcomeLabel(st))))
-}
-
-// outcomeLabel is a delivery state as a metric or span label:
-// DELIVERY_STATE_RETRY_SCHEDULED becomes "retry_scheduled".
-func outcomeLabel(st hooklinev1.DeliveryState) string {
-	return strings.ToLower(strings.TrimPrefix(st.String(), "DELIVERY_STATE_"))
+	s.metrics.delivery(ctx, st)
 }
 
 func (s *Service) result(d *hooklinev1.Delivery, at time.Time) *hooklinev1.AttemptResult {

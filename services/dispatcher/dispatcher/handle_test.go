@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-func newTestService(t *testing.T) *Service {
+func newTestService(t testing.TB, opts ...Option) *Service {
 	t.Helper()
 	cfg, err := config.Defaults[Config]()
 	if err != nil {
@@ -24,7 +24,7 @@ func newTestService(t *testing.T) *Service {
 	}
 	cfg.AllowPrivate = true
 	cfg.RateLimit = 0 // these tests attempt one endpoint many times at one instant
-	s, err := New(cfg, WithRandSeed(42))
+	s, err := New(cfg, append([]Option{WithRandSeed(42)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func endpoint(url string, secrets ...string) *hooklinev1.EndpointRecord {
 	return rec
 }
 
-func deliveryRecord(t *testing.T, s *Service) *kgo.Record {
+func deliveryRecord(t testing.TB, s *Service) *kgo.Record {
 	t.Helper()
 	d := &hooklinev1.Delivery{DeliveryId: "dlv_1", EventId: "evt_1", TenantId: "t", EndpointId: "ep_1", EventType: "a.b", Payload: []byte(`{}`), Attempt: 3}
 	r, err := hkafka.Record(s.topics.Deliveries, "ep_1", d)

@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/classify"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kotel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
@@ -28,8 +32,10 @@ var traceHeaders = []string{"traceparent", "tracestate", "baggage", headerLastAt
 
 const scope = "github.com/hookline/hookline/services/dispatcher"
 
-// instruments are the dispatcher's metrics.
+// instruments are the dispatcher's metrics. With metrics off (the no-op
+// provider) its methods return at once, building no attributes.
 type instruments struct {
+	on         bool
 	attempts   metric.Int64Counter
 	duration   metric.Float64Histogram
 	deliveries metric.Int64Counter
@@ -40,7 +46,8 @@ type instruments struct {
 
 func newInstruments(mp metric.MeterProvider) (instruments, error) {
 	m := mp.Meter(scope)
-	var in instruments
+	_, off := mp.(metricnoop.MeterProvider)
+	in := instruments{on: !off}
 	var errs [6]error
 	in.attempts, errs[0] = m.Int64Counter("hookline.dispatcher.attempts", metric.WithUnit("{attempt}"),
 		metric.WithDescription("HTTP attempts made, by outcome class (success, transient, permanent, ambiguous)."))
@@ -63,30 +70,76 @@ func newInstruments(mp metric.MeterProvider) (instruments, error) {
 	return in, nil
 }
 
+// attempt counts an attempt made, by outcome class, and its latency.
+func (in instruments) attempt(ctx context.Context, c hooklinev1.OutcomeClass, latency time.Duration) {
+	if !in.on {
+		return
+	}
+	class := metric.WithAttributes(attribute.String("hookline.outcome.class", classify.Label(c)))
+	in.attempts.Add(ctx, 1, class)
+	in.duration.Record(ctx, latency.Seconds(), class)
+}
+
+// flight adds delta to the endpoint's attempts in flight.
+func (in instruments) flight(ctx context.Context, endpointID string, delta int64) {
+	if in.on {
+		in.inFlight.Add(ctx, delta, metric.WithAttributes(attribute.String("hookline.endpoint_id", endpointID)))
+	}
+}
+
+// retry counts a retry scheduled after the failed attempt n.
+func (in instruments) retry(ctx context.Context, n uint32) {
+	if in.on {
+		in.retries.Add(ctx, 1, metric.WithAttributes(attribute.Int("hookline.attempt", int(n))))
+	}
+}
+
+// deferral counts a delivery held without an attempt.
+func (in instruments) deferral(ctx context.Context, reason string) {
+	if in.on {
+		in.deferrals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
+	}
+}
+
+// delivery counts a delivery that reached the final state st.
+func (in instruments) delivery(ctx context.Context, st hooklinev1.DeliveryState) {
+	if in.on {
+		in.deliveries.Add(ctx, 1, metric.WithAttributes(attribute.String("hookline.delivery.state", outcomeLabel(st))))
+	}
+}
+
+// outcomeLabel is a delivery state as a metric or span label:
+// DELIVERY_STATE_RETRY_SCHEDULED becomes "retry_scheduled".
+func outcomeLabel(st hooklinev1.DeliveryState) string {
+	return strings.ToLower(strings.TrimPrefix(st.String(), "DELIVERY_STATE_"))
+}
+
 // startProcess starts the span of handling one delivery record: a child
 // of the delivery's origin (the traceparent in its headers), linked to
-// its last attempt.
+// its last attempt. Attributes and links are built only when the span is
+// recorded.
 func (s *Service) startProcess(ctx context.Context, r *kgo.Record) (context.Context, trace.Span) {
 	ctx = telemetry.RecordContext(ctx, r)
-	opts := []trace.SpanStartOption{
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			semconv.MessagingSystemKafka,
-			semconv.MessagingOperationTypeProcess,
-			semconv.MessagingOperationName("process"),
-			semconv.MessagingDestinationName(r.Topic),
-			semconv.MessagingDestinationPartitionID(strconv.Itoa(int(r.Partition))),
-			semconv.MessagingKafkaOffset(int(r.Offset)),
-			semconv.MessagingConsumerGroupName(s.cfg.Group),
-		),
+	ctx, span := s.tracer.Start(ctx, s.processSpan, trace.WithSpanKind(trace.SpanKindConsumer))
+	if !span.IsRecording() {
+		return ctx, span
 	}
+	span.SetAttributes(
+		semconv.MessagingSystemKafka,
+		semconv.MessagingOperationTypeProcess,
+		semconv.MessagingOperationName("process"),
+		semconv.MessagingDestinationName(r.Topic),
+		semconv.MessagingDestinationPartitionID(strconv.Itoa(int(r.Partition))),
+		semconv.MessagingKafkaOffset(int(r.Offset)),
+		semconv.MessagingConsumerGroupName(s.cfg.Group),
+	)
 	if v := header(r, headerLastAttempt); v != "" {
 		last := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": v})
 		if sc := trace.SpanContextFromContext(last); sc.IsValid() {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String("hookline.link", "previous attempt")}}))
+			span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String("hookline.link", "previous attempt")}})
 		}
 	}
-	return s.tracer.Start(ctx, "process "+r.Topic, opts...)
+	return ctx, span
 }
 
 // deliveryAttributes name a delivery on spans.
@@ -103,7 +156,9 @@ func deliveryAttributes(d *hooklinev1.Delivery) []attribute.KeyValue {
 
 // setOutcome records what became of the delivery on the process span.
 func setOutcome(ctx context.Context, outcome string) {
-	trace.SpanFromContext(ctx).SetAttributes(attribute.String("hookline.outcome", outcome))
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.String("hookline.outcome", outcome))
+	}
 }
 
 // stampTrace makes the records that carry r's delivery on (retries,

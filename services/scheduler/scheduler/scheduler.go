@@ -56,6 +56,8 @@ type Service struct {
 	mp       metric.MeterProvider
 	tracer   trace.Tracer
 	lateness metric.Float64Histogram
+	// releaseSpan names the span of a release.
+	releaseSpan string
 
 	// mu guards held and wake; partition callbacks and timers run on
 	// other goroutines than the poll loop.
@@ -135,6 +137,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		o(s)
 	}
 	s.tracer = s.tp.Tracer(scope)
+	s.releaseSpan = "release " + s.topics.Deliveries
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
 	s.lateness, err = s.mp.Meter(scope).Float64Histogram("hookline.scheduler.release.lateness", metric.WithUnit("s"),
 		metric.WithDescription("How long after its due time a delivery was released to the deliveries topic."),
@@ -363,16 +366,17 @@ func (s *Service) released(ctx context.Context, rel []release) {
 		}
 		late := max(at.Sub(due), 0)
 		s.lateness.Record(ctx, late.Seconds())
-		_, span := s.tracer.Start(telemetry.RecordContext(ctx, r.rec), "release "+r.rec.Topic,
-			trace.WithTimestamp(due),
-			trace.WithAttributes(
+		_, span := s.tracer.Start(telemetry.RecordContext(ctx, r.rec), s.releaseSpan, trace.WithTimestamp(due))
+		if span.IsRecording() {
+			span.SetAttributes(
 				attribute.String("hookline.event_id", r.d.GetEventId()),
 				attribute.String("hookline.delivery_id", r.d.GetDeliveryId()),
 				attribute.String("hookline.endpoint_id", r.d.GetEndpointId()),
 				attribute.Int("hookline.attempt", int(r.d.GetAttempt())),
 				attribute.String("hookline.delivery.kind", r.d.GetKind().String()),
 				attribute.Float64("hookline.scheduler.lateness_ms", float64(late.Microseconds())/1000),
-			))
+			)
+		}
 		span.End(trace.WithTimestamp(at))
 		if s.onRelease != nil {
 			s.onRelease(r.d, at)
