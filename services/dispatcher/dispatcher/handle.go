@@ -208,7 +208,7 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 }
 
 // outcome turns an attempt's result into the records that follow it.
-func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, ar attempt.Result) (out []*kgo.Record) {
+func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, ar attempt.Result) []*kgo.Record {
 	// The result reports the attempt's HTTP span; logs stay on the
 	// process span.
 	rctx := ctx

@@ -1,9 +1,13 @@
 package dispatcher
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,8 +15,10 @@ import (
 	"github.com/hookline/hookline/platform/config"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/sign"
+	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	"github.com/twmb/franz-go/pkg/kgo"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -154,5 +160,29 @@ func TestDeliveriesFailingTogetherDoNotRetryTogether(t *testing.T) {
 		if c > 5 {
 			t.Errorf("%d deliveries retry in the same millisecond (+%d ms)", c, ms)
 		}
+	}
+}
+
+// TestRetryIsLoggedWithAttemptAndTraceIDs: R-OUT-3's log line, in the
+// delivery's trace.
+func TestRetryIsLoggedWithAttemptAndTraceIDs(t *testing.T) {
+	var buf bytes.Buffer
+	s := newTestService(t, WithLogger(slog.New(telemetry.TraceHandler(slog.NewJSONHandler(&buf, nil)))))
+	ep := endpoint("http://127.0.0.1:1", sign.GenerateSecret())
+	ctx, span := sdktrace.NewTracerProvider().Tracer("t").Start(t.Context(), "process")
+	defer span.End()
+	d := &hooklinev1.Delivery{DeliveryId: "dlv_1", EventId: "evt_1", EndpointId: "ep_1", Attempt: 2, Payload: []byte(`{"secret":"s3cr3t"}`)}
+	s.outcome(ctx, d, ep, attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT, StatusCode: 503, Started: time.Now()})
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("log %q: %v", buf.String(), err)
+	}
+	sc := span.SpanContext()
+	if line["msg"] != "retry scheduled" || line["attempt"] != float64(2) || line["delivery_id"] != "dlv_1" ||
+		line["trace_id"] != sc.TraceID().String() || line["span_id"] != sc.SpanID().String() || line["next_attempt_at"] == nil {
+		t.Errorf("retry log line %v", line)
+	}
+	if strings.Contains(buf.String(), "s3cr3t") {
+		t.Errorf("payload logged: %s", buf.String())
 	}
 }
