@@ -32,16 +32,17 @@ import (
 // inMemoryTracing gives every service of a stack its own tracer provider
 // (service.name hookline-<service>) exporting synchronously to one
 // in-memory exporter.
-func inMemoryTracing(t *testing.T) (*tracetest.InMemoryExporter, func(*stackConfig)) {
+func inMemoryTracing(t *testing.T) (*tracetest.InMemoryExporter, <-chan sdktrace.ReadOnlySpan, func(*stackConfig)) {
 	spans := tracetest.NewInMemoryExporter()
+	ended := endedSpans{make(chan sdktrace.ReadOnlySpan, 1000)}
 	tps := map[string]*sdktrace.TracerProvider{}
 	for _, svc := range []string{"ingest", "dispatcher", "scheduler"} {
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans),
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans), sdktrace.WithSpanProcessor(ended),
 			sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "hookline-"+svc))))
 		t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 		tps[svc] = tp
 	}
-	return spans, func(c *stackConfig) {
+	return spans, ended.c, func(c *stackConfig) {
 		c.telemetry = func(svc string) (trace.TracerProvider, metric.MeterProvider) {
 			return tps[svc], metricnoop.NewMeterProvider()
 		}
@@ -55,7 +56,7 @@ func inMemoryTracing(t *testing.T) (*tracetest.InMemoryExporter, func(*stackConf
 // each attempt's receiver having seen a traceparent naming its span, and
 // each result record naming it too.
 func TestOneTracePerDeliveryAcrossRetries(t *testing.T) {
-	spans, withTracing := inMemoryTracing(t)
+	spans, ended, withTracing := inMemoryTracing(t)
 	st := startStack(t, withTracing)
 
 	var mu sync.Mutex
@@ -84,15 +85,16 @@ func TestOneTracePerDeliveryAcrossRetries(t *testing.T) {
 	results := decodeAll(t, st.readN(st.topics.Results, 3), func() *hooklinev1.AttemptResult { return new(hooklinev1.AttemptResult) })
 
 	// The RPC's server span ends just after the client has its answer.
-	var got tracetest.SpanStubs
-	deadline := time.Now().Add(waitFor)
-	for {
-		got = spans.GetSpans()
-		if slices.ContainsFunc(got, func(s tracetest.SpanStub) bool { return s.SpanKind == trace.SpanKindServer }) || time.Now().After(deadline) {
-			break
+	timeout := time.After(waitFor)
+	for rpcEnded := false; !rpcEnded; {
+		select {
+		case s := <-ended:
+			rpcEnded = s.SpanKind() == trace.SpanKindServer && strings.HasSuffix(s.Name(), "/PublishEvent")
+		case <-timeout:
+			t.Fatal("the PublishEvent span never ended")
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
+	got := spans.GetSpans()
 
 	byKind := func(k trace.SpanKind, nameHas string) []tracetest.SpanStub {
 		var out []tracetest.SpanStub
@@ -331,3 +333,16 @@ func names(ss tracetest.SpanStubs) string {
 	}
 	return b.String()
 }
+
+// endedSpans passes every span that ends to c (dropping when full).
+type endedSpans struct{ c chan sdktrace.ReadOnlySpan }
+
+func (e endedSpans) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (e endedSpans) OnEnd(s sdktrace.ReadOnlySpan) {
+	select {
+	case e.c <- s:
+	default:
+	}
+}
+func (e endedSpans) Shutdown(context.Context) error   { return nil }
+func (e endedSpans) ForceFlush(context.Context) error { return nil }
