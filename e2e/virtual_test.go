@@ -33,6 +33,13 @@ type vstack struct {
 
 const idleFetchWait = 30 * time.Second
 
+// schedulerFetchWait bounds how long a scheduler partition resumed while
+// a fetch is in flight waits for data: production's 250 ms would cost
+// the virtual-time tests too many idle fetches; 30 s would let a burst of
+// rate-limit deferrals (due milliseconds apart, held in place) come back
+// in 30-second waves, which production never sees.
+const schedulerFetchWait = 2 * time.Second
+
 // inVirtualTime runs f in a testing/synctest bubble. Virtual time needs
 // the broker inside the bubble, so it runs in the kfake tier only.
 func inVirtualTime(t *testing.T, f func(t *testing.T)) {
@@ -102,7 +109,7 @@ func startVirtual(t *testing.T) *vstack {
 	// would cost the virtual-time tests 100 000s of idle fetches; its
 	// lateness is measured by make bench instead.
 	sc.Tiers = []string{"1m", "5m", "30m", "1h"}
-	sc.FetchMaxWait = idleFetchWait
+	sc.FetchMaxWait = schedulerFetchWait
 	st.newScheduler = func() *scheduler.Service {
 		s, err := scheduler.New(sc, scheduler.WithLogger(testLogger(t, "scheduler")))
 		if err != nil {

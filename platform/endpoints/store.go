@@ -15,7 +15,6 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/filter"
 	hkafka "github.com/hookline/hookline/platform/kafka"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -30,25 +29,21 @@ type Store struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 
-	// pos is, per partition, the offset after the last record applied;
-	// advanced is closed and replaced whenever pos moves.
-	posMu    sync.Mutex
-	pos      map[int32]int64
-	advanced chan struct{}
-	adm      *kadm.Client
-	topic    string
-	admReady chan struct{}
+	// follow reads the topic (read_committed: the dispatcher writes
+	// auto-pauses inside its transactions); set by Run before
+	// followReady is closed.
+	follow      *hkafka.Follower
+	topic       string
+	followReady chan struct{}
 }
 
 // NewStore returns an empty Store.
 func NewStore() *Store {
 	return &Store{
-		byID:     map[string]*hooklinev1.EndpointRecord{},
-		byTenant: map[string]map[string]*hooklinev1.EndpointRecord{},
-		ready:    make(chan struct{}),
-		pos:      map[int32]int64{},
-		advanced: make(chan struct{}),
-		admReady: make(chan struct{}),
+		byID:        map[string]*hooklinev1.EndpointRecord{},
+		byTenant:    map[string]map[string]*hooklinev1.EndpointRecord{},
+		ready:       make(chan struct{}),
+		followReady: make(chan struct{}),
 	}
 }
 
@@ -83,73 +78,32 @@ func (s *Store) Start(ctx context.Context, cfg hkafka.Config) (stop func(), fail
 }
 
 // Run consumes the endpoints topic from its start until ctx ends,
-// applying every record. It marks the store ready once it has read up to
-// the end offsets that the topic had when Run began. cfg gives the
-// connection settings and the topic name.
+// applying every committed record. It marks the store ready once it has
+// read every record committed before Run began. cfg gives the connection
+// settings and the topic name. Run may be called once.
 func (s *Store) Run(ctx context.Context, cfg hkafka.Config) error {
-	opts, err := cfg.Opts()
-	if err != nil {
-		return err
+	s.topic = cfg.Topics().Endpoints
+	s.follow = hkafka.NewFollower(s.applyRecord, s.topic)
+	close(s.followReady)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- s.follow.Run(ctx, cfg)
+		cancel() // a failed reader ends the catch-up below
+	}()
+	if err := s.follow.Sync(ctx, s.topic); err != nil && ctx.Err() == nil {
+		cancel()
+		<-done
+		return fmt.Errorf("endpoints: %w", err)
 	}
-	topic := cfg.Topics().Endpoints
-	cl, err := kgo.NewClient(append(opts,
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)...)
-	if err != nil {
-		return fmt.Errorf("endpoints: client: %w", err)
-	}
-	defer cl.Close()
-	s.adm, s.topic = kadm.NewClient(cl), topic
-	close(s.admReady)
-
-	ends, err := s.adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("endpoints: end offsets of %s: %w", topic, err)
-	}
-	if err := ends.Error(); err != nil {
-		return fmt.Errorf("endpoints: end offsets of %s: %w", topic, err)
-	}
-	// behind holds, per partition, the offset the view must reach.
-	behind := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			behind[o.Partition] = o.Offset
-		}
-	})
-	s.maybeReady(behind)
-
-	for {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil //nolint:nilerr // stopping is not a failure
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			ferr = fmt.Errorf("endpoints: fetch %s/%d: %w", t, p, err)
-		})
-		if ferr != nil {
-			return ferr
-		}
-		s.posMu.Lock()
-		fs.EachRecord(func(r *kgo.Record) {
-			s.applyRecord(r)
-			s.pos[r.Partition] = r.Offset + 1
-			if end, ok := behind[r.Partition]; ok && r.Offset+1 >= end {
-				delete(behind, r.Partition)
-			}
-		})
-		close(s.advanced)
-		s.advanced = make(chan struct{})
-		s.posMu.Unlock()
-		s.maybeReady(behind)
-	}
-}
-
-func (s *Store) maybeReady(behind map[int32]int64) {
-	if len(behind) == 0 {
+	if ctx.Err() == nil {
 		s.readyOnce.Do(func() { close(s.ready) })
 	}
+	if err := <-done; err != nil {
+		return fmt.Errorf("endpoints: %w", err)
+	}
+	return nil
 }
 
 // Ready is closed once the view has caught up with the topic.
@@ -165,42 +119,20 @@ func (s *Store) WaitReady(ctx context.Context) error {
 	}
 }
 
-// Sync waits until the view holds every endpoint record written before
-// Sync was called: it reads the topic's end offsets now and waits for the
-// consumer to pass them. A service calls it when it meets an endpoint id
-// it does not know, to tell "not seen yet" from "deleted".
+// Sync waits until the view holds every endpoint record committed before
+// Sync was called: it reads the topic's last stable offsets now and waits
+// for the reader to pass them. A service calls it when it meets an
+// endpoint id it does not know, to tell "not seen yet" from "deleted".
 func (s *Store) Sync(ctx context.Context) error {
 	select {
-	case <-s.admReady:
+	case <-s.followReady:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	ends, err := s.adm.ListEndOffsets(ctx, s.topic)
-	if err != nil {
-		return fmt.Errorf("endpoints: sync: %w", err)
+	if err := s.follow.Sync(ctx, s.topic); err != nil {
+		return fmt.Errorf("endpoints: %w", err)
 	}
-	if err := ends.Error(); err != nil {
-		return fmt.Errorf("endpoints: sync: %w", err)
-	}
-	for {
-		s.posMu.Lock()
-		caughtUp := true
-		ends.Each(func(o kadm.ListedOffset) {
-			if o.Offset > 0 && s.pos[o.Partition] < o.Offset {
-				caughtUp = false
-			}
-		})
-		wait := s.advanced
-		s.posMu.Unlock()
-		if caughtUp {
-			return nil
-		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return fmt.Errorf("endpoints: sync: %w", ctx.Err())
-		}
-	}
+	return nil
 }
 
 func (s *Store) applyRecord(r *kgo.Record) {

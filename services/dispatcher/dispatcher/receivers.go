@@ -171,8 +171,17 @@ func (rs *receivers) admit(id string, now time.Time, maxInFlight int, perSecond 
 		earliest := r.last.Add(interval)
 		if !reserved.IsZero() && !now.Before(reserved) {
 			// It holds a slot already: it only waits for the spacing.
+			// Holders that come back late together (a scheduler pause,
+			// a lagging hop) must not all be sent to the same next
+			// instant, where again one would pass: each still waiting
+			// gets its own slot after the frontier.
 			if now.Before(earliest) {
-				return false, earliest, "rate limit"
+				slot := r.next
+				if slot.Before(earliest) {
+					slot = earliest
+				}
+				r.next = slot.Add(interval)
+				return false, slot, "rate limit"
 			}
 		} else if now.Before(earliest) || r.next.After(now) {
 			slot := r.next

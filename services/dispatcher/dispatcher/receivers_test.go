@@ -150,3 +150,53 @@ func TestOutageModeStartsAfterDistinctDeliveriesAndProbesOneAtATime(t *testing.T
 		t.Fatal("a success ends outage mode")
 	}
 }
+
+// TestLateReservedHoldersGetDistinctSlots: deliveries holding reserved
+// slots that all come back together after their slots (a scheduler that
+// was paused) are spread one interval apart, not all re-deferred to the
+// same instant where again only one would pass.
+func TestLateReservedHoldersGetDistinctSlots(t *testing.T) {
+	rs := newReceivers()
+	start := time.Unix(1_700_000_000, 0)
+	const n = 50
+	reserved := make([]time.Time, n)
+	for i := range n {
+		ok, at, _ := rs.admit("ep", start, 1000, 100, time.Second, time.Time{})
+		if i == 0 {
+			if !ok {
+				t.Fatal("first attempt refused")
+			}
+			rs.done("ep")
+			continue
+		}
+		reserved[i] = at
+	}
+	// They all return 30 s late, at the same instant.
+	late := start.Add(30 * time.Second)
+	var retry []time.Time
+	admitted := 0
+	for i := 1; i < n; i++ {
+		ok, at, _ := rs.admit("ep", late, 1000, 100, time.Second, reserved[i])
+		if ok {
+			admitted++
+			rs.done("ep")
+			continue
+		}
+		retry = append(retry, at)
+	}
+	if admitted != 1 {
+		t.Fatalf("%d admitted at one instant, want 1 (the rate is 100/s)", admitted)
+	}
+	for i, at := range retry {
+		if want := late.Add(time.Duration(i+1) * 10 * time.Millisecond); !at.Equal(want) {
+			t.Fatalf("holder %d told to come back at +%v, want +%v", i, at.Sub(late), want.Sub(late))
+		}
+	}
+	// Back at their new slots, each passes.
+	for i, at := range retry {
+		if ok, _, _ := rs.admit("ep", at, 1000, 100, time.Second, at); !ok {
+			t.Fatalf("holder %d refused at its new slot", i)
+		}
+		rs.done("ep")
+	}
+}

@@ -16,7 +16,7 @@ import (
 // least what was in Kafka when the call arrived.
 func (s *Service) syncIndex(ctx context.Context) error {
 	for _, t := range []string{s.topics.Deliveries, s.topics.Results, s.topics.Dead} {
-		if err := s.indexFollow.sync(ctx, t); err != nil {
+		if err := s.indexFollow.Sync(ctx, t); err != nil {
 			return kafkaStatus(ctx, "delivery index", err)
 		}
 	}

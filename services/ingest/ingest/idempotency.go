@@ -158,7 +158,7 @@ func (s *Service) publishIdempotent(ctx context.Context, tenant string, req *hoo
 	k := IdempotencyRecordKey(tenant, req.GetIdempotencyKey())
 	hash := RequestHash(req)
 	// Read every claim written before this call, by any process.
-	if err := s.idemFollow.sync(ctx, topic); err != nil {
+	if err := s.idemFollow.Sync(ctx, topic); err != nil {
 		return nil, kafkaStatus(ctx, "idempotency key lookup", err)
 	}
 	if _, live := s.idem.live(k, s.now()); !live {
@@ -176,7 +176,7 @@ func (s *Service) publishIdempotent(ctx context.Context, tenant string, req *hoo
 	for {
 		// Taken before w is (re)read, so a commit applied after the read
 		// wakes the wait below.
-		changed := s.idemFollow.changed()
+		changed := s.idemFollow.Changed()
 		w, ok := s.idem.winner(k)
 		if !ok {
 			return nil, status.Error(codes.Internal, "idempotency claim disappeared")
@@ -254,7 +254,7 @@ func (s *Service) claimKey(ctx context.Context, tenant, k string, req *hooklinev
 	if err := s.kafka.ProduceSync(pctx, r).FirstErr(); err != nil {
 		return nil, kafkaStatus(ctx, "event not accepted", err)
 	}
-	if err := s.idemFollow.waitPast(pctx, r.Topic, r.Partition, r.Offset); err != nil {
+	if err := s.idemFollow.WaitPast(pctx, r.Topic, r.Partition, r.Offset); err != nil {
 		return nil, kafkaStatus(ctx, "idempotency claim not read back", err)
 	}
 	ok = true
@@ -305,7 +305,7 @@ func (s *Service) completeClaim(ctx context.Context, k string, c *hooklinev1.Ide
 		// Hold the claim in flight until this process's view has the
 		// commit, so no other call here mistakes the claim for abandoned.
 		pctx, cancel := context.WithTimeout(cctx, s.cfg.PublishTimeout)
-		err = s.idemFollow.waitPast(pctx, r.Topic, r.Partition, r.Offset)
+		err = s.idemFollow.WaitPast(pctx, r.Topic, r.Partition, r.Offset)
 		cancel()
 	}
 	if err != nil {

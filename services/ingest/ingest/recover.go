@@ -60,7 +60,7 @@ func (s *Service) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest, stream
 
 	var last *hooklinev1.RecoverEndpointResponse
 	for {
-		changed := s.indexFollow.changed()
+		changed := s.indexFollow.Changed()
 		p := &hooklinev1.RecoverEndpointResponse{Total: uint32(len(todo)), Unavailable: uint32(unavailable)}
 		for _, d := range todo {
 			state, ok := s.index.outcomeOf(d.GetDeliveryId(), d.GetAttempt())

@@ -64,10 +64,10 @@ type Service struct {
 	// instanceID names this process in the idempotency claims it writes.
 	instanceID string
 	idem       *idemView
-	idemFollow *follower
+	idemFollow *hkafka.Follower
 	// index serves DeliveryService, fed by indexFollow.
 	index       *deliveryIndex
-	indexFollow *follower
+	indexFollow *hkafka.Follower
 	// flight counts, per claim id, the completions running here.
 	flightMu sync.Mutex
 	flight   map[string]int
@@ -137,9 +137,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
 	s.instanceID = ids.New("ing_", s.now())
 	s.idem = newIdemView(s.now, cfg.IdempotencyTTL)
-	s.idemFollow = newFollower(s.idem.apply, s.topics.Idempotency)
+	s.idemFollow = hkafka.NewFollower(s.idem.apply, s.topics.Idempotency)
 	s.index = newDeliveryIndex(s.topics)
-	s.indexFollow = newFollower(s.index.apply, s.topics.Deliveries, s.topics.Results, s.topics.Dead)
+	s.indexFollow = hkafka.NewFollower(s.index.apply, s.topics.Deliveries, s.topics.Results, s.topics.Dead)
 	return s, nil
 }
 
@@ -196,7 +196,7 @@ func (s *Service) Run(ctx context.Context) error {
 	var follows sync.WaitGroup
 	for _, f := range s.followers() {
 		follows.Go(func() {
-			if err := f.run(followCtx, s.cfg.Kafka); err != nil {
+			if err := f.Run(followCtx, s.cfg.Kafka); err != nil {
 				select {
 				case followFailed <- err:
 				default:
@@ -305,6 +305,6 @@ func kafkaStatus(ctx context.Context, what string, err error) error {
 }
 
 // followers returns the topic readers Run starts.
-func (s *Service) followers() []*follower {
-	return []*follower{s.idemFollow, s.indexFollow}
+func (s *Service) followers() []*hkafka.Follower {
+	return []*hkafka.Follower{s.idemFollow, s.indexFollow}
 }

@@ -74,7 +74,7 @@ func (s *Service) SendTestEvent(ctx context.Context, req *hooklinev1.SendTestEve
 	wctx, cancel := context.WithTimeout(ctx, testEventWait)
 	defer cancel()
 	for {
-		changed := s.indexFollow.changed()
+		changed := s.indexFollow.Changed()
 		if _, attempts, _, ok := s.index.delivery(d.GetTenantId(), d.GetDeliveryId()); ok && len(attempts) > 0 {
 			resp.Result = attempts[0]
 			return resp, nil

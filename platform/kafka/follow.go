@@ -1,24 +1,25 @@
-package ingest
+package kafka
 
 import (
 	"context"
 	"fmt"
 	"sync"
 
-	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// follower reads topics from their start, read_committed, and hands every
+// Follower reads topics from their start, read_committed, and hands every
 // committed record to apply, in offset order per partition, from one
 // goroutine. It tracks how far it has read so callers can wait for it to
-// pass a point (sync). It is safe for concurrent use.
+// pass a point (Sync, WaitPast). It is how every materialised view in
+// Hookline is fed: endpoints, idempotency claims, the delivery index. It
+// is safe for concurrent use.
 //
 // Transaction markers are kept (KeepControlRecords) and only advance the
 // position: without them a reader of a transactional topic never reaches
 // the topic's end offset, which counts the markers.
-type follower struct {
+type Follower struct {
 	topics []string
 	apply  func(*kgo.Record)
 
@@ -30,8 +31,10 @@ type follower struct {
 	adm      *kadm.Client
 }
 
-func newFollower(apply func(*kgo.Record), topics ...string) *follower {
-	return &follower{
+// NewFollower returns a Follower of topics that calls apply for each
+// committed record. Run starts it.
+func NewFollower(apply func(*kgo.Record), topics ...string) *Follower {
+	return &Follower{
 		topics:   topics,
 		apply:    apply,
 		pos:      map[string]map[int32]int64{},
@@ -40,8 +43,8 @@ func newFollower(apply func(*kgo.Record), topics ...string) *follower {
 	}
 }
 
-// run consumes until ctx ends; a fetch error ends it with that error.
-func (f *follower) run(ctx context.Context, cfg hkafka.Config) error {
+// Run consumes until ctx ends; a fetch error ends it with that error.
+func (f *Follower) Run(ctx context.Context, cfg Config) error {
 	opts, err := cfg.Opts()
 	if err != nil {
 		return err
@@ -51,7 +54,7 @@ func (f *follower) run(ctx context.Context, cfg hkafka.Config) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
-		kgo.FetchMaxBytes(int32(2*hkafka.MaxRecordBytes)),
+		kgo.FetchMaxBytes(int32(2*MaxRecordBytes)),
 	)...)
 	if err != nil {
 		return fmt.Errorf("follow %v: %w", f.topics, err)
@@ -89,10 +92,10 @@ func (f *follower) run(ctx context.Context, cfg hkafka.Config) error {
 	}
 }
 
-// sync waits until every record committed to topic before sync was called
+// Sync waits until every record committed to topic before Sync was called
 // has been applied: it lists the topic's last stable offsets now and
 // waits for the reader to pass them.
-func (f *follower) sync(ctx context.Context, topic string) error {
+func (f *Follower) Sync(ctx context.Context, topic string) error {
 	select {
 	case <-f.admReady:
 	case <-ctx.Done():
@@ -126,9 +129,9 @@ func (f *follower) sync(ctx context.Context, topic string) error {
 	}
 }
 
-// waitPast waits until the record at offset of topic/partition has been
+// WaitPast waits until the record at offset of topic/partition has been
 // read (applied, or skipped as aborted or a marker).
-func (f *follower) waitPast(ctx context.Context, topic string, partition int32, offset int64) error {
+func (f *Follower) WaitPast(ctx context.Context, topic string, partition int32, offset int64) error {
 	for {
 		f.mu.Lock()
 		done := f.pos[topic][partition] > offset
@@ -145,8 +148,8 @@ func (f *follower) waitPast(ctx context.Context, topic string, partition int32, 
 	}
 }
 
-// changed returns a channel closed the next time the reader advances.
-func (f *follower) changed() <-chan struct{} {
+// Changed returns a channel closed the next time the reader advances.
+func (f *Follower) Changed() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.advanced
