@@ -94,7 +94,9 @@ func (s *Store) Run(ctx context.Context, cfg hkafka.Config) error {
 	}()
 	if err := s.follow.Sync(ctx, s.topic); err != nil && ctx.Err() == nil {
 		cancel()
-		<-done
+		if rerr := <-done; rerr != nil {
+			err = rerr // the reader's own failure says more
+		}
 		return fmt.Errorf("endpoints: %w", err)
 	}
 	if ctx.Err() == nil {
