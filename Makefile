@@ -17,6 +17,9 @@ GOLANGCI_VERSION      := v2.15.0
 
 # The real-broker tier: Apache Kafka 4.4 started by scripts/kafka.sh.
 REAL_KAFKA := 127.0.0.1:19092
+# The same broker's TLS listener and the throwaway CA kafka.sh made for it.
+REAL_KAFKA_TLS := 127.0.0.1:19094
+REAL_KAFKA_TLS_CA := $(CURDIR)/build/kafka/run/tls/ca.pem
 TEST_LOG   := bin/test-logs
 
 .PHONY: help
@@ -88,7 +91,7 @@ test-unit: ## unit tests and the integration suite on kfake, with -race
 test-real: ## the integration suite on Apache Kafka 4.4 (started and stopped here)
 	@mkdir -p $(TEST_LOG)
 	@rc=0; bash scripts/kafka.sh up || { bash scripts/kafka.sh down; exit 1; }; \
-	  (cd e2e && HOOKLINE_TEST_KAFKA=$(REAL_KAFKA) go test -race -count=1 -timeout 30m -v ./...) > $(TEST_LOG)/real-kafka.log 2>&1 || rc=$$?; \
+	  (cd e2e && HOOKLINE_TEST_KAFKA=$(REAL_KAFKA) HOOKLINE_TEST_KAFKA_TLS=$(REAL_KAFKA_TLS) HOOKLINE_TEST_KAFKA_TLS_CA=$(REAL_KAFKA_TLS_CA) go test -race -count=1 -timeout 30m -v ./...) > $(TEST_LOG)/real-kafka.log 2>&1 || rc=$$?; \
 	  bash scripts/kafka.sh down; \
 	  grep -E '^(--- |ok|FAIL)' $(TEST_LOG)/real-kafka.log || true; \
 	  echo "real Kafka 4.4 tier: $$(grep -cE '^ *--- PASS' $(TEST_LOG)/real-kafka.log) tests passed, $$(grep -cE '^ *--- FAIL' $(TEST_LOG)/real-kafka.log) failed (log: $(TEST_LOG)/real-kafka.log)"; \

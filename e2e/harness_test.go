@@ -142,6 +142,8 @@ type kafkaConfig = hkafka.Config
 // stackConfig is what a test may change before startStack starts the
 // services.
 type stackConfig struct {
+	// kafka is the connection every service and the test's clients use.
+	kafka      *hkafka.Config
 	ingest     *ingest.Config
 	ingestOpts []ingest.Option
 	dispatcher *dispatcher.Config
@@ -180,10 +182,11 @@ func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 	dc.Group = kc.TopicPrefix + "dispatcher"
 	dc.TransactionalID = kc.TopicPrefix + "dispatcher-1"
 	dc.CapRetry = 200 * time.Millisecond
-	conf := &stackConfig{ingest: &ic, dispatcher: &dc}
+	conf := &stackConfig{kafka: &kc, ingest: &ic, dispatcher: &dc}
 	for _, c := range configure {
 		c(conf)
 	}
+	st.kafka, ic.Kafka, dc.Kafka = kc, kc, kc
 
 	in, err := ingest.New(ic, append([]ingest.Option{ingest.WithListener(ln), ingest.WithLogger(testLogger(t, "ingest")),
 		ingest.WithTelemetry(conf.telemetryOf("ingest"))}, conf.ingestOpts...)...)
