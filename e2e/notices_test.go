@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,5 +77,59 @@ func TestManualPauseWritesOnePausedNotice(t *testing.T) {
 	}
 	if notices[0].GetDetail() != "paused by API: maintenance" || notices[1].GetDetail() != "paused by API: again" {
 		t.Fatalf("one notice per pause, not per call: %q, %q", notices[0].GetDetail(), notices[1].GetDetail())
+	}
+}
+
+// TestOutageSpanningADispatcherRestartSendsOneFailingNotice: the endpoint
+// fails, its endpoint.failing notice goes out, the dispatcher is replaced
+// (as in a deploy or a rebalance) while the endpoint keeps failing, then
+// it recovers. The notices are exactly failing, recovered: the new
+// dispatcher seeds the endpoint's health from the notices topic instead
+// of starting afresh and announcing the same outage again.
+func TestOutageSpanningADispatcherRestartSendsOneFailingNotice(t *testing.T) {
+	st := startStack(t, func(c *stackConfig) {
+		c.dispatcher.FailingAfter = 2
+		c.dispatcher.OutageAfter = 0 // every retry is attempted: failures come fast
+	})
+	var up atomic.Bool
+	requests := make(chan struct{}, 100)
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case requests <- struct{}{}:
+		default:
+		}
+		if up.Load() {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer rx.Close()
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, RetryPolicy: ladderPolicy(50, 100*time.Millisecond)})
+	st.publish("invoice.paid", `{}`)
+	first := decodeAll(t, st.readN(st.topics.Notices, 1), func() *hooklinev1.Notice { return &hooklinev1.Notice{} })[0]
+	if first.GetType() != hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING {
+		t.Fatalf("first notice %v, want endpoint.failing", first.GetType())
+	}
+
+	st.dispatcher.halt()
+	for len(requests) > 0 {
+		<-requests
+	}
+	st.dispatcher.start(st, st.newDispatcher(time.Second).Run)
+	// Three more failures under the new dispatcher: more than FailingAfter.
+	for range 3 {
+		select {
+		case <-requests:
+		case <-st.failed.Done():
+			t.Fatal("stack failed")
+		case <-time.After(waitFor):
+			t.Fatal("the new dispatcher made no attempt")
+		}
+	}
+	up.Store(true)
+	notices := decodeAll(t, st.readN(st.topics.Notices, 2), func() *hooklinev1.Notice { return &hooklinev1.Notice{} })
+	if notices[1].GetType() != hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED {
+		t.Fatalf("notices %v, %v: want failing then recovered, no second failing", notices[0].GetType(), notices[1].GetType())
 	}
 }

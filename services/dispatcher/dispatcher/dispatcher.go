@@ -44,6 +44,10 @@ type Service struct {
 
 	attemptOpts []attempt.Option
 	rcv         *receivers
+	// notices seeds endpoint health across rebalances; noticeFollow
+	// feeds it.
+	notices      *noticeView
+	noticeFollow *hkafka.Follower
 
 	tp      trace.TracerProvider
 	mp      metric.MeterProvider
@@ -100,19 +104,22 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
 	s := &Service{
-		cfg:    cfg,
-		log:    slog.Default(),
-		now:    time.Now,
-		rand:   newLockedRand(binary.LittleEndian.Uint64(seed[:])),
-		store:  endpoints.NewStore(),
-		topics: cfg.Kafka.Topics(),
-		rcv:    newReceivers(),
-		tp:     otel.GetTracerProvider(),
-		mp:     otel.GetMeterProvider(),
+		cfg:     cfg,
+		log:     slog.Default(),
+		now:     time.Now,
+		rand:    newLockedRand(binary.LittleEndian.Uint64(seed[:])),
+		store:   endpoints.NewStore(),
+		topics:  cfg.Kafka.Topics(),
+		rcv:     newReceivers(),
+		notices: newNoticeView(),
+		tp:      otel.GetTracerProvider(),
+		mp:      otel.GetMeterProvider(),
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.rcv.seed, s.rcv.seedOutage = s.notices.lookup, cfg.OutageAfter > 0
+	s.noticeFollow = hkafka.NewFollower(s.notices.apply, s.topics.Notices)
 	s.tracer = s.tp.Tracer(scope)
 	s.processSpan = "process " + s.topics.Deliveries
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
@@ -154,6 +161,18 @@ func (s *Service) Run(ctx context.Context) error {
 			cancel(fmt.Errorf("dispatcher: endpoints: %w", err))
 		case <-ctx.Done():
 		}
+	}()
+	// The notices view: endpoint health that outlives this process.
+	followDone := make(chan struct{})
+	go func() {
+		defer close(followDone)
+		if err := s.noticeFollow.Run(ctx, s.cfg.Kafka); err != nil {
+			cancel(fmt.Errorf("dispatcher: notices: %w", err))
+		}
+	}()
+	defer func() {
+		cancel(nil)
+		<-followDone
 	}()
 
 	if s.cfg.NoticeWebhookURL != "" {
@@ -197,6 +216,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
+		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, _ map[string][]int32) { s.reseedHealth(ctx) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { w.forget(m); lag.Forget(m) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { w.forget(m); lag.Forget(m) }),
 	)...)
@@ -222,4 +242,14 @@ func (l *lockedRand) Int64N(n int64) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.r.Int64N(n)
+}
+
+// reseedHealth, on a partition assignment, waits until the notices view
+// holds every notice committed so far (the previous owners' included),
+// then has every endpoint's health seeded from it again.
+func (s *Service) reseedHealth(ctx context.Context) {
+	if err := s.noticeFollow.Sync(ctx, s.topics.Notices); err != nil {
+		s.log.Warn("notices view not caught up; endpoint health seeded from what it holds", "err", err)
+	}
+	s.rcv.forgetHealth()
 }

@@ -14,6 +14,11 @@ import (
 type receivers struct {
 	mu sync.Mutex
 	m  map[string]*receiver
+	// seed, when set, gives the durable health of an endpoint whose
+	// health this dispatcher does not know yet (see noticeView);
+	// seedOutage says whether a failing endpoint is put in outage mode.
+	seed       func(id string) (failing bool, since time.Time)
+	seedOutage bool
 }
 
 type receiver struct {
@@ -25,7 +30,9 @@ type receiver struct {
 	// been handed to a deferred delivery.
 	next time.Time
 
-	// Health, for notices and auto-pause.
+	// Health, for notices and auto-pause. seeded is false until the
+	// durable part has been read from the notices view.
+	seeded        bool
 	failures      int       // consecutive failed attempts
 	permanent     int       // consecutive permanent failures
 	failing       bool      // an endpoint.failing notice is out
@@ -150,7 +157,31 @@ func (rs *receivers) get(id string) *receiver {
 		r = &receiver{}
 		rs.m[id] = r
 	}
+	if !r.seeded {
+		r.seeded = true
+		if rs.seed != nil {
+			if failing, since := rs.seed(id); failing {
+				// An outage from before this dispatcher took the
+				// endpoint over: its notice is out, and outage mode
+				// (which starts before the notice) is on until a
+				// success ends both.
+				r.failing, r.lastNotice, r.outage = true, since, rs.seedOutage
+			}
+		}
+	}
 	return r
+}
+
+// forgetHealth drops what this dispatcher knows of every endpoint's
+// health, keeping attempts in flight and rate-limit slots: after a
+// rebalance each endpoint's health is seeded again from the notices
+// view, which holds what its previous owner committed.
+func (rs *receivers) forgetHealth() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, r := range rs.m {
+		*r = receiver{inFlight: r.inFlight, last: r.last, next: r.next}
+	}
 }
 
 // admit takes an in-flight slot for an attempt to endpoint id now, if

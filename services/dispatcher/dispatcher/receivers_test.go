@@ -200,3 +200,41 @@ func TestLateReservedHoldersGetDistinctSlots(t *testing.T) {
 		rs.done("ep")
 	}
 }
+
+// TestHealthIsSeededFromNotices: an endpoint whose failing notice is out
+// (per the notices view) is failing and in outage mode for a dispatcher
+// that has just taken it over: more failures send no second notice, a
+// success sends recovered.
+func TestHealthIsSeededFromNotices(t *testing.T) {
+	rs := newReceivers()
+	since := time.Unix(1_700_000_000, 0)
+	now := since.Add(time.Hour)
+	rs.seed = func(id string) (bool, time.Time) { return id == "ep", since }
+	rs.seedOutage = true
+	for i := range 10 {
+		if ev := rs.observe("ep", fmt.Sprint("d", i), false, false, now, 5, 2, 100, 6*time.Hour); ev != healthNone {
+			t.Fatalf("failure %d of a seeded failing endpoint: event %v, want none", i+1, ev)
+		}
+	}
+	if g, _ := rs.outageGate("ep", now, 2, time.Minute); g != gateHold {
+		t.Fatalf("seeded failing endpoint not in outage mode: gate %v", g)
+	}
+	if ev := rs.observe("ep", "d", false, false, since.Add(6*time.Hour), 5, 2, 100, 6*time.Hour); ev != healthReminder {
+		t.Fatalf("6 h after the seeded notice: event %v, want a reminder", ev)
+	}
+	if ev := rs.observe("ep", "d", true, false, now, 5, 2, 100, 6*time.Hour); ev != healthRecovered {
+		t.Fatalf("success after a seeded outage: event %v, want recovered", ev)
+	}
+	if g, _ := rs.outageGate("other", now, 1, time.Minute); g != gatePass {
+		t.Fatalf("an endpoint the view does not list is gated: %v", g)
+	}
+	// After a rebalance, health is seeded again; in-flight counts stay.
+	rs.admit("other", now, 10, 0, time.Second, time.Time{})
+	rs.forgetHealth()
+	if g, _ := rs.outageGate("ep", now, 2, time.Minute); g != gateHold {
+		t.Fatalf("not re-seeded after forgetHealth: gate %v", g)
+	}
+	if rs.m["other"].inFlight != 1 {
+		t.Fatalf("forgetHealth dropped attempts in flight")
+	}
+}

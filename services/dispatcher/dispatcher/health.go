@@ -1,0 +1,50 @@
+package dispatcher
+
+import (
+	"sync"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// noticeView is, per endpoint, whether an endpoint.failing notice is out
+// (not followed by endpoint.recovered) and when the last one or its last
+// reminder went out, read from the notices topic. It is the durable part
+// of an endpoint's health: a dispatcher that takes an endpoint over after
+// a rebalance or a restart seeds its state from it, so an outage that
+// spans the handover sends no second endpoint.failing notice, keeps its
+// reminder cadence and stays in outage mode. Safe for concurrent use.
+type noticeView struct {
+	mu      sync.Mutex
+	failing map[string]time.Time // endpoint id → last failing notice or reminder
+}
+
+func newNoticeView() *noticeView { return &noticeView{failing: map[string]time.Time{}} }
+
+// apply folds one notices record in; records that do not decode are not
+// notices this view needs.
+func (v *noticeView) apply(r *kgo.Record) {
+	var n hooklinev1.Notice
+	if hkafka.Decode(r, &n) != nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch n.GetType() {
+	case hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING:
+		v.failing[n.GetEndpointId()] = n.GetAt().AsTime()
+	case hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED:
+		delete(v.failing, n.GetEndpointId())
+	}
+}
+
+// lookup reports whether endpoint id is failing and since its last
+// failing notice or reminder.
+func (v *noticeView) lookup(id string) (failing bool, since time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	since, failing = v.failing[id]
+	return failing, since
+}
