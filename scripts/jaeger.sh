@@ -54,8 +54,9 @@ QUERY_URL="http://127.0.0.1:$HOOKLINE_JAEGER_QUERY_HTTP_PORT"
 OTLP_HTTP_URL="http://127.0.0.1:$HOOKLINE_JAEGER_OTLP_HTTP_PORT"
 OTLP_GRPC_URL="http://127.0.0.1:$HOOKLINE_JAEGER_OTLP_GRPC_PORT"
 
-log() { printf 'jaeger.sh: %s\n' "$*" >&2; }
-die() { printf 'jaeger.sh: error: %s\n' "$*" >&2; exit 1; }
+SCRIPT_NAME=jaeger.sh
+# shellcheck source=scripts/lib.sh
+. "$SCRIPT_DIR/lib.sh"
 
 # ---------------------------------------------------------------- build
 
@@ -91,13 +92,6 @@ cmd_build() {
 
 # ---------------------------------------------------------------- processes
 
-alive() {
-  local state
-  [ -n "$1" ] && [ -r "/proc/$1/stat" ] || return 1
-  state="$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$1/stat" 2>/dev/null)" || return 1
-  [ -n "$state" ] && [ "$state" != "Z" ] && [ "$state" != "X" ]
-}
-
 # The pid in $PIDFILE, if it is a live bin/jaeger started with our config.
 our_pid() {
   local p cmd
@@ -125,8 +119,6 @@ cmd_down() {
   rm -f "$PIDFILE"
   log "jaeger stopped"
 }
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 check_ports_free() {
   local p

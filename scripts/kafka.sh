@@ -52,8 +52,9 @@ MARKER="$KDIR/.hookline-kafka"
 # formats fresh storage, so a constant id is fine and saves a JVM start.
 CLUSTER_ID="SG9va2xpbmVUZXN0S2ZrYQ"
 
-log() { printf 'kafka.sh: %s\n' "$*" >&2; }
-die() { printf 'kafka.sh: error: %s\n' "$*" >&2; exit 1; }
+SCRIPT_NAME=kafka.sh
+# shellcheck source=scripts/lib.sh
+. "$SCRIPT_DIR/lib.sh"
 
 # ---------------------------------------------------------------- prerequisites
 
@@ -104,14 +105,6 @@ resolve_jars() {
 }
 
 # ---------------------------------------------------------------- processes
-
-# True if $1 is a live (non-zombie) process.
-alive() {
-  local pid="$1" state
-  [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
-  state="$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$pid/stat" 2>/dev/null)" || return 1
-  [ -n "$state" ] && [ "$state" != "Z" ] && [ "$state" != "X" ]
-}
 
 # True if $1 is a broker started by this script for this $KDIR.
 is_our_broker() {
@@ -170,8 +163,6 @@ stop_broker() {
   rm -f "$PIDFILE"
   log "broker stopped"
 }
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # Send a real Kafka Metadata request (v4, all topics) to 127.0.0.1:$1 with bash
 # only, and succeed iff the answer carries our correlation id and lists broker 1
