@@ -248,6 +248,9 @@ func TestMetricsCountTheDeliveriesMade(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
+	if !m.has("hookline_dispatcher_in_flight", `hookline_endpoint_id="`) {
+		t.Error("no in-flight gauge per endpoint")
+	}
 	if !m.has("hookline_kafka_consumer_lag", `messaging_destination_name="`+st.topics.Deliveries+`"`) {
 		t.Errorf("no consumer lag reported for %s", st.topics.Deliveries)
 	}

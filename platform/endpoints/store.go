@@ -108,19 +108,6 @@ func (s *Store) Run(ctx context.Context, cfg hkafka.Config) error {
 	return nil
 }
 
-// Ready is closed once the view has caught up with the topic.
-func (s *Store) Ready() <-chan struct{} { return s.ready }
-
-// WaitReady blocks until the view has caught up or ctx ends.
-func (s *Store) WaitReady(ctx context.Context) error {
-	select {
-	case <-s.ready:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("endpoints: waiting for the endpoints topic to be read: %w", ctx.Err())
-	}
-}
-
 // Sync waits until the view holds every endpoint record committed before
 // Sync was called: it reads the topic's last stable offsets now and waits
 // for the reader to pass them. A service calls it when it meets an

@@ -75,8 +75,6 @@ type setup struct {
 	getenv     func(string) string
 	noMetrics  bool
 	prometheus bool
-	spans      []sdktrace.SpanProcessor
-	readers    []sdkmetric.Reader
 }
 
 // WithGetenv replaces os.Getenv for deciding which exporters are on (the
@@ -90,17 +88,6 @@ func WithoutMetrics() Option { return func(s *setup) { s.noMetrics = true } }
 
 // WithPrometheus adds a Prometheus reader; MetricsHandler then serves it.
 func WithPrometheus() Option { return func(s *setup) { s.prometheus = true } }
-
-// WithSpanProcessor adds a span processor (tests: an in-memory exporter)
-// and turns tracing on.
-func WithSpanProcessor(p sdktrace.SpanProcessor) Option {
-	return func(s *setup) { s.spans = append(s.spans, p) }
-}
-
-// WithMetricReader adds a metric reader and turns metrics on.
-func WithMetricReader(r sdkmetric.Reader) Option {
-	return func(s *setup) { s.readers = append(s.readers, r) }
-}
 
 // Setup builds the providers of service (its service.name, unless
 // OTEL_SERVICE_NAME says otherwise). Traces are exported when
@@ -127,7 +114,7 @@ func Setup(ctx context.Context, service string, opts ...Option) (*Telemetry, err
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
 
-	spans := s.spans
+	var spans []sdktrace.SpanProcessor
 	if exporting(s.getenv, "TRACES") {
 		exp, err := autoexport.NewSpanExporter(ctx)
 		if err != nil {
@@ -151,7 +138,7 @@ func Setup(ctx context.Context, service string, opts ...Option) (*Telemetry, err
 	if s.noMetrics {
 		return t, nil
 	}
-	readers := s.readers
+	var readers []sdkmetric.Reader
 	if s.prometheus {
 		reg := prometheus.NewRegistry()
 		r, err := otelprom.New(otelprom.WithRegisterer(reg))
