@@ -2,12 +2,30 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// DefaultSyncTimeout bounds every Sync and WaitPast whose context has no
+// earlier deadline.
+const DefaultSyncTimeout = 30 * time.Second
+
+// defaultProbeAfter is how long a wait lets a lagging partition stand
+// still before it reads the partition itself to learn whether anything
+// readable is left below the target.
+const defaultProbeAfter = 200 * time.Millisecond
+
+// ErrSyncTimeout is returned (wrapped) by Sync and WaitPast when the
+// Follower's own bound (DefaultSyncTimeout) ends the wait before the
+// caller's context does.
+var ErrSyncTimeout = errors.New("follower did not catch up in time")
 
 // Follower reads topics from their start, read_committed, and hands every
 // committed record to apply, in offset order per partition, from one
@@ -16,18 +34,37 @@ import (
 // Hookline is fed: endpoints, idempotency claims, the delivery index. It
 // is safe for concurrent use.
 //
-// Transaction markers are kept (KeepControlRecords) and only advance the
+// Transaction markers are kept (KeepControlRecords) and advance the
 // position: without them a reader of a transactional topic never reaches
-// the topic's end offset, which counts the markers.
+// the topic's end offset, which counts the markers. Some ends are never
+// reached by reading, because nothing readable is left below them: a
+// partition emptied by retention or DeleteRecords, aborted records whose
+// abort marker lies past the last stable offset. A wait whose partition
+// stands still therefore reads that partition itself (one Fetch request
+// from the position, read_committed, as the consumer would) and moves the
+// position over whatever holds nothing to apply.
+//
+// Every wait is bounded: by the caller's context and by
+// DefaultSyncTimeout.
 type Follower struct {
 	topics []string
 	apply  func(*kgo.Record)
 
+	// syncTimeout and probeAfter are DefaultSyncTimeout and
+	// defaultProbeAfter; tests shorten them.
+	syncTimeout time.Duration
+	probeAfter  time.Duration
+
 	mu       sync.Mutex
 	pos      map[string]map[int32]int64 // topic → partition → next offset
 	advanced chan struct{}              // closed and replaced when pos moves
+	ids      map[string][16]byte        // topic IDs, for probe fetches
 
+	// Set by Run before admReady is closed: the consumer, and the client
+	// that waits list offsets and probe with.
 	admReady chan struct{}
+	cl       *kgo.Client
+	wcl      *kgo.Client
 	adm      *kadm.Client
 }
 
@@ -35,11 +72,14 @@ type Follower struct {
 // committed record. Run starts it.
 func NewFollower(apply func(*kgo.Record), topics ...string) *Follower {
 	return &Follower{
-		topics:   topics,
-		apply:    apply,
-		pos:      map[string]map[int32]int64{},
-		advanced: make(chan struct{}),
-		admReady: make(chan struct{}),
+		topics:      topics,
+		apply:       apply,
+		syncTimeout: DefaultSyncTimeout,
+		probeAfter:  defaultProbeAfter,
+		pos:         map[string]map[int32]int64{},
+		ids:         map[string][16]byte{},
+		advanced:    make(chan struct{}),
+		admReady:    make(chan struct{}),
 	}
 }
 
@@ -60,7 +100,17 @@ func (f *Follower) Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("follow %v: %w", f.topics, err)
 	}
 	defer cl.Close()
-	f.adm = kadm.NewClient(cl)
+	// Waits ask Kafka through a client of their own: a broker answers a
+	// connection's requests in order, and the consumer's connection is
+	// held by long-polling fetches.
+	wcl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("follow %v: %w", f.topics, err)
+	}
+	defer wcl.Close()
+	f.cl = cl
+	f.wcl = wcl
+	f.adm = kadm.NewClient(wcl)
 	close(f.admReady)
 	for {
 		fs := cl.PollFetches(ctx)
@@ -79,73 +129,72 @@ func (f *Follower) Run(ctx context.Context, cfg Config) error {
 			if !r.Attrs.IsControl() {
 				f.apply(r)
 			}
-			t := f.pos[r.Topic]
-			if t == nil {
-				t = map[int32]int64{}
-				f.pos[r.Topic] = t
-			}
-			t[r.Partition] = r.Offset + 1
+			f.advanceLocked(r.Topic, r.Partition, r.Offset+1)
 		})
-		close(f.advanced)
-		f.advanced = make(chan struct{})
 		f.mu.Unlock()
 	}
 }
 
+// advanceLocked moves the position of topic/partition to next if that is
+// further, and wakes the waiters.
+func (f *Follower) advanceLocked(topic string, partition int32, next int64) {
+	t := f.pos[topic]
+	if t == nil {
+		t = map[int32]int64{}
+		f.pos[topic] = t
+	}
+	if next <= t[partition] {
+		return
+	}
+	t[partition] = next
+	close(f.advanced)
+	f.advanced = make(chan struct{})
+}
+
 // Sync waits until every record committed to topic before Sync was called
 // has been applied: it lists the topic's last stable offsets now and
-// waits for the reader to pass them.
+// waits for the reader to pass them, or to learn that nothing readable is
+// left below them (see Follower). It returns within DefaultSyncTimeout
+// even if ctx has no deadline; that failure wraps ErrSyncTimeout.
 func (f *Follower) Sync(ctx context.Context, topic string) error {
-	select {
-	case <-f.admReady:
-	case <-ctx.Done():
-		return ctx.Err()
+	ctx, cancel := f.bound(ctx)
+	defer cancel()
+	if err := f.started(ctx); err != nil {
+		return f.failed("sync "+topic, ctx, err)
 	}
 	ends, err := f.adm.ListCommittedOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return fmt.Errorf("sync %s: %w", topic, err)
+		return f.failed("sync "+topic, ctx, err)
 	}
-	for {
-		caughtUp := true
-		f.mu.Lock()
-		ends.Each(func(o kadm.ListedOffset) {
-			if o.Offset > 0 && f.pos[topic][o.Partition] < o.Offset {
-				caughtUp = false
-			}
-		})
-		wait := f.advanced
-		f.mu.Unlock()
-		if caughtUp {
-			return nil
+	targets := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			targets[o.Partition] = o.Offset
 		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return fmt.Errorf("sync %s: %w", topic, ctx.Err())
-		}
+	})
+	if err := f.waitFor(ctx, topic, targets); err != nil {
+		return f.failed("sync "+topic, ctx, err)
 	}
+	return nil
 }
 
 // WaitPast waits until the record at offset of topic/partition has been
-// read (applied, or skipped as aborted or a marker).
+// read (applied, or skipped as aborted, a marker, or no longer in the
+// log). It returns within DefaultSyncTimeout even if ctx has no deadline;
+// that failure wraps ErrSyncTimeout.
 func (f *Follower) WaitPast(ctx context.Context, topic string, partition int32, offset int64) error {
-	for {
-		f.mu.Lock()
-		done := f.pos[topic][partition] > offset
-		wait := f.advanced
-		f.mu.Unlock()
-		if done {
-			return nil
-		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	ctx, cancel := f.bound(ctx)
+	defer cancel()
+	if err := f.started(ctx); err != nil {
+		return f.failed(fmt.Sprintf("wait past %s/%d@%d", topic, partition, offset), ctx, err)
 	}
+	if err := f.waitFor(ctx, topic, map[int32]int64{partition: offset + 1}); err != nil {
+		return f.failed(fmt.Sprintf("wait past %s/%d@%d", topic, partition, offset), ctx, err)
+	}
+	return nil
 }
 
 // Changed returns a channel closed the next time the reader advances.
@@ -153,4 +202,184 @@ func (f *Follower) Changed() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.advanced
+}
+
+// bound gives ctx the Follower's own deadline, marked by ErrSyncTimeout.
+func (f *Follower) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, f.syncTimeout, ErrSyncTimeout)
+}
+
+// failed wraps err for what; when the Follower's own bound ended the wait
+// it says so (ErrSyncTimeout) rather than blaming the caller's context.
+func (f *Follower) failed(what string, ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrSyncTimeout) {
+		return fmt.Errorf("%s: %w after %s (%w)", what, ErrSyncTimeout, f.syncTimeout, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func (f *Follower) started(ctx context.Context) error {
+	select {
+	case <-f.admReady:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitFor waits until the position of every partition of topic in
+// targets is at or past its target. A partition that stands still for
+// probeAfter while behind is probed: read from its position by a Fetch
+// of our own, and the position moved over every offset below the first
+// record the consumer will hand over (records deleted, aborted, or
+// compacted away leave nothing to apply).
+func (f *Follower) waitFor(ctx context.Context, topic string, targets map[int32]int64) error {
+	ticker := time.NewTicker(f.probeAfter)
+	defer ticker.Stop()
+	seen := map[int32]int64{} // position at the last tick
+	var probeErr error        // the last probe's failure, for the report
+	for {
+		f.mu.Lock()
+		behind := map[int32]int64{}
+		for p, target := range targets {
+			if pos := f.pos[topic][p]; pos < target {
+				behind[p] = pos
+			}
+		}
+		wait := f.advanced
+		f.mu.Unlock()
+		if len(behind) == 0 {
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-ticker.C:
+			for p, pos := range behind {
+				if last, ok := seen[p]; ok && last == pos {
+					// A failed probe (leader moving, broker away) is
+					// tried again at the next tick.
+					if err := f.probe(ctx, topic, p, pos); err != nil {
+						probeErr = err
+					}
+				}
+				seen[p] = pos
+			}
+		case <-ctx.Done():
+			if probeErr != nil {
+				return fmt.Errorf("%w (last probe: %w)", ctx.Err(), probeErr)
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+// probe fetches topic/partition from offset from, read_committed, as the
+// consumer does, and advances the position to the first record the
+// consumer will return from there (or past everything the fetch covered
+// if it holds no such record). Below that offset there is nothing to
+// apply: records deleted by retention or DeleteRecords, aborted records,
+// batches emptied by compaction.
+func (f *Follower) probe(ctx context.Context, topic string, partition int32, from int64) error {
+	for range 3 { // at most: out of range, then from the log start
+		rp, err := f.fetchOnce(ctx, topic, partition, from)
+		if err != nil {
+			return err
+		}
+		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+			KeepControlRecords: true,
+			Offset:             from,
+			IsolationLevel:     kgo.ReadCommitted(),
+			Topic:              topic,
+			Partition:          partition,
+		}, rp, kgo.DefaultDecompressor(), nil)
+		switch {
+		case errors.Is(fp.Err, kerr.OffsetOutOfRange):
+			starts, err := f.adm.ListStartOffsets(ctx, topic)
+			if err != nil {
+				return fmt.Errorf("list start offsets: %w", err)
+			}
+			start, ok := starts.Lookup(topic, partition)
+			if !ok || start.Err != nil {
+				return fmt.Errorf("list start offset of %s/%d: %w", topic, partition, start.Err)
+			}
+			if start.Offset <= from {
+				return nil // past the end (truncated): the next Sync lists new ends
+			}
+			from = start.Offset // deleted below here: nothing to apply
+			continue
+		case fp.Err != nil:
+			return nil // the consumer meets the same error and reports it
+		}
+		if len(fp.Records) > 0 {
+			next = fp.Records[0].Offset // the consumer hands this one over
+		}
+		f.mu.Lock()
+		f.advanceLocked(topic, partition, next)
+		f.mu.Unlock()
+		return nil
+	}
+	return nil
+}
+
+// fetchOnce sends one Fetch for topic/partition at offset to its leader,
+// returning without waiting for new data.
+func (f *Follower) fetchOnce(ctx context.Context, topic string, partition int32, offset int64) (*kmsg.FetchResponseTopicPartition, error) {
+	id, err := f.topicID(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	leader, _, err := f.cl.PartitionLeader(topic, partition)
+	if err != nil {
+		return nil, fmt.Errorf("leader of %s/%d: %w", topic, partition, err)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = 0
+	req.MinBytes = 1
+	req.MaxBytes = int32(2 * MaxRecordBytes)
+	req.IsolationLevel = 1 // read_committed
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rt.TopicID = id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = partition
+	rp.FetchOffset = offset
+	rp.PartitionMaxBytes = int32(2 * MaxRecordBytes)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, f.wcl.Broker(int(leader)))
+	if err != nil {
+		return nil, fmt.Errorf("probe fetch %s/%d: %w", topic, partition, err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("probe fetch %s/%d: %w", topic, partition, err)
+	}
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			if p := &resp.Topics[i].Partitions[j]; p.Partition == partition {
+				return p, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("probe fetch %s/%d: partition missing from the response", topic, partition)
+}
+
+func (f *Follower) topicID(ctx context.Context, topic string) ([16]byte, error) {
+	f.mu.Lock()
+	id, ok := f.ids[topic]
+	f.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	ts, err := f.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return id, fmt.Errorf("topic id of %s: %w", topic, err)
+	}
+	d, ok := ts[topic]
+	if !ok || d.Err != nil {
+		return id, fmt.Errorf("topic id of %s: %w", topic, d.Err)
+	}
+	f.mu.Lock()
+	f.ids[topic] = d.ID
+	f.mu.Unlock()
+	return d.ID, nil
 }
