@@ -255,6 +255,10 @@ delete.topic.enable=true
 num.network.threads=2
 num.io.threads=4
 num.recovery.threads.per.data.dir=1
+
+# Apply retention every second (default 5 min), so a test topic with a tiny
+# retention.ms/segment.ms is emptied while the test waits.
+log.retention.check.interval.ms=1000
 EOF
 }
 
