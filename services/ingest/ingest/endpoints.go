@@ -222,7 +222,7 @@ func (s *Service) writeEndpoint(ctx context.Context, rec *hooklinev1.EndpointRec
 func (s *Service) produce(ctx context.Context, rs ...*kgo.Record) error {
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 	defer cancel()
-	return s.kafka.ProduceSync(pctx, rs...).FirstErr()
+	return hkafka.ProduceAcked(pctx, s.kafka, rs...)
 }
 
 // owned returns the caller's endpoint id, or NotFound: another tenant's

@@ -39,6 +39,12 @@ func (s *Service) PublishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 }
 
 func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEventRequest) (*hooklinev1.PublishEventResponse, error) {
+	// The answer comes within --publish-timeout, whatever Kafka does:
+	// every step below (barriers, claim, writes) shares this bound, and a
+	// write still in flight at its end is answered UNAVAILABLE though it
+	// may land later (hence: retry with the same idempotency key).
+	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.PublishTimeout, errPublishTimeout)
+	defer cancel()
 	tenant := apikey.TenantFrom(ctx)
 	if err := filter.ValidateType(req.GetEventType()); err != nil {
 		return nil, invalid("event_type", "%v", err)

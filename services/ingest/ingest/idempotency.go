@@ -251,7 +251,7 @@ func (s *Service) claimKey(ctx context.Context, tenant, k string, req *hooklinev
 	}()
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 	defer cancel()
-	if err := s.kafka.ProduceSync(pctx, r).FirstErr(); err != nil {
+	if err := hkafka.ProduceAcked(pctx, s.kafka, r); err != nil {
 		return nil, kafkaStatus(ctx, "event not accepted", err)
 	}
 	if err := s.idemFollow.WaitPast(pctx, r.Topic, r.Partition, r.Offset); err != nil {
@@ -295,8 +295,13 @@ func (s *Service) completeClaim(ctx context.Context, k string, c *hooklinev1.Ide
 	commit.State = hooklinev1.IdempotencyState_IDEMPOTENCY_STATE_COMMITTED
 	commit.InstanceId = s.instanceID
 	// The deliveries are durable: record that even if the caller has
-	// gone, or its retry would write them again.
-	cctx := context.WithoutCancel(ctx)
+	// gone, or its retry would write them again; but within the publish's
+	// bound (publishEvent), so the answer is not late.
+	cctx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if d, ok := ctx.Deadline(); ok {
+		cctx, cancel = context.WithDeadline(cctx, d)
+	}
+	defer cancel()
 	r, err := hkafka.Record(s.topics.Idempotency, k, commit)
 	if err == nil {
 		err = s.produce(cctx, r)
@@ -304,9 +309,7 @@ func (s *Service) completeClaim(ctx context.Context, k string, c *hooklinev1.Ide
 	if err == nil {
 		// Hold the claim in flight until this process's view has the
 		// commit, so no other call here mistakes the claim for abandoned.
-		pctx, cancel := context.WithTimeout(cctx, s.cfg.PublishTimeout)
-		err = s.idemFollow.WaitPast(pctx, r.Topic, r.Partition, r.Offset)
-		cancel()
+		err = s.idemFollow.WaitPast(cctx, r.Topic, r.Partition, r.Offset)
 	}
 	if err != nil {
 		// The deliveries are durable, so the answer is right. A retry

@@ -291,17 +291,26 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 	return srv, hs
 }
 
-// kafkaStatus maps a failed Kafka write to the caller's status: the
-// caller's own deadline is DeadlineExceeded, anything else UNAVAILABLE.
-// Either way nothing may be assumed written.
+// errPublishTimeout ends a publish that Kafka did not confirm within
+// --publish-timeout.
+var errPublishTimeout = errors.New("Kafka did not confirm the write within --publish-timeout")
+
+// kafkaStatus maps a failed Kafka call to the caller's status: the
+// caller's own deadline is DeadlineExceeded, anything else (our own
+// --publish-timeout included) UNAVAILABLE. Either way the call's writes
+// may or may not have landed: a write in flight cannot be called back.
+// Retrying with the same idempotency key is always safe.
 func kafkaStatus(ctx context.Context, what string, err error) error {
+	if cause := context.Cause(ctx); errors.Is(cause, errPublishTimeout) {
+		return status.Errorf(codes.Unavailable, "%s: %v (%v); it may still be written: retry with the same idempotency key", what, cause, err)
+	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		return status.Errorf(codes.DeadlineExceeded, "%s: deadline passed before Kafka confirmed the write; retry", what)
+		return status.Errorf(codes.DeadlineExceeded, "%s: deadline passed before Kafka confirmed the write; retry with the same idempotency key", what)
 	}
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return status.Errorf(codes.Canceled, "%s: canceled before Kafka confirmed the write", what)
 	}
-	return status.Errorf(codes.Unavailable, "%s: Kafka did not confirm the write (%v); nothing was accepted, retry", what, err)
+	return status.Errorf(codes.Unavailable, "%s: Kafka did not confirm the write (%v); retry with the same idempotency key", what, err)
 }
 
 // followers returns the topic readers Run starts.
