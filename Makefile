@@ -142,8 +142,25 @@ kafka-down: ## stop it
 
 ## ---- benchmarks --------------------------------------------------------
 
+# The load harness (bench/loadbench): it runs the binaries make build writes
+# as subprocesses and prints one markdown table, also written to
+# $(BENCH_OUT). Its own Apache Kafka (real mode and the scheduler scenario)
+# runs on ports 19392-19394, away from the test broker's. BENCH_FLAGS adds
+# loadbench flags, e.g. BENCH_FLAGS='--quick' (smoke run) or
+# BENCH_FLAGS='--scenarios ceiling,lifted'; bin/loadbench -h lists them.
+BENCH_OUT   := bin/bench/results.md
+BENCH_FLAGS ?=
+KAFKA       ?= embedded
+
+.PHONY: bench-bins
+bench-bins: build
+	go build -o bin/loadbench ./bench/loadbench
+	go build -o bin/schedbench ./bench/schedbench
+
 .PHONY: bench
-bench: build ## scheduler: RSS with 1,000,000 pending timers and release lateness, on Apache Kafka 4.4
-	@rc=0; bash scripts/kafka.sh up || { bash scripts/kafka.sh down; exit 1; }; \
-	  go run ./bench/schedbench --brokers $(REAL_KAFKA) --scheduler-bin bin/scheduler || rc=$$?; \
-	  bash scripts/kafka.sh down; exit $$rc
+bench: bench-bins ## load harness on hookline dev (KAFKA=real for Apache Kafka 4.4) + scheduler bench; table in bin/bench/results.md
+	bin/loadbench --kafka $(KAFKA) --out $(BENCH_OUT) $(BENCH_FLAGS)
+
+.PHONY: bench-real
+bench-real: bench-bins ## the same harness on Apache Kafka 4.4 with ingest, dispatcher and scheduler as separate processes
+	bin/loadbench --kafka real --out $(BENCH_OUT) $(BENCH_FLAGS)
