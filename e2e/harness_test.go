@@ -181,7 +181,6 @@ func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 	dc.AllowPrivate = true
 	dc.Group = kc.TopicPrefix + "dispatcher"
 	dc.TransactionalID = kc.TopicPrefix + "dispatcher-1"
-	dc.CapRetry = 200 * time.Millisecond
 	conf := &stackConfig{kafka: &kc, ingest: &ic, dispatcher: &dc}
 	for _, c := range configure {
 		c(conf)

@@ -14,8 +14,7 @@ type Config struct {
 	Group           string        `flag:"group" env:"HOOKLINE_DISPATCHER_GROUP" default:"hookline-dispatcher" usage:"Kafka consumer group of the dispatchers"`
 	TransactionalID string        `flag:"transactional-id" env:"HOOKLINE_DISPATCHER_TRANSACTIONAL_ID" usage:"Kafka transactional id, unique and stable per dispatcher instance (default: hookline-dispatcher-<hostname>)"`
 	TxnTimeout      time.Duration `flag:"transaction-timeout" env:"HOOKLINE_DISPATCHER_TRANSACTION_TIMEOUT" default:"60s" usage:"Kafka transaction timeout"`
-	Workers         int           `flag:"workers" env:"HOOKLINE_DISPATCHER_WORKERS" default:"256" usage:"attempts in flight at once per dispatcher"`
-	BatchSize       int           `flag:"batch-size" env:"HOOKLINE_DISPATCHER_BATCH_SIZE" default:"1000" usage:"deliveries taken per poll"`
+	BatchSize       int           `flag:"batch-size" env:"HOOKLINE_DISPATCHER_BATCH_SIZE" default:"2000" usage:"deliveries taken per poll"`
 	CommitInterval  time.Duration `flag:"commit-interval" env:"HOOKLINE_DISPATCHER_COMMIT_INTERVAL" default:"20ms" usage:"how often completed deliveries' results and offsets are committed"`
 	DrainTimeout    time.Duration `flag:"drain-timeout" env:"HOOKLINE_DISPATCHER_DRAIN_TIMEOUT" default:"15s" usage:"on shutdown, how long in-flight attempts may finish"`
 
@@ -25,10 +24,22 @@ type Config struct {
 	RetryAfterMax  time.Duration `flag:"retry-after-max" env:"HOOKLINE_RETRY_AFTER_MAX" default:"24h" usage:"longest Retry-After (on 429 and 503) honoured; longer asks are capped"`
 	MaxFaults      int           `flag:"max-worker-faults" env:"HOOKLINE_MAX_WORKER_FAULTS" default:"5" usage:"worker faults (panics) one delivery may cause before it is set aside on the dead-letter topic"`
 
-	MaxInFlight int           `flag:"max-in-flight" env:"HOOKLINE_MAX_IN_FLIGHT" default:"10" usage:"default cap of attempts in flight to one endpoint; endpoints may override"`
-	RateLimit   float64       `flag:"rate-limit" env:"HOOKLINE_RATE_LIMIT" default:"100" usage:"default attempts per second to one endpoint; endpoints may override"`
-	CapRetry    time.Duration `flag:"cap-retry" env:"HOOKLINE_CAP_RETRY" default:"1s" usage:"how long a delivery over its endpoint's concurrency cap is deferred (no attempt burned)"`
-	ParkRecheck time.Duration `flag:"park-recheck" env:"HOOKLINE_PARK_RECHECK" default:"1m" usage:"how often a paused endpoint's held deliveries check whether it has resumed"`
+	MaxInFlight        int           `flag:"max-in-flight" env:"HOOKLINE_MAX_IN_FLIGHT" default:"10" usage:"default cap of attempts in flight to one endpoint; endpoints may override"`
+	MaxInFlightCeiling int           `flag:"max-in-flight-ceiling" env:"HOOKLINE_MAX_IN_FLIGHT_CEILING" default:"1000" usage:"highest per-endpoint cap honoured; an endpoint asking for more gets this"`
+	RateLimit          float64       `flag:"rate-limit" env:"HOOKLINE_RATE_LIMIT" default:"100" usage:"default attempts per second to one endpoint; endpoints may override (0: no limit)"`
+	RateLimitCeiling   float64       `flag:"rate-limit-ceiling" env:"HOOKLINE_RATE_LIMIT_CEILING" default:"100000" usage:"highest per-endpoint rate honoured (attempts per second); an endpoint asking for more gets this"`
+	ParkRecheck        time.Duration `flag:"park-recheck" env:"HOOKLINE_PARK_RECHECK" default:"1m" usage:"how often a paused endpoint's held deliveries check whether it has resumed"`
+
+	// The engine's memory: attempts in flight, and the window of polled
+	// deliveries not yet committed (queued, in flight, or done above a
+	// partition's low watermark).
+	AttemptMemory int64         `flag:"attempt-memory" env:"HOOKLINE_ATTEMPT_MEMORY" default:"268435456" usage:"bytes all attempts in flight may use together; each is charged 32 KiB plus its payload (sockets, buffers, goroutine) — this, not a fixed pool, bounds how many attempts run at once"`
+	WindowRecords int           `flag:"window-records" env:"HOOKLINE_WINDOW_RECORDS" default:"100000" usage:"deliveries the window may hold (polled, not yet committed); above it fetching stops and stuck partitions spill"`
+	WindowBytes   int64         `flag:"window-bytes" env:"HOOKLINE_WINDOW_BYTES" default:"134217728" usage:"bytes the window may hold (record values plus a fixed overhead each)"`
+	QueueSeconds  time.Duration `flag:"queue-seconds" env:"HOOKLINE_QUEUE_SECONDS" default:"30s" usage:"per endpoint, how much backlog (in time at its rate limit) waits in memory; beyond it deliveries are spilled, once, to the retry path due when the rate allows"`
+	QueueMin      int           `flag:"queue-min" env:"HOOKLINE_QUEUE_MIN" default:"1000" usage:"per endpoint, deliveries that may always wait in memory, whatever its rate"`
+	QueueBytes    int64         `flag:"queue-bytes" env:"HOOKLINE_QUEUE_BYTES" default:"33554432" usage:"per endpoint, bytes of deliveries that may wait in memory"`
+	StuckAfter    time.Duration `flag:"stuck-after" env:"HOOKLINE_STUCK_AFTER" default:"10s" usage:"when a partition's oldest uncommitted delivery has waited in its endpoint's queue this long, that endpoint's waiting deliveries are spilled so the partition's other endpoints go on"`
 
 	FailingAfter   int           `flag:"failing-after" env:"HOOKLINE_FAILING_AFTER" default:"5" usage:"consecutive failed attempts after which an endpoint.failing notice goes out"`
 	RemindEvery    time.Duration `flag:"remind-every" env:"HOOKLINE_REMIND_EVERY" default:"6h" usage:"how often an endpoint.failing reminder goes out while the outage lasts (0: never)"`

@@ -98,8 +98,11 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 			return nil, fmt.Errorf("dispatcher: --notice-webhook-secret: %w", err)
 		}
 	}
-	if cfg.Workers < 1 || cfg.BatchSize < 1 {
-		return nil, errors.New("dispatcher: --workers and --batch-size must be at least 1")
+	if cfg.BatchSize < 1 || cfg.WindowRecords < 1 || cfg.WindowBytes < 1 || cfg.AttemptMemory < attemptOverhead {
+		return nil, errors.New("dispatcher: --batch-size, --window-records and --window-bytes must be at least 1, --attempt-memory at least 32768")
+	}
+	if cfg.MaxInFlight < 1 || cfg.MaxInFlightCeiling < 1 || cfg.RateLimit < 0 || cfg.RateLimitCeiling <= 0 {
+		return nil, errors.New("dispatcher: --max-in-flight and --max-in-flight-ceiling must be at least 1, --rate-limit at least 0, --rate-limit-ceiling above 0")
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
@@ -201,13 +204,13 @@ func (s *Service) Run(ctx context.Context) error {
 
 // consume dispatches the deliveries topic until ctx ends.
 func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
-	w := newWindow(s.cfg.Workers, s.cfg.BatchSize)
+	e := s.newEngine()
 	lag, err := telemetry.NewLag(s.mp, s.cfg.Group)
 	if err != nil {
 		return fmt.Errorf("dispatcher: metrics: %w", err)
 	}
 	defer lag.Close()
-	w.lag = lag
+	e.lag = lag
 	sess, err := kgo.NewGroupTransactSession(append(opts,
 		kgo.TransactionalID(s.cfg.TransactionalID),
 		kgo.TransactionTimeout(s.cfg.TxnTimeout),
@@ -217,16 +220,20 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
 		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, _ map[string][]int32) { s.reseedHealth(ctx) }),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { w.forget(m); lag.Forget(m) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { w.forget(m); lag.Forget(m) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { e.dropped(m) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { e.dropped(m) }),
 	)...)
 	if err != nil {
 		return fmt.Errorf("dispatcher: kafka session: %w", err)
 	}
 	defer sess.Close()
 	s.log.Info("dispatcher consuming", "topic", s.topics.Deliveries, "group", s.cfg.Group)
-	return s.dispatch(ctx, sess, w)
+	return s.dispatch(ctx, sess, e)
 }
+
+// reseedTimeout bounds how long a partition assignment waits for the
+// notices view.
+const reseedTimeout = 10 * time.Second
 
 // lockedRand is a seeded PCG source safe for concurrent use.
 type lockedRand struct {
@@ -247,7 +254,12 @@ func (l *lockedRand) Int64N(n int64) int64 {
 // reseedHealth, on a partition assignment, waits until the notices view
 // holds every notice committed so far (the previous owners' included),
 // then has every endpoint's health seeded from it again.
+//
+// The wait is bounded (reseedTimeout): a rebalance callback that never
+// returned would leave the new partitions unconsumed.
 func (s *Service) reseedHealth(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, reseedTimeout)
+	defer cancel()
 	if err := s.noticeFollow.Sync(ctx, s.topics.Notices); err != nil {
 		s.log.Warn("notices view not caught up; endpoint health seeded from what it holds", "err", err)
 	}

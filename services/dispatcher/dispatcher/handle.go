@@ -2,28 +2,33 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/backoff"
-	"github.com/hookline/hookline/platform/classify"
-	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/sign"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
-	"github.com/hookline/hookline/services/dispatcher/retryafter"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
+
+// A delivery record's fate is decided in three steps, each a function
+// here that the loop and the tests share:
+//
+//  1. triage (before its lane): not yet due, endpoint unknown, deleted,
+//     of another tenant, or paused — settled at once with no attempt —
+//     or it waits in its endpoint's lane;
+//  2. gate (when its lane may start it): outage mode holds it or makes it
+//     the probe;
+//  3. attempt: sign, POST, classify, and the records that follow.
 
 // Record headers the dispatcher sets.
 const (
@@ -33,17 +38,112 @@ const (
 	headerPoison = "hookline-poison"
 	// headerFaults counts the worker faults a delivery record has caused.
 	headerFaults = "hookline-worker-faults"
-	// headerRateSlot is the start time (Unix nanoseconds) the rate limiter
-	// reserved for a deferred delivery.
-	headerRateSlot = "hookline-rate-slot"
 )
 
-// handleSafely runs handle and turns a panic into a worker fault
-// (R-CLASS-3): the delivery goes back to the deliveries topic exactly as it
-// came, with no attempt counted and no due time pushed. A record that keeps
-// faulting (MaxFaults times) is set aside raw on the dead-letter topic
-// rather than loop forever.
-func (s *Service) handleSafely(ctx context.Context, r *kgo.Record) (out []*kgo.Record) {
+// verdict is triage's decision.
+type verdict uint8
+
+const (
+	toLane    verdict = iota // waits in its endpoint's lane
+	notDue                   // back to the retries topic, untouched
+	needSync                 // endpoint unknown: sync the endpoints view, then triage again
+	epDeleted                // endpoint deleted: a final result
+	epForeign                // the delivery's tenant does not own the endpoint: dead-lettered
+	epPaused                 // held without an attempt (park)
+)
+
+// decodeDelivery reads a delivery record.
+func decodeDelivery(r *kgo.Record) (*hooklinev1.Delivery, error) {
+	d := new(hooklinev1.Delivery)
+	if err := hkafka.Decode(r, d); err != nil {
+		return nil, err
+	}
+	if d.GetDeliveryId() == "" {
+		return nil, errors.New("not a Delivery: no delivery id")
+	}
+	return d, nil
+}
+
+// triage decides what becomes of d before it waits in its endpoint's
+// lane. synced says the endpoints view was synced for it already, so an
+// endpoint still unknown is deleted.
+func (s *Service) triage(d *hooklinev1.Delivery, now time.Time, synced bool) (verdict, *hooklinev1.EndpointRecord) {
+	if due := d.GetDueAt(); due != nil && due.AsTime().After(now) {
+		// Never fire early: a delivery not yet due waits on the retries
+		// topic, untouched.
+		return notDue, nil
+	}
+	ep := s.store.Get(d.GetEndpointId())
+	switch {
+	case ep == nil && !synced:
+		// Unknown here: maybe created a moment ago and not read yet.
+		return needSync, nil
+	case ep == nil:
+		return epDeleted, nil
+	case ep.GetEndpoint().GetTenantId() != d.GetTenantId():
+		// The deliveries topic must not be a signing oracle: only the
+		// tenant that owns an endpoint delivers to it.
+		return epForeign, ep
+	case ep.GetEndpoint().GetStatus() == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED:
+		return epPaused, ep
+	}
+	return toLane, ep
+}
+
+// settle returns the records that end a delivery triage did not send to
+// its lane.
+func (s *Service) settle(ctx context.Context, v verdict, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, now time.Time) []*kgo.Record {
+	if d != nil {
+		annotate(ctx, d)
+	}
+	switch v {
+	case notDue:
+		setOutcome(ctx, "not_due")
+		return s.records(s.topics.Retries, d.GetEndpointId(), d)
+	case epDeleted:
+		res := s.result(d, now)
+		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_ENDPOINT_DELETED
+		res.Reason = "endpoint deleted"
+		s.finished(ctx, res.State)
+		setOutcome(ctx, outcomeLabel(res.State))
+		return s.resultRecords(ctx, res)
+	case epForeign:
+		res := s.result(d, now)
+		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
+		res.Reason = fmt.Sprintf("delivery of tenant %q names endpoint %s of another tenant; not sent", d.GetTenantId(), d.GetEndpointId())
+		s.log.ErrorContext(ctx, "delivery names another tenant's endpoint; dead-lettered", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId())
+		setOutcome(ctx, "foreign_endpoint")
+		return s.deadLetter(ctx, d, res)
+	case epPaused:
+		return s.park(ctx, d, now)
+	}
+	return []*kgo.Record{s.workerFault(ctx, r, "not a Delivery")}
+}
+
+// gate is outage mode's decision for d when its lane may start it. An
+// operator's resend or test event is attempted now, outage or not.
+func (s *Service) gate(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, now time.Time) (gate, time.Time) {
+	oneOff := d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND || d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST
+	if ep.GetEndpoint().GetOutageModeDisabled() || oneOff {
+		return gatePass, time.Time{}
+	}
+	return s.rcv.outageGate(ep.GetEndpoint().GetId(), now, d.GetAttempt(), s.cfg.OutageRecheck)
+}
+
+// hold defers d while its endpoint is in outage mode: no attempt spent.
+func (s *Service) hold(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, until time.Time) []*kgo.Record {
+	annotate(ctx, d)
+	s.deferred(ctx, "outage")
+	return s.deferTo(r, d, until)
+}
+
+// process runs fn as the handling of record r: inside r's process span,
+// with its trace headers copied onto the outputs, and a panic turned into
+// a worker fault (R-CLASS-3): the delivery goes back to the deliveries
+// topic exactly as it came, with no attempt counted and no due time
+// pushed. A record that keeps faulting (MaxFaults times) is set aside raw
+// on the dead-letter topic rather than loop forever.
+func (s *Service) process(ctx context.Context, r *kgo.Record, fn func(context.Context) []*kgo.Record) (out []*kgo.Record) {
 	ctx, span := s.startProcess(ctx, r)
 	defer func() {
 		if p := recover(); p != nil {
@@ -54,7 +154,127 @@ func (s *Service) handleSafely(ctx context.Context, r *kgo.Record) (out []*kgo.R
 		s.stampTrace(r, out)
 		span.End()
 	}()
-	return s.handle(ctx, r)
+	return fn(ctx)
+}
+
+// handleSafely is one record's whole handling outside the loop: triage,
+// gate and attempt, with no lane (so no cap or rate). Tests and
+// benchmarks use it; the loop runs the same steps with lanes between.
+func (s *Service) handleSafely(ctx context.Context, r *kgo.Record) []*kgo.Record {
+	return s.process(ctx, r, func(ctx context.Context) []*kgo.Record { return s.handle(ctx, r) })
+}
+
+func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
+	d, err := decodeDelivery(r)
+	if err != nil {
+		return []*kgo.Record{s.workerFault(ctx, r, err.Error())}
+	}
+	now := s.now()
+	v, ep := s.triage(d, now, false)
+	if v == needSync {
+		if err := s.syncEndpoints(ctx); err != nil {
+			return []*kgo.Record{requeue(r, s.topics.Deliveries)}
+		}
+		v, ep = s.triage(d, now, true)
+	}
+	if v != toLane {
+		return s.settle(ctx, v, r, d, ep, now)
+	}
+	g, until := s.gate(d, ep, now)
+	if g == gateHold {
+		return s.hold(ctx, r, d, until)
+	}
+	return s.attempt(ctx, r, d, ep, g == gateProbe)
+}
+
+// syncEndpoints waits until the endpoints view holds every endpoint
+// written before the call. A failure is an infrastructure error, never a
+// worker fault: it is retried with backoff until it succeeds or ctx ends.
+func (s *Service) syncEndpoints(ctx context.Context) error {
+	for fails := 0; ; fails++ {
+		sctx, cancel := context.WithTimeout(ctx, syncTimeout)
+		err := s.store.Sync(sctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		wait := min(100*time.Millisecond<<min(fails, 7), 10*time.Second)
+		wait = wait/2 + time.Duration(s.rand.Int64N(int64(wait/2)+1))
+		s.log.WarnContext(ctx, "endpoints view sync failed; retrying", "err", err, "failures", fails+1, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// syncTimeout bounds one sync of the endpoints view.
+const syncTimeout = 10 * time.Second
+
+// attempt makes one signed attempt of d to ep and returns the records
+// that follow from its outcome. probe says outage mode let it through as
+// the endpoint's one probe.
+func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, probe bool) []*kgo.Record {
+	attrs := annotate(ctx, d)
+	id := ep.GetEndpoint().GetId()
+	now := s.now()
+	signer, err := sign.NewSigner(activeSecrets(ep, now)...)
+	if err != nil {
+		panic(fmt.Sprintf("endpoint %s has no usable secret: %v", id, err))
+	}
+	if d.GetFirstAttemptAt() == nil {
+		d.FirstAttemptAt = timestamppb.New(now)
+		d.GiveUpAt = timestamppb.New(now.Add(s.maxAge(ep)))
+	}
+	timeout := s.cfg.AttemptTimeout
+	if t := ep.GetEndpoint().GetTimeout(); t != nil && t.AsDuration() > 0 {
+		timeout = t.AsDuration()
+	}
+	s.metrics.flight(ctx, id, 1)
+	ar, err := s.client.Do(ctx, attempt.Request{
+		URL:        ep.GetEndpoint().GetUrl(),
+		EventID:    d.GetEventId(),
+		EventType:  d.GetEventType(),
+		Payload:    d.GetPayload(),
+		Signer:     signer,
+		Timeout:    timeout,
+		Header:     http.Header{},
+		Attributes: attrs,
+	})
+	s.metrics.flight(ctx, id, -1)
+	if err != nil {
+		if probe {
+			s.rcv.probed(id, now, func(int) time.Duration { return 0 }) // not sent: the next delivery may probe
+		}
+		// Shut down (or revoked) before the receiver answered: a worker
+		// fault, the delivery goes back as it came.
+		setOutcome(ctx, "interrupted")
+		return []*kgo.Record{requeue(r, s.topics.Deliveries)}
+	}
+	s.metrics.attempt(ctx, ar.Class, ar.Latency)
+	out := s.outcome(ctx, d, ep, ar)
+	if probe {
+		policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
+		s.rcv.probed(id, ar.Started.Add(ar.Latency), func(n int) time.Duration {
+			return min(policy.Delay(uint32(n), s.rand), s.cfg.OutageProbeMax)
+		})
+	}
+	return out
+}
+
+// annotate names the delivery on the process span and returns the
+// attributes, built only for a recorded span: off costs nothing.
+func annotate(ctx context.Context, d *hooklinev1.Delivery) []attribute.KeyValue {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return nil
+	}
+	attrs := deliveryAttributes(d)
+	span.SetAttributes(attrs...)
+	return attrs
 }
 
 // workerFault returns the record that puts r back unchanged, counting the
@@ -85,375 +305,4 @@ func (s *Service) workerFault(ctx context.Context, r *kgo.Record, why string) *k
 
 func requeue(r *kgo.Record, topic string) *kgo.Record {
 	return &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: r.Headers}
-}
-
-// handle decides one delivery record's fate and returns the records to
-// write for it.
-func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
-	var d hooklinev1.Delivery
-	if err := hkafka.Decode(r, &d); err != nil || d.GetDeliveryId() == "" {
-		reason := "not a Delivery"
-		if err != nil {
-			reason = err.Error()
-		}
-		return []*kgo.Record{s.workerFault(ctx, r, reason)}
-	}
-	// Attributes are built only for a recorded span: off costs nothing.
-	var attrs []attribute.KeyValue
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		attrs = deliveryAttributes(&d)
-		span.SetAttributes(attrs...)
-	}
-	now := s.now()
-	if due := d.GetDueAt(); due != nil && due.AsTime().After(now) {
-		// Never fire early: a delivery not yet due waits on the retries
-		// topic, untouched.
-		setOutcome(ctx, "not_due")
-		return s.records(s.topics.Retries, d.GetEndpointId(), &d)
-	}
-
-	ep := s.store.Get(d.GetEndpointId())
-	if ep == nil {
-		// Unknown here: maybe created a moment ago and not read yet.
-		if err := s.store.Sync(ctx); err != nil {
-			panic(fmt.Sprintf("endpoints view cannot sync: %v", err)) // worker fault: returned unchanged
-		}
-		ep = s.store.Get(d.GetEndpointId())
-	}
-	if ep == nil {
-		res := s.result(&d, now)
-		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_ENDPOINT_DELETED
-		res.Reason = "endpoint deleted"
-		s.finished(ctx, res.State)
-		return s.resultRecords(ctx, res)
-	}
-	id := ep.GetEndpoint().GetId()
-	if ep.GetEndpoint().GetStatus() == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
-		return s.park(ctx, &d, now)
-	}
-	probe := false
-	oneOff := d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND || d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST
-	// An operator's resend or test event is attempted now, outage or not.
-	if !ep.GetEndpoint().GetOutageModeDisabled() && !oneOff {
-		g, until := s.rcv.outageGate(id, now, d.GetAttempt(), s.cfg.OutageRecheck)
-		switch g {
-		case gateHold:
-			// The endpoint is down: spend no attempt, look again later.
-			s.deferred(ctx, "outage")
-			return s.deferTo(r, &d, until, false)
-		case gateProbe:
-			probe = true
-		}
-	}
-	maxIn := s.cfg.MaxInFlight
-	if n := ep.GetEndpoint().GetMaxInFlight(); n > 0 {
-		maxIn = int(n)
-	}
-	rate := s.cfg.RateLimit
-	if v := ep.GetEndpoint().GetRateLimitPerSecond(); v > 0 {
-		rate = v
-	}
-	ok, retryAt, why := s.rcv.admit(id, now, maxIn, rate, s.cfg.CapRetry, rateSlot(r))
-	if !ok && probe {
-		s.rcv.probed(id, now, func(int) time.Duration { return 0 }) // not sent: the next delivery may probe
-	}
-	if !ok {
-		// Waiting is deferral, never failure: same attempt number.
-		s.deferred(ctx, why)
-		return s.deferTo(r, &d, retryAt, why == "rate limit")
-	}
-	defer s.rcv.done(id)
-
-	signer, err := sign.NewSigner(activeSecrets(ep, now)...)
-	if err != nil {
-		panic(fmt.Sprintf("endpoint %s has no usable secret: %v", id, err))
-	}
-	if d.GetFirstAttemptAt() == nil {
-		d.FirstAttemptAt = timestamppb.New(now)
-		d.GiveUpAt = timestamppb.New(now.Add(s.maxAge(ep)))
-	}
-	timeout := s.cfg.AttemptTimeout
-	if t := ep.GetEndpoint().GetTimeout(); t != nil && t.AsDuration() > 0 {
-		timeout = t.AsDuration()
-	}
-	s.metrics.flight(ctx, id, 1)
-	ar, err := s.client.Do(ctx, attempt.Request{
-		URL:        ep.GetEndpoint().GetUrl(),
-		EventID:    d.GetEventId(),
-		EventType:  d.GetEventType(),
-		Payload:    d.GetPayload(),
-		Signer:     signer,
-		Timeout:    timeout,
-		Header:     http.Header{},
-		Attributes: attrs,
-	})
-	s.metrics.flight(ctx, id, -1)
-	if err != nil {
-		if probe {
-			s.rcv.probed(id, now, func(int) time.Duration { return 0 })
-		}
-		// Shut down before the receiver answered: a worker fault.
-		setOutcome(ctx, "interrupted")
-		return []*kgo.Record{requeue(r, s.topics.Deliveries)}
-	}
-	s.metrics.attempt(ctx, ar.Class, ar.Latency)
-	out := s.outcome(ctx, &d, ep, ar)
-	if probe {
-		policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
-		s.rcv.probed(id, ar.Started.Add(ar.Latency), func(n int) time.Duration {
-			return min(policy.Delay(uint32(n), s.rand), s.cfg.OutageProbeMax)
-		})
-	}
-	return out
-}
-
-// outcome turns an attempt's result into the records that follow it.
-func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, ar attempt.Result) []*kgo.Record {
-	// The result reports the attempt's HTTP span; logs stay on the
-	// process span.
-	rctx := ctx
-	if ar.SpanContext.IsValid() {
-		rctx = trace.ContextWithSpanContext(ctx, ar.SpanContext)
-	}
-	res := s.result(d, ar.Started)
-	defer func() { setOutcome(ctx, outcomeLabel(res.GetState())) }()
-	res.Attempt = d.GetAttempt()
-	res.Class = ar.Class
-	res.StatusCode = int32(ar.StatusCode)
-	res.Latency = durationpb.New(ar.Latency)
-	res.ResponseExcerpt = ar.Excerpt
-	res.Url = ep.GetEndpoint().GetUrl()
-	if ar.Err != nil {
-		res.Error = ar.Err.Error()
-	}
-	key := d.GetEndpointId()
-	log := s.log.With("delivery_id", d.GetDeliveryId(), "event_id", d.GetEventId(), "endpoint_id", key, "attempt", d.GetAttempt(), "status", ar.StatusCode, "class", ar.Class.String())
-
-	notices := s.health(ctx, ep, d.GetDeliveryId(), ar)
-	switch {
-	case ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS:
-		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED
-		s.finished(ctx, res.State)
-		log.DebugContext(ctx, "delivered", "latency", ar.Latency)
-		return append(s.resultRecords(rctx, res), notices...)
-	case !classify.Retryable(ar.Class):
-		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
-		res.Reason = "permanent failure"
-		log.InfoContext(ctx, "delivery failed permanently; dead-lettered", "err", res.Error)
-		return append(s.deadLetter(rctx, d, res), notices...)
-	case d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND, d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST:
-		// A manual resend or a test event is exactly one attempt (R-REPLAY-1): never retried.
-		res.State, res.Reason = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, "one-off attempt failed; resends and test events are not retried"
-		log.InfoContext(ctx, "one-off attempt failed; not retried", "err", res.Error)
-		return append(s.deadLetter(rctx, d, res), notices...)
-	}
-
-	policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
-	maxAttempts := s.maxAttempts(ep)
-	if d.GetAttempt() >= maxAttempts {
-		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
-		res.Reason = fmt.Sprintf("gave up after %d attempts", d.GetAttempt())
-		log.InfoContext(ctx, "delivery out of attempts; dead-lettered", "err", res.Error)
-		return append(s.deadLetter(rctx, d, res), notices...)
-	}
-	wait := policy.Delay(d.GetAttempt(), s.rand)
-	if retryafter.Honoured(ar.StatusCode) {
-		// The later of the receiver's ask and our backoff wins; an
-		// unparsable ask is ignored, a huge one capped.
-		if ra, ok := retryafter.Parse(ar.RetryAfter, ar.Started.Add(ar.Latency), s.cfg.RetryAfterMax); ok && ra > wait {
-			wait = ra
-		}
-	}
-	next := ar.Started.Add(ar.Latency).Add(wait)
-	if giveUp := d.GetGiveUpAt(); giveUp != nil && next.After(giveUp.AsTime()) {
-		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED
-		res.Reason = fmt.Sprintf("next attempt would be after the give-up time %s", giveUp.AsTime().UTC().Format(time.RFC3339))
-		log.InfoContext(ctx, "delivery out of time; dead-lettered", "err", res.Error)
-		return append(s.deadLetter(rctx, d, res), notices...)
-	}
-	res.State = hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED
-	res.NextAttemptAt = timestamppb.New(next)
-	retry := proto.Clone(d).(*hooklinev1.Delivery)
-	retry.Attempt++
-	retry.DueAt = res.NextAttemptAt
-	retry.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY
-	s.metrics.retry(ctx, d.GetAttempt())
-	log.LogAttrs(ctx, slog.LevelInfo, "retry scheduled", slog.Time("next_attempt_at", next), slog.String("err", res.Error))
-	retryRec := s.records(s.topics.Retries, key, retry)
-	if ar.SpanContext.IsValid() {
-		// The next attempt's span links to this one.
-		retryRec[0].Headers = append(retryRec[0].Headers, kgo.RecordHeader{Key: headerLastAttempt, Value: []byte(traceparent(ar.SpanContext))})
-	}
-	return append(append(s.resultRecords(rctx, res), retryRec...), notices...)
-}
-
-// health updates the endpoint's failure streak with this attempt and
-// returns the notices it calls for (R-ENDPOINT-3), and, at the
-// auto-pause threshold (R-RECV-4), the endpoint record that pauses it.
-func (s *Service) health(ctx context.Context, ep *hooklinev1.EndpointRecord, deliveryID string, ar attempt.Result) []*kgo.Record {
-	e := ep.GetEndpoint()
-	now := ar.Started.Add(ar.Latency)
-	outageAfter := s.cfg.OutageAfter
-	if e.GetOutageModeDisabled() {
-		outageAfter = 0
-	}
-	ev := s.rcv.observe(e.GetId(), deliveryID, ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS,
-		ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, now, s.cfg.FailingAfter, outageAfter, s.cfg.AutoPauseAfter, s.cfg.RemindEvery)
-	notice := func(t hooklinev1.NoticeType, reminder bool, detail string) *hooklinev1.Notice {
-		return &hooklinev1.Notice{
-			NoticeId: ids.New(ids.Notice, now), Type: t, TenantId: e.GetTenantId(), EndpointId: e.GetId(),
-			At: timestamppb.New(now), Reminder: reminder, Detail: detail,
-		}
-	}
-	var out []*kgo.Record
-	switch ev {
-	case healthNone:
-		return nil
-	case healthFailing:
-		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, false,
-			fmt.Sprintf("%d consecutive failed attempts; last: %s", s.cfg.FailingAfter, describe(ar))))
-	case healthReminder:
-		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, true,
-			"still failing; last: "+describe(ar)))
-	case healthRecovered:
-		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED, false, "delivered again"))
-	case healthAutoPause:
-		paused := proto.Clone(ep).(*hooklinev1.EndpointRecord)
-		paused.Version++
-		paused.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED
-		paused.Endpoint.PausedAt = timestamppb.New(now)
-		paused.Endpoint.PausedReason = fmt.Sprintf("paused by Hookline after %d consecutive permanent failures", s.cfg.AutoPauseAfter)
-		paused.Endpoint.UpdatedAt = paused.Endpoint.PausedAt
-		s.store.Put(paused)
-		s.log.WarnContext(ctx, "endpoint paused automatically", "endpoint_id", e.GetId(), "reason", paused.Endpoint.PausedReason)
-		out = append(s.records(s.topics.Endpoints, e.GetId(), paused),
-			s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED, false, paused.Endpoint.PausedReason))...)
-	}
-	return out
-}
-
-func describe(ar attempt.Result) string {
-	if ar.Err != nil {
-		return ar.Err.Error()
-	}
-	return fmt.Sprintf("HTTP %d", ar.StatusCode)
-}
-
-// park holds a paused endpoint's delivery without an attempt: it waits in
-// the scheduler's tiers for ParkRecheck, then looks again. Its attempt
-// number is untouched and its give-up time moves by the time it waited
-// (R-ENDPOINT-2). The first time, a PARKED result says so.
-func (s *Service) park(ctx context.Context, d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
-	var out []*kgo.Record
-	if d.GetPausedFor().AsDuration() == 0 {
-		res := s.result(d, now)
-		res.Attempt = 0
-		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_PARKED
-		res.Reason = "endpoint paused"
-		out = s.resultRecords(ctx, res)
-	}
-	held := proto.Clone(d).(*hooklinev1.Delivery)
-	wait := s.cfg.ParkRecheck
-	held.PausedFor = durationpb.New(d.GetPausedFor().AsDuration() + wait)
-	if g := d.GetGiveUpAt(); g != nil {
-		held.GiveUpAt = timestamppb.New(g.AsTime().Add(wait))
-	}
-	held.DueAt = timestamppb.New(now.Add(wait))
-	held.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
-	s.deferred(ctx, "endpoint paused")
-	return append(out, s.records(s.topics.Retries, d.GetEndpointId(), held)...)
-}
-
-// deferTo sends a delivery back through the scheduler, due at, with no
-// attempt counted; a rate-limited one carries its reserved start time.
-func (s *Service) deferTo(r *kgo.Record, d *hooklinev1.Delivery, at time.Time, rateSlot bool) []*kgo.Record {
-	later := proto.Clone(d).(*hooklinev1.Delivery)
-	later.DueAt = timestamppb.New(at)
-	later.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
-	out := s.records(s.topics.Retries, d.GetEndpointId(), later)
-	for _, h := range r.Headers {
-		if h.Key != headerRateSlot {
-			out[0].Headers = append(out[0].Headers, h)
-		}
-	}
-	if rateSlot {
-		out[0].Headers = append(out[0].Headers, kgo.RecordHeader{Key: headerRateSlot, Value: []byte(strconv.FormatInt(at.UnixNano(), 10))})
-	}
-	return out
-}
-
-// rateSlot returns the start time reserved for r by the rate limiter.
-func rateSlot(r *kgo.Record) time.Time {
-	if n, err := strconv.ParseInt(header(r, headerRateSlot), 10, 64); err == nil {
-		return time.Unix(0, n)
-	}
-	return time.Time{}
-}
-
-func (s *Service) deadLetter(ctx context.Context, d *hooklinev1.Delivery, res *hooklinev1.AttemptResult) []*kgo.Record {
-	s.finished(ctx, res.GetState())
-	out := s.resultRecords(ctx, res) // sets the trace ids the dead letter repeats
-	dl := &hooklinev1.DeadLetter{Delivery: d, LastResult: res, DeadAt: timestamppb.New(s.now())}
-	return append(out, s.records(s.topics.Dead, d.GetEndpointId(), dl)...)
-}
-
-// deferred counts a deferral and notes it on the process span.
-func (s *Service) deferred(ctx context.Context, reason string) {
-	s.metrics.deferral(ctx, reason)
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(attribute.String("hookline.outcome", "deferred"), attribute.String("hookline.deferred.reason", reason))
-	}
-}
-
-// finished counts a delivery that reached a final state.
-func (s *Service) finished(ctx context.Context, st hooklinev1.DeliveryState) {
-	s.metrics.delivery(ctx, st)
-}
-
-func (s *Service) result(d *hooklinev1.Delivery, at time.Time) *hooklinev1.AttemptResult {
-	return &hooklinev1.AttemptResult{
-		DeliveryId: d.GetDeliveryId(),
-		EventId:    d.GetEventId(),
-		TenantId:   d.GetTenantId(),
-		EndpointId: d.GetEndpointId(),
-		EventType:  d.GetEventType(),
-		StartedAt:  timestamppb.New(at),
-	}
-}
-
-// records encodes m for topic. Encoding a message Hookline built cannot
-// fail short of a bug, which surfaces as a worker fault.
-func (s *Service) records(topic, key string, m proto.Message) []*kgo.Record {
-	r, err := hkafka.Record(topic, key, m)
-	if err != nil {
-		panic(err)
-	}
-	return []*kgo.Record{r}
-}
-
-func (s *Service) maxAttempts(ep *hooklinev1.EndpointRecord) uint32 {
-	if n := ep.GetEndpoint().GetRetryPolicy().GetMaxAttempts(); n > 0 {
-		return n
-	}
-	return s.cfg.MaxAttempts
-}
-
-func (s *Service) maxAge(ep *hooklinev1.EndpointRecord) time.Duration {
-	if d := ep.GetEndpoint().GetRetryPolicy().GetMaxAge(); d != nil && d.AsDuration() > 0 {
-		return d.AsDuration()
-	}
-	return s.cfg.MaxAge
-}
-
-// activeSecrets returns the endpoint's secrets that still sign at now:
-// the current one and any rotated-out one inside its grace period.
-func activeSecrets(ep *hooklinev1.EndpointRecord, now time.Time) []string {
-	out := make([]string, 0, len(ep.GetSecrets()))
-	for _, sec := range ep.GetSecrets() {
-		if exp := sec.GetExpiresAt(); exp != nil && !exp.AsTime().After(now) {
-			continue
-		}
-		out = append(out, sec.GetSecret())
-	}
-	return out
 }

@@ -1,16 +1,15 @@
 package dispatcher
 
 import (
-	"math"
 	"sync"
 	"time"
 )
 
-// receivers holds what the dispatcher knows about each endpoint it
-// serves: attempts in flight, the rate limiter, and whether it answers
-// slowly. Deliveries are keyed by endpoint id, so exactly one dispatcher
-// owns an endpoint at a time and this state is exact, not an estimate
-// shared across replicas. Safe for concurrent use.
+// receivers holds the health of each endpoint the dispatcher serves:
+// failure streaks, notices, auto-pause and outage mode (its cap and rate
+// live in its lane). Deliveries are keyed by endpoint id, so exactly one
+// dispatcher owns an endpoint at a time and this state is exact, not an
+// estimate shared across replicas. Safe for concurrent use.
 type receivers struct {
 	mu sync.Mutex
 	m  map[string]*receiver
@@ -22,14 +21,6 @@ type receivers struct {
 }
 
 type receiver struct {
-	inFlight int
-	// last is when the last attempt started; starts are at least
-	// 1/rate apart, so no 1 s window holds more than rate+1.
-	last time.Time
-	// next is the reservation frontier: every start slot before it has
-	// been handed to a deferred delivery.
-	next time.Time
-
 	// Health, for notices and auto-pause. seeded is false until the
 	// durable part has been read from the notices view.
 	seeded        bool
@@ -173,68 +164,10 @@ func (rs *receivers) get(id string) *receiver {
 }
 
 // forgetHealth drops what this dispatcher knows of every endpoint's
-// health, keeping attempts in flight and rate-limit slots: after a
-// rebalance each endpoint's health is seeded again from the notices
-// view, which holds what its previous owner committed.
+// health: after a rebalance each endpoint's health is seeded again from
+// the notices view, which holds what its previous owner committed.
 func (rs *receivers) forgetHealth() {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	for _, r := range rs.m {
-		*r = receiver{inFlight: r.inFlight, last: r.last, next: r.next}
-	}
-}
-
-// admit takes an in-flight slot for an attempt to endpoint id now, if
-// both the concurrency cap and the rate limit (perSecond; 0 is none)
-// allow it. When they do not, it takes no slot and returns when to try
-// again. A rate-limited attempt is given a reserved start time, spaced
-// 1/perSecond after the previous one, and passes it back as reserved when
-// it returns, so deferred deliveries neither exceed the rate nor starve.
-func (rs *receivers) admit(id string, now time.Time, maxInFlight int, perSecond float64, capRetry time.Duration, reserved time.Time) (ok bool, retryAt time.Time, why string) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	r := rs.get(id)
-	if r.inFlight >= maxInFlight {
-		return false, now.Add(capRetry), "concurrency cap"
-	}
-	if perSecond > 0 {
-		interval := time.Duration(math.Ceil(float64(time.Second) / perSecond))
-		earliest := r.last.Add(interval)
-		if !reserved.IsZero() && !now.Before(reserved) {
-			// It holds a slot already: it only waits for the spacing.
-			// Holders that come back late together (a scheduler pause,
-			// a lagging hop) must not all be sent to the same next
-			// instant, where again one would pass: each still waiting
-			// gets its own slot after the frontier.
-			if now.Before(earliest) {
-				slot := r.next
-				if slot.Before(earliest) {
-					slot = earliest
-				}
-				r.next = slot.Add(interval)
-				return false, slot, "rate limit"
-			}
-		} else if now.Before(earliest) || r.next.After(now) {
-			slot := r.next
-			if slot.Before(earliest) {
-				slot = earliest
-			}
-			r.next = slot.Add(interval)
-			return false, slot, "rate limit"
-		} else {
-			r.next = now.Add(interval)
-		}
-		r.last = now
-	}
-	r.inFlight++
-	return true, time.Time{}, ""
-}
-
-// done returns the slot admit took.
-func (rs *receivers) done(id string) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if r := rs.m[id]; r != nil && r.inFlight > 0 {
-		r.inFlight--
-	}
+	clear(rs.m)
 }

@@ -7,81 +7,6 @@ import (
 	"time"
 )
 
-func TestAdmitEnforcesTheConcurrencyCap(t *testing.T) {
-	rs := newReceivers()
-	now := time.Unix(1_700_000_000, 0)
-	for i := range 3 {
-		if ok, _, _ := rs.admit("ep", now, 3, 0, time.Second, time.Time{}); !ok {
-			t.Fatalf("attempt %d refused under the cap", i+1)
-		}
-	}
-	ok, at, why := rs.admit("ep", now, 3, 0, time.Second, time.Time{})
-	if ok || why != "concurrency cap" || !at.Equal(now.Add(time.Second)) {
-		t.Fatalf("4th attempt: ok=%v at=%v why=%q", ok, at, why)
-	}
-	if ok, _, _ := rs.admit("other", now, 3, 0, time.Second, time.Time{}); !ok {
-		t.Fatal("another endpoint is not limited by this one's cap")
-	}
-	rs.done("ep")
-	if ok, _, _ := rs.admit("ep", now, 3, 0, time.Second, time.Time{}); !ok {
-		t.Fatal("a finished attempt must free its slot")
-	}
-}
-
-func TestAdmitNeverExceedsTheRateOverAnySecond(t *testing.T) {
-	rs := newReceivers()
-	start := time.Unix(1_700_000_000, 0)
-	var starts []time.Time
-	// Offer a new attempt every millisecond for 10 s at a limit of 5/s;
-	// refused ones come back at their reserved time, as the scheduler
-	// would bring them.
-	type deferred struct{ at time.Time }
-	var waiting []deferred
-	for ms := range 10_000 {
-		now := start.Add(time.Duration(ms) * time.Millisecond)
-		try := func(reserved time.Time) {
-			ok, at, _ := rs.admit("ep", now, 1000, 5, time.Second, reserved)
-			if ok {
-				starts = append(starts, now)
-				rs.done("ep")
-				return
-			}
-			waiting = append(waiting, deferred{at})
-		}
-		var still []deferred
-		due := waiting
-		waiting = nil
-		for _, d := range due {
-			if d.at.After(now) {
-				still = append(still, d)
-				continue
-			}
-			try(d.at)
-		}
-		waiting = append(still, waiting...)
-		if ms%100 == 0 { // 10 new deliveries a second, twice the limit
-			try(time.Time{})
-		}
-	}
-	for i := range starts {
-		n := 0
-		for j := i; j < len(starts) && starts[j].Sub(starts[i]) < time.Second; j++ {
-			n++
-		}
-		if n > 6 {
-			t.Fatalf("%d attempts within 1 s from %v (limit 5/s + 1 burst)", n, starts[i])
-		}
-	}
-	if len(starts) < 49 {
-		t.Fatalf("only %d attempts in 10 s at 5/s", len(starts))
-	}
-	for i := 1; i < len(starts); i++ {
-		if gap := starts[i].Sub(starts[i-1]); gap > 201*time.Millisecond {
-			t.Fatalf("a %v gap while deliveries waited: reserved slots were lost", gap)
-		}
-	}
-}
-
 func TestObserveTellsOncePerOutageRemindsAndRecovers(t *testing.T) {
 	rs := newReceivers()
 	now := time.Unix(1_700_000_000, 0)
@@ -151,56 +76,6 @@ func TestOutageModeStartsAfterDistinctDeliveriesAndProbesOneAtATime(t *testing.T
 	}
 }
 
-// TestLateReservedHoldersGetDistinctSlots: deliveries holding reserved
-// slots that all come back together after their slots (a scheduler that
-// was paused) are spread one interval apart, not all re-deferred to the
-// same instant where again only one would pass.
-func TestLateReservedHoldersGetDistinctSlots(t *testing.T) {
-	rs := newReceivers()
-	start := time.Unix(1_700_000_000, 0)
-	const n = 50
-	reserved := make([]time.Time, n)
-	for i := range n {
-		ok, at, _ := rs.admit("ep", start, 1000, 100, time.Second, time.Time{})
-		if i == 0 {
-			if !ok {
-				t.Fatal("first attempt refused")
-			}
-			rs.done("ep")
-			continue
-		}
-		reserved[i] = at
-	}
-	// They all return 30 s late, at the same instant.
-	late := start.Add(30 * time.Second)
-	var retry []time.Time
-	admitted := 0
-	for i := 1; i < n; i++ {
-		ok, at, _ := rs.admit("ep", late, 1000, 100, time.Second, reserved[i])
-		if ok {
-			admitted++
-			rs.done("ep")
-			continue
-		}
-		retry = append(retry, at)
-	}
-	if admitted != 1 {
-		t.Fatalf("%d admitted at one instant, want 1 (the rate is 100/s)", admitted)
-	}
-	for i, at := range retry {
-		if want := late.Add(time.Duration(i+1) * 10 * time.Millisecond); !at.Equal(want) {
-			t.Fatalf("holder %d told to come back at +%v, want +%v", i, at.Sub(late), want.Sub(late))
-		}
-	}
-	// Back at their new slots, each passes.
-	for i, at := range retry {
-		if ok, _, _ := rs.admit("ep", at, 1000, 100, time.Second, at); !ok {
-			t.Fatalf("holder %d refused at its new slot", i)
-		}
-		rs.done("ep")
-	}
-}
-
 // TestHealthIsSeededFromNotices: an endpoint whose failing notice is out
 // (per the notices view) is failing and in outage mode for a dispatcher
 // that has just taken it over: more failures send no second notice, a
@@ -228,13 +103,9 @@ func TestHealthIsSeededFromNotices(t *testing.T) {
 	if g, _ := rs.outageGate("other", now, 1, time.Minute); g != gatePass {
 		t.Fatalf("an endpoint the view does not list is gated: %v", g)
 	}
-	// After a rebalance, health is seeded again; in-flight counts stay.
-	rs.admit("other", now, 10, 0, time.Second, time.Time{})
+	// After a rebalance, health is seeded again.
 	rs.forgetHealth()
 	if g, _ := rs.outageGate("ep", now, 2, time.Minute); g != gateHold {
 		t.Fatalf("not re-seeded after forgetHealth: gate %v", g)
-	}
-	if rs.m["other"].inFlight != 1 {
-		t.Fatalf("forgetHealth dropped attempts in flight")
 	}
 }

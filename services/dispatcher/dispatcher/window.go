@@ -2,78 +2,118 @@ package dispatcher
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
-	hkafka "github.com/hookline/hookline/platform/kafka"
-	"github.com/hookline/hookline/platform/telemetry"
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// The dispatch loop completes deliveries out of order and commits in
-// order. Each polled record is attempted at once on its own goroutine
-// (bounded by --workers); a slow receiver holds only its own records.
-// Every --commit-interval the loop commits, in one Kafka transaction, the
-// outputs of each partition's contiguous completed prefix together with
-// the offset just past it (the low watermark). Outputs of records
-// completed above a still-running one wait in memory until the watermark
-// passes them, so a crash repeats attempts (receivers deduplicate on
-// webhook-id) but never writes a Kafka record twice and never loses one.
+// The window is every delivery record polled and not yet committed, per
+// partition in offset order. Records complete out of order (a slow
+// receiver holds only its own), and each commit writes the outputs of
+// every partition's contiguous completed prefix together with the offset
+// just past it (the low watermark). A completed record's outputs wait in
+// memory until the watermark passes them, so a crash repeats attempts
+// (receivers deduplicate on webhook-id) but never writes a Kafka record
+// twice and never loses one.
 //
-// franz-go's transactional session commits the offsets it has polled, so
-// before each commit the loop sets every partition's offset back to its
-// watermark (SetOffsets). That also rewinds fetching to the watermark: the
-// records above it come again and are skipped by offset.
+// The window is bounded (WindowRecords, WindowBytes): when it is full the
+// loop stops fetching, and partitions whose oldest record waits in a
+// queue spill that queue (spill.go). Committing pops the completed
+// prefix, so its cost is what was completed, never the window's size.
+//
+// Only the loop goroutine touches the window, except dropped, which the
+// partition callbacks mark and the loop sweeps.
 
 type tp struct {
 	topic     string
 	partition int32
 }
 
-// partState is one partition's window.
-type partState struct {
-	pending []*kgo.Record           // polled, not yet committed, in offset order
-	done    map[int64][]*kgo.Record // outputs of completed pending records
-	next    int64                   // offset after the last record polled
+// entryState is where a polled record is in the pipeline.
+type entryState uint8
+
+const (
+	entryResolving entryState = iota // waits for the endpoints view to learn its endpoint
+	entryQueued                      // waits in its endpoint's lane
+	entryInFlight                    // being attempted
+	entryDone                        // outputs ready; waits for the watermark
+	entryDropped                     // its partition was revoked or rewound
+)
+
+// entryOverhead is what an entry costs the window beyond its record's
+// bytes (the entry, the record struct, the decoded delivery's fields).
+const entryOverhead = 512
+
+// entry is one polled delivery record.
+type entry struct {
+	rec      *kgo.Record
+	part     *partWindow
+	d        *hooklinev1.Delivery // nil when the record does not decode
+	lane     *lane
+	size     int64 // charged to the window
+	cost     int64 // attempt memory charged while in flight
+	state    entryState
+	outs     []*kgo.Record
+	queuedAt time.Time
+	// synced is set once the endpoints view was synced for this record,
+	// so an endpoint still unknown then is deleted.
+	synced bool
+	// resolveFails counts failed syncs, for their backoff.
+	resolveFails int
+}
+
+// partWindow is one partition's part of the window.
+type partWindow struct {
+	k       tp
+	entries []*entry // entries[head:] are uncommitted, in offset order
+	head    int
+	next    int64 // offset after the last record polled
 	epoch   int32
+	// headSince is when entries[head] became the oldest uncommitted
+	// record: how long the watermark has stood still.
+	headSince time.Time
+	// ctx ends when the partition is dropped: its attempts stop.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	dropped bool
 }
 
-type completion struct {
-	k      tp
-	ps     *partState // the window it was polled into
-	offset int64
-	outs   []*kgo.Record
-}
-
-// window is the dispatch loop's state. Only the loop goroutine touches
-// parts and inFlight; partition callbacks mark dropped partitions, which
-// the loop sweeps away. A completion whose partition state was swept (or
-// replaced) meanwhile is discarded.
+// window is the dispatch loop's record state.
 type window struct {
-	parts    map[tp]*partState
-	inFlight int
-	results  chan completion
-	mu       sync.Mutex
-	dropped  map[tp]bool
-	// lag reports what the owned partitions hold beyond the last poll.
-	lag *telemetry.Lag
+	parts      map[tp]*partWindow
+	records    int
+	bytes      int64
+	maxRecords int
+	maxBytes   int64
+	// done counts entries done since the last commit.
+	done int
+
+	mu      sync.Mutex
+	dropped map[tp]bool
 }
 
-// newWindow sizes the results channel so a finishing attempt never
-// blocks: at most workers are running and one poll is being started.
-func newWindow(workers, batch int) *window {
-	return &window{parts: map[tp]*partState{}, results: make(chan completion, workers+batch), dropped: map[tp]bool{}}
+func newWindow(maxRecords int, maxBytes int64) *window {
+	return &window{parts: map[tp]*partWindow{}, dropped: map[tp]bool{}, maxRecords: maxRecords, maxBytes: maxBytes}
 }
 
-// forget drops partitions this instance no longer owns.
+// full reports whether the window is at its budget: the loop polls no
+// more until commits make room.
+func (w *window) full() bool { return w.records >= w.maxRecords || w.bytes >= w.maxBytes }
+
+// forget marks partitions this instance no longer owns (any goroutine);
+// their attempts are cancelled at once, and the loop sweeps the rest.
 func (w *window) forget(m map[string][]int32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for t, ps := range m {
 		for _, p := range ps {
-			w.dropped[tp{t, p}] = true
+			k := tp{t, p}
+			w.dropped[k] = true
+			if pw := w.parts[k]; pw != nil {
+				pw.cancel()
+			}
 		}
 	}
 }
@@ -83,173 +123,119 @@ func (w *window) forget(m map[string][]int32) {
 func (w *window) forgetAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for k := range w.parts {
+	for k, pw := range w.parts {
 		w.dropped[k] = true
+		pw.cancel()
 	}
 }
 
-// sweep removes dropped partitions' state (loop goroutine only).
-func (w *window) sweep() {
+// takeDropped returns the partitions marked dropped since the last call,
+// removing them from the window (loop goroutine only).
+func (w *window) takeDropped() []*partWindow {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var out []*partWindow
 	for k := range w.dropped {
-		delete(w.parts, k)
+		if pw := w.parts[k]; pw != nil {
+			pw.dropped = true
+			delete(w.parts, k)
+			out = append(out, pw)
+		}
 	}
 	clear(w.dropped)
+	return out
 }
 
-// dispatch is the loop: poll, attempt out of order, commit in order.
-func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, w *window) error {
-	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
-	sem := make(chan struct{}, s.cfg.Workers)
-	lastCommit := time.Now()
-	for {
-		stopping := ctx.Err() != nil
-		if !stopping {
-			// Block for records only when nothing waits to be committed.
-			pctx, cancel := ctx, context.CancelFunc(func() {})
-			if w.inFlight > 0 || s.anyDone(w) {
-				pctx, cancel = context.WithTimeout(ctx, s.cfg.CommitInterval)
-			}
-			fs := sess.PollRecords(pctx, s.cfg.BatchSize)
-			cancel()
-			if fs.IsClientClosed() {
-				return nil
-			}
-			w.lag.Observe(fs)
-			fs.EachError(func(t string, p int32, err error) {
-				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-					s.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
-				}
-			})
-			w.sweep()
-			fs.EachRecord(func(r *kgo.Record) {
-				k := tp{r.Topic, r.Partition}
-				ps := w.parts[k]
-				if ps == nil {
-					ps = &partState{done: map[int64][]*kgo.Record{}}
-					w.parts[k] = ps
-				}
-				if r.Offset < ps.next {
-					return // fetched again after a rewind to the watermark
-				}
-				ps.next, ps.epoch = r.Offset+1, r.LeaderEpoch
-				ps.pending = append(ps.pending, r)
-				w.inFlight++
-				sem <- struct{}{}
-				go func() {
-					outs := s.handleSafely(work, r)
-					<-sem
-					w.results <- completion{k: k, ps: ps, offset: r.Offset, outs: outs}
-				}()
-			})
-		}
-		// Collect what finished; when stopping, wait for the rest (bounded).
-		s.collect(w, stopping, cancelWork)
-		if stopping || time.Since(lastCommit) >= s.cfg.CommitInterval {
-			if err := s.commit(ctx, sess, w); err != nil {
-				return err
-			}
-			lastCommit = time.Now()
-		}
-		if stopping && w.inFlight == 0 {
-			return nil
-		}
+// add places a polled record in its partition's window, or returns nil
+// when it was polled before (its partition was not rewound since).
+func (w *window) add(r *kgo.Record, now time.Time, base context.Context) *entry {
+	k := tp{r.Topic, r.Partition}
+	pw := w.parts[k]
+	if pw == nil {
+		w.mu.Lock()
+		ctx, cancel := context.WithCancel(base)
+		pw = &partWindow{k: k, next: r.Offset, headSince: now, ctx: ctx, cancel: cancel}
+		w.parts[k] = pw
+		w.mu.Unlock()
 	}
-}
-
-func (s *Service) anyDone(w *window) bool {
-	for _, ps := range w.parts {
-		if len(ps.done) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// collect records finished attempts. When stopping it waits for every
-// in-flight attempt, up to DrainTimeout, then gives up on the rest: their
-// records stay uncommitted and are attempted again after the restart.
-func (s *Service) collect(w *window, stopping bool, cancelWork context.CancelFunc) {
-	var deadline <-chan time.Time
-	if stopping {
-		t := time.NewTimer(s.cfg.DrainTimeout)
-		defer t.Stop()
-		deadline = t.C
-	}
-	for w.inFlight > 0 {
-		var c completion
-		if stopping {
-			select {
-			case c = <-w.results:
-			case <-deadline:
-				cancelWork()
-				for w.inFlight > 0 { // they return at once now
-					<-w.results
-					w.inFlight--
-				}
-				return
-			}
-		} else {
-			select {
-			case c = <-w.results:
-			default:
-				return
-			}
-		}
-		w.inFlight--
-		if w.parts[c.k] != c.ps {
-			continue // its partition was revoked or rewound meanwhile
-		}
-		c.ps.done[c.offset] = c.outs
-	}
-}
-
-// commit writes the outputs of every partition's completed prefix and
-// moves its offset to the watermark, in one transaction.
-func (s *Service) commit(ctx context.Context, sess *kgo.GroupTransactSession, w *window) error {
-	var outs []*kgo.Record
-	offsets := map[string]map[int32]kgo.EpochOffset{}
-	for k, ps := range w.parts {
-		n := 0
-		for n < len(ps.pending) {
-			o, ok := ps.done[ps.pending[n].Offset]
-			if !ok {
-				break
-			}
-			outs = append(outs, o...)
-			n++
-		}
-		// Every partition gets its watermark, also one whose head is still
-		// in flight: the session would otherwise commit all it polled.
-		for _, r := range ps.pending[:n] {
-			delete(ps.done, r.Offset)
-		}
-		ps.pending = ps.pending[n:]
-		mark := ps.next
-		if len(ps.pending) > 0 {
-			mark = ps.pending[0].Offset
-		}
-		if offsets[k.topic] == nil {
-			offsets[k.topic] = map[int32]kgo.EpochOffset{}
-		}
-		offsets[k.topic][k.partition] = kgo.EpochOffset{Epoch: ps.epoch, Offset: mark}
-	}
-	if len(outs) == 0 {
+	if r.Offset < pw.next {
 		return nil
 	}
-	// Commit up to each watermark, not what was polled.
-	committed, perr, err := hkafka.Transact(ctx, sess, outs, func() { sess.Client().SetOffsets(offsets) })
-	if err != nil {
-		return fmt.Errorf("dispatcher: %w", err)
+	if pw.head == len(pw.entries) {
+		pw.headSince = now
 	}
-	if !committed {
-		// Nothing of it is visible and the session rewound to the
-		// committed offsets: start over from there.
-		s.log.Warn("commit aborted; uncommitted deliveries will be attempted again", "records", len(outs), "produce_err", perr)
-		w.forgetAll()
-		w.sweep()
+	pw.next, pw.epoch = r.Offset+1, r.LeaderEpoch
+	e := &entry{rec: r, part: pw, size: recordSize(r)}
+	pw.entries = append(pw.entries, e)
+	w.records++
+	w.bytes += e.size
+	return e
+}
+
+// finish records e's outputs; the next commit writes them once the
+// watermark reaches e.
+func (w *window) finish(e *entry, outs []*kgo.Record) {
+	e.state, e.outs = entryDone, outs
+	w.done++
+}
+
+// popDone removes pw's completed prefix, appending its outputs to outs,
+// and returns the new watermark and whether it moved.
+func (w *window) popDone(pw *partWindow, now time.Time, outs []*kgo.Record) ([]*kgo.Record, int64, bool) {
+	start := pw.head
+	for pw.head < len(pw.entries) && pw.entries[pw.head].state == entryDone {
+		e := pw.entries[pw.head]
+		outs = append(outs, e.outs...)
+		w.records--
+		w.bytes -= e.size
+		pw.entries[pw.head] = nil
+		pw.head++
+	}
+	moved := pw.head > start
+	if moved {
+		pw.headSince = now
+	}
+	// Reclaim the popped prefix once it is most of the slice.
+	if pw.head > 64 && pw.head*2 >= len(pw.entries) {
+		n := copy(pw.entries, pw.entries[pw.head:])
+		clear(pw.entries[n:])
+		pw.entries = pw.entries[:n]
+		pw.head = 0
+	}
+	return outs, pw.watermark(), moved
+}
+
+// watermark is the offset the partition may commit: its oldest
+// uncommitted record, or the one after the last polled.
+func (pw *partWindow) watermark() int64 {
+	if pw.head < len(pw.entries) {
+		return pw.entries[pw.head].rec.Offset
+	}
+	return pw.next
+}
+
+// oldest returns the partition's oldest uncommitted entry, or nil.
+func (pw *partWindow) oldest() *entry {
+	if pw.head < len(pw.entries) {
+		return pw.entries[pw.head]
 	}
 	return nil
+}
+
+// release uncharges a dropped partition's entries from the window.
+func (w *window) release(pw *partWindow) {
+	for _, e := range pw.entries[pw.head:] {
+		w.records--
+		w.bytes -= e.size
+	}
+}
+
+// recordSize is what a polled record costs in memory: its bytes, and its
+// value again for the decoded copy (protobuf copies bytes fields).
+func recordSize(r *kgo.Record) int64 {
+	n := len(r.Key) + 2*len(r.Value) + entryOverhead
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
 }

@@ -1,0 +1,79 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// commit writes, in one transaction, the outputs of every partition's
+// completed prefix and moves each partition's committed offset to its
+// watermark.
+//
+// franz-go's transactional session commits the offsets it has polled.
+// Rewinding the session to the watermark before each commit (SetOffsets)
+// would also rewind fetching, so every commit would fetch the window
+// above a stuck head again. Instead the commit request itself is
+// rewritten (kgo.PreTxnCommitFnContext): each partition's offset becomes
+// its watermark, and fetching goes on from where it was. After a commit
+// the session records exactly what was sent as committed. The cost of a
+// commit is the records it writes, never the window's size.
+func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now time.Time) error {
+	var outs []*kgo.Record
+	marks := map[string]map[int32]kgo.EpochOffset{}
+	for k, pw := range e.w.parts {
+		var mark int64
+		outs, mark, _ = e.w.popDone(pw, now, outs)
+		if marks[k.topic] == nil {
+			marks[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		marks[k.topic][k.partition] = kgo.EpochOffset{Epoch: pw.epoch, Offset: mark}
+	}
+	e.w.done = 0
+	if len(outs) == 0 {
+		return nil
+	}
+	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+		atWatermarks(req, marks)
+		return nil
+	})
+	committed, perr, err := hkafka.Transact(tctx, sess, outs, nil)
+	if err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
+	}
+	if !committed {
+		// Nothing of it is visible and the session rewound to the
+		// committed offsets: start over from there.
+		e.s.log.Warn("commit aborted; uncommitted deliveries will be attempted again", "records", len(outs), "produce_err", perr)
+		e.w.forgetAll()
+		e.sweep(now)
+	}
+	return nil
+}
+
+// atWatermarks sets each partition of an offset commit to its watermark;
+// a partition the window does not hold (it was dropped) is left out, so
+// nothing is committed past a record this dispatcher did not finish.
+func atWatermarks(req *kmsg.TxnOffsetCommitRequest, marks map[string]map[int32]kgo.EpochOffset) {
+	topics := req.Topics[:0]
+	for _, t := range req.Topics {
+		parts := t.Partitions[:0]
+		for _, p := range t.Partitions {
+			m, ok := marks[t.Topic][p.Partition]
+			if !ok {
+				continue
+			}
+			p.Offset, p.LeaderEpoch = m.Offset, m.Epoch
+			parts = append(parts, p)
+		}
+		if len(parts) > 0 {
+			t.Partitions = parts
+			topics = append(topics, t)
+		}
+	}
+	req.Topics = topics
+}

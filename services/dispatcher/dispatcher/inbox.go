@@ -1,0 +1,93 @@
+package dispatcher
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// msgKind says what a message to the loop is about.
+type msgKind uint8
+
+const (
+	msgDone     msgKind = iota // an attempt ended; outs are its outputs
+	msgResolved                // the endpoints view was synced for an entry
+	msgDropped                 // an entry's resolver gave up: its partition went away or the loop is stopping
+)
+
+// msg is what an attempt or a resolver goroutine tells the loop.
+type msg struct {
+	kind msgKind
+	e    *entry
+	outs []*kgo.Record
+	// latency is how long the attempt took (zero when none was sent).
+	latency time.Duration
+}
+
+// inbox carries messages to the loop goroutine and wakes it: a poll in
+// progress is cancelled (what it fetched stays buffered in the client),
+// and a loop waiting without polling is signalled. Safe for concurrent
+// use.
+type inbox struct {
+	mu         sync.Mutex
+	msgs       []msg
+	cancelPoll context.CancelFunc
+	signal     chan struct{}
+}
+
+func newInbox() *inbox { return &inbox{signal: make(chan struct{}, 1)} }
+
+// post hands m to the loop and wakes it.
+func (b *inbox) post(m msg) {
+	b.mu.Lock()
+	b.msgs = append(b.msgs, m)
+	b.wakeLocked()
+	b.mu.Unlock()
+}
+
+// wake wakes the loop with no message (a partition callback).
+func (b *inbox) wake() {
+	b.mu.Lock()
+	b.wakeLocked()
+	b.mu.Unlock()
+}
+
+func (b *inbox) wakeLocked() {
+	if b.cancelPoll != nil {
+		b.cancelPoll()
+		b.cancelPoll = nil
+	}
+	select {
+	case b.signal <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the messages posted since the last take, reusing buf.
+func (b *inbox) take(buf []msg) []msg {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	buf, b.msgs = b.msgs, buf[:0]
+	return buf
+}
+
+// arm registers cancel as the way to wake a poll about to start; it
+// returns false, registering nothing, when messages already wait.
+func (b *inbox) arm(cancel context.CancelFunc) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.msgs) > 0 {
+		return false
+	}
+	b.cancelPoll = cancel
+	return true
+}
+
+// disarm ends the poll's registration.
+func (b *inbox) disarm() {
+	b.mu.Lock()
+	b.cancelPoll = nil
+	b.mu.Unlock()
+}

@@ -1,0 +1,188 @@
+package dispatcher
+
+import (
+	"math"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// A lane is one endpoint's queue in the dispatcher: its deliveries wait
+// here, in publish order, for the endpoint's concurrency cap and rate
+// limit, in memory, burning no attempt and writing nothing to Kafka.
+// Deliveries are keyed by endpoint id, so one dispatcher owns an
+// endpoint's lane and its limits are exact while it does.
+//
+// A lane is the unit the fair scheduler (fair.go) serves. Ordered
+// delivery fits the same shape: an ordered lane is one with cap 1 whose
+// head leaves only at a terminal outcome, and a per-key ordering is a
+// lane per (endpoint, key) sharing the endpoint's limiter.
+//
+// Only the loop goroutine touches a lane.
+type lane struct {
+	id     string // endpoint id
+	tenant *tenant
+
+	queue  []*entry // queue[qhead:] wait, oldest first; dropped ones are skipped
+	qhead  int
+	queued int   // live entries waiting
+	qbytes int64 // their bytes
+
+	inFlight int
+	cap      int
+	perSec   float64 // 0: no rate limit
+	lim      *rate.Limiter
+
+	// Scheduling state (fair.go).
+	inRing  bool      // in its tenant's ring of runnable lanes
+	wakeAt  time.Time // when its rate allows the next start; zero when not waiting
+	heapIdx int       // index in the wake heap, -1 when not in it
+	working bool      // counted in its tenant's active lanes
+
+	// spillNext is the due time the next spilled delivery gets: spilled
+	// deliveries come back spaced at the rate the lane drains.
+	spillNext time.Time
+	// latency is a moving average of attempt latency, to estimate how
+	// fast a lane bound by its cap drains.
+	latency time.Duration
+	// idleSince is when the lane last had no work, for pruning.
+	idleSince time.Time
+}
+
+func newLane(id string, t *tenant) *lane {
+	return &lane{id: id, tenant: t, heapIdx: -1}
+}
+
+// configure applies the endpoint's limits: cap attempts in flight and
+// perSec starts per second (0: none). Starts are spaced 1/perSec apart
+// with a burst of max(1, ⌈perSec × 20 ms⌉), so a wake-up a little late
+// loses no throughput and no second holds more than perSec + burst.
+func (l *lane) configure(capacity int, perSec float64, now time.Time) {
+	l.cap = max(capacity, 1)
+	if perSec == l.perSec {
+		return
+	}
+	l.perSec = perSec
+	if perSec <= 0 {
+		l.lim = nil
+		return
+	}
+	burst := max(1, int(math.Ceil(perSec*0.02)))
+	if l.lim == nil {
+		l.lim = rate.NewLimiter(rate.Limit(perSec), burst)
+		return
+	}
+	l.lim.SetLimitAt(now, rate.Limit(perSec))
+	l.lim.SetBurstAt(now, burst)
+}
+
+// push appends e to the queue.
+func (l *lane) push(e *entry, now time.Time) {
+	e.state, e.lane, e.queuedAt = entryQueued, l, now
+	l.queue = append(l.queue, e)
+	l.queued++
+	l.qbytes += e.size
+}
+
+// peek returns the oldest live waiting entry, or nil.
+func (l *lane) peek() *entry {
+	for l.qhead < len(l.queue) {
+		if e := l.queue[l.qhead]; e.state == entryQueued {
+			return e
+		}
+		l.queue[l.qhead] = nil
+		l.qhead++
+	}
+	l.compact()
+	return nil
+}
+
+// pop removes and returns the oldest live waiting entry, or nil.
+func (l *lane) pop() *entry {
+	e := l.peek()
+	if e == nil {
+		return nil
+	}
+	l.queue[l.qhead] = nil
+	l.qhead++
+	l.queued--
+	l.qbytes -= e.size
+	if l.qhead > 64 && l.qhead*2 >= len(l.queue) {
+		l.compact()
+	}
+	return e
+}
+
+// unqueue accounts for a waiting entry dropped in place (its partition
+// went away); peek skips it later.
+func (l *lane) unqueue(e *entry) {
+	l.queued--
+	l.qbytes -= e.size
+}
+
+func (l *lane) compact() {
+	n := copy(l.queue, l.queue[l.qhead:])
+	clear(l.queue[n:])
+	l.queue = l.queue[:n]
+	l.qhead = 0
+}
+
+// capOK reports whether the cap allows one more attempt.
+func (l *lane) capOK() bool { return l.inFlight < l.cap }
+
+// rateReady reports whether the rate allows a start at now, and if not,
+// when it will.
+func (l *lane) rateReady(now time.Time) (bool, time.Time) {
+	if l.lim == nil {
+		return true, time.Time{}
+	}
+	tokens := l.lim.TokensAt(now)
+	if tokens >= 1 {
+		return true, time.Time{}
+	}
+	wait := time.Duration(math.Ceil((1 - tokens) / l.perSec * float64(time.Second)))
+	return false, now.Add(max(wait, time.Millisecond))
+}
+
+// take spends the rate's token for a start at now.
+func (l *lane) take(now time.Time) {
+	if l.lim != nil {
+		l.lim.AllowN(now, 1)
+	}
+}
+
+// observe folds an attempt's latency into the lane's average.
+func (l *lane) observe(latency time.Duration) {
+	if l.latency == 0 {
+		l.latency = latency
+		return
+	}
+	l.latency += (latency - l.latency) / 8
+}
+
+// interval is how long the lane takes per delivery when it is busy: the
+// rate's spacing, or its cap's share of an attempt's latency, whichever
+// is slower.
+func (l *lane) interval() time.Duration {
+	var d time.Duration
+	if l.perSec > 0 {
+		d = time.Duration(float64(time.Second) / l.perSec)
+	}
+	if l.latency > 0 && l.cap > 0 {
+		d = max(d, l.latency/time.Duration(l.cap))
+	}
+	return d
+}
+
+// spillDue returns when a delivery spilled now should come back: after
+// everything waiting ahead of it has had its turn, and after the
+// deliveries spilled before it.
+func (l *lane) spillDue(now time.Time, ahead int, minDelay time.Duration) time.Time {
+	per := l.interval()
+	due := now.Add(max(minDelay, time.Duration(ahead)*per))
+	if due.Before(l.spillNext) {
+		due = l.spillNext
+	}
+	l.spillNext = due.Add(per)
+	return due
+}

@@ -1,0 +1,249 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hookline/hookline/platform/telemetry"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The dispatch loop is one goroutine that owns the window, the lanes and
+// the fair scheduler. Data flows one way through it:
+//
+//	poll → place (triage, lane) → pump (fair pick, start) → attempt
+//	goroutine → inbox → window → commit
+//
+// Attempts run on goroutines of their own and report back through the
+// inbox, which also wakes a poll in progress, so a completion starts the
+// next waiting delivery at once rather than at the next poll.
+
+// engine is the loop's state.
+type engine struct {
+	s  *Service
+	w  *window
+	f  *fair
+	in *inbox
+
+	// work is the base of every attempt's context: it outlives the
+	// loop's context so that a shutdown lets attempts drain, and ends at
+	// the drain deadline.
+	work       context.Context
+	cancelWork context.CancelFunc
+
+	// outstanding counts attempt and resolver goroutines not yet
+	// reported.
+	outstanding int
+	lastCommit  time.Time
+	lastRelieve time.Time
+	lastPrune   time.Time
+	msgs        []msg
+	lag         *telemetry.Lag
+}
+
+func (s *Service) newEngine() *engine {
+	work, cancel := context.WithCancel(context.Background())
+	return &engine{
+		s:          s,
+		w:          newWindow(s.cfg.WindowRecords, s.cfg.WindowBytes),
+		f:          newFair(s.cfg.AttemptMemory),
+		in:         newInbox(),
+		work:       work,
+		cancelWork: cancel,
+	}
+}
+
+// dropped is the partition callback for revoked and lost partitions: their
+// attempts are cancelled now, and the loop drops their waiting deliveries
+// at its next turn.
+func (e *engine) dropped(m map[string][]int32) {
+	e.w.forget(m)
+	e.lag.Forget(m)
+	e.in.wake()
+}
+
+// dispatch runs the loop until ctx ends, then drains: no new attempt
+// starts, attempts in flight may finish for DrainTimeout, and what
+// finished is committed.
+func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, e *engine) error {
+	defer e.cancelWork()
+	var drainBy time.Time
+	for {
+		now := s.now()
+		stopping := ctx.Err() != nil
+		e.sweep(now)
+		e.collect(now)
+		if !stopping {
+			e.f.wake(now)
+			e.relieve(now)
+			e.pump(now)
+		}
+		if e.w.done > 0 && (stopping || now.Sub(e.lastCommit) >= s.cfg.CommitInterval) {
+			if err := e.commit(ctx, sess, now); err != nil {
+				return err
+			}
+			e.lastCommit = s.now()
+			continue
+		}
+		if stopping {
+			if e.outstanding == 0 {
+				return nil
+			}
+			if drainBy.IsZero() {
+				drainBy = now.Add(s.cfg.DrainTimeout)
+			}
+			if !now.Before(drainBy) {
+				// Attempts still running return at once now; their
+				// records stay uncommitted and are attempted again
+				// after the restart.
+				e.cancelWork()
+			}
+			e.idle(context.Background(), drainBy.Sub(now))
+			continue
+		}
+		if err := e.wait(ctx, sess, now); err != nil {
+			return err
+		}
+	}
+}
+
+// wait blocks until there is something to do: records polled, a message
+// in the inbox, a lane's rate allowing a start, a commit or a relief
+// check due.
+func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now time.Time) error {
+	s := e.s
+	var timeout time.Duration
+	if at := e.nextDeadline(now); !at.IsZero() {
+		timeout = max(at.Sub(now), 0)
+	}
+	if e.w.full() {
+		// No more records until commits make room; relief spills
+		// partitions whose oldest record waits in a queue.
+		e.idle(ctx, timeout)
+		return nil
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	if timeout > 0 {
+		pctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	defer cancel()
+	if !e.in.arm(cancel) {
+		return nil // messages are waiting
+	}
+	if timeout == 0 && !e.nextDeadline(now).IsZero() {
+		e.in.disarm()
+		return nil // something is due now
+	}
+	fs := sess.PollRecords(pctx, s.cfg.BatchSize)
+	e.in.disarm()
+	if fs.IsClientClosed() {
+		return errors.New("dispatcher: kafka client closed")
+	}
+	e.lag.Observe(fs)
+	fs.EachError(func(t string, p int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			s.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+		}
+	})
+	now = s.now()
+	fs.EachRecord(func(r *kgo.Record) {
+		if en := e.w.add(r, now, e.work); en != nil {
+			e.place(en, now)
+		}
+	})
+	return nil
+}
+
+// idle waits for a message, the timeout (0: none) or ctx, without polling.
+func (e *engine) idle(ctx context.Context, timeout time.Duration) {
+	var tc <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		tc = t.C
+	}
+	select {
+	case <-e.in.signal:
+	case <-tc:
+	case <-ctx.Done():
+	}
+}
+
+// nextDeadline is the earliest time the loop has something to do without
+// being woken: a rate-held lane's start, a commit, a relief check.
+func (e *engine) nextDeadline(now time.Time) time.Time {
+	var at time.Time
+	earlier := func(t time.Time) {
+		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	earlier(e.f.nextWake())
+	if e.w.done > 0 {
+		earlier(e.lastCommit.Add(e.s.cfg.CommitInterval))
+	}
+	if e.w.records > 0 {
+		earlier(e.lastRelieve.Add(reliefTick))
+	}
+	return at
+}
+
+// sweep drops the partitions the callbacks (or an aborted commit) marked:
+// their waiting deliveries leave their lanes at once; their attempts
+// were cancelled and report back to be discarded.
+func (e *engine) sweep(now time.Time) {
+	for _, pw := range e.w.takeDropped() {
+		e.w.release(pw)
+		for _, en := range pw.entries[pw.head:] {
+			if en.state == entryQueued {
+				en.lane.unqueue(en)
+				en.state = entryDropped
+				e.f.touch(en.lane, now)
+			}
+		}
+		pw.entries, pw.head = nil, 0
+	}
+}
+
+// collect takes the inbox: ended attempts give their slot back and their
+// outputs to the window; resolved entries are placed again.
+func (e *engine) collect(now time.Time) {
+	e.msgs = e.in.take(e.msgs)
+	for i := range e.msgs {
+		m := &e.msgs[i]
+		e.outstanding--
+		en := m.e
+		switch m.kind {
+		case msgDone:
+			l := en.lane
+			e.f.uncharge(l, en.cost)
+			if m.latency > 0 {
+				l.observe(m.latency)
+			}
+			e.f.touch(l, now)
+			e.f.requeue(l, now)
+			if !en.part.dropped {
+				e.w.finish(en, m.outs)
+			}
+		case msgResolved:
+			if !en.part.dropped {
+				en.synced = true
+				e.place(en, now)
+			}
+		}
+	}
+	clear(e.msgs)
+}
+
+// pump starts attempts while the fair scheduler has a lane that can.
+func (e *engine) pump(now time.Time) {
+	for {
+		l := e.f.next()
+		if l == nil {
+			return
+		}
+		e.start(l, now)
+		e.f.requeue(l, now)
+	}
+}

@@ -1,0 +1,258 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/backoff"
+	"github.com/hookline/hookline/platform/classify"
+	"github.com/hookline/hookline/platform/ids"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/services/dispatcher/attempt"
+	"github.com/hookline/hookline/services/dispatcher/retryafter"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// outcome turns an attempt's result into the records that follow it.
+func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, ar attempt.Result) []*kgo.Record {
+	// The result reports the attempt's HTTP span; logs stay on the
+	// process span.
+	rctx := ctx
+	if ar.SpanContext.IsValid() {
+		rctx = trace.ContextWithSpanContext(ctx, ar.SpanContext)
+	}
+	res := s.result(d, ar.Started)
+	defer func() { setOutcome(ctx, outcomeLabel(res.GetState())) }()
+	res.Attempt = d.GetAttempt()
+	res.Class = ar.Class
+	res.StatusCode = int32(ar.StatusCode)
+	res.Latency = durationpb.New(ar.Latency)
+	res.ResponseExcerpt = ar.Excerpt
+	res.Url = ep.GetEndpoint().GetUrl()
+	if ar.Err != nil {
+		res.Error = ar.Err.Error()
+	}
+	key := d.GetEndpointId()
+	log := s.log.With("delivery_id", d.GetDeliveryId(), "event_id", d.GetEventId(), "endpoint_id", key, "attempt", d.GetAttempt(), "status", ar.StatusCode, "class", ar.Class.String())
+
+	notices := s.health(ctx, ep, d.GetDeliveryId(), ar)
+	switch {
+	case ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS:
+		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED
+		s.finished(ctx, res.State)
+		log.DebugContext(ctx, "delivered", "latency", ar.Latency)
+		return append(s.resultRecords(rctx, res), notices...)
+	case !classify.Retryable(ar.Class):
+		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
+		res.Reason = "permanent failure"
+		log.InfoContext(ctx, "delivery failed permanently; dead-lettered", "err", res.Error)
+		return append(s.deadLetter(rctx, d, res), notices...)
+	case d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND, d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST:
+		// A manual resend or a test event is exactly one attempt (R-REPLAY-1): never retried.
+		res.State, res.Reason = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, "one-off attempt failed; resends and test events are not retried"
+		log.InfoContext(ctx, "one-off attempt failed; not retried", "err", res.Error)
+		return append(s.deadLetter(rctx, d, res), notices...)
+	}
+
+	policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
+	maxAttempts := s.maxAttempts(ep)
+	if d.GetAttempt() >= maxAttempts {
+		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
+		res.Reason = fmt.Sprintf("gave up after %d attempts", d.GetAttempt())
+		log.InfoContext(ctx, "delivery out of attempts; dead-lettered", "err", res.Error)
+		return append(s.deadLetter(rctx, d, res), notices...)
+	}
+	wait := policy.Delay(d.GetAttempt(), s.rand)
+	if retryafter.Honoured(ar.StatusCode) {
+		// The later of the receiver's ask and our backoff wins; an
+		// unparsable ask is ignored, a huge one capped.
+		if ra, ok := retryafter.Parse(ar.RetryAfter, ar.Started.Add(ar.Latency), s.cfg.RetryAfterMax); ok && ra > wait {
+			wait = ra
+		}
+	}
+	next := ar.Started.Add(ar.Latency).Add(wait)
+	if giveUp := d.GetGiveUpAt(); giveUp != nil && next.After(giveUp.AsTime()) {
+		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED
+		res.Reason = fmt.Sprintf("next attempt would be after the give-up time %s", giveUp.AsTime().UTC().Format(time.RFC3339))
+		log.InfoContext(ctx, "delivery out of time; dead-lettered", "err", res.Error)
+		return append(s.deadLetter(rctx, d, res), notices...)
+	}
+	res.State = hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED
+	res.NextAttemptAt = timestamppb.New(next)
+	retry := proto.Clone(d).(*hooklinev1.Delivery)
+	retry.Attempt++
+	retry.DueAt = res.NextAttemptAt
+	retry.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY
+	s.metrics.retry(ctx, d.GetAttempt())
+	log.LogAttrs(ctx, slog.LevelInfo, "retry scheduled", slog.Time("next_attempt_at", next), slog.String("err", res.Error))
+	retryRec := s.records(s.topics.Retries, key, retry)
+	if ar.SpanContext.IsValid() {
+		// The next attempt's span links to this one.
+		retryRec[0].Headers = append(retryRec[0].Headers, kgo.RecordHeader{Key: headerLastAttempt, Value: []byte(traceparent(ar.SpanContext))})
+	}
+	return append(append(s.resultRecords(rctx, res), retryRec...), notices...)
+}
+
+// health updates the endpoint's failure streak with this attempt and
+// returns the notices it calls for (R-ENDPOINT-3), and, at the
+// auto-pause threshold (R-RECV-4), the endpoint record that pauses it.
+func (s *Service) health(ctx context.Context, ep *hooklinev1.EndpointRecord, deliveryID string, ar attempt.Result) []*kgo.Record {
+	e := ep.GetEndpoint()
+	now := ar.Started.Add(ar.Latency)
+	outageAfter := s.cfg.OutageAfter
+	if e.GetOutageModeDisabled() {
+		outageAfter = 0
+	}
+	ev := s.rcv.observe(e.GetId(), deliveryID, ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS,
+		ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, now, s.cfg.FailingAfter, outageAfter, s.cfg.AutoPauseAfter, s.cfg.RemindEvery)
+	notice := func(t hooklinev1.NoticeType, reminder bool, detail string) *hooklinev1.Notice {
+		return &hooklinev1.Notice{
+			NoticeId: ids.New(ids.Notice, now), Type: t, TenantId: e.GetTenantId(), EndpointId: e.GetId(),
+			At: timestamppb.New(now), Reminder: reminder, Detail: detail,
+		}
+	}
+	var out []*kgo.Record
+	switch ev {
+	case healthNone:
+		return nil
+	case healthFailing:
+		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, false,
+			fmt.Sprintf("%d consecutive failed attempts; last: %s", s.cfg.FailingAfter, describe(ar))))
+	case healthReminder:
+		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, true,
+			"still failing; last: "+describe(ar)))
+	case healthRecovered:
+		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED, false, "delivered again"))
+	case healthAutoPause:
+		paused := proto.Clone(ep).(*hooklinev1.EndpointRecord)
+		paused.Version++
+		paused.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED
+		paused.Endpoint.PausedAt = timestamppb.New(now)
+		paused.Endpoint.PausedReason = fmt.Sprintf("paused by Hookline after %d consecutive permanent failures", s.cfg.AutoPauseAfter)
+		paused.Endpoint.UpdatedAt = paused.Endpoint.PausedAt
+		s.store.Put(paused)
+		s.log.WarnContext(ctx, "endpoint paused automatically", "endpoint_id", e.GetId(), "reason", paused.Endpoint.PausedReason)
+		out = append(s.records(s.topics.Endpoints, e.GetId(), paused),
+			s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED, false, paused.Endpoint.PausedReason))...)
+	}
+	return out
+}
+
+func describe(ar attempt.Result) string {
+	if ar.Err != nil {
+		return ar.Err.Error()
+	}
+	return fmt.Sprintf("HTTP %d", ar.StatusCode)
+}
+
+// park holds a paused endpoint's delivery without an attempt: it waits in
+// the scheduler's tiers for ParkRecheck, then looks again. Its attempt
+// number is untouched and its give-up time moves by the time it waited
+// (R-ENDPOINT-2). The first time, a PARKED result says so.
+func (s *Service) park(ctx context.Context, d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
+	var out []*kgo.Record
+	if d.GetPausedFor().AsDuration() == 0 {
+		res := s.result(d, now)
+		res.Attempt = 0
+		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_PARKED
+		res.Reason = "endpoint paused"
+		out = s.resultRecords(ctx, res)
+	}
+	held := proto.Clone(d).(*hooklinev1.Delivery)
+	wait := s.cfg.ParkRecheck
+	held.PausedFor = durationpb.New(d.GetPausedFor().AsDuration() + wait)
+	if g := d.GetGiveUpAt(); g != nil {
+		held.GiveUpAt = timestamppb.New(g.AsTime().Add(wait))
+	}
+	held.DueAt = timestamppb.New(now.Add(wait))
+	held.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
+	s.deferred(ctx, "endpoint paused")
+	return append(out, s.records(s.topics.Retries, d.GetEndpointId(), held)...)
+}
+
+// deferTo sends a delivery back through the scheduler, due at, with no
+// attempt counted and its headers (trace context) kept.
+func (s *Service) deferTo(r *kgo.Record, d *hooklinev1.Delivery, at time.Time) []*kgo.Record {
+	later := proto.Clone(d).(*hooklinev1.Delivery)
+	later.DueAt = timestamppb.New(at)
+	later.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
+	out := s.records(s.topics.Retries, d.GetEndpointId(), later)
+	out[0].Headers = append(out[0].Headers, r.Headers...)
+	return out
+}
+
+func (s *Service) deadLetter(ctx context.Context, d *hooklinev1.Delivery, res *hooklinev1.AttemptResult) []*kgo.Record {
+	s.finished(ctx, res.GetState())
+	out := s.resultRecords(ctx, res) // sets the trace ids the dead letter repeats
+	dl := &hooklinev1.DeadLetter{Delivery: d, LastResult: res, DeadAt: timestamppb.New(s.now())}
+	return append(out, s.records(s.topics.Dead, d.GetEndpointId(), dl)...)
+}
+
+// deferred counts a deferral and notes it on the process span.
+func (s *Service) deferred(ctx context.Context, reason string) {
+	s.metrics.deferral(ctx, reason)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.String("hookline.outcome", "deferred"), attribute.String("hookline.deferred.reason", reason))
+	}
+}
+
+// finished counts a delivery that reached a final state.
+func (s *Service) finished(ctx context.Context, st hooklinev1.DeliveryState) {
+	s.metrics.delivery(ctx, st)
+}
+
+func (s *Service) result(d *hooklinev1.Delivery, at time.Time) *hooklinev1.AttemptResult {
+	return &hooklinev1.AttemptResult{
+		DeliveryId: d.GetDeliveryId(),
+		EventId:    d.GetEventId(),
+		TenantId:   d.GetTenantId(),
+		EndpointId: d.GetEndpointId(),
+		EventType:  d.GetEventType(),
+		StartedAt:  timestamppb.New(at),
+	}
+}
+
+// records encodes m for topic. Encoding a message Hookline built cannot
+// fail short of a bug, which surfaces as a worker fault.
+func (s *Service) records(topic, key string, m proto.Message) []*kgo.Record {
+	r, err := hkafka.Record(topic, key, m)
+	if err != nil {
+		panic(err)
+	}
+	return []*kgo.Record{r}
+}
+
+func (s *Service) maxAttempts(ep *hooklinev1.EndpointRecord) uint32 {
+	if n := ep.GetEndpoint().GetRetryPolicy().GetMaxAttempts(); n > 0 {
+		return n
+	}
+	return s.cfg.MaxAttempts
+}
+
+func (s *Service) maxAge(ep *hooklinev1.EndpointRecord) time.Duration {
+	if d := ep.GetEndpoint().GetRetryPolicy().GetMaxAge(); d != nil && d.AsDuration() > 0 {
+		return d.AsDuration()
+	}
+	return s.cfg.MaxAge
+}
+
+// activeSecrets returns the endpoint's secrets that still sign at now:
+// the current one and any rotated-out one inside its grace period.
+func activeSecrets(ep *hooklinev1.EndpointRecord, now time.Time) []string {
+	out := make([]string, 0, len(ep.GetSecrets()))
+	for _, sec := range ep.GetSecrets() {
+		if exp := sec.GetExpiresAt(); exp != nil && !exp.AsTime().After(now) {
+			continue
+		}
+		out = append(out, sec.GetSecret())
+	}
+	return out
+}

@@ -1,0 +1,142 @@
+package dispatcher
+
+import (
+	"context"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// place decides where a polled record goes: settled at once (not due,
+// endpoint deleted or paused, undecodable), to a resolver (endpoint not
+// known yet), or into its endpoint's lane — or, when the lane's backlog
+// is over its budget, spilled to the retry path due when the lane will
+// have room.
+func (e *engine) place(en *entry, now time.Time) {
+	s := e.s
+	if en.d == nil {
+		d, err := decodeDelivery(en.rec)
+		if err != nil {
+			e.settle(en, func(ctx context.Context) []*kgo.Record {
+				return []*kgo.Record{s.workerFault(ctx, en.rec, err.Error())}
+			})
+			return
+		}
+		en.d = d
+	}
+	v, ep := s.triage(en.d, now, en.synced)
+	switch v {
+	case toLane:
+	case needSync:
+		e.resolve(en)
+		return
+	default:
+		e.settle(en, func(ctx context.Context) []*kgo.Record { return s.settle(ctx, v, en.rec, en.d, ep, now) })
+		return
+	}
+	l := e.f.lane(ep.GetEndpoint().GetId(), ep.GetEndpoint().GetTenantId())
+	e.configure(l, ep, now)
+	if l.queued >= e.queueLimit(l) || l.qbytes+en.size > s.cfg.QueueBytes {
+		e.spillOne(en, l, now, "backlog")
+		return
+	}
+	l.push(en, now)
+	e.f.touch(l, now)
+	e.f.ready(l, now)
+}
+
+// configure applies ep's limits to its lane, within the ceilings.
+func (e *engine) configure(l *lane, ep *hooklinev1.EndpointRecord, now time.Time) {
+	cfg := &e.s.cfg
+	capacity := cfg.MaxInFlight
+	if n := ep.GetEndpoint().GetMaxInFlight(); n > 0 {
+		capacity = int(n)
+	}
+	perSec := cfg.RateLimit
+	if v := ep.GetEndpoint().GetRateLimitPerSecond(); v > 0 {
+		perSec = v
+	}
+	l.configure(min(capacity, cfg.MaxInFlightCeiling), min(perSec, cfg.RateLimitCeiling), now)
+}
+
+// queueLimit is how many deliveries l may hold in memory: QueueSeconds
+// of its rate, at least QueueMin; a lane with no rate limit is bounded
+// by the window alone.
+func (e *engine) queueLimit(l *lane) int {
+	if l.perSec <= 0 {
+		return e.s.cfg.WindowRecords
+	}
+	return max(e.s.cfg.QueueMin, int(l.perSec*e.s.cfg.QueueSeconds.Seconds()))
+}
+
+// settle finishes en now with the outputs fn returns, inside its process
+// span.
+func (e *engine) settle(en *entry, fn func(context.Context) []*kgo.Record) {
+	e.w.finish(en, e.s.process(context.Background(), en.rec, fn))
+}
+
+// resolve syncs the endpoints view for en on a goroutine of its own and
+// places en again when it is done. A failing sync is retried with
+// backoff, never counted as a worker fault; the record stays below the
+// watermark meanwhile.
+func (e *engine) resolve(en *entry) {
+	en.state = entryResolving
+	e.outstanding++
+	go func() {
+		if err := e.s.syncEndpoints(en.part.ctx); err != nil {
+			// The partition went away or the dispatcher is stopping:
+			// the record stays uncommitted and comes again.
+			e.in.post(msg{kind: msgDropped, e: en})
+			return
+		}
+		e.in.post(msg{kind: msgResolved, e: en})
+	}()
+}
+
+// start settles or starts the head of lane l, which the fair scheduler
+// picked: the endpoint's current state is looked at again (it may have
+// been paused or deleted while the delivery waited), then outage mode,
+// then one attempt on a goroutine of its own.
+func (e *engine) start(l *lane, now time.Time) {
+	s := e.s
+	en := l.peek()
+	if en == nil {
+		return
+	}
+	v, ep := s.triage(en.d, now, true)
+	if v != toLane {
+		l.pop()
+		e.f.touch(l, now)
+		e.settle(en, func(ctx context.Context) []*kgo.Record { return s.settle(ctx, v, en.rec, en.d, ep, now) })
+		return
+	}
+	e.configure(l, ep, now)
+	if !l.capOK() {
+		return
+	}
+	if ok, _ := l.rateReady(now); !ok {
+		return
+	}
+	g, until := s.gate(en.d, ep, now)
+	l.pop()
+	if g == gateHold {
+		e.f.touch(l, now)
+		e.settle(en, func(ctx context.Context) []*kgo.Record { return s.hold(ctx, en.rec, en.d, until) })
+		return
+	}
+	l.take(now)
+	en.state = entryInFlight
+	en.cost = attemptOverhead + int64(len(en.d.GetPayload()))
+	e.f.charge(l, en.cost)
+	e.f.touch(l, now)
+	e.outstanding++
+	probe := g == gateProbe
+	go func() {
+		began := time.Now()
+		outs := s.process(en.part.ctx, en.rec, func(ctx context.Context) []*kgo.Record {
+			return s.attempt(ctx, en.rec, en.d, ep, probe)
+		})
+		e.in.post(msg{kind: msgDone, e: en, outs: outs, latency: time.Since(began)})
+	}()
+}

@@ -1,0 +1,79 @@
+package dispatcher
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Spilling is the only way a waiting delivery leaves memory before its
+// attempt: it is deferred through the scheduler (retries topic, delay
+// tiers, back to deliveries) with its attempt number and budgets
+// untouched, due when its lane will have room. It happens once per
+// delivery for each of:
+//
+//   - backlog: a lane already holds its budget (QueueSeconds at its
+//     rate, at least QueueMin; QueueBytes) when the delivery arrives;
+//   - a stuck partition: the partition's oldest uncommitted delivery has
+//     waited in its lane for StuckAfter, or the window is full, so the
+//     lane's waiting deliveries are spilled and the partition's other
+//     endpoints go on (their completed deliveries can be committed).
+//
+// A delivery whose attempt is in flight is never spilled; one hanging
+// receiver holds its partition's watermark at most for its attempt
+// timeout.
+
+// reliefTick is how often the loop looks for stuck partitions.
+const reliefTick = 250 * time.Millisecond
+
+// minSpillDelay is the shortest deferral of a spilled delivery: the
+// scheduler's smallest tier.
+const minSpillDelay = time.Second
+
+// laneIdleFor is how long a lane with no work keeps its state (rate
+// limiter, latency estimate) before it is pruned.
+const laneIdleFor = 5 * time.Minute
+
+// relieve spills the lanes that hold a partition's watermark back.
+func (e *engine) relieve(now time.Time) {
+	if now.Sub(e.lastRelieve) < reliefTick {
+		return
+	}
+	full := e.w.full()
+	e.lastRelieve = now
+	for _, pw := range e.w.parts {
+		head := pw.oldest()
+		if head == nil || head.state != entryQueued {
+			continue
+		}
+		if full || now.Sub(pw.headSince) >= e.s.cfg.StuckAfter {
+			e.spillLane(head.lane, now)
+		}
+	}
+	if now.Sub(e.lastPrune) >= laneIdleFor {
+		e.lastPrune = now
+		e.f.prune(now.Add(-laneIdleFor))
+	}
+}
+
+// spillLane spills every delivery waiting in l.
+func (e *engine) spillLane(l *lane, now time.Time) {
+	e.s.log.Warn("endpoint backlog holds its partition back; spilling its waiting deliveries to the retry path",
+		"endpoint_id", l.id, "waiting", l.queued, "in_flight", l.inFlight)
+	for en := l.pop(); en != nil; en = l.pop() {
+		e.spillOne(en, l, now, "stuck partition")
+	}
+	e.f.touch(l, now)
+}
+
+// spillOne defers en, which is not (or no longer) in l's queue.
+func (e *engine) spillOne(en *entry, l *lane, now time.Time, reason string) {
+	due := l.spillDue(now, l.queued+l.inFlight, minSpillDelay)
+	s := e.s
+	e.settle(en, func(ctx context.Context) []*kgo.Record {
+		annotate(ctx, en.d)
+		s.deferred(ctx, reason)
+		return s.deferTo(en.rec, en.d, due)
+	})
+}
