@@ -170,33 +170,14 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	consume := append([]string{s.topics.Retries}, s.Topics()...)
 	lag, err := telemetry.NewLag(s.mp, s.cfg.Group)
 	if err != nil {
 		return fmt.Errorf("scheduler: metrics: %w", err)
 	}
 	defer lag.Close()
-	sess, err := kgo.NewGroupTransactSession(append(opts,
-		kgo.TransactionalID(s.cfg.TransactionalID),
-		kgo.TransactionTimeout(s.cfg.TxnTimeout),
-		kgo.ConsumerGroup(s.cfg.Group),
-		kgo.ConsumeTopics(consume...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(s.cfg.FetchMaxWait),
-		// Bound what one fetch buffers: held partitions keep copies of
-		// at most one poll, and nothing else is kept between hops.
-		kgo.FetchMaxBytes(16<<20),
-		kgo.FetchMaxPartitionBytes(1<<20),
-		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
-		// A revoked or lost partition's pause and timer must go with it:
-		// a pause survives a rebalance, and a partition re-assigned later
-		// would otherwise stay paused for good.
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.forget(m); lag.Forget(m) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.forget(m); lag.Forget(m) }),
-	)...)
+	sess, err := s.newSession(opts, lag)
 	if err != nil {
-		return fmt.Errorf("scheduler: kafka session: %w", err)
+		return err
 	}
 	s.mu.Lock()
 	s.cl = sess.Client()
@@ -205,7 +186,7 @@ func (s *Service) Run(ctx context.Context) error {
 		s.forgetAll()
 		sess.Close()
 	}()
-	s.log.Info("scheduler consuming", "topics", consume, "group", s.cfg.Group)
+	s.log.Info("scheduler consuming", "topics", s.consumed(), "group", s.cfg.Group)
 
 	for {
 		// A held head coming due cancels the poll, so releases never wait
@@ -233,6 +214,38 @@ func (s *Service) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// consumed returns the topics the scheduler consumes.
+func (s *Service) consumed() []string {
+	return append([]string{s.topics.Retries}, s.Topics()...)
+}
+
+// newSession returns the scheduler's transactional group session.
+func (s *Service) newSession(opts []kgo.Opt, lag *telemetry.Lag) (*kgo.GroupTransactSession, error) {
+	sess, err := kgo.NewGroupTransactSession(append(opts,
+		kgo.TransactionalID(s.cfg.TransactionalID),
+		kgo.TransactionTimeout(s.cfg.TxnTimeout),
+		kgo.ConsumerGroup(s.cfg.Group),
+		kgo.ConsumeTopics(s.consumed()...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(s.cfg.FetchMaxWait),
+		// Bound what one fetch buffers: held partitions keep copies of
+		// at most one poll, and nothing else is kept between hops.
+		kgo.FetchMaxBytes(16<<20),
+		kgo.FetchMaxPartitionBytes(1<<20),
+		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
+		// A revoked or lost partition's pause and timer must go with it:
+		// a pause survives a rebalance, and a partition re-assigned later
+		// would otherwise stay paused for good.
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.forget(m); lag.Forget(m) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.forget(m); lag.Forget(m) }),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: kafka session: %w", err)
+	}
+	return sess, nil
 }
 
 func (s *Service) ensureTopics(ctx context.Context) error {
@@ -337,6 +350,14 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 		// committed offsets: drop every hold and read it all again.
 		s.log.Warn("hop not committed; its records will be read again", "records", len(out), "produce_err", perr)
 		s.forgetAll()
+		// forgetAll resumes what s.held names; the partitions this hop
+		// paused (new holds) or took out of s.held (holds that came due)
+		// are not there, and would stay paused with no timer.
+		touched := map[string][]int32{}
+		for _, w := range todo {
+			touched[w.k.topic] = append(touched[w.k.topic], w.k.partition)
+		}
+		cl.ResumeFetchPartitions(touched)
 		return nil
 	}
 	cl.ResumeFetchPartitions(resume)
