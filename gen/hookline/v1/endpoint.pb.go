@@ -163,8 +163,13 @@ type Endpoint struct {
 	// deliveries are held without spending attempts and one probe at a time
 	// checks whether it is back.
 	OutageModeDisabled bool `protobuf:"varint,16,opt,name=outage_mode_disabled,json=outageModeDisabled,proto3" json:"outage_mode_disabled,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Output only: identifies this state of the endpoint and changes with
+	// every change to it (AIP-154). Send it back in UpdateEndpoint's
+	// endpoint.etag to update only the state you read: if the endpoint
+	// changed since, the update is refused with ABORTED and changes nothing.
+	Etag          string `protobuf:"bytes,17,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Endpoint) Reset() {
@@ -307,6 +312,13 @@ func (x *Endpoint) GetOutageModeDisabled() bool {
 		return x.OutageModeDisabled
 	}
 	return false
+}
+
+func (x *Endpoint) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
 }
 
 // RetryPolicy says when a failed delivery is tried again and when it gives up.
@@ -794,6 +806,10 @@ func (x *ListEndpointsResponse) GetNextPageToken() string {
 type UpdateEndpointRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The endpoint with its id and the new values of the masked fields.
+	// Its etag is optional: when set, the update applies only if the
+	// endpoint is still in the state that etag names, and is otherwise
+	// refused with ABORTED (re-read the endpoint and apply the change
+	// again). Without it the update applies to the latest state.
 	Endpoint *Endpoint `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	// Fields to change: url, description, event_types, timeout,
 	// max_in_flight, rate_limit_per_second, retry_policy, metadata,
@@ -1379,7 +1395,7 @@ var File_hookline_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x06\n" +
+	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x06\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x10\n" +
@@ -1400,7 +1416,8 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\rpaused_reason\x18\r \x01(\tR\fpausedReason\x127\n" +
 	"\tpaused_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\bpausedAt\x12?\n" +
 	"\bmetadata\x18\x0f \x03(\v2#.hookline.v1.Endpoint.MetadataEntryR\bmetadata\x120\n" +
-	"\x14outage_mode_disabled\x18\x10 \x01(\bR\x12outageModeDisabled\x1a;\n" +
+	"\x14outage_mode_disabled\x18\x10 \x01(\bR\x12outageModeDisabled\x12\x12\n" +
+	"\x04etag\x18\x11 \x01(\tR\x04etag\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\x04\n" +
