@@ -3,6 +3,10 @@
 // Webhooks). It consumes in its own consumer group and commits a notice
 // only after the webhook answered 2xx, so every notice reaches the
 // operator at least once (webhook-id is the notice id, for deduplication).
+// Any other answer, a 4xx included, is retried with backoff: the operator
+// webhook is one receiver the operator controls, and a 4xx there is a
+// misconfiguration to fix (secret, route, auth), not a reason to lose the
+// notice. Notices after it wait, in order.
 package notify
 
 import (
@@ -29,15 +33,43 @@ type Notifier struct {
 	client *attempt.Client
 	log    *slog.Logger
 	rand   backoff.Rand
+	wait   func(ctx context.Context, d time.Duration) error
+}
+
+// Option configures a Notifier.
+type Option func(*Notifier)
+
+// WithWait replaces how the Notifier waits between tries (default: a
+// timer, ended early by ctx); for tests.
+func WithWait(wait func(ctx context.Context, d time.Duration) error) Option {
+	return func(n *Notifier) { n.wait = wait }
+}
+
+// retryPolicy paces the tries of one notice: 1 s doubling to 5 min.
+var retryPolicy = backoff.Policy{Initial: time.Second, Factor: 2, Max: 5 * time.Minute, Jitter: backoff.JitterEqual}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // New returns a Notifier posting to url, signed with secret ("whsec_…").
-func New(kafka hkafka.Config, group, url, secret string, client *attempt.Client, log *slog.Logger, r backoff.Rand) (*Notifier, error) {
+func New(kafka hkafka.Config, group, url, secret string, client *attempt.Client, log *slog.Logger, r backoff.Rand, opts ...Option) (*Notifier, error) {
 	signer, err := sign.NewSigner(secret)
 	if err != nil {
 		return nil, fmt.Errorf("notify: --notice-webhook-secret: %w", err)
 	}
-	return &Notifier{kafka: kafka, group: group, url: url, signer: signer, client: client, log: log, rand: r}, nil
+	n := &Notifier{kafka: kafka, group: group, url: url, signer: signer, client: client, log: log, rand: r, wait: sleep}
+	for _, o := range opts {
+		o(n)
+	}
+	return n, nil
 }
 
 // Run forwards notices until ctx ends.
@@ -77,9 +109,9 @@ func (n *Notifier) Run(ctx context.Context) error {
 	}
 }
 
-// forward posts one notice until the webhook takes it (2xx) or answers
-// with a permanent error, backing off between tries; it returns only
-// ctx's error.
+// forward posts one notice until the webhook takes it (2xx), backing off
+// between tries whatever the answer (a 4xx too); it returns only ctx's
+// error.
 func (n *Notifier) forward(ctx context.Context, r *kgo.Record) error {
 	var nt hooklinev1.Notice
 	if err := hkafka.Decode(r, &nt); err != nil {
@@ -99,17 +131,16 @@ func (n *Notifier) forward(ctx context.Context, r *kgo.Record) error {
 		if res.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
 			return nil
 		}
-		if res.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT {
-			n.log.Error("notify: operator webhook refused a notice", "notice_id", nt.GetNoticeId(), "status", res.StatusCode, "err", res.Err)
-			return nil
+		wait := retryPolicy.Delay(try, n.rand)
+		if res.StatusCode >= 400 && res.StatusCode < 500 {
+			// Not dropped (at least once): the operator fixes the webhook,
+			// the next try gets through.
+			n.log.Error("notify: operator webhook refused a notice; retrying until it answers 2xx", "notice_id", nt.GetNoticeId(), "status", res.StatusCode, "try", try, "next_in", wait)
+		} else {
+			n.log.Warn("notify: operator webhook failed; retrying", "notice_id", nt.GetNoticeId(), "status", res.StatusCode, "err", res.Err, "try", try, "next_in", wait)
 		}
-		wait := backoff.Policy{Initial: time.Second, Factor: 2, Max: 5 * time.Minute, Jitter: backoff.JitterEqual}.Delay(try, n.rand)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := n.wait(ctx, wait); err != nil {
+			return err
 		}
 	}
 }
