@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -32,7 +33,7 @@ func TestPrivateDestinationsAreRefusedAtCreationAndAtDial(t *testing.T) {
 	st := startStack(t, func(c *stackConfig) {
 		c.ingest.AllowPrivate = false
 		c.ingest.AllowCIDRs = []string{"10.1.0.0/16"}
-		c.ingestOpts = append(c.ingestOpts, ingest.WithResolver(func(host string) ([]net.IP, error) {
+		c.ingestOpts = append(c.ingestOpts, ingest.WithResolver(func(_ context.Context, host string) ([]net.IP, error) {
 			if ips, ok := answers[host]; ok {
 				return ips, nil
 			}

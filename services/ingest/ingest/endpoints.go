@@ -2,11 +2,15 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/filter"
 	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
@@ -34,6 +38,9 @@ const (
 	maxPageSize       = 1000
 	defaultGrace      = 24 * time.Hour
 	maxGrace          = 7 * 24 * time.Hour
+	// maxWriteAttempts bounds how often a change without an etag is
+	// re-applied after losing to a concurrent change of the endpoint.
+	maxWriteAttempts = 5
 )
 
 func invalid(field, format string, args ...any) error {
@@ -41,8 +48,9 @@ func invalid(field, format string, args ...any) error {
 }
 
 // validateURL checks an endpoint URL: absolute http(s), a host, no
-// credentials, and a destination the SSRF guard accepts.
-func (s *Service) validateURL(raw string) error {
+// credentials, and a destination the SSRF guard accepts. Resolving the
+// host is bounded by --dns-timeout; callers hold no lock.
+func (s *Service) validateURL(ctx context.Context, raw string) error {
 	if raw == "" {
 		return invalid("url", "is required")
 	}
@@ -71,10 +79,18 @@ func (s *Service) validateURL(raw string) error {
 	if u.Fragment != "" {
 		return invalid("url", "must not contain a fragment")
 	}
-	if err := s.guard.CheckHost(u.Hostname(), s.lookup); err != nil {
-		return status.Errorf(codes.InvalidArgument, "url: destination not allowed: %v", err)
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.DNSTimeout)
+	defer cancel()
+	err = s.guard.CheckHost(u.Hostname(), func(host string) ([]net.IP, error) { return s.lookup(lctx, host) })
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Errorf(codes.Unavailable, "url: resolving %q took longer than %v; nothing was changed, retry", u.Hostname(), s.cfg.DNSTimeout)
 	}
-	return nil
+	return status.Errorf(codes.InvalidArgument, "url: destination not allowed: %v", err)
 }
 
 func validateEventTypes(types []string) error {
@@ -147,7 +163,7 @@ func validateMetadata(md map[string]string) error {
 
 func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndpointRequest) (*hooklinev1.CreateEndpointResponse, error) {
 	tenant := apikey.TenantFrom(ctx)
-	if err := s.validateURL(req.GetUrl()); err != nil {
+	if err := s.validateURL(ctx, req.GetUrl()); err != nil {
 		return nil, err
 	}
 	if len(req.GetDescription()) > maxDescriptionLen {
@@ -173,8 +189,13 @@ func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndp
 		return nil, invalid("secret", "%v", err)
 	}
 
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	// Creates of one tenant are serialised (in this process) for its
+	// endpoint limit; nothing else waits for them.
+	unlock, err := s.locks.lock(ctx, "tenant:"+tenant)
+	if err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	defer unlock()
 	if n := s.store.Count(tenant); n >= s.cfg.MaxEndpoints {
 		return nil, status.Errorf(codes.ResourceExhausted, "tenant has %d endpoints, the limit is %d; delete unused endpoints", n, s.cfg.MaxEndpoints)
 	}
@@ -199,24 +220,54 @@ func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndp
 		Secrets: []*hooklinev1.EndpointSecret{{Secret: secret, CreatedAt: now}},
 		Version: 1,
 	}
-	if err := s.writeEndpoint(ctx, rec); err != nil {
+	if err := s.writeEndpoint(ctx, rec.GetEndpoint().GetId(), rec); err != nil {
+		if errors.Is(err, endpoints.ErrLost) { // a fresh id cannot lose
+			return nil, status.Errorf(codes.Internal, "endpoint id %s taken", rec.GetEndpoint().GetId())
+		}
 		return nil, err
 	}
-	return &hooklinev1.CreateEndpointResponse{Endpoint: rec.GetEndpoint(), Secret: secret}, nil
+	return &hooklinev1.CreateEndpointResponse{Endpoint: withEtag(rec), Secret: secret}, nil
 }
 
-// writeEndpoint makes rec durable in the endpoints topic, then applies it
-// to this replica's view.
-func (s *Service) writeEndpoint(ctx context.Context, rec *hooklinev1.EndpointRecord) error {
-	r, err := hkafka.Record(s.topics.Endpoints, rec.GetEndpoint().GetId(), rec)
-	if err != nil {
-		return status.Errorf(codes.Internal, "encode endpoint: %v", err)
+// writeEndpoint writes rec (nil: a tombstone) as endpoint id's next
+// record and waits until this replica's view has read it, so the caller
+// reads its own write. The write is conditional, decided in log order
+// (platform/endpoints): endpoints.ErrLost means a concurrent change came
+// first and rec was ignored everywhere. Any other error is a gRPC status.
+func (s *Service) writeEndpoint(ctx context.Context, id string, rec *hooklinev1.EndpointRecord) error {
+	r := &kgo.Record{Topic: s.topics.Endpoints, Key: []byte(id)}
+	if rec != nil {
+		var err error
+		if r, err = hkafka.Record(s.topics.Endpoints, id, rec); err != nil {
+			return status.Errorf(codes.Internal, "encode endpoint: %v", err)
+		}
 	}
-	if err := s.produce(ctx, r); err != nil {
-		return kafkaStatus(ctx, "endpoint not saved", err)
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	defer cancel()
+	err := s.store.Write(wctx, r, func(ctx context.Context, r *kgo.Record) error { return s.produce(ctx, r) })
+	switch {
+	case err == nil, errors.Is(err, endpoints.ErrLost):
+		return err
+	case errors.Is(err, endpoints.ErrUnconfirmed),
+		errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		// Written or perhaps still being written, not read back in time:
+		// it may or may not apply.
+		return status.Errorf(codes.Unavailable, "endpoint change not confirmed within %v (%v); it may still apply: read the endpoint before retrying", s.cfg.PublishTimeout, err)
 	}
-	s.store.Put(rec)
-	return nil
+	return kafkaStatus(ctx, "endpoint not saved", err)
+}
+
+// Etag returns the etag of an endpoint record: it names the record's
+// version, which every change bumps. Safe for concurrent use.
+func Etag(rec *hooklinev1.EndpointRecord) string {
+	return "v" + strconv.FormatUint(rec.GetVersion(), 10)
+}
+
+// withEtag returns a copy of rec's endpoint with its etag, for answers.
+func withEtag(rec *hooklinev1.EndpointRecord) *hooklinev1.Endpoint {
+	ep := proto.Clone(rec.GetEndpoint()).(*hooklinev1.Endpoint)
+	ep.Etag = Etag(rec)
+	return ep
 }
 
 func (s *Service) produce(ctx context.Context, rs ...*kgo.Record) error {
@@ -257,7 +308,7 @@ func (s *Service) GetEndpoint(ctx context.Context, req *hooklinev1.GetEndpointRe
 	if err != nil {
 		return nil, err
 	}
-	return &hooklinev1.GetEndpointResponse{Endpoint: rec.GetEndpoint(), Secret: currentSecret(rec)}, nil
+	return &hooklinev1.GetEndpointResponse{Endpoint: withEtag(rec), Secret: currentSecret(rec)}, nil
 }
 
 func (s *Service) ListEndpoints(ctx context.Context, req *hooklinev1.ListEndpointsRequest) (*hooklinev1.ListEndpointsResponse, error) {
@@ -277,30 +328,55 @@ func (s *Service) ListEndpoints(ctx context.Context, req *hooklinev1.ListEndpoin
 			resp.NextPageToken = resp.Endpoints[size-1].GetId()
 			break
 		}
-		resp.Endpoints = append(resp.Endpoints, rec.GetEndpoint())
+		resp.Endpoints = append(resp.Endpoints, withEtag(rec))
 	}
 	return resp, nil
 }
 
-// change applies fn to a copy of the caller's endpoint id, bumps its
-// version and writes it.
-func (s *Service) change(ctx context.Context, id string, fn func(*hooklinev1.EndpointRecord) error) (*hooklinev1.EndpointRecord, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	cur, err := s.owned(ctx, id)
+// change applies fn to a copy of the caller's endpoint id and writes it
+// as the next version. The write is conditional (decided in log order
+// against every other writer, in any process): if a concurrent change
+// came first, change re-reads the endpoint and applies fn again, at most
+// maxWriteAttempts times. With an etag, the change applies only to the
+// state the etag names, and is ABORTED otherwise. Changes of one
+// endpoint are serialised in this process; other endpoints' changes do
+// not wait for them. fn must do no network I/O.
+func (s *Service) change(ctx context.Context, id, etag string, fn func(*hooklinev1.EndpointRecord) error) (*hooklinev1.EndpointRecord, error) {
+	if id == "" {
+		return nil, invalid("id", "is required")
+	}
+	unlock, err := s.locks.lock(ctx, "endpoint:"+id)
 	if err != nil {
-		return nil, err
+		return nil, status.FromContextError(err).Err()
 	}
-	rec := proto.Clone(cur).(*hooklinev1.EndpointRecord)
-	if err := fn(rec); err != nil {
-		return nil, err
+	defer unlock()
+	for attempt := 1; ; attempt++ {
+		cur, err := s.owned(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if etag != "" && etag != Etag(cur) {
+			return nil, status.Errorf(codes.Aborted, "endpoint %s changed since etag %q was read (now %q); re-read it with GetEndpoint and apply your change again", id, etag, Etag(cur))
+		}
+		rec := proto.Clone(cur).(*hooklinev1.EndpointRecord)
+		if err := fn(rec); err != nil {
+			return nil, err
+		}
+		rec.Version = cur.GetVersion() + 1
+		rec.Endpoint.UpdatedAt = timestamppb.New(s.now())
+		err = s.writeEndpoint(ctx, id, rec)
+		switch {
+		case err == nil:
+			return rec, nil
+		case !errors.Is(err, endpoints.ErrLost):
+			return nil, err
+		case etag != "":
+			return nil, status.Errorf(codes.Aborted, "endpoint %s was changed concurrently since etag %q was read; re-read it with GetEndpoint and apply your change again", id, etag)
+		case attempt == maxWriteAttempts:
+			return nil, status.Errorf(codes.Aborted, "endpoint %s: %d concurrent changes came first; re-read it and retry", id, attempt)
+		}
+		// The view has read past our record, so it holds what won.
 	}
-	rec.Version++
-	rec.Endpoint.UpdatedAt = timestamppb.New(s.now())
-	if err := s.writeEndpoint(ctx, rec); err != nil {
-		return nil, err
-	}
-	return rec, nil
 }
 
 func (s *Service) UpdateEndpoint(ctx context.Context, req *hooklinev1.UpdateEndpointRequest) (*hooklinev1.UpdateEndpointResponse, error) {
@@ -309,13 +385,22 @@ func (s *Service) UpdateEndpoint(ctx context.Context, req *hooklinev1.UpdateEndp
 		return nil, invalid("update_mask", "is required; name the fields to change, e.g. paths: [\"url\"]")
 	}
 	in := req.GetEndpoint()
-	rec, err := s.change(ctx, in.GetId(), func(rec *hooklinev1.EndpointRecord) error {
+	for _, p := range paths {
+		if p == "url" {
+			// Resolved before any lock is taken: a slow DNS answer delays
+			// this call only.
+			if err := s.validateURL(ctx, in.GetUrl()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	rec, err := s.change(ctx, in.GetId(), in.GetEtag(), func(rec *hooklinev1.EndpointRecord) error {
 		ep := rec.Endpoint
 		for _, p := range paths {
 			var err error
 			switch p {
 			case "url":
-				err, ep.Url = s.validateURL(in.GetUrl()), in.GetUrl()
+				ep.Url = in.GetUrl() // validated above
 			case "description":
 				if len(in.GetDescription()) > maxDescriptionLen {
 					err = invalid("description", "is %d bytes, the limit is %d", len(in.GetDescription()), maxDescriptionLen)
@@ -350,22 +435,30 @@ func (s *Service) UpdateEndpoint(ctx context.Context, req *hooklinev1.UpdateEndp
 	if err != nil {
 		return nil, err
 	}
-	return &hooklinev1.UpdateEndpointResponse{Endpoint: rec.GetEndpoint()}, nil
+	return &hooklinev1.UpdateEndpointResponse{Endpoint: withEtag(rec)}, nil
 }
 
 func (s *Service) DeleteEndpoint(ctx context.Context, req *hooklinev1.DeleteEndpointRequest) (*hooklinev1.DeleteEndpointResponse, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	if req.GetId() == "" {
+		return nil, invalid("id", "is required")
+	}
+	unlock, err := s.locks.lock(ctx, "endpoint:"+req.GetId())
+	if err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	defer unlock()
 	rec, err := s.owned(ctx, req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	id := rec.GetEndpoint().GetId()
-	// A tombstone: compaction removes the endpoint's history.
-	if err := s.produce(ctx, &kgo.Record{Topic: s.topics.Endpoints, Key: []byte(id)}); err != nil {
-		return nil, kafkaStatus(ctx, "endpoint not deleted", err)
+	// A tombstone: it always applies, and every change written from an
+	// older state loses to it. Compaction removes the endpoint's history.
+	if err := s.writeEndpoint(ctx, rec.GetEndpoint().GetId(), nil); err != nil {
+		if errors.Is(err, endpoints.ErrLost) {
+			return nil, status.Errorf(codes.Internal, "endpoint %s: tombstone ignored", req.GetId())
+		}
+		return nil, err
 	}
-	s.store.Delete(id)
 	return &hooklinev1.DeleteEndpointResponse{}, nil
 }
 
@@ -374,7 +467,8 @@ func (s *Service) PauseEndpoint(ctx context.Context, req *hooklinev1.PauseEndpoi
 		return nil, invalid("reason", "is %d bytes, the limit is %d", len(req.GetReason()), maxDescriptionLen)
 	}
 	paused := false
-	rec, err := s.change(ctx, req.GetId(), func(rec *hooklinev1.EndpointRecord) error {
+	rec, err := s.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
+		paused = false // fn runs again after losing to a concurrent change
 		if rec.Endpoint.Status == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
 			return nil
 		}
@@ -401,11 +495,11 @@ func (s *Service) PauseEndpoint(ctx context.Context, req *hooklinev1.PauseEndpoi
 			}
 		}
 	}
-	return &hooklinev1.PauseEndpointResponse{Endpoint: rec.GetEndpoint()}, nil
+	return &hooklinev1.PauseEndpointResponse{Endpoint: withEtag(rec)}, nil
 }
 
 func (s *Service) ResumeEndpoint(ctx context.Context, req *hooklinev1.ResumeEndpointRequest) (*hooklinev1.ResumeEndpointResponse, error) {
-	rec, err := s.change(ctx, req.GetId(), func(rec *hooklinev1.EndpointRecord) error {
+	rec, err := s.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
 		rec.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_ACTIVE
 		rec.Endpoint.PausedReason = ""
 		rec.Endpoint.PausedAt = nil
@@ -414,7 +508,7 @@ func (s *Service) ResumeEndpoint(ctx context.Context, req *hooklinev1.ResumeEndp
 	if err != nil {
 		return nil, err
 	}
-	return &hooklinev1.ResumeEndpointResponse{Endpoint: rec.GetEndpoint()}, nil
+	return &hooklinev1.ResumeEndpointResponse{Endpoint: withEtag(rec)}, nil
 }
 
 func (s *Service) RotateEndpointSecret(ctx context.Context, req *hooklinev1.RotateEndpointSecretRequest) (*hooklinev1.RotateEndpointSecretResponse, error) {
@@ -431,7 +525,7 @@ func (s *Service) RotateEndpointSecret(ctx context.Context, req *hooklinev1.Rota
 		}
 		grace = g.AsDuration()
 	}
-	rec, err := s.change(ctx, req.GetId(), func(rec *hooklinev1.EndpointRecord) error {
+	rec, err := s.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
 		now := s.now()
 		kept := []*hooklinev1.EndpointSecret{{Secret: secret, CreatedAt: timestamppb.New(now)}}
 		for i, old := range rec.GetSecrets() {
@@ -451,5 +545,5 @@ func (s *Service) RotateEndpointSecret(ctx context.Context, req *hooklinev1.Rota
 	if err != nil {
 		return nil, err
 	}
-	return &hooklinev1.RotateEndpointSecretResponse{Endpoint: rec.GetEndpoint(), Secret: secret}, nil
+	return &hooklinev1.RotateEndpointSecretResponse{Endpoint: withEtag(rec), Secret: secret}, nil
 }

@@ -103,8 +103,14 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 }
 
 // targets returns the endpoints an event goes to: the named ones, which
-// must all be the caller's, or every endpoint whose filter matches.
+// must all be the caller's, or every endpoint whose filter matches. It
+// reads the endpoints view after a barrier, so an endpoint created or
+// changed through any replica before this call began is seen (the
+// barrier's rounds are shared by concurrent publishes).
 func (s *Service) targets(ctx context.Context, tenant string, req *hooklinev1.PublishEventRequest) ([]*hooklinev1.EndpointRecord, error) {
+	if err := s.store.Barrier(ctx); err != nil { // bounded by the publish's timeout
+		return nil, kafkaStatus(ctx, "endpoints not read", err)
+	}
 	if len(req.GetEndpointIds()) == 0 {
 		return s.store.Matching(tenant, req.GetEventType()), nil
 	}

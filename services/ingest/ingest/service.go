@@ -58,7 +58,7 @@ type Service struct {
 	store  *endpoints.Store
 	topics hkafka.Topics
 	ln     net.Listener
-	lookup func(host string) ([]net.IP, error)
+	lookup func(ctx context.Context, host string) ([]net.IP, error)
 
 	kafka *kgo.Client // set by Run
 	// instanceID names this process in the idempotency claims it writes.
@@ -71,8 +71,10 @@ type Service struct {
 	// flight counts, per claim id, the completions running here.
 	flightMu sync.Mutex
 	flight   map[string]int
-	// writeMu serialises endpoint read-modify-write cycles in this replica.
-	writeMu sync.Mutex
+	// locks serialise endpoint read-modify-write cycles in this replica,
+	// per endpoint (and per tenant for creates); across replicas the
+	// conditional writes decide.
+	locks keyedMutex
 
 	tp trace.TracerProvider
 	mp metric.MeterProvider
@@ -96,8 +98,10 @@ func WithTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) Option {
 // WithListener serves on ln instead of listening on Config.GRPCAddr.
 func WithListener(ln net.Listener) Option { return func(s *Service) { s.ln = ln } }
 
-// WithResolver replaces DNS resolution of endpoint hosts at creation.
-func WithResolver(lookup func(host string) ([]net.IP, error)) Option {
+// WithResolver replaces DNS resolution of endpoint hosts when a URL is
+// set (default net.DefaultResolver). Each lookup's ctx ends after
+// --dns-timeout.
+func WithResolver(lookup func(ctx context.Context, host string) ([]net.IP, error)) Option {
 	return func(s *Service) { s.lookup = lookup }
 }
 
@@ -114,6 +118,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.MaxPayloadBytes < 1 || cfg.MaxPayloadBytes > hkafka.MaxRecordBytes/2 {
 		return nil, fmt.Errorf("ingest: --max-payload-bytes must be between 1 and %d", hkafka.MaxRecordBytes/2)
 	}
+	if cfg.DNSTimeout <= 0 {
+		return nil, errors.New("ingest: --dns-timeout must be positive")
+	}
 	if cfg.IdempotencyTTL <= 0 {
 		return nil, errors.New("ingest: --idempotency-ttl must be positive")
 	}
@@ -125,7 +132,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		guard:  guard,
 		store:  endpoints.NewStore(),
 		topics: cfg.Kafka.Topics(),
-		lookup: net.LookupIP,
+		lookup: func(ctx context.Context, host string) ([]net.IP, error) {
+			return net.DefaultResolver.LookupIP(ctx, "ip", host)
+		},
 		flight: map[string]int{},
 		tp:     otel.GetTracerProvider(),
 		mp:     otel.GetMeterProvider(),
@@ -188,6 +197,20 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("ingest: endpoints: %w", err)
 	}
 	defer stopStore()
+	// Repair keeps every endpoint's last record a winner, so compaction
+	// never resurrects a change that lost (platform/endpoints).
+	repairCtx, stopRepair := context.WithCancel(context.WithoutCancel(ctx))
+	var repair sync.WaitGroup
+	repair.Go(func() {
+		_ = s.store.Repair(repairCtx, func(ctx context.Context, rs ...*kgo.Record) error {
+			err := s.produce(ctx, rs...)
+			if err != nil {
+				s.log.WarnContext(ctx, "endpoints: repair not written; retrying", "err", err)
+			}
+			return err
+		}, time.Second)
+	})
+	defer func() { stopRepair(); repair.Wait() }()
 
 	// The followers feed the idempotency view and the delivery index;
 	// they stop after the server.
