@@ -183,7 +183,14 @@ func (s *Store) Run(ctx context.Context, cfg hkafka.Config) error {
 		done <- s.follow.Run(ctx, cfg)
 		cancel() // a failed reader ends the catch-up below
 	}()
-	if err := s.follow.Sync(ctx, s.topic); err != nil && ctx.Err() == nil {
+	// The start-up catch-up may outlast one Sync's own bound
+	// (kafka.DefaultSyncTimeout: a big topic, a broker still starting):
+	// keep going until it succeeds, the reader fails or ctx ends.
+	err := s.follow.Sync(ctx, s.topic)
+	for errors.Is(err, hkafka.ErrSyncTimeout) && ctx.Err() == nil {
+		err = s.follow.Sync(ctx, s.topic)
+	}
+	if err != nil && ctx.Err() == nil {
 		cancel()
 		if rerr := <-done; rerr != nil {
 			err = rerr // the reader's own failure says more
