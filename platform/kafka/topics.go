@@ -35,7 +35,11 @@ func (c Config) Specs() []TopicSpec {
 		}
 	}
 	return []TopicSpec{
-		{Name: t.Endpoints, Configs: map[string]string{"cleanup.policy": "compact"}},
+		// delete.retention.ms is how long a tombstone outlives compaction;
+		// the endpoints view remembers a deletion as long
+		// (endpoints.DeletedMemory), so that a change written from an older
+		// state never brings an endpoint back.
+		{Name: t.Endpoints, Configs: map[string]string{"cleanup.policy": "compact", "delete.retention.ms": "86400000"}},
 		{Name: t.Deliveries, Configs: retain(c.Retention)},
 		{Name: t.Retries, Configs: retain(c.Retention)},
 		{Name: t.Results, Configs: retain(c.Retention)},
