@@ -21,6 +21,7 @@ type config struct {
 	RepoDir   string   // repository root (scripts/kafka.sh)
 	Out       string   // markdown results file
 	LogDir    string   // subprocess logs
+	Commit    string   // what the binaries were built from, when they carry no VCS stamp
 
 	Warmup     time.Duration // load before a measuring window opens
 	Window     time.Duration // measuring window of the steady-state scenarios
@@ -53,6 +54,7 @@ func parseConfig(args []string) (config, error) {
 	fs.StringVar(&c.BinDir, "bin", "bin", "directory with the binaries make build writes")
 	fs.StringVar(&c.RepoDir, "repo", ".", "repository root (for scripts/kafka.sh)")
 	fs.StringVar(&c.Out, "out", "bin/bench/results.md", "markdown file the table is written to (also printed)")
+	fs.StringVar(&c.Commit, "commit", "", "what the binaries in --bin were built from, for the table (default: their VCS stamp, else git HEAD of --repo)")
 	fs.StringVar(&c.LogDir, "log-dir", "bin/bench/logs", "subprocess logs")
 	fs.DurationVar(&c.Warmup, "warmup", 5*time.Second, "load before each measuring window opens")
 	fs.DurationVar(&c.Window, "window", 30*time.Second, "measuring window of the throughput, latency, ingest and isolation scenarios")

@@ -77,7 +77,11 @@ func exited(ctx context.Context, procs ...*proc) (context.Context, context.Cance
 		go func() {
 			select {
 			case <-p.done:
-				cancel(fmt.Errorf("%s exited early (%v); see %s", p.name, p.err, p.log.Name()))
+				err := p.err
+				if err == nil {
+					err = errors.New("exit status 0")
+				}
+				cancel(fmt.Errorf("%s exited early: %w; see %s", p.name, err, p.log.Name()))
 			case <-ctx.Done():
 			}
 		}()

@@ -27,7 +27,9 @@ func newReport(cfg config, mode string) *report {
 	r := &report{}
 	bin := filepath.Join(cfg.BinDir, "hookline")
 	goVer, rev := binaryInfo(bin)
-	if rev == "unknown" {
+	if cfg.Commit != "" {
+		rev = cfg.Commit
+	} else if rev == "unknown" {
 		rev = gitRevision(cfg.RepoDir)
 	}
 	r.header = []string{
@@ -50,11 +52,6 @@ func (r *report) section(title string) { r.pending = title }
 func (r *report) add(measure, value, ratio string) {
 	r.rows = append(r.rows, [4]string{r.pending, measure, value, ratio})
 	r.pending = ""
-}
-
-// note adds a line under the table.
-func (r *report) note(format string, args ...any) {
-	r.notes = append(r.notes, fmt.Sprintf(format, args...))
 }
 
 // appendix adds a section with a preformatted body after the notes.

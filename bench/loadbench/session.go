@@ -54,7 +54,7 @@ func withSession(ctx context.Context, b *bench, name string, fn func(ctx context
 	}
 	err = fn(ctx, s)
 	if err != nil && context.Cause(ctx) != nil && ctx.Err() != nil {
-		err = fmt.Errorf("%w (%v)", err, context.Cause(ctx))
+		err = fmt.Errorf("%w (%w)", err, context.Cause(ctx))
 	}
 	cancel()
 	mem := st.close()

@@ -30,17 +30,6 @@ type stack struct {
 	dataDir  string // removed on close (embedded only)
 }
 
-// memory returns the current memory figures of every process.
-func (s *stack) memory() []memFigures {
-	var out []memFigures
-	for _, p := range s.procs {
-		f := p.mem.figures()
-		f.Name = p.name
-		out = append(out, f)
-	}
-	return out
-}
-
 // close stops every process (ingest first, so nothing new comes in) and
 // returns their final memory figures.
 func (s *stack) close() []memFigures {
