@@ -22,7 +22,12 @@ import (
 // its watermark, and fetching goes on from where it was. After a commit
 // the session records exactly what was sent as committed. The cost of a
 // commit is the records it writes, never the window's size.
-func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now time.Time) error {
+//
+// The transaction runs on a goroutine of its own: meanwhile the loop goes
+// on collecting completions and starting attempts from the lanes (it
+// only stops polling, which a transactional session does not allow
+// during End). Its end comes back through the inbox (msgCommitted).
+func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now time.Time) {
 	var outs []*kgo.Record
 	marks := map[string]map[int32]kgo.EpochOffset{}
 	for k, pw := range e.w.parts {
@@ -35,20 +40,30 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 	}
 	e.w.done = 0
 	if len(outs) == 0 {
-		return nil
+		return
 	}
+	e.committing = true
+	e.outstanding++
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
 		atWatermarks(req, marks)
 		return nil
 	})
-	committed, perr, err := hkafka.Transact(tctx, sess, outs, nil)
-	if err != nil {
-		return fmt.Errorf("dispatcher: %w", err)
+	go func() {
+		committed, perr, err := hkafka.Transact(tctx, sess, outs, nil)
+		e.in.post(msg{kind: msgCommitted, committed: committed, produceErr: perr, err: err, records: len(outs)})
+	}()
+}
+
+// committed takes a commit's end: an aborted transaction wrote nothing
+// and the session rewound to the committed offsets, so the window starts
+// over from there; a failed session ends the loop.
+func (e *engine) committed(m *msg, now time.Time) error {
+	e.committing = false
+	if m.err != nil {
+		return fmt.Errorf("dispatcher: %w", m.err)
 	}
-	if !committed {
-		// Nothing of it is visible and the session rewound to the
-		// committed offsets: start over from there.
-		e.s.log.Warn("commit aborted; uncommitted deliveries will be attempted again", "records", len(outs), "produce_err", perr)
+	if !m.committed {
+		e.s.log.Warn("commit aborted; uncommitted deliveries will be attempted again", "records", m.records, "produce_err", m.produceErr)
 		e.w.forgetAll()
 		e.sweep(now)
 	}

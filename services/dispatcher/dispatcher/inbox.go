@@ -12,9 +12,10 @@ import (
 type msgKind uint8
 
 const (
-	msgDone     msgKind = iota // an attempt ended; outs are its outputs
-	msgResolved                // the endpoints view was synced for an entry
-	msgDropped                 // an entry's resolver gave up: its partition went away or the loop is stopping
+	msgDone      msgKind = iota // an attempt ended; outs are its outputs
+	msgResolved                 // the endpoints view was synced for an entry
+	msgDropped                  // an entry's resolver gave up: its partition went away or the loop is stopping
+	msgCommitted                // a commit's transaction ended
 )
 
 // msg is what an attempt or a resolver goroutine tells the loop.
@@ -24,6 +25,13 @@ type msg struct {
 	outs []*kgo.Record
 	// latency is how long the attempt took (zero when none was sent).
 	latency time.Duration
+
+	// A commit's end: whether it committed, the produce error that
+	// aborted it, a failure of the session itself, records written.
+	committed  bool
+	produceErr error
+	err        error
+	records    int
 }
 
 // inbox carries messages to the loop goroutine and wakes it: a poll in

@@ -35,6 +35,9 @@ type engine struct {
 	// outstanding counts attempt and resolver goroutines not yet
 	// reported.
 	outstanding int
+	// committing is set while a commit's transaction runs: no poll and
+	// no second commit meanwhile.
+	committing  bool
 	lastCommit  time.Time
 	lastRelieve time.Time
 	lastPrune   time.Time
@@ -73,18 +76,17 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 		now := s.now()
 		stopping := ctx.Err() != nil
 		e.sweep(now)
-		e.collect(now)
+		if err := e.collect(now); err != nil {
+			return err
+		}
 		if !stopping {
 			e.f.wake(now)
 			e.relieve(now)
 			e.pump(now)
 		}
-		if e.w.done > 0 && (stopping || now.Sub(e.lastCommit) >= s.cfg.CommitInterval) {
-			if err := e.commit(ctx, sess, now); err != nil {
-				return err
-			}
-			e.lastCommit = s.now()
-			continue
+		if !e.committing && e.w.done > 0 && (stopping || now.Sub(e.lastCommit) >= s.cfg.CommitInterval) {
+			e.commit(ctx, sess, now)
+			e.lastCommit = now
 		}
 		if stopping {
 			if e.outstanding == 0 {
@@ -117,9 +119,10 @@ func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now t
 	if at := e.nextDeadline(now); !at.IsZero() {
 		timeout = max(at.Sub(now), 0)
 	}
-	if e.w.full() {
-		// No more records until commits make room; relief spills
-		// partitions whose oldest record waits in a queue.
+	if e.w.full() || e.committing {
+		// No more records until commits make room (relief spills
+		// partitions whose oldest record waits in a queue), and none
+		// while a transaction ends.
 		e.idle(ctx, timeout)
 		return nil
 	}
@@ -180,7 +183,7 @@ func (e *engine) nextDeadline(now time.Time) time.Time {
 		}
 	}
 	earlier(e.f.nextWake())
-	if e.w.done > 0 {
+	if e.w.done > 0 && !e.committing {
 		earlier(e.lastCommit.Add(e.s.cfg.CommitInterval))
 	}
 	if e.w.records > 0 {
@@ -207,14 +210,20 @@ func (e *engine) sweep(now time.Time) {
 }
 
 // collect takes the inbox: ended attempts give their slot back and their
-// outputs to the window; resolved entries are placed again.
-func (e *engine) collect(now time.Time) {
+// outputs to the window; resolved entries are placed again; a commit's
+// end is taken (its failure is the loop's).
+func (e *engine) collect(now time.Time) error {
 	e.msgs = e.in.take(e.msgs)
+	defer clear(e.msgs)
 	for i := range e.msgs {
 		m := &e.msgs[i]
 		e.outstanding--
 		en := m.e
 		switch m.kind {
+		case msgCommitted:
+			if err := e.committed(m, now); err != nil {
+				return err
+			}
 		case msgDone:
 			l := en.lane
 			e.f.uncharge(l, en.cost)
@@ -233,7 +242,7 @@ func (e *engine) collect(now time.Time) {
 			}
 		}
 	}
-	clear(e.msgs)
+	return nil
 }
 
 // pump starts attempts while the fair scheduler has a lane that can.
