@@ -35,6 +35,7 @@ type devFlags struct {
 	LogLevel  string `flag:"log-level" env:"HOOKLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
 	// One /metrics for the three services: their metric names differ.
 	MetricsAddr string `flag:"metrics-addr" env:"HOOKLINE_DEV_METRICS_ADDR" default:"127.0.0.1:9464" usage:"listen address of the Prometheus /metrics endpoint of all three services (empty: none)"`
+	PprofAddr   string `flag:"pprof-addr" env:"HOOKLINE_PPROF_ADDR" usage:"loopback listen address of the Go profiler (/debug/pprof/) of the whole process, e.g. 127.0.0.1:6060 (default: off)"`
 }
 
 // runDev runs ingest, the dispatcher and the scheduler in this process on an embedded
@@ -66,11 +67,14 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	// Traces (OTEL_* environment) per service, so a backend shows
 	// hookline-ingest, hookline-dispatcher and hookline-scheduler; one
 	// meter provider for all three.
-	metricsEnv, err := telemetry.Start(ctx, "hookline-dev", telemetry.Config{MetricsAddr: f.MetricsAddr, LogLevel: f.LogLevel}, os.Stderr)
+	metricsEnv, err := telemetry.Start(ctx, "hookline-dev", telemetry.Config{MetricsAddr: f.MetricsAddr, LogLevel: f.LogLevel, PprofAddr: f.PprofAddr}, os.Stderr)
 	if err != nil {
 		return err
 	}
 	log := metricsEnv.Log
+	if a := metricsEnv.PprofAddr(); a != "" {
+		log.Info("pprof endpoint", "url", "http://"+a+"/debug/pprof/")
+	}
 	tel := map[string]*telemetry.Telemetry{}
 	for _, svc := range []string{"ingest", "dispatcher", "scheduler"} {
 		t, err := telemetry.Setup(ctx, "hookline-"+svc, telemetry.WithoutMetrics())

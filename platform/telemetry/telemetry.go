@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -51,6 +50,7 @@ var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPr
 type Config struct {
 	MetricsAddr string `flag:"metrics-addr" env:"HOOKLINE_METRICS_ADDR" usage:"listen address of the Prometheus /metrics endpoint, e.g. 127.0.0.1:9464 (default: no endpoint)"`
 	LogLevel    string `flag:"log-level" env:"HOOKLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
+	PprofAddr   string `flag:"pprof-addr" env:"HOOKLINE_PPROF_ADDR" usage:"loopback listen address of the Go profiler (/debug/pprof/), e.g. 127.0.0.1:6060 (default: off)"`
 }
 
 // Telemetry is one service's set of providers. Its methods are safe for
@@ -194,17 +194,7 @@ func (t *Telemetry) MetricsHandler() http.Handler { return t.metrics }
 func (t *Telemetry) serveMetrics(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", t.metrics)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		return fmt.Errorf("telemetry: metrics endpoint: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	return srv.Shutdown(sctx)
+	return serveHTTP(ctx, ln, mux, "metrics")
 }
 
 // Flush exports what is buffered.
@@ -233,11 +223,14 @@ type Env struct {
 	Telemetry *Telemetry
 	// metrics is the /metrics listener; nil for none.
 	metrics net.Listener
+	// pprof is the /debug/pprof/ listener; nil for none.
+	pprof net.Listener
 }
 
 // Start sets up a service binary's logging (JSON to w at cfg.LogLevel,
 // with trace ids) and telemetry (OTEL_* environment, and Prometheus when
-// cfg.MetricsAddr is set, listening already so a busy port fails here).
+// cfg.MetricsAddr is set, listening already so a busy port fails here),
+// and the profiler when cfg.PprofAddr is set (a loopback address).
 func Start(ctx context.Context, service string, cfg Config, w io.Writer) (Env, error) {
 	log, err := NewLogger(w, cfg.LogLevel)
 	if err != nil {
@@ -257,6 +250,14 @@ func Start(ctx context.Context, service string, cfg Config, w io.Writer) (Env, e
 			return Env{}, fmt.Errorf("--metrics-addr: %w", err)
 		}
 	}
+	if cfg.PprofAddr != "" {
+		if env.pprof, err = listenPprof(cfg.PprofAddr); err != nil {
+			if env.metrics != nil {
+				_ = env.metrics.Close()
+			}
+			return Env{}, err
+		}
+	}
 	return env, nil
 }
 
@@ -268,20 +269,48 @@ func (e Env) MetricsAddr() string {
 	return e.metrics.Addr().String()
 }
 
-// Serve serves /metrics until ctx ends; without a metrics address it
-// just waits for ctx.
+// PprofAddr is the address /debug/pprof/ is served on; empty for none.
+func (e Env) PprofAddr() string {
+	if e.pprof == nil {
+		return ""
+	}
+	return e.pprof.Addr().String()
+}
+
+// Serve serves /metrics and /debug/pprof/ (those that have an address)
+// until ctx ends; with neither it just waits for ctx. Either failing
+// stops both.
 func (e Env) Serve(ctx context.Context) error {
-	if e.metrics == nil {
+	if e.metrics == nil && e.pprof == nil {
 		<-ctx.Done()
 		return nil
 	}
-	return e.Telemetry.serveMetrics(ctx, e.metrics)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 2)
+	n := 0
+	if e.metrics != nil {
+		n++
+		go func() { errs <- e.Telemetry.serveMetrics(ctx, e.metrics) }()
+	}
+	if e.pprof != nil {
+		n++
+		go func() { errs <- serveHTTP(ctx, e.pprof, PprofHandler(), "pprof") }()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
 }
 
-// Run runs service until ctx ends, serving /metrics beside it; either
-// failing stops both.
+// Run runs service until ctx ends, serving /metrics and /debug/pprof/
+// beside it; either failing stops both.
 func (e Env) Run(ctx context.Context, service func(context.Context) error) error {
-	if e.metrics == nil {
+	if e.metrics == nil && e.pprof == nil {
 		return service(ctx)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -294,7 +323,12 @@ func (e Env) Run(ctx context.Context, service func(context.Context) error) error
 		}
 		served <- err
 	}()
-	e.Log.Info("metrics endpoint", "url", "http://"+e.MetricsAddr()+"/metrics")
+	if e.metrics != nil {
+		e.Log.Info("metrics endpoint", "url", "http://"+e.MetricsAddr()+"/metrics")
+	}
+	if e.pprof != nil {
+		e.Log.Info("pprof endpoint", "url", "http://"+e.PprofAddr()+"/debug/pprof/")
+	}
 	err := service(ctx)
 	cancel(nil)
 	if merr := <-served; merr != nil && err == nil {
