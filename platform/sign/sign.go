@@ -11,8 +11,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -58,9 +60,15 @@ func ParseSecret(s string) ([]byte, error) {
 }
 
 // Signer signs with one or more keys; the first is the current one. A
-// Signer is immutable and safe for concurrent use.
+// Signer is immutable and safe for concurrent use; it keeps a pool of
+// HMAC states per key, so signing allocates only the header it returns.
 type Signer struct {
-	keys [][]byte
+	keys []key
+}
+
+type key struct {
+	raw  []byte
+	macs *sync.Pool // of hash.Hash: HMAC-SHA256 keyed with raw
 }
 
 // NewSigner parses secrets ("whsec_…", current first) into a Signer.
@@ -68,13 +76,13 @@ func NewSigner(secrets ...string) (*Signer, error) {
 	if len(secrets) == 0 {
 		return nil, errors.New("sign: at least one secret is required")
 	}
-	s := &Signer{keys: make([][]byte, 0, len(secrets))}
+	s := &Signer{keys: make([]key, 0, len(secrets))}
 	for i, sec := range secrets {
 		k, err := ParseSecret(sec)
 		if err != nil {
 			return nil, fmt.Errorf("sign: secret %d: %w", i, err)
 		}
-		s.keys = append(s.keys, k)
+		s.keys = append(s.keys, key{raw: k, macs: &sync.Pool{New: func() any { return hmac.New(sha256.New, k) }}})
 	}
 	return s, nil
 }
@@ -82,27 +90,34 @@ func NewSigner(secrets ...string) (*Signer, error) {
 // Sign returns the webhook-signature header value for one attempt: a
 // "v1,<base64>" signature per key, space-separated.
 func (s *Signer) Sign(id string, ts time.Time, body []byte) string {
-	tsStr := strconv.FormatInt(ts.Unix(), 10)
-	var b strings.Builder
-	b.Grow(len(s.keys) * 48)
+	var tsBuf [20]byte
+	tsStr := strconv.AppendInt(tsBuf[:0], ts.Unix(), 10)
+	out := make([]byte, 0, len(s.keys)*48)
+	var sum [sha256.Size]byte
 	for i, k := range s.keys {
 		if i > 0 {
-			b.WriteByte(' ')
+			out = append(out, ' ')
 		}
-		b.WriteString("v1,")
-		b.WriteString(base64.StdEncoding.EncodeToString(mac(k, id, tsStr, body)))
+		out = append(out, "v1,"...)
+		out = base64.StdEncoding.AppendEncode(out, k.mac(sum[:0], id, tsStr, body))
 	}
-	return b.String()
+	return string(out)
 }
 
-func mac(key []byte, id, ts string, body []byte) []byte {
-	h := hmac.New(sha256.New, key)
-	h.Write([]byte(id))
-	h.Write([]byte{'.'})
-	h.Write([]byte(ts))
-	h.Write([]byte{'.'})
+// mac appends HMAC-SHA256(key, id "." ts "." body) to dst.
+func (k key) mac(dst []byte, id string, ts []byte, body []byte) []byte {
+	h := k.macs.Get().(hash.Hash)
+	h.Reset()
+	var pre [128]byte
+	b := append(pre[:0], id...)
+	b = append(b, '.')
+	b = append(b, ts...)
+	b = append(b, '.')
+	h.Write(b)
 	h.Write(body)
-	return h.Sum(nil)
+	dst = h.Sum(dst)
+	k.macs.Put(h)
+	return dst
 }
 
 // Verification errors.
@@ -130,8 +145,9 @@ func (s *Signer) Verify(id, timestamp, signature string, body []byte, now time.T
 	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
 		return ErrTimestampTooOld
 	}
+	var sum [sha256.Size]byte
 	for _, k := range s.keys {
-		want := mac(k, id, timestamp, body)
+		want := k.mac(sum[:0], id, []byte(timestamp), body)
 		for _, part := range strings.Fields(signature) {
 			v, sig, ok := strings.Cut(part, ",")
 			if !ok || v != "v1" {

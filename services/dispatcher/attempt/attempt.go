@@ -37,6 +37,10 @@ const (
 	drainBytes = 64 << 10
 )
 
+// maxIdlePerHost is the most idle connections kept to one receiver host:
+// about as many attempts as the default attempt memory allows in flight.
+const maxIdlePerHost = 8192
+
 // Client sends attempts. It keeps a keep-alive connection pool per
 // receiver host and is safe for concurrent use.
 type Client struct {
@@ -73,12 +77,19 @@ func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua
 func New(guard *netguard.Guard, opts ...Option) *Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: guard.Control}
 	tr := &http.Transport{
-		Proxy:                  nil, // never route receivers through an environment proxy
-		DialContext:            dialer.DialContext,
-		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           4096,
-		MaxIdleConnsPerHost:    256,
-		IdleConnTimeout:        90 * time.Second,
+		Proxy:             nil, // never route receivers through an environment proxy
+		DialContext:       dialer.DialContext,
+		ForceAttemptHTTP2: true,
+		// Keep every connection the attempts in flight used: the
+		// dispatcher's attempt memory budget (charged per attempt,
+		// connection included) bounds how many there are, and a pool
+		// smaller than the attempts in flight to one host closes and
+		// redials connections all the time (measured: dialing was 19%
+		// of the dispatcher's CPU with 6,400 attempts in flight to one
+		// receiver host and 256 idle connections per host).
+		MaxIdleConns:           0, // no limit but the per-host one
+		MaxIdleConnsPerHost:    maxIdlePerHost,
+		IdleConnTimeout:        30 * time.Second,
 		TLSHandshakeTimeout:    10 * time.Second,
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 64 << 10,

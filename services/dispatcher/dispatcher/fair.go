@@ -203,13 +203,15 @@ func (f *fair) uncharge(l *lane, cost int64) {
 
 // prune forgets lanes idle since before cutoff (their limiter state with
 // them) and tenants left with none: endpoints deleted or gone quiet cost
-// nothing.
-func (f *fair) prune(cutoff time.Time) {
+// nothing. It returns the endpoint ids it forgot.
+func (f *fair) prune(cutoff time.Time) []string {
+	var gone []string
 	for id, l := range f.lanes {
 		if l.working || l.inRing || l.heapIdx >= 0 || l.idleSince.After(cutoff) {
 			continue
 		}
 		delete(f.lanes, id)
+		gone = append(gone, id)
 	}
 	inUse := map[*tenant]bool{}
 	for _, l := range f.lanes {
@@ -220,6 +222,7 @@ func (f *fair) prune(cutoff time.Time) {
 			delete(f.tenants, id)
 		}
 	}
+	return gone
 }
 
 // fifo is a first-in first-out queue.

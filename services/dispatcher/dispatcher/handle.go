@@ -11,7 +11,6 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/backoff"
 	hkafka "github.com/hookline/hookline/platform/kafka"
-	"github.com/hookline/hookline/platform/sign"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
@@ -221,7 +220,7 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 	attrs := annotate(ctx, d)
 	id := ep.GetEndpoint().GetId()
 	now := s.now()
-	signer, err := sign.NewSigner(activeSecrets(ep, now)...)
+	signer, err := s.signers.get(ep, now)
 	if err != nil {
 		panic(fmt.Sprintf("endpoint %s has no usable secret: %v", id, err))
 	}

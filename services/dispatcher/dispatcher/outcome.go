@@ -41,15 +41,19 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 		res.Error = ar.Err.Error()
 	}
 	key := d.GetEndpointId()
-	log := s.log.With("delivery_id", d.GetDeliveryId(), "event_id", d.GetEventId(), "endpoint_id", key, "attempt", d.GetAttempt(), "status", ar.StatusCode, "class", ar.Class.String())
-
 	notices := s.health(ctx, ep, d.GetDeliveryId(), ar)
-	switch {
-	case ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS:
+	if ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED
 		s.finished(ctx, res.State)
-		log.DebugContext(ctx, "delivered", "latency", ar.Latency)
+		if s.log.Enabled(ctx, slog.LevelDebug) {
+			s.deliveryLog(d, ar).DebugContext(ctx, "delivered", "latency", ar.Latency)
+		}
 		return append(s.resultRecords(rctx, res), notices...)
+	}
+	// Only failures are logged: the logger is built off the success path,
+	// where it was a fifth of the dispatcher's allocations.
+	log := s.deliveryLog(d, ar)
+	switch {
 	case !classify.Retryable(ar.Class):
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 		res.Reason = "permanent failure"
@@ -99,6 +103,12 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 		retryRec[0].Headers = append(retryRec[0].Headers, kgo.RecordHeader{Key: headerLastAttempt, Value: []byte(traceparent(ar.SpanContext))})
 	}
 	return append(append(s.resultRecords(rctx, res), retryRec...), notices...)
+}
+
+// deliveryLog is the logger of one attempt's outcome.
+func (s *Service) deliveryLog(d *hooklinev1.Delivery, ar attempt.Result) *slog.Logger {
+	return s.log.With("delivery_id", d.GetDeliveryId(), "event_id", d.GetEventId(), "endpoint_id", d.GetEndpointId(),
+		"attempt", d.GetAttempt(), "status", ar.StatusCode, "class", ar.Class.String())
 }
 
 // health updates the endpoint's failure streak with this attempt and
@@ -242,17 +252,4 @@ func (s *Service) maxAge(ep *hooklinev1.EndpointRecord) time.Duration {
 		return d.AsDuration()
 	}
 	return s.cfg.MaxAge
-}
-
-// activeSecrets returns the endpoint's secrets that still sign at now:
-// the current one and any rotated-out one inside its grace period.
-func activeSecrets(ep *hooklinev1.EndpointRecord, now time.Time) []string {
-	out := make([]string, 0, len(ep.GetSecrets()))
-	for _, sec := range ep.GetSecrets() {
-		if exp := sec.GetExpiresAt(); exp != nil && !exp.AsTime().After(now) {
-			continue
-		}
-		out = append(out, sec.GetSecret())
-	}
-	return out
 }

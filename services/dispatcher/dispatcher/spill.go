@@ -53,7 +53,7 @@ func (e *engine) relieve(now time.Time) {
 	}
 	if now.Sub(e.lastPrune) >= laneIdleFor {
 		e.lastPrune = now
-		e.f.prune(now.Add(-laneIdleFor))
+		e.s.signers.forget(e.f.prune(now.Add(-laneIdleFor)))
 	}
 }
 
