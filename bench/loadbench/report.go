@@ -18,8 +18,7 @@ type report struct {
 	header  []string
 	rows    [][4]string // scenario, measure, value, ratio
 	pending string      // scenario title for the next row
-	notes   []string
-	extra   []string // sections after the table
+	extra   []string    // sections after the table
 }
 
 // newReport describes the machine and the run.
@@ -39,6 +38,8 @@ func newReport(cfg config, mode string) *report {
 		fmt.Sprintf("- run: %s; warm-up %s, measuring window %s; payload 512-byte JSON; everything on 127.0.0.1; receiver, load and Hookline share the cores",
 			time.Now().UTC().Format("2006-01-02 15:04 UTC"), cfg.Warmup, cfg.Window),
 	}
+	r.header = append(r.header, "- load average (1/5/15 min) at start: "+loadAvg()+
+		" — other work on the machine takes cores from the measurement; check it is near 0")
 	if cfg.Quick {
 		r.header = append(r.header, "- **quick smoke run**: durations and counts shortened, numbers are not comparable")
 	}
@@ -54,12 +55,12 @@ func (r *report) add(measure, value, ratio string) {
 	r.pending = ""
 }
 
-// appendix adds a section with a preformatted body after the notes.
+// appendix adds a section with a preformatted body after the table.
 func (r *report) appendix(title, body string) {
 	r.extra = append(r.extra, fmt.Sprintf("### %s\n\n```\n%s\n```\n", title, strings.TrimRight(body, "\n")))
 }
 
-// markdown renders the header, the table and the notes.
+// markdown renders the header, the table and the appendices.
 func (r *report) markdown() string {
 	var b strings.Builder
 	b.WriteString("## Hookline load benchmark\n\n")
@@ -74,16 +75,24 @@ func (r *report) markdown() string {
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
-	if len(r.notes) > 0 {
-		b.WriteString("\n")
-		for _, n := range r.notes {
-			b.WriteString("- " + n + "\n")
-		}
-	}
+	b.WriteString("\nload average at end: " + loadAvg() + "\n")
 	for _, e := range r.extra {
 		b.WriteString("\n" + e)
 	}
 	return b.String()
+}
+
+// loadAvg reads the 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " / ")
 }
 
 // cpuModel reads the first "model name" of /proc/cpuinfo.
