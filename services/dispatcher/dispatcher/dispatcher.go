@@ -105,11 +105,6 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.MaxInFlight < 1 || cfg.MaxInFlightCeiling < 1 || cfg.RateLimit < 0 || cfg.RateLimitCeiling <= 0 {
 		return nil, errors.New("dispatcher: --max-in-flight and --max-in-flight-ceiling must be at least 1, --rate-limit at least 0, --rate-limit-ceiling above 0")
 	}
-	if cfg.MaxHold <= 0 || (cfg.Kafka.Retention > 0 && cfg.MaxHold >= cfg.Kafka.Retention) {
-		// A hold longer than retention could outlive the records the
-		// delivery's history and resend are read from.
-		return nil, fmt.Errorf("dispatcher: --max-hold (%v) must be above 0 and below --topic-retention (%v)", cfg.MaxHold, cfg.Kafka.Retention)
-	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
 	s := &Service{
