@@ -49,8 +49,9 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		return nil
 	})
 	go func() {
+		began := time.Now()
 		committed, perr, err := hkafka.Transact(tctx, sess, outs, nil)
-		e.in.post(msg{kind: msgCommitted, committed: committed, produceErr: perr, err: err, records: len(outs)})
+		e.in.post(msg{kind: msgCommitted, committed: committed, produceErr: perr, err: err, records: len(outs), took: time.Since(began)})
 	}()
 }
 
@@ -59,6 +60,8 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 // over from there; a failed session ends the loop.
 func (e *engine) committed(m *msg, now time.Time) error {
 	e.committing = false
+	e.lastCommit = now
+	e.s.log.Debug("commit ended", "records", m.records, "took", m.took, "committed", m.committed)
 	if m.err != nil {
 		return fmt.Errorf("dispatcher: %w", m.err)
 	}

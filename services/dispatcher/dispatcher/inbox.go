@@ -27,11 +27,13 @@ type msg struct {
 	latency time.Duration
 
 	// A commit's end: whether it committed, the produce error that
-	// aborted it, a failure of the session itself, records written.
+	// aborted it, a failure of the session itself, records written, and
+	// how long the transaction took.
 	committed  bool
 	produceErr error
 	err        error
 	records    int
+	took       time.Duration
 }
 
 // inbox carries messages to the loop goroutine and wakes it: a poll in

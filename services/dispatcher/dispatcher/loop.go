@@ -37,7 +37,10 @@ type engine struct {
 	outstanding int
 	// committing is set while a commit's transaction runs: no poll and
 	// no second commit meanwhile.
-	committing  bool
+	committing bool
+	// lastCommit is when the last commit ended: the next starts at least
+	// CommitInterval later, so the loop polls between commits even when
+	// a commit takes longer than the interval.
 	lastCommit  time.Time
 	lastRelieve time.Time
 	lastPrune   time.Time
@@ -86,7 +89,9 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 		}
 		if !e.committing && e.w.done > 0 && (stopping || now.Sub(e.lastCommit) >= s.cfg.CommitInterval) {
 			e.commit(ctx, sess, now)
-			e.lastCommit = now
+			if !e.committing {
+				e.lastCommit = now // nothing to write: no transaction
+			}
 		}
 		if stopping {
 			if e.outstanding == 0 {
