@@ -59,6 +59,7 @@ type Follower struct {
 	pos      map[string]map[int32]int64 // topic → partition → next offset
 	advanced chan struct{}              // closed and replaced when pos moves
 	ids      map[string][16]byte        // topic IDs, for probe fetches
+	parts    map[string]partitionList   // partitions, for lastStable
 
 	// Set by Run before admReady is closed: the consumer, and the client
 	// that waits list offsets and probe with.
@@ -78,6 +79,7 @@ func NewFollower(apply func(*kgo.Record), topics ...string) *Follower {
 		probeAfter:  defaultProbeAfter,
 		pos:         map[string]map[int32]int64{},
 		ids:         map[string][16]byte{},
+		parts:       map[string]partitionList{},
 		advanced:    make(chan struct{}),
 		admReady:    make(chan struct{}),
 	}
@@ -162,23 +164,127 @@ func (f *Follower) Sync(ctx context.Context, topic string) error {
 	if err := f.started(ctx); err != nil {
 		return f.failed("sync "+topic, ctx, err)
 	}
+	targets, err := f.lastStable(ctx, topic)
+	if err != nil {
+		return f.failed("sync "+topic, ctx, err)
+	}
+	if err := f.waitFor(ctx, topic, targets); err != nil {
+		return f.failed("sync "+topic, ctx, err)
+	}
+	return nil
+}
+
+// lastStable returns the last stable offset of each non-empty partition
+// of topic: one ListOffsets round trip to the leaders, for the
+// partitions listed by the last metadata look-up (at most
+// partitionsMaxAge old). Sync is on every publish's path (the endpoints
+// barrier), and kadm's ListCommittedOffsets asks for metadata first, a
+// second round trip each time. Hookline never adds partitions to a topic
+// (the endpoints and idempotency views order a key's records within its
+// partition); a partition an operator adds anyway is seen within
+// partitionsMaxAge. A failed fast path falls back to kadm.
+func (f *Follower) lastStable(ctx context.Context, topic string) (map[int32]int64, error) {
+	targets := map[int32]int64{}
+	parts, err := f.partitions(ctx, topic)
+	if err == nil {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		req.IsolationLevel = 1 // read_committed: the last stable offset
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		for _, p := range parts {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition = p
+			rp.CurrentLeaderEpoch = -1
+			rp.Timestamp = -1 // the end
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		var seen int
+		seen, err = collectOffsets(f.wcl.RequestSharded(ctx, req), topic, targets)
+		if err == nil && seen == len(parts) {
+			return targets, nil
+		}
+		f.mu.Lock()
+		delete(f.parts, topic) // look the partitions up again next time
+		f.mu.Unlock()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
 	ends, err := f.adm.ListCommittedOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return f.failed("sync "+topic, ctx, err)
+		return nil, err
 	}
-	targets := map[int32]int64{}
+	clear(targets)
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Offset > 0 {
 			targets[o.Partition] = o.Offset
 		}
 	})
-	if err := f.waitFor(ctx, topic, targets); err != nil {
-		return f.failed("sync "+topic, ctx, err)
+	return targets, nil
+}
+
+// collectOffsets puts each partition's offset above 0 from shards into
+// targets and counts the partitions answered; any error ends it.
+func collectOffsets(shards []kgo.ResponseShard, topic string, targets map[int32]int64) (int, error) {
+	seen := 0
+	for _, sh := range shards {
+		if sh.Err != nil {
+			return seen, sh.Err
+		}
+		for _, t := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return seen, err
+				}
+				if t.Topic != topic {
+					continue
+				}
+				seen++
+				if p.Offset > 0 {
+					targets[p.Partition] = p.Offset
+				}
+			}
+		}
 	}
-	return nil
+	return seen, nil
+}
+
+// partitionsMaxAge is how old the partition list lastStable uses may be.
+const partitionsMaxAge = time.Minute
+
+type partitionList struct {
+	ids    []int32
+	listed time.Time
+}
+
+// partitions returns topic's partitions as listed at most
+// partitionsMaxAge ago, and remembers the topic's id for probes.
+func (f *Follower) partitions(ctx context.Context, topic string) ([]int32, error) {
+	f.mu.Lock()
+	pl, ok := f.parts[topic]
+	f.mu.Unlock()
+	if ok && time.Since(pl.listed) < partitionsMaxAge {
+		return pl.ids, nil
+	}
+	ts, err := f.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("partitions of %s: %w", topic, err)
+	}
+	d, ok := ts[topic]
+	if !ok || d.Err != nil || len(d.Partitions) == 0 {
+		return nil, fmt.Errorf("partitions of %s: %v", topic, d.Err)
+	}
+	ids := d.Partitions.Numbers()
+	f.mu.Lock()
+	f.parts[topic] = partitionList{ids: ids, listed: time.Now()}
+	f.ids[topic] = d.ID
+	f.mu.Unlock()
+	return ids, nil
 }
 
 // WaitPast waits until the record at offset of topic/partition has been
