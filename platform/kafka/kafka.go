@@ -38,6 +38,9 @@ type Config struct {
 	Retention         time.Duration `flag:"topic-retention" env:"HOOKLINE_TOPIC_RETENTION" default:"168h" usage:"retention of the deliveries, retries and results topics"`
 	HoldRetention     time.Duration `flag:"topic-hold-retention" env:"HOOKLINE_TOPIC_HOLD_RETENTION" default:"720h" usage:"retention of the dead-letter topic"`
 
+	ProducerLinger time.Duration `flag:"kafka-linger" env:"HOOKLINE_KAFKA_LINGER" default:"0s" usage:"how long a producer waits for more records before sending a partition's batch; 0 sends at once, and records that arrive while requests are in flight (up to 5 per broker) share the next batch"`
+	Compression    string        `flag:"kafka-compression" env:"HOOKLINE_KAFKA_COMPRESSION" default:"none" usage:"compression of produced batches: none, snappy, lz4, zstd or gzip"`
+
 	// ClientOpts are appended to every client's options; embedding
 	// programs and tests set them (a custom dialer, a logger). Not a flag.
 	ClientOpts []kgo.Opt
@@ -69,6 +72,36 @@ func (c Config) Opts() ([]kgo.Opt, error) {
 		return nil, fmt.Errorf("kafka: unknown SASL mechanism %q; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.SASLMechanism)
 	}
 	return append(opts, c.ClientOpts...), nil
+}
+
+// ProducerOpts returns the batching options of Hookline's producers:
+// ProducerLinger and Compression. Measured with the embedded broker
+// (BENCHMARKS.md, "ingest profile"): a linger only adds its own length to
+// every publish, since records that arrive while requests are in flight
+// are batched anyway; compression costs CPU in the producer and in every
+// reader and saves nothing on loopback. Over a network to a real
+// cluster, lz4 or zstd with a linger of a few milliseconds trades that
+// CPU and latency for bytes.
+func (c Config) ProducerOpts() ([]kgo.Opt, error) {
+	if c.ProducerLinger < 0 || c.ProducerLinger > time.Minute {
+		return nil, fmt.Errorf("kafka: --kafka-linger %s: want 0 to 1m", c.ProducerLinger)
+	}
+	var codec kgo.CompressionCodec
+	switch strings.ToLower(c.Compression) {
+	case "", "none":
+		codec = kgo.NoCompression()
+	case "snappy":
+		codec = kgo.SnappyCompression()
+	case "lz4":
+		codec = kgo.Lz4Compression()
+	case "zstd":
+		codec = kgo.ZstdCompression()
+	case "gzip":
+		codec = kgo.GzipCompression()
+	default:
+		return nil, fmt.Errorf("kafka: unknown --kafka-compression %q; use none, snappy, lz4, zstd or gzip", c.Compression)
+	}
+	return []kgo.Opt{kgo.ProducerLinger(c.ProducerLinger), kgo.ProducerBatchCompression(codec)}, nil
 }
 
 func (c Config) tlsConfig() (*tls.Config, error) {

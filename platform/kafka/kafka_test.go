@@ -67,3 +67,29 @@ func TestOptsRejectsBadSettings(t *testing.T) {
 		})
 	}
 }
+
+func TestProducerOptsAcceptsEachCodecAndRejectsOthers(t *testing.T) {
+	tests := []struct {
+		give    Config
+		wantErr string
+	}{
+		{give: Config{}},
+		{give: Config{Compression: "none"}},
+		{give: Config{Compression: "snappy", ProducerLinger: 5 * time.Millisecond}},
+		{give: Config{Compression: "LZ4"}},
+		{give: Config{Compression: "zstd"}},
+		{give: Config{Compression: "gzip"}},
+		{give: Config{Compression: "brotli"}, wantErr: "unknown --kafka-compression"},
+		{give: Config{ProducerLinger: -time.Millisecond}, wantErr: "--kafka-linger"},
+		{give: Config{ProducerLinger: 2 * time.Minute}, wantErr: "--kafka-linger"},
+	}
+	for _, tt := range tests {
+		opts, err := tt.give.ProducerOpts()
+		switch {
+		case tt.wantErr == "" && (err != nil || len(opts) != 2):
+			t.Errorf("ProducerOpts(%q, %s) = %d opts, %v; want 2, nil", tt.give.Compression, tt.give.ProducerLinger, len(opts), err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("ProducerOpts(%q, %s): %v, want an error mentioning %q", tt.give.Compression, tt.give.ProducerLinger, err, tt.wantErr)
+		}
+	}
+}

@@ -124,6 +124,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.IdempotencyTTL <= 0 {
 		return nil, errors.New("ingest: --idempotency-ttl must be positive")
 	}
+	if _, err := cfg.Kafka.ProducerOpts(); err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
 	s := &Service{
 		cfg:    cfg,
 		log:    slog.Default(),
@@ -165,6 +168,11 @@ func (s *Service) Run(ctx context.Context) error {
 	// record, child of the caller's RPC span, its traceparent in the
 	// record's headers.
 	opts = append(opts, telemetry.KafkaProducerTracing(s.tp)...)
+	popts, err := s.cfg.Kafka.ProducerOpts()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, popts...)
 	cl, err := kgo.NewClient(append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(s.cfg.PublishTimeout),
