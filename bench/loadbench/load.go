@@ -40,11 +40,11 @@ loop:
 			case <-ctx.Done():
 				break loop
 			}
-			due := dueOf(i)
+			n, due := i, dueOf(i) // i moves on before the call starts
 			run.slip = max(run.slip, time.Since(due))
 			wg.Go(func() {
 				defer func() { <-sem }()
-				fn(ctx, i, due)
+				fn(ctx, n, due)
 			})
 		}
 		select {

@@ -54,9 +54,16 @@ func runBacklog(ctx context.Context, b *bench) error {
 				other = append(other, i)
 			}
 		}
-		same = same[:min(len(same), 5)]
-		shared = len(same)
-		healthy := append(same, other[:9-len(same)]...)
+		// Up to 5 on the hot partition, the rest elsewhere (or, with few
+		// partitions, wherever there are endpoints left).
+		k := min(len(same), 5)
+		healthy := append(append(append([]int{}, same[:k]...), other...), same[k:]...)[:9]
+		shared = 0
+		for _, i := range healthy {
+			if partitionOf(ids[i], parts) == hotPart {
+				shared++
+			}
+		}
 
 		log := newPublishLog()
 		hctx, stopHealthy := context.WithCancel(ctx)
