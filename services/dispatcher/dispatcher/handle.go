@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -283,8 +284,14 @@ func (s *Service) workerFault(ctx context.Context, r *kgo.Record, why string) *k
 	var headers []kgo.RecordHeader
 	for _, h := range r.Headers {
 		if h.Key == headerFaults {
-			n, _ := strconv.Atoi(string(h.Value))
-			faults = n + 1
+			// The header comes from Kafka, not only from this code: a
+			// negative or huge count would never reach MaxFaults (or
+			// overflow past it) and loop the record for ever.
+			n, err := strconv.Atoi(string(h.Value))
+			if err != nil || n < 0 {
+				n = 0
+			}
+			faults = min(n, math.MaxInt32) + 1
 			continue
 		}
 		headers = append(headers, h)
