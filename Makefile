@@ -77,7 +77,7 @@ lint: $(TOOLS)/buf $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (per m
 ## ---- tests -------------------------------------------------------------
 
 .PHONY: test
-test: gen-check lint test-unit test-real test-jaeger ## everything CI runs: gen check, lint, unit + kfake tier, real Kafka tier, traces in Jaeger
+test: gen-check lint test-unit test-fuzz test-real test-jaeger ## everything CI runs: gen check, lint, unit + kfake tier, fuzz smoke, real Kafka tier, traces in Jaeger
 
 .PHONY: test-unit
 test-unit: ## unit tests and the integration suite on kfake, with -race
@@ -97,6 +97,36 @@ test-real: ## the integration suite on Apache Kafka 4.4 (started and stopped her
 	  echo "real Kafka 4.4 tier: $$(grep -cE '^ *--- PASS' $(TEST_LOG)/real-kafka.log) tests passed, $$(grep -cE '^ *--- FAIL' $(TEST_LOG)/real-kafka.log) failed (log: $(TEST_LOG)/real-kafka.log)"; \
 	  if [ $$rc -ne 0 ]; then tail -n 80 $(TEST_LOG)/real-kafka.log; fi; \
 	  exit $$rc
+
+# Fuzz targets for every parser and decoder that takes outside bytes, as
+# <module dir>:<package>:<target>. Their corpora are committed under each
+# package's testdata/fuzz/<target>/ and replayed by plain go test too.
+FUZZ_TARGETS := \
+  services/dispatcher:./retryafter:FuzzParse \
+  services/dispatcher:./retryafter:FuzzParseDeltaSeconds \
+  services/dispatcher:./retryafter:FuzzParseHTTPDate \
+  services/dispatcher:./dispatcher:FuzzPoisonDelivery \
+  services/ingest:./ingest:FuzzValidateURL \
+  platform:./sign:FuzzVerifyNeverPanics \
+  platform:./sign:FuzzSignVerifyRoundTrip \
+  platform:./sign:FuzzParseSecret \
+  platform:./netguard:FuzzControl \
+  platform:./netguard:FuzzCheckIPv4Forms \
+  platform:./netguard:FuzzCheckHost \
+  platform:./filter:FuzzMatch \
+  platform:./kafka:FuzzDecodeRecords
+FUZZTIME ?= 10s
+FUZZ_SMOKE_TIME := 5s
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 10s; e.g. make fuzz FUZZTIME=5m)
+	@for t in $(FUZZ_TARGETS); do IFS=: read -r mod pkg name <<<"$$t"; \
+	  echo "fuzz $$mod $$pkg $$name ($(FUZZTIME))"; \
+	  (cd $$mod && go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg) || exit 1; done
+
+.PHONY: test-fuzz
+test-fuzz: ## every fuzz target for 5 s each (part of make test)
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SMOKE_TIME)
 
 # Ports of the Jaeger test-jaeger starts, away from a developer's own.
 JAEGER_TEST_ENV := HOOKLINE_JAEGER_OTLP_GRPC_PORT=24317 HOOKLINE_JAEGER_OTLP_HTTP_PORT=24318 \
