@@ -213,7 +213,13 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 	}
 	defer lag.Close()
 	e.lag = lag
-	sess, err := kgo.NewGroupTransactSession(append(opts,
+	// Compression and linger as ingest's producer (--kafka-compression:
+	// none by default; a commit flushes, so linger does not delay it).
+	popts, err := s.cfg.Kafka.ProducerOpts()
+	if err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
+	}
+	sess, err := kgo.NewGroupTransactSession(append(append(opts, popts...),
 		kgo.TransactionalID(s.cfg.TransactionalID),
 		kgo.TransactionTimeout(s.cfg.TxnTimeout),
 		kgo.ConsumerGroup(s.cfg.Group),

@@ -1,0 +1,161 @@
+package dispatcher
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/sign"
+	"github.com/hookline/hookline/platform/telemetry"
+	"github.com/twmb/franz-go/pkg/kgo"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+)
+
+// testEngine is an engine with no Kafka session: records are placed by
+// hand, as a poll would.
+func testEngine(t *testing.T, s *Service) *engine {
+	t.Helper()
+	e := s.newEngine()
+	lag, err := telemetry.NewLag(metricnoop.NewMeterProvider(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.lag = lag
+	t.Cleanup(e.cancelWork)
+	return e
+}
+
+// poll places n deliveries for ep_1 on partition p at offsets from..., as
+// a poll would.
+func (e *engine) pollN(t *testing.T, p int32, from int64, n int) {
+	t.Helper()
+	now := e.s.now()
+	for i := range n {
+		d := &hooklinev1.Delivery{DeliveryId: "dlv", EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b", Payload: []byte(`{}`), Attempt: 1}
+		r, err := hkafka.Record(e.s.topics.Deliveries, "ep_1", d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Partition, r.Offset = p, from+int64(i)
+		if en := e.w.add(r, now, e.work); en != nil {
+			e.place(en, now)
+		}
+	}
+}
+
+// waitMsgs collects the inbox until n goroutines have reported or the
+// test's deadline passes.
+func (e *engine) waitOutstanding(t *testing.T, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for e.outstanding > n {
+		select {
+		case <-e.in.signal:
+		case <-ctx.Done():
+			t.Fatalf("%d goroutines still out, want %d", e.outstanding, n)
+		}
+		if err := e.collect(e.s.now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRevokedPartitionDropsItsWaitingDeliveriesAndCancelsItsAttempts: on
+// revocation the partition's waiting deliveries leave their lane at once
+// and its attempts in flight are cancelled, their outputs discarded and
+// their cap slots given back.
+func TestRevokedPartitionDropsItsWaitingDeliveriesAndCancelsItsAttempts(t *testing.T) {
+	arrived := make(chan struct{}, 16)
+	cancelled := make(chan struct{}, 16)
+	rx := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		// Read the body: only then does the server notice the client
+		// going away.
+		_, _ = io.Copy(io.Discard, r.Body)
+		arrived <- struct{}{}
+		<-r.Context().Done() // hangs until the dispatcher gives up on it
+		cancelled <- struct{}{}
+	}))
+	defer rx.Close()
+	s := newTestService(t)
+	ep := endpoint(rx.URL, sign.GenerateSecret())
+	ep.Endpoint.MaxInFlight = 2
+	s.store.Put(ep)
+	e := testEngine(t, s)
+
+	e.pollN(t, 0, 0, 10)
+	e.pump(s.now())
+	l := e.f.lanes["ep_1"]
+	if l.inFlight != 2 || l.queued != 8 {
+		t.Fatalf("in flight %d, waiting %d; want the cap (2) in flight and 8 waiting", l.inFlight, l.queued)
+	}
+	for range 2 {
+		<-arrived
+	}
+
+	e.dropped(map[string][]int32{s.topics.Deliveries: {0}})
+	for range 2 {
+		select {
+		case <-cancelled:
+		case <-time.After(5 * time.Second):
+			t.Fatal("an attempt of the revoked partition was not cancelled")
+		}
+	}
+	e.sweep(s.now())
+	if l.queued != 0 {
+		t.Fatalf("%d deliveries still wait for a revoked partition", l.queued)
+	}
+	e.waitOutstanding(t, 0)
+	if l.inFlight != 0 || e.f.used != 0 {
+		t.Fatalf("after the cancelled attempts reported: %d in flight, %d bytes of attempt memory used", l.inFlight, e.f.used)
+	}
+	if e.w.records != 0 || e.w.bytes != 0 || len(e.w.parts) != 0 {
+		t.Fatalf("window still holds %d records (%d bytes) in %d partitions", e.w.records, e.w.bytes, len(e.w.parts))
+	}
+	if e.w.done != 0 {
+		t.Fatalf("%d outputs of a revoked partition kept for commit", e.w.done)
+	}
+}
+
+// TestWatermarkStopsAtTheOldestUnfinishedDelivery: outputs of deliveries
+// finished above one still waiting are kept, not committed, and the
+// commit offset is the waiting one's.
+func TestWatermarkStopsAtTheOldestUnfinishedDelivery(t *testing.T) {
+	w := newWindow(100, 1<<20)
+	now := time.Now()
+	var es []*entry
+	for i := range 5 {
+		es = append(es, w.add(&kgo.Record{Topic: "d", Partition: 0, Offset: int64(10 + i), Value: []byte("x")}, now, context.Background()))
+	}
+	out := []*kgo.Record{{Topic: "results"}}
+	w.finish(es[0], out)
+	w.finish(es[1], out)
+	w.finish(es[3], out)
+	pw := es[0].part
+	outs, mark, moved := w.popDone(pw, now, nil)
+	if len(outs) != 2 || mark != 12 || !moved {
+		t.Fatalf("popped %d outputs, watermark %d (moved %v); want 2 and 12", len(outs), mark, moved)
+	}
+	outs, mark, moved = w.popDone(pw, now, nil)
+	if len(outs) != 0 || mark != 12 || moved {
+		t.Fatalf("second pop: %d outputs, watermark %d (moved %v); want nothing, 12", len(outs), mark, moved)
+	}
+	w.finish(es[2], out)
+	w.finish(es[4], out)
+	if outs, mark, _ = w.popDone(pw, now, nil); len(outs) != 3 || mark != 15 {
+		t.Fatalf("after the head finished: %d outputs, watermark %d; want 3, 15", len(outs), mark)
+	}
+	if w.records != 0 {
+		t.Fatalf("window holds %d records after all were committed", w.records)
+	}
+	// A record polled again (the fetch position did not move back) is
+	// not a second entry.
+	if w.add(&kgo.Record{Topic: "d", Partition: 0, Offset: 13}, now, context.Background()) != nil {
+		t.Fatal("a record below the partition's next offset was added again")
+	}
+}
