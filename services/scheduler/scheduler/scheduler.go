@@ -223,7 +223,13 @@ func (s *Service) consumed() []string {
 
 // newSession returns the scheduler's transactional group session.
 func (s *Service) newSession(opts []kgo.Opt, lag *telemetry.Lag) (*kgo.GroupTransactSession, error) {
-	sess, err := kgo.NewGroupTransactSession(append(opts,
+	// Compression as every producer's (--kafka-compression, none by
+	// default); a hop flushes, so linger does not delay it.
+	popts, err := s.cfg.Kafka.ProducerOpts()
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	sess, err := kgo.NewGroupTransactSession(append(append(opts, popts...),
 		kgo.TransactionalID(s.cfg.TransactionalID),
 		kgo.TransactionTimeout(s.cfg.TxnTimeout),
 		kgo.ConsumerGroup(s.cfg.Group),
