@@ -285,6 +285,15 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		s.log.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
+	// One line per call that failed; a successful call only at debug: at
+	// thousands of publishes a second an access line each was a cost
+	// every caller paid.
+	levels := logging.WithLevels(func(c codes.Code) logging.Level {
+		if c == codes.OK {
+			return logging.LevelDebug
+		}
+		return logging.DefaultServerCodeToLevel(c)
+	})
 	onPanic := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		s.log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
@@ -302,12 +311,12 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 		)),
 		grpc.MaxRecvMsgSize(s.cfg.MaxPayloadBytes+1<<20),
 		grpc.ChainUnaryInterceptor(
-			logging.UnaryServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall)),
+			logging.UnaryServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall), levels),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.keys.AuthFunc), needsAuth),
 			recovery.UnaryServerInterceptor(onPanic),
 		),
 		grpc.ChainStreamInterceptor(
-			logging.StreamServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall)),
+			logging.StreamServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall), levels),
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.keys.AuthFunc), needsAuth),
 			recovery.StreamServerInterceptor(onPanic),
 		),
