@@ -363,7 +363,13 @@ type Delivery struct {
 	// Idempotency key the producer published with, if any.
 	IdempotencyKey string `protobuf:"bytes,13,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Time this delivery spent paused; extends give_up_at on release.
-	PausedFor     *durationpb.Duration `protobuf:"bytes,14,opt,name=paused_for,json=pausedFor,proto3" json:"paused_for,omitempty"`
+	PausedFor *durationpb.Duration `protobuf:"bytes,14,opt,name=paused_for,json=pausedFor,proto3" json:"paused_for,omitempty"`
+	// When the delivery's current hold began: set by the dispatcher when it
+	// holds the delivery without an attempt (paused endpoint, outage mode,
+	// spilled backlog) and kept while the hold goes on; meaningful only on a
+	// record of kind DEFERRED (any other kind starts afresh). A hold longer
+	// than the dispatcher's --max-hold ends the delivery EXPIRED.
+	HeldSince     *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=held_since,json=heldSince,proto3" json:"held_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -492,6 +498,13 @@ func (x *Delivery) GetIdempotencyKey() string {
 func (x *Delivery) GetPausedFor() *durationpb.Duration {
 	if x != nil {
 		return x.PausedFor
+	}
+	return nil
+}
+
+func (x *Delivery) GetHeldSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HeldSince
 	}
 	return nil
 }
@@ -1114,7 +1127,7 @@ var File_hookline_v1_records_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x19hookline/v1/records.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahookline/v1/endpoint.proto\x1a\x17hookline/v1/event.proto\"\xd7\x04\n" +
+	"\x19hookline/v1/records.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahookline/v1/endpoint.proto\x1a\x17hookline/v1/event.proto\"\x92\x05\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1136,7 +1149,9 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x04kind\x18\f \x01(\x0e2\x19.hookline.v1.DeliveryKindR\x04kind\x12'\n" +
 	"\x0fidempotency_key\x18\r \x01(\tR\x0eidempotencyKey\x128\n" +
 	"\n" +
-	"paused_for\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\tpausedFor\"\x99\x05\n" +
+	"paused_for\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\tpausedFor\x129\n" +
+	"\n" +
+	"held_since\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\theldSince\"\x99\x05\n" +
 	"\rAttemptResult\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1279,29 +1294,30 @@ var file_hookline_v1_records_proto_depIdxs = []int32{
 	12, // 3: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
 	0,  // 4: hookline.v1.Delivery.kind:type_name -> hookline.v1.DeliveryKind
 	13, // 5: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
-	1,  // 6: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
-	13, // 7: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
-	12, // 8: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
-	2,  // 9: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
-	12, // 10: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
-	5,  // 11: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
-	6,  // 12: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
-	12, // 13: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	14, // 14: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
-	9,  // 15: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
-	12, // 16: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
-	12, // 17: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 18: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
-	12, // 19: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	4,  // 20: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
-	15, // 21: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
-	12, // 22: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
-	12, // 23: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	12, // 6: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
+	1,  // 7: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
+	13, // 8: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
+	12, // 9: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
+	2,  // 10: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
+	12, // 11: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
+	5,  // 12: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
+	6,  // 13: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
+	12, // 14: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	14, // 15: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
+	9,  // 16: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
+	12, // 17: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
+	12, // 18: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 19: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
+	12, // 20: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	4,  // 21: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
+	15, // 22: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
+	12, // 23: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
+	12, // 24: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }
