@@ -397,6 +397,69 @@ func (s *Store) Write(ctx context.Context, r *kgo.Record, produce func(context.C
 	}
 }
 
+// Tracked is a write of the endpoints topic that its writer makes itself
+// (inside a Kafka transaction, say) and whose outcome the view records;
+// see Track.
+type Tracked struct {
+	s  *Store
+	id string
+}
+
+// Track tags r, an endpoints record the caller will write itself, so
+// that the view records whether it wins. Once r is written (its Partition
+// and Offset set), Outcome says how it fared; if it will never be
+// written (its transaction aborted), call Forget. Safe for concurrent
+// use.
+func (s *Store) Track(r *kgo.Record) *Tracked {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	t := &Tracked{s: s, id: hex.EncodeToString(b[:])}
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: writeHeader, Value: []byte(t.id)})
+	s.mu.Lock()
+	s.watches[t.id] = Pending
+	s.mu.Unlock()
+	return t
+}
+
+// ID is the write id Track put in the record's headers.
+func (t *Tracked) ID() string { return t.id }
+
+// TrackedID returns the write id Track put in r's headers, or "".
+func TrackedID(r *kgo.Record) string {
+	for _, h := range r.Headers {
+		if h.Key == writeHeader {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// Outcome waits until the view has read r, written at r.Partition and
+// r.Offset, and reports whether it won (Won), lost to a concurrent
+// change (Lost), or was passed without being applied (Pending: an
+// aborted or undecodable record). The tracking ends either way.
+func (t *Tracked) Outcome(ctx context.Context, r *kgo.Record) (Outcome, error) {
+	defer t.Forget()
+	select {
+	case <-t.s.followReady:
+	case <-ctx.Done():
+		return Pending, ctx.Err()
+	}
+	if err := t.s.follow.WaitPast(ctx, r.Topic, r.Partition, r.Offset); err != nil {
+		return Pending, fmt.Errorf("%w: %w", ErrUnconfirmed, err)
+	}
+	t.s.mu.RLock()
+	defer t.s.mu.RUnlock()
+	return t.s.watches[t.id], nil
+}
+
+// Forget ends the tracking without waiting.
+func (t *Tracked) Forget() {
+	t.s.mu.Lock()
+	delete(t.s.watches, t.id)
+	t.s.mu.Unlock()
+}
+
 // settle re-asserts id's current state while its last record read is a
 // loser, a few times at most (each loss means a newer change won).
 func (s *Store) settle(ctx context.Context, id string, produce func(context.Context, *kgo.Record) error) error {
