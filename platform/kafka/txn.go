@@ -18,16 +18,27 @@ import (
 // which) or by a rebalance; the session has then rewound to its committed
 // offsets. err is a failure of the session itself.
 func Transact(ctx context.Context, sess *kgo.GroupTransactSession, recs []*kgo.Record, beforeEnd func()) (committed bool, produceErr error, err error) {
+	return TransactEach(ctx, sess, recs, beforeEnd, nil)
+}
+
+// TransactEach is Transact that also calls failed, if set, with each
+// record that was not written and its error (from the producer's
+// goroutines, one call at a time), so that a caller can tell which
+// records a broker refused.
+func TransactEach(ctx context.Context, sess *kgo.GroupTransactSession, recs []*kgo.Record, beforeEnd func(), failed func(*kgo.Record, error)) (committed bool, produceErr error, err error) {
 	if err := sess.Begin(); err != nil {
 		return false, nil, fmt.Errorf("begin transaction: %w", err)
 	}
 	ctx = context.WithoutCancel(ctx) // a started transaction is always ended
 	var mu sync.Mutex
 	for _, r := range recs {
-		sess.Produce(ctx, r, func(_ *kgo.Record, err error) {
+		sess.Produce(ctx, r, func(r *kgo.Record, err error) {
 			if err != nil {
 				mu.Lock()
 				produceErr = errors.Join(produceErr, err)
+				if failed != nil {
+					failed(r, err)
+				}
 				mu.Unlock()
 			}
 		})
