@@ -2,7 +2,9 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	hkafka "github.com/hookline/hookline/platform/kafka"
@@ -50,25 +52,52 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 	})
 	go func() {
 		began := time.Now()
-		committed, perr, err := hkafka.Transact(tctx, sess, outs, nil)
+		var mu sync.Mutex
+		var failed []refused
+		committed, perr, err := hkafka.TransactEach(tctx, sess, outs, nil, func(r *kgo.Record, err error) {
+			mu.Lock()
+			failed = append(failed, refused{r, err})
+			mu.Unlock()
+		})
+		aborted := !committed && err == nil
+		wait := e.s.afterTransaction(committed, aborted, failed, len(outs), perr)
+		e.s.pausesCommitted(ctx, outs, committed && err == nil)
 		e.in.post(msg{kind: msgCommitted, committed: committed, produceErr: perr, err: err, records: len(outs), took: time.Since(began)})
+		if aborted {
+			// Back off before the window is consumed again; the loop
+			// stays committing (no poll) until this ends.
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+			e.in.post(msg{kind: msgCommitted, produceErr: errBackoffEnded})
+		}
 	}()
 }
 
 // committed takes a commit's end: an aborted transaction wrote nothing
 // and the session rewound to the committed offsets, so the window starts
 // over from there; a failed session ends the loop.
+//
+// After an aborted commit the loop stays committing, polling nothing,
+// until the commit's goroutine has backed off (produce.go) and posts
+// errBackoffEnded.
 func (e *engine) committed(m *msg, now time.Time) error {
 	e.committing = false
+	if errors.Is(m.produceErr, errBackoffEnded) {
+		return nil
+	}
 	e.lastCommit = now
 	e.s.log.Debug("commit ended", "records", m.records, "took", m.took, "committed", m.committed)
 	if m.err != nil {
 		return fmt.Errorf("dispatcher: %w", m.err)
 	}
 	if !m.committed {
-		e.s.log.Warn("commit aborted; uncommitted deliveries will be attempted again", "records", m.records, "produce_err", m.produceErr)
 		e.w.forgetAll()
 		e.sweep(now)
+		e.committing, e.outstanding = true, e.outstanding+1 // until the backoff ends
 	}
 	return nil
 }

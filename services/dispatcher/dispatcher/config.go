@@ -28,7 +28,8 @@ type Config struct {
 	MaxInFlightCeiling int           `flag:"max-in-flight-ceiling" env:"HOOKLINE_MAX_IN_FLIGHT_CEILING" default:"1000" usage:"highest per-endpoint cap honoured; an endpoint asking for more gets this"`
 	RateLimit          float64       `flag:"rate-limit" env:"HOOKLINE_RATE_LIMIT" default:"100" usage:"default attempts per second to one endpoint; endpoints may override (0: no limit)"`
 	RateLimitCeiling   float64       `flag:"rate-limit-ceiling" env:"HOOKLINE_RATE_LIMIT_CEILING" default:"100000" usage:"highest per-endpoint rate honoured (attempts per second); an endpoint asking for more gets this"`
-	ParkRecheck        time.Duration `flag:"park-recheck" env:"HOOKLINE_PARK_RECHECK" default:"1m" usage:"how often a paused endpoint's held deliveries check whether it has resumed"`
+	ParkRecheck        time.Duration `flag:"park-recheck" env:"HOOKLINE_PARK_RECHECK" default:"5s" usage:"longest wait between a paused endpoint's held delivery's looks whether it has resumed (they start at 1 s and double up to this): a resume reaches every held delivery within it; each look is one scheduler round trip"`
+	MaxHold            time.Duration `flag:"max-hold" env:"HOOKLINE_MAX_HOLD" default:"72h" usage:"longest a delivery is held without an attempt (paused endpoint, outage mode, spilled backlog) before it ends EXPIRED with a dead letter; must be below --topic-retention"`
 
 	// The engine's memory: attempts in flight, and the window of polled
 	// deliveries not yet committed (queued, in flight, or done above a

@@ -44,7 +44,16 @@ type Service struct {
 
 	attemptOpts []attempt.Option
 	rcv         *receivers
-	signers     *signers
+	// pauses are automatic pauses written and not settled yet;
+	// pauseOutcome learns how one fared once committed.
+	pauses pendingPauses
+	// unwritable are deliveries a broker refused a record of; aborts
+	// counts commits aborted in a row (commit goroutines only, one at a
+	// time).
+	unwritable   unwritables
+	aborts       int
+	pauseOutcome func(context.Context, *endpoints.Tracked, *kgo.Record) (endpoints.Outcome, error)
+	signers      *signers
 	// notices seeds endpoint health across rebalances; noticeFollow
 	// feeds it.
 	notices      *noticeView
@@ -105,20 +114,26 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.MaxInFlight < 1 || cfg.MaxInFlightCeiling < 1 || cfg.RateLimit < 0 || cfg.RateLimitCeiling <= 0 {
 		return nil, errors.New("dispatcher: --max-in-flight and --max-in-flight-ceiling must be at least 1, --rate-limit at least 0, --rate-limit-ceiling above 0")
 	}
+	if cfg.MaxHold <= 0 || (cfg.Kafka.Retention > 0 && cfg.MaxHold >= cfg.Kafka.Retention) {
+		// A hold longer than retention could outlive the records the
+		// delivery's history and resend are read from.
+		return nil, fmt.Errorf("dispatcher: --max-hold (%v) must be above 0 and below --topic-retention (%v)", cfg.MaxHold, cfg.Kafka.Retention)
+	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
 	s := &Service{
-		cfg:     cfg,
-		log:     slog.Default(),
-		now:     time.Now,
-		rand:    newLockedRand(binary.LittleEndian.Uint64(seed[:])),
-		store:   endpoints.NewStore(),
-		topics:  cfg.Kafka.Topics(),
-		rcv:     newReceivers(),
-		signers: newSigners(),
-		notices: newNoticeView(),
-		tp:      otel.GetTracerProvider(),
-		mp:      otel.GetMeterProvider(),
+		cfg:          cfg,
+		log:          slog.Default(),
+		now:          time.Now,
+		rand:         newLockedRand(binary.LittleEndian.Uint64(seed[:])),
+		store:        endpoints.NewStore(),
+		topics:       cfg.Kafka.Topics(),
+		rcv:          newReceivers(),
+		signers:      newSigners(),
+		notices:      newNoticeView(),
+		pauseOutcome: defaultPauseOutcome,
+		tp:           otel.GetTracerProvider(),
+		mp:           otel.GetMeterProvider(),
 	}
 	for _, o := range opts {
 		o(s)
@@ -195,6 +210,16 @@ func (s *Service) Run(ctx context.Context) error {
 			<-done
 		}()
 	}
+	pruneDone := make(chan struct{})
+	go func() {
+		defer close(pruneDone)
+		s.runPrune(ctx)
+	}()
+	defer func() {
+		cancel(nil)
+		<-pruneDone
+		s.pauses.wg.Wait() // automatic pauses' outcome watchers end with ctx
+	}()
 	if err := s.consume(ctx, opts); err != nil {
 		return err
 	}
@@ -227,9 +252,9 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
-		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, _ map[string][]int32) { s.reseedHealth(ctx) }),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { e.dropped(m) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { e.dropped(m) }),
+		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, m map[string][]int32) { s.reseedHealth(ctx, m) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { e.dropped(m); s.dropHealth(m) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { e.dropped(m); s.dropHealth(m) }),
 	)...)
 	if err != nil {
 		return fmt.Errorf("dispatcher: kafka session: %w", err)
@@ -261,15 +286,59 @@ func (l *lockedRand) Int64N(n int64) int64 {
 
 // reseedHealth, on a partition assignment, waits until the notices view
 // holds every notice committed so far (the previous owners' included),
-// then has every endpoint's health seeded from it again.
+// then has the health of the endpoints of the newly assigned partitions
+// seeded from it again. Endpoints of partitions this dispatcher kept keep
+// their health, probes in flight included.
 //
 // The wait is bounded (reseedTimeout): a rebalance callback that never
 // returned would leave the new partitions unconsumed.
-func (s *Service) reseedHealth(ctx context.Context) {
+func (s *Service) reseedHealth(ctx context.Context, assigned map[string][]int32) {
 	ctx, cancel := context.WithTimeout(ctx, reseedTimeout)
 	defer cancel()
 	if err := s.noticeFollow.Sync(ctx, s.topics.Notices); err != nil {
 		s.log.Warn("notices view not caught up; endpoint health seeded from what it holds", "err", err)
 	}
-	s.rcv.forgetHealth()
+	s.dropHealth(assigned)
+}
+
+// dropHealth forgets the health of the endpoints of the deliveries
+// topic's partitions in m (see receivers.forget).
+func (s *Service) dropHealth(m map[string][]int32) {
+	parts := map[int32]bool{}
+	for _, p := range m[s.topics.Deliveries] {
+		parts[p] = true
+	}
+	if len(parts) > 0 {
+		s.rcv.forget(parts)
+	}
+}
+
+// pruneEvery is how often state kept per endpoint outside the loop
+// (health, the notices view, metric series) is pruned of deleted
+// endpoints.
+const pruneEvery = 5 * time.Minute
+
+// pruneState forgets what the dispatcher keeps per endpoint for the
+// endpoints that no longer exist: their health, their entry in the
+// notices view, their in-flight metric series (the lanes are pruned by
+// the loop).
+func (s *Service) pruneState() {
+	gone := func(id string) bool { return s.store.Get(id) == nil }
+	s.rcv.prune(gone)
+	s.notices.prune(gone)
+	s.metrics.inFlight.prune(gone)
+}
+
+// runPrune prunes every pruneEvery until ctx ends.
+func (s *Service) runPrune(ctx context.Context) {
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.pruneState()
+		}
+	}
 }

@@ -131,10 +131,16 @@ func (s *Service) gate(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, no
 }
 
 // hold defers d while its endpoint is in outage mode: no attempt spent.
+// A hold that is over (MaxHold, or the give-up time passed) ends the
+// delivery instead.
 func (s *Service) hold(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, until time.Time) []*kgo.Record {
 	annotate(ctx, d)
+	now := s.now()
+	if end := s.endHold(ctx, d, now); end != nil {
+		return end
+	}
 	s.deferred(ctx, "outage")
-	return s.deferTo(r, d, until)
+	return s.deferTo(r, d, s.holdUntil(d, now, until))
 }
 
 // process runs fn as the handling of record r: inside r's process span,
@@ -143,18 +149,26 @@ func (s *Service) hold(ctx context.Context, r *kgo.Record, d *hooklinev1.Deliver
 // topic exactly as it came, with no attempt counted and no due time
 // pushed. A record that keeps faulting (MaxFaults times) is set aside raw
 // on the dead-letter topic rather than loop forever.
+//
+// Outputs that can never be written are not handed on (produce.go): a
+// delivery a broker refused a record of is set aside at once, without a
+// second attempt, and one whose outputs are over the record limit is set
+// aside instead of writing them.
 func (s *Service) process(ctx context.Context, r *kgo.Record, fn func(context.Context) []*kgo.Record) (out []*kgo.Record) {
 	ctx, span := s.startProcess(ctx, r)
 	defer func() {
 		if p := recover(); p != nil {
-			out = []*kgo.Record{s.workerFault(ctx, r, fmt.Sprint(p))}
+			out = s.faulted(ctx, r, fmt.Sprint(p))
 			setOutcome(ctx, "worker_fault")
 			span.SetStatus(codes.Error, fmt.Sprint(p))
 		}
 		s.stampTrace(r, out)
 		span.End()
 	}()
-	return fn(ctx)
+	if d, why := s.unwritableReason(r); why != "" {
+		return s.setAside(ctx, d, nil, why)
+	}
+	return s.fit(ctx, r, fn(ctx))
 }
 
 // handleSafely is one record's whole handling outside the loop: triage,
@@ -221,6 +235,12 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 	attrs := annotate(ctx, d)
 	id := ep.GetEndpoint().GetId()
 	now := s.now()
+	// However the attempt ends (a panic included), the probe is over:
+	// one that never reported would leave the endpoint with no probe.
+	probeEnd, probeWait := now, func(int) time.Duration { return 0 } // not sent: the next delivery may probe
+	if probe {
+		defer func() { s.rcv.probed(id, probeEnd, probeWait) }()
+	}
 	signer, err := s.signers.get(ep, now)
 	if err != nil {
 		panic(fmt.Sprintf("endpoint %s has no usable secret: %v", id, err))
@@ -246,21 +266,19 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 	})
 	s.metrics.flight(ctx, id, -1)
 	if err != nil {
-		if probe {
-			s.rcv.probed(id, now, func(int) time.Duration { return 0 }) // not sent: the next delivery may probe
-		}
 		// Shut down (or revoked) before the receiver answered: a worker
 		// fault, the delivery goes back as it came.
 		setOutcome(ctx, "interrupted")
 		return []*kgo.Record{requeue(r, s.topics.Deliveries)}
 	}
 	s.metrics.attempt(ctx, ar.Class, ar.Latency)
+	s.rcv.home(id, r.Partition)
 	out := s.outcome(ctx, d, ep, ar)
 	if probe {
 		policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
-		s.rcv.probed(id, ar.Started.Add(ar.Latency), func(n int) time.Duration {
+		probeEnd, probeWait = ar.Started.Add(ar.Latency), func(n int) time.Duration {
 			return min(policy.Delay(uint32(n), s.rand), s.cfg.OutageProbeMax)
-		})
+		}
 	}
 	return out
 }
@@ -277,11 +295,28 @@ func annotate(ctx context.Context, d *hooklinev1.Delivery) []attribute.KeyValue 
 	return attrs
 }
 
-// workerFault returns the record that puts r back unchanged, counting the
-// fault in a header, or sets it aside once it has faulted MaxFaults times.
-func (s *Service) workerFault(ctx context.Context, r *kgo.Record, why string) *kgo.Record {
-	faults := 1
-	var headers []kgo.RecordHeader
+// faulted returns what follows a worker fault (a panic) while handling
+// r: the record back unchanged (workerFault), or, once r has faulted
+// MaxFaults times and decodes, its end: a FAILED result naming the fault
+// and a DeadLetter, like any failed delivery (so it has a terminal
+// outcome, and a resend or a recover can send it again).
+func (s *Service) faulted(ctx context.Context, r *kgo.Record, why string) []*kgo.Record {
+	if faultsOf(r)+1 >= s.cfg.MaxFaults {
+		if d, err := decodeDelivery(r); err == nil {
+			res := s.result(d, s.now())
+			res.Attempt = d.GetAttempt() // the attempt it could not make
+			res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
+			res.Reason = fmt.Sprintf("set aside after %d worker faults (not attempts): %s", s.cfg.MaxFaults, why)
+			s.log.ErrorContext(ctx, "worker fault limit reached: delivery dead-lettered", "delivery_id", d.GetDeliveryId(),
+				"endpoint_id", d.GetEndpointId(), "partition", r.Partition, "offset", r.Offset, "fault", why)
+			return s.deadLetter(ctx, d, res)
+		}
+	}
+	return []*kgo.Record{s.workerFault(ctx, r, why)}
+}
+
+// faultsOf returns the worker faults r has caused so far.
+func faultsOf(r *kgo.Record) int {
 	for _, h := range r.Headers {
 		if h.Key == headerFaults {
 			// The header comes from Kafka, not only from this code: a
@@ -289,12 +324,24 @@ func (s *Service) workerFault(ctx context.Context, r *kgo.Record, why string) *k
 			// overflow past it) and loop the record for ever.
 			n, err := strconv.Atoi(string(h.Value))
 			if err != nil || n < 0 {
-				n = 0
+				return 0
 			}
-			faults = min(n, math.MaxInt32) + 1
-			continue
+			return min(n, math.MaxInt32)
 		}
-		headers = append(headers, h)
+	}
+	return 0
+}
+
+// workerFault returns the record that puts r back unchanged, counting the
+// fault in a header, or sets it aside raw once it has faulted MaxFaults
+// times (a record that does not decode: see faulted for one that does).
+func (s *Service) workerFault(ctx context.Context, r *kgo.Record, why string) *kgo.Record {
+	faults := faultsOf(r) + 1
+	var headers []kgo.RecordHeader
+	for _, h := range r.Headers {
+		if h.Key != headerFaults {
+			headers = append(headers, h)
+		}
 	}
 	log := s.log.With("partition", r.Partition, "offset", r.Offset, "fault", why, "faults", faults)
 	if faults >= s.cfg.MaxFaults {

@@ -75,23 +75,6 @@ func TestWorkerFaultReturnsTheDeliveryUnchanged(t *testing.T) {
 	}
 }
 
-func TestRepeatedWorkerFaultsSetTheDeliveryAside(t *testing.T) {
-	s := newTestService(t)
-	s.store.Put(endpoint("http://127.0.0.1:1"))
-	r := deliveryRecord(t, s)
-	for i := 1; i < s.cfg.MaxFaults; i++ {
-		out := s.handleSafely(t.Context(), r)
-		if out[0].Topic != s.topics.Deliveries {
-			t.Fatalf("fault %d: went to %s, want back to deliveries", i, out[0].Topic)
-		}
-		r = out[0]
-	}
-	out := s.handleSafely(t.Context(), r)
-	if out[0].Topic != s.topics.Dead || header(out[0], headerPoison) == "" {
-		t.Fatalf("fault %d: want the record set aside on %s with %s, got %s", s.cfg.MaxFaults, s.topics.Dead, headerPoison, out[0].Topic)
-	}
-}
-
 func TestUndecodableRecordIsAWorkerFault(t *testing.T) {
 	s := newTestService(t)
 	out := s.handleSafely(t.Context(), &kgo.Record{Topic: s.topics.Deliveries, Key: []byte("ep_1"), Value: []byte{0xff, 0xff}})

@@ -48,3 +48,21 @@ func (v *noticeView) lookup(id string) (failing bool, since time.Time) {
 	since, failing = v.failing[id]
 	return failing, since
 }
+
+// prune forgets the endpoints gone says are gone (deleted): a failing
+// notice of a deleted endpoint is never followed by a recovered one.
+func (v *noticeView) prune(gone func(id string) bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for id := range v.failing {
+		if gone(id) {
+			delete(v.failing, id)
+		}
+	}
+}
+
+func (v *noticeView) len() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.failing)
+}

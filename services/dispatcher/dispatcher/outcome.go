@@ -94,6 +94,7 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 	retry := proto.Clone(d).(*hooklinev1.Delivery)
 	retry.Attempt++
 	retry.DueAt = res.NextAttemptAt
+	retry.HeldSince = nil // an attempt ends any hold
 	retry.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY
 	s.metrics.retry(ctx, d.GetAttempt())
 	log.LogAttrs(ctx, slog.LevelInfo, "retry scheduled", slog.Time("next_attempt_at", next), slog.String("err", res.Error))
@@ -148,9 +149,12 @@ func (s *Service) health(ctx context.Context, ep *hooklinev1.EndpointRecord, del
 		paused.Endpoint.PausedAt = timestamppb.New(now)
 		paused.Endpoint.PausedReason = fmt.Sprintf("paused by Hookline after %d consecutive permanent failures", s.cfg.AutoPauseAfter)
 		paused.Endpoint.UpdatedAt = paused.Endpoint.PausedAt
-		s.store.Put(paused)
+		// Not applied to the local view: it takes effect when the view
+		// reads it from the log, committed, if it wins (autopause.go).
+		pause := s.records(s.topics.Endpoints, e.GetId(), paused)
+		s.trackPause(e.GetId(), pause[0])
 		s.log.WarnContext(ctx, "endpoint paused automatically", "endpoint_id", e.GetId(), "reason", paused.Endpoint.PausedReason)
-		out = append(s.records(s.topics.Endpoints, e.GetId(), paused),
+		out = append(pause,
 			s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED, false, paused.Endpoint.PausedReason))...)
 	}
 	return out
@@ -164,10 +168,15 @@ func describe(ar attempt.Result) string {
 }
 
 // park holds a paused endpoint's delivery without an attempt: it waits in
-// the scheduler's tiers for ParkRecheck, then looks again. Its attempt
-// number is untouched and its give-up time moves by the time it waited
-// (R-ENDPOINT-2). The first time, a PARKED result says so.
+// the scheduler's tiers (parkWait: from 1 s, doubling, at most
+// ParkRecheck), then looks again, until the endpoint resumes or the hold
+// ends (hold.go). Its attempt number is untouched and its give-up time
+// moves by the time it waited (R-ENDPOINT-2). The first time, a PARKED
+// result says so.
 func (s *Service) park(ctx context.Context, d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
+	if end := s.endHold(ctx, d, now); end != nil {
+		return end
+	}
 	var out []*kgo.Record
 	if d.GetPausedFor().AsDuration() == 0 {
 		res := s.result(d, now)
@@ -177,7 +186,8 @@ func (s *Service) park(ctx context.Context, d *hooklinev1.Delivery, now time.Tim
 		out = s.resultRecords(ctx, res)
 	}
 	held := proto.Clone(d).(*hooklinev1.Delivery)
-	wait := s.cfg.ParkRecheck
+	wait := s.parkWait(d, now)
+	held.HeldSince = holdStart(d, now)
 	held.PausedFor = durationpb.New(d.GetPausedFor().AsDuration() + wait)
 	if g := d.GetGiveUpAt(); g != nil {
 		held.GiveUpAt = timestamppb.New(g.AsTime().Add(wait))
@@ -189,10 +199,12 @@ func (s *Service) park(ctx context.Context, d *hooklinev1.Delivery, now time.Tim
 }
 
 // deferTo sends a delivery back through the scheduler, due at, with no
-// attempt counted and its headers (trace context) kept.
+// attempt counted and its headers (trace context) kept. Callers check
+// first that its hold may go on (endHold).
 func (s *Service) deferTo(r *kgo.Record, d *hooklinev1.Delivery, at time.Time) []*kgo.Record {
 	later := proto.Clone(d).(*hooklinev1.Delivery)
 	later.DueAt = timestamppb.New(at)
+	later.HeldSince = holdStart(d, s.now())
 	later.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
 	out := s.records(s.topics.Retries, d.GetEndpointId(), later)
 	out[0].Headers = append(out[0].Headers, r.Headers...)

@@ -29,6 +29,10 @@ type receiver struct {
 	failing       bool      // an endpoint.failing notice is out
 	lastNotice    time.Time // when the last failing notice or reminder went out
 	autoPausedFor bool      // auto-pause already requested
+	// partition is the deliveries partition the endpoint's attempts came
+	// from (-1: not known yet): after a rebalance only the endpoints of
+	// newly assigned partitions are seeded again.
+	partition int32
 
 	// Outage mode: after failures of outageAfter distinct deliveries in
 	// a row, one probe at a time.
@@ -38,6 +42,8 @@ type receiver struct {
 	nextProbe time.Time // no probe before this
 	probes    int       // failed probes this outage
 }
+
+func newReceiver() *receiver { return &receiver{partition: -1} }
 
 // gate is outage mode's decision for one delivery.
 type gate int
@@ -50,8 +56,13 @@ const (
 
 // outageGate decides, while endpoint id is failing, whether a delivery
 // (at its attempt number) is the one probe or is held until holdUntil.
-// A probe is a delivery not attempted before, so no event spends more than
-// one attempt on probing.
+// A delivery not attempted before is preferred as the probe, so that no
+// event spends more than one attempt on probing; but an outage always
+// has a probe: when no first attempt has come along within one recheck
+// of the probe falling due (the endpoint's pending deliveries are all
+// retries or recoveries), the next delivery to come back probes,
+// whatever its attempt number. Held deliveries come back in the order
+// they were held, so that is the one held longest.
 func (rs *receivers) outageGate(id string, now time.Time, attempt uint32, recheck time.Duration) (g gate, holdUntil time.Time) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -59,13 +70,22 @@ func (rs *receivers) outageGate(id string, now time.Time, attempt uint32, rechec
 	if !r.outage {
 		return gatePass, time.Time{}
 	}
-	if !r.probing && !now.Before(r.nextProbe) && attempt == 1 {
+	if r.nextProbe.IsZero() {
+		r.nextProbe = now // an outage seeded from the notices view
+	}
+	anyAt := r.nextProbe.Add(recheck) // from then on any delivery may probe
+	if !r.probing && !now.Before(r.nextProbe) && (attempt == 1 || !now.Before(anyAt)) {
 		r.probing = true
 		return gateProbe, time.Time{}
 	}
 	until := now.Add(recheck)
-	if !r.probing && r.nextProbe.After(now) && r.nextProbe.Before(until) {
-		until = r.nextProbe
+	if !r.probing {
+		for _, at := range []time.Time{r.nextProbe, anyAt} {
+			if at.After(now) && at.Before(until) {
+				until = at
+				break
+			}
+		}
 	}
 	return gateHold, until
 }
@@ -117,7 +137,7 @@ func (rs *receivers) observe(id, delivery string, success, permanent bool, now t
 			r.streak = append(r.streak, delivery)
 		}
 		if len(r.streak) >= outageAfter {
-			r.outage = true
+			r.outage, r.nextProbe = true, now
 		}
 	}
 	r.failures++
@@ -145,7 +165,7 @@ func newReceivers() *receivers { return &receivers{m: map[string]*receiver{}} }
 func (rs *receivers) get(id string) *receiver {
 	r := rs.m[id]
 	if r == nil {
-		r = &receiver{}
+		r = newReceiver()
 		rs.m[id] = r
 	}
 	if !r.seeded {
@@ -163,11 +183,65 @@ func (rs *receivers) get(id string) *receiver {
 	return r
 }
 
-// forgetHealth drops what this dispatcher knows of every endpoint's
-// health: after a rebalance each endpoint's health is seeded again from
-// the notices view, which holds what its previous owner committed.
-func (rs *receivers) forgetHealth() {
+// forget drops what this dispatcher knows of the health of the endpoints
+// whose deliveries come from partitions (and of those whose partition it
+// does not know yet): after a partition is assigned, each of its
+// endpoints' health is seeded again from the notices view, which holds
+// what its previous owner committed; after one is revoked, it is no
+// longer this dispatcher's to keep. Endpoints of other partitions keep
+// theirs. A probe in flight is not forgotten: its endpoint gets fresh,
+// unseeded state that still knows the probe is out, so no second probe
+// starts before it ends.
+func (rs *receivers) forget(partitions map[int32]bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	clear(rs.m)
+	for id, r := range rs.m {
+		if r.partition >= 0 && !partitions[r.partition] {
+			continue
+		}
+		if r.probing {
+			fresh := newReceiver()
+			fresh.partition, fresh.probing = r.partition, true
+			rs.m[id] = fresh
+			continue
+		}
+		delete(rs.m, id)
+	}
+}
+
+// home notes that endpoint id's deliveries come from partition.
+func (rs *receivers) home(id string, partition int32) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.get(id).partition = partition
+}
+
+// prune forgets the endpoints gone says are gone (deleted), unless a
+// probe of theirs is in flight.
+func (rs *receivers) prune(gone func(id string) bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for id, r := range rs.m {
+		if !r.probing && gone(id) {
+			delete(rs.m, id)
+		}
+	}
+}
+
+// rearm lets endpoint id be paused automatically again: its last
+// automatic pause did not take effect (its transaction aborted, or a
+// concurrent change of the endpoint came first in the log). The next
+// permanent failure of its streak pauses it from the state it has then.
+func (rs *receivers) rearm(id string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if r := rs.m[id]; r != nil {
+		r.autoPausedFor = false
+	}
+}
+
+func (rs *receivers) len() int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return len(rs.m)
 }

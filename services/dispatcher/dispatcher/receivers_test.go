@@ -103,8 +103,8 @@ func TestHealthIsSeededFromNotices(t *testing.T) {
 	if g, _ := rs.outageGate("other", now, 1, time.Minute); g != gatePass {
 		t.Fatalf("an endpoint the view does not list is gated: %v", g)
 	}
-	// After a rebalance, health is seeded again.
-	rs.forgetHealth()
+	// After its partition is assigned again, health is seeded again.
+	rs.forget(map[int32]bool{0: true})
 	if g, _ := rs.outageGate("ep", now, 2, time.Minute); g != gateHold {
 		t.Fatalf("not re-seeded after forgetHealth: gate %v", g)
 	}

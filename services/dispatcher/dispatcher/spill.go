@@ -73,7 +73,6 @@ func (e *engine) spillOne(en *entry, l *lane, now time.Time, reason string) {
 	s := e.s
 	e.settle(en, func(ctx context.Context) []*kgo.Record {
 		annotate(ctx, en.d)
-		s.deferred(ctx, reason)
-		return s.deferTo(en.rec, en.d, due)
+		return s.spill(ctx, en.rec, en.d, due, reason)
 	})
 }

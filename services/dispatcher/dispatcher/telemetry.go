@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -39,16 +40,52 @@ type instruments struct {
 	attempts   metric.Int64Counter
 	duration   metric.Float64Histogram
 	deliveries metric.Int64Counter
-	inFlight   metric.Int64UpDownCounter
 	retries    metric.Int64Counter
 	deferrals  metric.Int64Counter
+	aborts     metric.Int64Counter
+	// inFlight backs the per-endpoint in-flight gauge, an observable
+	// instrument so that an endpoint's series goes away when prune
+	// forgets it (a synchronous one keeps every series it ever saw).
+	inFlight *flightGauge
+}
+
+// flightGauge counts attempts in flight per endpoint. Safe for
+// concurrent use.
+type flightGauge struct {
+	mu sync.Mutex
+	m  map[string]*flightCount
+}
+
+type flightCount struct {
+	n    int64
+	used bool // changed since the last prune
+}
+
+// prune forgets endpoints with nothing in flight that are gone or did
+// not change since the last prune: their series stop being reported.
+func (g *flightGauge) prune(gone func(id string) bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, c := range g.m {
+		if c.n == 0 && (!c.used || gone(id)) {
+			delete(g.m, id)
+			continue
+		}
+		c.used = false
+	}
+}
+
+func (g *flightGauge) len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.m)
 }
 
 func newInstruments(mp metric.MeterProvider) (instruments, error) {
 	m := mp.Meter(scope)
 	_, off := mp.(metricnoop.MeterProvider)
-	in := instruments{on: !off}
-	var errs [6]error
+	in := instruments{on: !off, inFlight: &flightGauge{m: map[string]*flightCount{}}}
+	var errs [7]error
 	in.attempts, errs[0] = m.Int64Counter("hookline.dispatcher.attempts", metric.WithUnit("{attempt}"),
 		metric.WithDescription("HTTP attempts made, by outcome class (success, transient, permanent, ambiguous)."))
 	in.duration, errs[1] = m.Float64Histogram("hookline.dispatcher.attempt.duration", metric.WithUnit("s"),
@@ -56,12 +93,23 @@ func newInstruments(mp metric.MeterProvider) (instruments, error) {
 		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 	in.deliveries, errs[2] = m.Int64Counter("hookline.dispatcher.deliveries", metric.WithUnit("{delivery}"),
 		metric.WithDescription("Deliveries that reached a final state: delivered, failed, expired, endpoint_deleted."))
-	in.inFlight, errs[3] = m.Int64UpDownCounter("hookline.dispatcher.in_flight", metric.WithUnit("{attempt}"),
-		metric.WithDescription("Attempts in flight, per endpoint."))
+	_, errs[3] = m.Int64ObservableUpDownCounter("hookline.dispatcher.in_flight", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts in flight, per endpoint."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			g := in.inFlight
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			for id, c := range g.m {
+				o.Observe(c.n, metric.WithAttributes(attribute.String("hookline.endpoint_id", id)))
+			}
+			return nil
+		}))
 	in.retries, errs[4] = m.Int64Counter("hookline.dispatcher.retries", metric.WithUnit("{retry}"),
 		metric.WithDescription("Retries scheduled after a transient failure, by attempt number of the failed attempt."))
 	in.deferrals, errs[5] = m.Int64Counter("hookline.dispatcher.deferrals", metric.WithUnit("{delivery}"),
 		metric.WithDescription("Deliveries deferred without an attempt, by reason: concurrency cap, rate limit, endpoint paused, outage."))
+	in.aborts, errs[6] = m.Int64Counter("hookline.dispatcher.commit.aborts", metric.WithUnit("{transaction}"),
+		metric.WithDescription("Commits aborted, by reason: unwritable (a record Kafka will never take; its delivery is dead-lettered without it), refused (Kafka refuses the writes: authorization, topic), transient."))
 	for _, err := range errs {
 		if err != nil {
 			return in, fmt.Errorf("dispatcher: metrics: %w", err)
@@ -82,8 +130,25 @@ func (in instruments) attempt(ctx context.Context, c hooklinev1.OutcomeClass, la
 
 // flight adds delta to the endpoint's attempts in flight.
 func (in instruments) flight(ctx context.Context, endpointID string, delta int64) {
+	if !in.on {
+		return
+	}
+	g := in.inFlight
+	g.mu.Lock()
+	c := g.m[endpointID]
+	if c == nil {
+		c = &flightCount{}
+		g.m[endpointID] = c
+	}
+	c.n += delta
+	c.used = true
+	g.mu.Unlock()
+}
+
+// abort counts an aborted commit.
+func (in instruments) abort(reason string) {
 	if in.on {
-		in.inFlight.Add(ctx, delta, metric.WithAttributes(attribute.String("hookline.endpoint_id", endpointID)))
+		in.aborts.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
 	}
 }
 

@@ -1,0 +1,103 @@
+package dispatcher
+
+import (
+	"context"
+	"sync"
+
+	"github.com/hookline/hookline/platform/endpoints"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// An automatic pause (R-RECV-4) is an endpoints record written inside
+// the transaction of the attempt that reached the threshold. It is never
+// applied to the local view ahead of the log: if the transaction aborts,
+// nothing was paused anywhere. Once committed, the view learns the pause
+// from the log like every other reader. Writes of the endpoints topic are
+// conditional, so the pause can also lose to a change of the same
+// version written concurrently (an operator's update, say); then it is
+// as if it never happened. In both cases the endpoint is re-armed: the
+// next permanent failure of its streak pauses it again, from the
+// endpoint's state at that time (a deleted or paused endpoint is not
+// attempted, so it is never paused twice). If the concurrent change
+// fixed the endpoint, no failure follows and no pause either.
+
+// pending are the automatic pauses written but not yet settled, by write
+// id. Safe for concurrent use.
+type pendingPauses struct {
+	mu sync.Mutex
+	m  map[string]pendingPause
+	wg sync.WaitGroup // outcome watchers
+}
+
+type pendingPause struct {
+	endpoint string
+	tracked  *endpoints.Tracked
+}
+
+// track registers r, the endpoints record pausing endpoint id, for
+// settling after its commit.
+func (s *Service) trackPause(id string, r *kgo.Record) {
+	t := s.store.Track(r)
+	p := &s.pauses
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = map[string]pendingPause{}
+	}
+	p.m[t.ID()] = pendingPause{endpoint: id, tracked: t}
+	p.mu.Unlock()
+}
+
+// pausesCommitted settles the automatic pauses among a commit's records:
+// an aborted one re-arms its endpoint at once; a committed one is
+// watched until the view has read it, and re-arms its endpoint if it
+// lost. Called by the commit after its transaction ends.
+func (s *Service) pausesCommitted(ctx context.Context, recs []*kgo.Record, committed bool) {
+	p := &s.pauses
+	p.mu.Lock()
+	if len(p.m) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	var mine []*kgo.Record
+	var pending []pendingPause
+	for _, r := range recs {
+		if r.Topic != s.topics.Endpoints {
+			continue
+		}
+		id := endpoints.TrackedID(r)
+		if pp, ok := p.m[id]; ok {
+			delete(p.m, id)
+			mine, pending = append(mine, r), append(pending, pp)
+		}
+	}
+	p.mu.Unlock()
+	for i, pp := range pending {
+		if !committed {
+			pp.tracked.Forget()
+			s.rcv.rearm(pp.endpoint)
+			continue
+		}
+		r := mine[i]
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			o, err := s.pauseOutcome(ctx, pp.tracked, r)
+			switch {
+			case err != nil:
+				// Stopping, or the view did not read it in time: the
+				// pause may have taken effect; if not, the endpoint
+				// stays re-armable at the next success-free streak.
+				s.log.Warn("automatic pause written; its outcome is unknown", "endpoint_id", pp.endpoint, "err", err)
+			case o != endpoints.Won:
+				s.log.Warn("automatic pause lost to a concurrent change of the endpoint; the next permanent failure pauses it again", "endpoint_id", pp.endpoint)
+				s.rcv.rearm(pp.endpoint)
+			}
+		}()
+	}
+}
+
+// pauseOutcome waits for a committed automatic pause's outcome (tests
+// replace it).
+func defaultPauseOutcome(ctx context.Context, t *endpoints.Tracked, r *kgo.Record) (endpoints.Outcome, error) {
+	return t.Outcome(ctx, r)
+}

@@ -1,0 +1,388 @@
+package dispatcher
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/endpoints"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/sign"
+	"github.com/hookline/hookline/services/dispatcher/attempt"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct{ now atomic.Int64 }
+
+func newFakeClock(t time.Time) *fakeClock {
+	c := &fakeClock{}
+	c.now.Store(t.UnixNano())
+	return c
+}
+func (c *fakeClock) Now() time.Time      { return time.Unix(0, c.now.Load()) }
+func (c *fakeClock) Set(t time.Time)     { c.now.Store(t.UnixNano()) }
+func (c *fakeClock) Add(d time.Duration) { c.now.Add(int64(d)) }
+func (c *fakeClock) option() Option      { return WithClock(c.Now) }
+
+// decoded returns the messages of outs on topic.
+func decoded[T proto.Message](t *testing.T, outs []*kgo.Record, topic string, newT func() T) []T {
+	t.Helper()
+	var got []T
+	for _, o := range outs {
+		if o.Topic != topic {
+			continue
+		}
+		m := newT()
+		if err := proto.Unmarshal(o.Value, m); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m)
+	}
+	return got
+}
+
+func newResult() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }
+func newDelivery() *hooklinev1.Delivery    { return &hooklinev1.Delivery{} }
+func newDeadLetter() *hooklinev1.DeadLetter {
+	return &hooklinev1.DeadLetter{}
+}
+
+// TestEveryHoldEndsExpiredAtTheMaximumHold plays the scheduler for a
+// delivery of a paused endpoint that is never resumed: every deferral it
+// writes comes back at its due time. The hold ends EXPIRED, with a
+// result and a dead letter, within a recheck of MaxHold; before, it was
+// held for ever.
+func TestEveryHoldEndsExpiredAtTheMaximumHold(t *testing.T) {
+	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	clock := newFakeClock(start)
+	s := newTestService(t, clock.option())
+	s.cfg.MaxHold = 2 * time.Hour
+	ep := endpoint("http://127.0.0.1:1", sign.GenerateSecret())
+	ep.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED
+	s.store.Put(ep)
+	r := deliveryRecord(t, s)
+	var waits []time.Duration
+	for hops := 0; ; hops++ {
+		if hops > 10_000 {
+			t.Fatal("still held after 10,000 rechecks")
+		}
+		out := s.handleSafely(t.Context(), r)
+		if dead := decoded(t, out, s.topics.Dead, newDeadLetter); len(dead) > 0 {
+			res := decoded(t, out, s.topics.Results, newResult)
+			if len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED || !strings.Contains(res[0].GetReason(), "maximum hold") {
+				t.Fatalf("hold ended with results %v, want one EXPIRED naming the maximum hold", res)
+			}
+			if held := clock.Now().Sub(start); held < s.cfg.MaxHold || held > s.cfg.MaxHold+s.cfg.ParkRecheck {
+				t.Fatalf("hold ended after %v, want within a recheck of %v", held, s.cfg.MaxHold)
+			}
+			if dead[0].GetDelivery().GetAttempt() != 3 {
+				t.Fatalf("dead letter's attempt %d, want 3: a hold burns no attempt", dead[0].GetDelivery().GetAttempt())
+			}
+			break
+		}
+		retry := decoded(t, out, s.topics.Retries, newDelivery)
+		if len(retry) != 1 {
+			t.Fatalf("hop %d: outputs %v, want one deferral", hops, out)
+		}
+		due := retry[0].GetDueAt().AsTime()
+		waits = append(waits, due.Sub(clock.Now()))
+		clock.Set(due)
+		r, _ = hkafka.Record(s.topics.Deliveries, "ep_1", retry[0])
+	}
+	// Rechecks start at a second and double up to ParkRecheck.
+	if waits[0] != time.Second || waits[1] != time.Second || waits[2] != 2*time.Second || waits[len(waits)-1] != s.cfg.ParkRecheck {
+		t.Fatalf("recheck waits %v…%v, want 1s, 1s, 2s … %v", waits[:4], waits[len(waits)-1], s.cfg.ParkRecheck)
+	}
+}
+
+// TestAnOutageHoldEndsAtTheGiveUpTime: a retry held in outage mode is
+// not held past its give-up time: its hold is cut to it, and then it
+// ends EXPIRED instead of being held again.
+func TestAnOutageHoldEndsAtTheGiveUpTime(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	clock := newFakeClock(now)
+	s := newTestService(t, clock.option())
+	d := &hooklinev1.Delivery{DeliveryId: "dlv_1", EventId: "evt_1", TenantId: "t", EndpointId: "ep_1", Attempt: 4,
+		GiveUpAt: timestamppb.New(now.Add(30 * time.Second)), Kind: hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY}
+	r, _ := hkafka.Record(s.topics.Deliveries, "ep_1", d)
+	out := s.hold(t.Context(), r, d, now.Add(s.cfg.OutageRecheck))
+	held := decoded(t, out, s.topics.Retries, newDelivery)
+	if len(held) != 1 || !held[0].GetDueAt().AsTime().Equal(now.Add(30*time.Second)) || !held[0].GetHeldSince().AsTime().Equal(now) {
+		t.Fatalf("held %v, want due at the give-up time, held since now", held)
+	}
+	clock.Add(30 * time.Second)
+	out = s.hold(t.Context(), r, held[0], clock.Now().Add(s.cfg.OutageRecheck))
+	res := decoded(t, out, s.topics.Results, newResult)
+	if len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED || len(decoded(t, out, s.topics.Dead, newDeadLetter)) != 1 {
+		t.Fatalf("at the give-up time: %v, want EXPIRED and a dead letter", res)
+	}
+	// A spilled delivery past its give-up time ends the same way.
+	out = s.spill(t.Context(), r, held[0], clock.Now().Add(time.Second), "backlog")
+	if res := decoded(t, out, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED {
+		t.Fatalf("spill past the give-up time: %v, want EXPIRED", res)
+	}
+}
+
+// TestAnOutageAlwaysHasAProbe: an endpoint in outage mode whose pending
+// deliveries are all retries gets a probe one recheck after the probe
+// fell due; before, only a first attempt could probe and such an
+// endpoint held its deliveries for ever.
+func TestAnOutageAlwaysHasAProbe(t *testing.T) {
+	rs := newReceivers()
+	now := time.Unix(1_700_000_000, 0)
+	recheck := 2 * time.Minute
+	rs.observe("ep", "a", false, false, now, 5, 2, 0, 0)
+	rs.observe("ep", "b", false, false, now, 5, 2, 0, 0)
+	g, until := rs.outageGate("ep", now, 3, recheck)
+	if g != gateHold || !until.Equal(now.Add(recheck)) {
+		t.Fatalf("a retry when the outage begins: %v until %v; want held for a recheck (a first attempt is preferred)", g, until)
+	}
+	if g, _ := rs.outageGate("ep", until, 3, recheck); g != gateProbe {
+		t.Fatalf("a retry a recheck after the probe fell due, no first attempt seen: %v, want the probe", g)
+	}
+	if g, _ := rs.outageGate("ep", until, 1, recheck); g != gateHold {
+		t.Fatalf("while the probe is out: %v, want hold", g)
+	}
+	rs.probed("ep", until, func(int) time.Duration { return time.Minute })
+	if g, at := rs.outageGate("ep", until, 5, recheck); g != gateHold || !at.Equal(until.Add(time.Minute)) {
+		t.Fatalf("after a failed probe: %v until %v, want hold until the next probe", g, at)
+	}
+}
+
+// TestAProbeThatPanicsIsOver: a probe whose attempt panics (a worker
+// fault) ends the probe, so the endpoint gets another.
+func TestAProbeThatPanicsIsOver(t *testing.T) {
+	s := newTestService(t)
+	s.store.Put(endpoint("http://127.0.0.1:1")) // no secret: signing panics
+	now := time.Now()
+	s.rcv.observe("ep_1", "a", false, false, now, 5, 2, 0, 0)
+	s.rcv.observe("ep_1", "b", false, false, now, 5, 2, 0, 0)
+	if g, _ := s.rcv.outageGate("ep_1", now, 1, time.Minute); g != gateProbe {
+		t.Fatalf("gate %v, want the probe", g)
+	}
+	r := deliveryRecord(t, s)
+	d, _ := decodeDelivery(r)
+	s.process(t.Context(), r, func(ctx context.Context) []*kgo.Record { return s.attempt(ctx, r, d, s.store.Get("ep_1"), true) })
+	if g, _ := s.rcv.outageGate("ep_1", time.Now(), 1, time.Minute); g != gateProbe {
+		t.Fatalf("after a probe that panicked: gate %v, want another probe", g)
+	}
+}
+
+// TestHealthSurvivesAnAssignmentOfOtherPartitions: an assignment drops
+// the health of the endpoints of the partitions assigned, not of the
+// others; a probe in flight is not forgotten (no second probe starts).
+func TestHealthSurvivesAnAssignmentOfOtherPartitions(t *testing.T) {
+	rs := newReceivers()
+	now := time.Unix(1_700_000_000, 0)
+	// The notices view says "kept" is failing (its notice is out).
+	rs.seed = func(id string) (bool, time.Time) { return id == "kept", now }
+	rs.seedOutage = true
+	for _, id := range []string{"kept", "moved"} {
+		rs.observe(id, "a", false, false, now, 5, 2, 0, 0)
+		rs.observe(id, "b", false, false, now, 5, 2, 0, 0)
+	}
+	rs.home("kept", 0)
+	rs.home("moved", 1)
+	if g, _ := rs.outageGate("kept", now, 1, time.Minute); g != gateProbe {
+		t.Fatal("no probe")
+	}
+	rs.forget(map[int32]bool{1: true})
+	if g, _ := rs.outageGate("kept", now, 1, time.Minute); g != gateHold {
+		t.Fatalf("endpoint of a kept partition after an assignment: %v, want still in outage with its probe out", g)
+	}
+	if g, _ := rs.outageGate("moved", now, 1, time.Minute); g != gatePass {
+		t.Fatalf("endpoint of an assigned partition: %v, want its health seeded again (none in the view)", g)
+	}
+	rs.forget(map[int32]bool{0: true})
+	if g, _ := rs.outageGate("kept", now, 1, time.Minute); g != gateHold {
+		t.Fatalf("probe in flight forgotten: gate %v, want hold while it is out", g)
+	}
+}
+
+// TestStateOfDeletedEndpointsIsPruned: health, the notices view and the
+// in-flight metric series forget deleted endpoints.
+func TestStateOfDeletedEndpointsIsPruned(t *testing.T) {
+	s := newTestService(t)
+	s.metrics.on = true
+	now := time.Now()
+	for _, id := range []string{"ep_1", "gone"} {
+		s.rcv.observe(id, "a", false, false, now, 1, 2, 0, 0)
+		s.metrics.flight(t.Context(), id, 1)
+		s.metrics.flight(t.Context(), id, -1)
+		n, _ := hkafka.Record(s.topics.Notices, id, &hooklinev1.Notice{Type: hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, EndpointId: id, At: timestamppb.Now()})
+		s.notices.apply(n)
+	}
+	s.store.Put(endpoint("http://127.0.0.1:1")) // ep_1 exists; "gone" does not
+	s.pruneState()
+	if s.rcv.len() != 1 || s.notices.len() != 1 || s.metrics.inFlight.len() != 1 {
+		t.Fatalf("after pruning: %d receivers, %d notice entries, %d in-flight series; want 1 each", s.rcv.len(), s.notices.len(), s.metrics.inFlight.len())
+	}
+	s.pruneState() // ep_1's series was not used since: it goes too
+	if s.metrics.inFlight.len() != 0 {
+		t.Fatalf("idle in-flight series kept: %d", s.metrics.inFlight.len())
+	}
+}
+
+// TestAutoPauseWaitsForItsCommit: the automatic pause is not applied to
+// the local view before its transaction commits (deliveries keep going
+// to their lane), and one that did not land — its transaction aborted,
+// or it lost to a concurrent change — re-arms the endpoint: the next
+// permanent failure pauses it again.
+func TestAutoPauseWaitsForItsCommit(t *testing.T) {
+	s := newTestService(t)
+	s.cfg.AutoPauseAfter = 3
+	ep := endpoint("http://127.0.0.1:1", sign.GenerateSecret())
+	s.store.Put(ep)
+	fail := func(i int) []*kgo.Record {
+		d := &hooklinev1.Delivery{DeliveryId: "dlv_" + string(rune('a'+i)), EndpointId: "ep_1", TenantId: "t", Attempt: 1}
+		return s.outcome(t.Context(), d, s.store.Get("ep_1"), attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, StatusCode: 400, Started: time.Now()})
+	}
+	pauses := func(outs []*kgo.Record) []*kgo.Record {
+		var p []*kgo.Record
+		for _, o := range outs {
+			if o.Topic == s.topics.Endpoints {
+				p = append(p, o)
+			}
+		}
+		return p
+	}
+	var outs []*kgo.Record
+	for i := range 3 {
+		outs = fail(i)
+	}
+	if len(pauses(outs)) != 1 {
+		t.Fatal("no automatic pause at the threshold")
+	}
+	if v, _ := s.triage(&hooklinev1.Delivery{EndpointId: "ep_1", TenantId: "t"}, time.Now(), true); v != toLane {
+		t.Fatalf("before its commit the pause is applied locally: triage %v, want toLane", v)
+	}
+	if len(pauses(fail(3))) != 0 {
+		t.Fatal("paused twice while the first pause is pending")
+	}
+	// The transaction aborts: the endpoint is re-armed.
+	s.pausesCommitted(t.Context(), outs, false)
+	outs = fail(4)
+	if len(pauses(outs)) != 1 {
+		t.Fatal("after an aborted pause, the next permanent failure does not pause")
+	}
+	// It commits but loses to a concurrent change.
+	s.pauseOutcome = func(context.Context, *endpoints.Tracked, *kgo.Record) (endpoints.Outcome, error) {
+		return endpoints.Lost, nil
+	}
+	s.pausesCommitted(t.Context(), outs, true)
+	s.pauses.wg.Wait()
+	if len(pauses(fail(5))) != 1 {
+		t.Fatal("after a pause that lost, the next permanent failure does not pause")
+	}
+}
+
+// TestRepeatedWorkerFaultsSetTheDeliveryAside: a delivery set aside after
+// MaxFaults worker faults gets a FAILED result and a DeadLetter (so it
+// has a terminal outcome and can be resent), not only a raw copy.
+func TestRepeatedWorkerFaultsSetTheDeliveryAside(t *testing.T) {
+	s := newTestService(t)
+	s.store.Put(endpoint("http://127.0.0.1:1")) // no secret: signing panics
+	r := deliveryRecord(t, s)
+	var out []*kgo.Record
+	for range s.cfg.MaxFaults {
+		out = s.handleSafely(t.Context(), r)
+		if out[0].Topic == s.topics.Deliveries {
+			r = out[0]
+		}
+	}
+	res := decoded(t, out, s.topics.Results, newResult)
+	dead := decoded(t, out, s.topics.Dead, newDeadLetter)
+	if len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || !strings.Contains(res[0].GetReason(), "worker faults") ||
+		len(dead) != 1 || dead[0].GetDelivery().GetAttempt() != 3 || string(dead[0].GetDelivery().GetPayload()) != `{}` {
+		t.Fatalf("set aside as results %v, dead letters %v; want one FAILED result and a DeadLetter with the delivery as it was", res, dead)
+	}
+}
+
+// TestARecordThatCanNeverBeWrittenIsDeadLetteredWithoutItsPayload: a
+// delivery whose retry would be over the record limit ends FAILED with a
+// small dead letter instead of aborting every commit; and one whose
+// record a broker refused is set aside when it comes again, with no
+// second attempt.
+func TestARecordThatCanNeverBeWrittenIsDeadLetteredWithoutItsPayload(t *testing.T) {
+	var requests atomic.Int32
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer rx.Close()
+	s := newTestService(t)
+	s.cfg.OutageAfter = 0
+	s.store.Put(endpoint(rx.URL, sign.GenerateSecret()))
+	d := &hooklinev1.Delivery{DeliveryId: "dlv_big", EventId: "evt_1", TenantId: "t", EndpointId: "ep_1", Attempt: 1,
+		Payload: []byte(`"` + strings.Repeat("x", recordLimit) + `"`)}
+	r, _ := hkafka.Record(s.topics.Deliveries, "ep_1", d)
+	out := s.handleSafely(t.Context(), r)
+	for _, o := range out {
+		if n := recordBytes(o); n > recordLimit {
+			t.Fatalf("a record of %d bytes for %s handed on", n, o.Topic)
+		}
+	}
+	res := decoded(t, out, s.topics.Results, newResult)
+	dead := decoded(t, out, s.topics.Dead, newDeadLetter)
+	if len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || res[0].GetStatusCode() != 503 ||
+		!strings.Contains(res[0].GetReason(), "cannot be written") || len(dead) != 1 || len(dead[0].GetDelivery().GetPayload()) != 0 {
+		t.Fatalf("results %v, dead letters %d; want the attempt's result FAILED and a dead letter without the payload", res, len(dead))
+	}
+
+	// A broker refuses a small delivery's retry (its topic's
+	// max.message.bytes is lower): the delivery is marked, and when it
+	// comes again after the abort it is set aside without an attempt.
+	small := deliveryRecord(t, s)
+	retry, _ := hkafka.Record(s.topics.Retries, "ep_1", &hooklinev1.Delivery{DeliveryId: "dlv_1", Payload: make([]byte, bigRecord)})
+	other, _ := hkafka.Record(s.topics.Retries, "ep_1", &hooklinev1.Delivery{DeliveryId: "dlv_2"})
+	if reason := s.classifyAbort([]refused{{retry, kerrMessageTooLarge}, {other, kerrMessageTooLarge}}, time.Now()); reason != "unwritable" {
+		t.Fatalf("abort reason %q, want unwritable", reason)
+	}
+	before := requests.Load()
+	out = s.handleSafely(t.Context(), small)
+	if requests.Load() != before {
+		t.Fatal("a delivery marked unwritable was attempted again")
+	}
+	if res := decoded(t, out, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED {
+		t.Fatalf("marked delivery: %v, want FAILED", res)
+	}
+	if s.unwritable.reason("dlv_2") != "" {
+		t.Fatal("a small record refused in the same batch was marked too")
+	}
+	// A refusal no delivery can fix is not blamed on one.
+	if reason := s.classifyAbort([]refused{{other, kerrTopicAuthorizationFailed}}, time.Now()); reason != "refused" {
+		t.Fatalf("abort reason %q, want refused", reason)
+	}
+}
+
+// TestAbortedCommitsBackOff: the pause after aborted commits in a row
+// doubles from abortBackoffMin up to abortBackoffMax, and a commit
+// resets it.
+func TestAbortedCommitsBackOff(t *testing.T) {
+	s := newTestService(t)
+	var got []time.Duration
+	for range 12 {
+		got = append(got, s.afterTransaction(false, true, nil, 1, nil))
+	}
+	if got[0] != abortBackoffMin || got[1] != 2*abortBackoffMin || got[len(got)-1] != abortBackoffMax {
+		t.Fatalf("backoffs %v, want doubling from %v to %v", got, abortBackoffMin, abortBackoffMax)
+	}
+	s.afterTransaction(true, false, nil, 1, nil)
+	if w := s.afterTransaction(false, true, nil, 1, nil); w != abortBackoffMin {
+		t.Fatalf("after a commit the backoff is %v, want %v again", w, abortBackoffMin)
+	}
+}
+
+var (
+	kerrMessageTooLarge          = kerr.MessageTooLarge
+	kerrTopicAuthorizationFailed = kerr.TopicAuthorizationFailed
+)
