@@ -55,7 +55,7 @@ func inVirtualTime(t *testing.T, f func(t *testing.T)) {
 	synctest.Test(t, f)
 }
 
-func startVirtual(t *testing.T) *vstack {
+func startVirtual(t *testing.T, configure ...func(*dispatcher.Config)) *vstack {
 	t.Helper()
 	vn := &kfake.VirtualNetwork{}
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(9092), kfake.ListenFn(vn.Listen))
@@ -95,6 +95,9 @@ func startVirtual(t *testing.T) *vstack {
 	dc.AllowPrivate = true
 	dc.TransactionalID = "v-dispatcher"
 	dc.ParkRecheck = 5 * time.Minute
+	for _, c := range configure {
+		c(&dc)
+	}
 	disp, err := dispatcher.New(dc, dispatcher.WithLogger(testLogger(t, "dispatcher")),
 		dispatcher.WithAttemptOptions(attempt.WithDialContext(vn.DialContext)), dispatcher.WithRandSeed(1))
 	if err != nil {

@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/services/dispatcher/dispatcher"
+)
+
+// TestHeldDeliveriesStartWithinSecondsOfAResume: after a pause of half an
+// hour, every held delivery starts within 10 s of ResumeEndpoint (the
+// bound the operator guide gives: --park-recheck, 5 s, plus the
+// scheduler), at attempt 1. Before, held deliveries looked again only
+// every minute.
+func TestHeldDeliveriesStartWithinSecondsOfAResume(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T) {
+		vs := startVirtual(t, func(c *dispatcher.Config) { c.ParkRecheck = defaults[dispatcher.Config](t).ParkRecheck })
+		defer vs.stop()
+		vs.wait = time.Hour
+		rx := vs.receiver(t, "8080", func(int) int { return http.StatusOK })
+		defer rx.srv.Close()
+		ep := vs.createEndpoint(rx.url)
+		if _, err := vs.endpoints().PauseEndpoint(vs.ctx(), &hooklinev1.PauseEndpointRequest{Id: ep.GetEndpoint().GetId(), Reason: "maintenance"}); err != nil {
+			t.Fatal(err)
+		}
+		const n = 5
+		for range n {
+			vs.publish("invoice.paid", `{}`)
+		}
+		time.Sleep(30 * time.Minute)
+		if got := len(rx.times()); got != 0 {
+			t.Fatalf("a paused endpoint received %d requests", got)
+		}
+		resumed := time.Now()
+		if _, err := vs.endpoints().ResumeEndpoint(vs.ctx(), &hooklinev1.ResumeEndpointRequest{Id: ep.GetEndpoint().GetId()}); err != nil {
+			t.Fatal(err)
+		}
+		results := decodeAll(t, vs.readN(vs.topics.Results, 2*n), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+		for _, r := range results {
+			if r.GetState() == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED && r.GetAttempt() != 1 {
+				t.Fatalf("delivered at attempt %d, want 1", r.GetAttempt())
+			}
+		}
+		at := rx.times()
+		if len(at) != n {
+			t.Fatalf("receiver got %d requests, want %d", len(at), n)
+		}
+		for i, a := range at {
+			if late := a.Sub(resumed); late > 10*time.Second {
+				t.Errorf("held delivery %d started %v after the resume, want within 10 s", i+1, late)
+			}
+		}
+	})
+}
+
+// TestARecordTheBrokerRefusesIsDeadLetteredNotRetriedForEver: the
+// retries topic takes records of at most 32 KiB, and a delivery of a
+// 40 KiB payload fails with a 503: its retry can never be written. The
+// commit aborts once; the delivery then ends FAILED with a dead letter
+// (without its payload), and the receiver sees one attempt, not a storm
+// of re-attempts.
+func TestARecordTheBrokerRefusesIsDeadLetteredNotRetriedForEver(t *testing.T) {
+	var requests atomic.Int32
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer rx.Close()
+	st := startStack(t, func(c *stackConfig) {
+		c.dispatcher.OutageAfter = 0
+		adm := kafkaAdmin(t, c.kafka.Brokers)
+		small := "32768"
+		resp, err := adm.CreateTopic(t.Context(), int32(c.kafka.Partitions), -1, map[string]*string{"max.message.bytes": &small}, c.kafka.Topics().Retries)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	st.createEndpoint(rx.URL)
+	st.publish("invoice.paid", `"`+strings.Repeat("x", 40<<10)+`"`)
+	res := decodeAll(t, st.readN(st.topics.Results, 1), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })[0]
+	if res.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || !strings.Contains(res.GetReason(), "cannot be written") {
+		t.Fatalf("result %v, want FAILED: cannot be written", res)
+	}
+	dead := decodeAll(t, st.readN(st.topics.Dead, 1), func() *hooklinev1.DeadLetter { return &hooklinev1.DeadLetter{} })[0]
+	if dead.GetDelivery().GetDeliveryId() != res.GetDeliveryId() || len(dead.GetDelivery().GetPayload()) != 0 {
+		t.Fatalf("dead letter %v, want the delivery without its payload", dead.GetDelivery())
+	}
+	if n := requests.Load(); n > 2 {
+		t.Fatalf("receiver got %d requests for one delivery whose retry cannot be written", n)
+	}
+}
+
