@@ -35,7 +35,7 @@ func TestWaitingForCapAndRateWritesNothingToKafka(t *testing.T) {
 func TestABacklogBeyondItsBudgetIsSpilledAndStillDelivered(t *testing.T) {
 	st := startStack(t, func(c *stackConfig) {
 		c.dispatcher.QueueMin = 5
-		c.dispatcher.QueueSeconds = 0
+		c.dispatcher.QueueTime = 0
 	})
 	rx := newCountingReceiver(t, 0)
 	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, RateLimitPerSecond: 20})

@@ -60,14 +60,14 @@ func (e *engine) configure(l *lane, ep *hooklinev1.EndpointRecord, now time.Time
 	l.configure(min(capacity, cfg.MaxInFlightCeiling), min(perSec, cfg.RateLimitCeiling), now)
 }
 
-// queueLimit is how many deliveries l may hold in memory: QueueSeconds
+// queueLimit is how many deliveries l may hold in memory: QueueTime
 // of its rate, at least QueueMin; a lane with no rate limit is bounded
 // by the window alone.
 func (e *engine) queueLimit(l *lane) int {
 	if l.perSec <= 0 {
 		return e.s.cfg.WindowRecords
 	}
-	return max(e.s.cfg.QueueMin, int(l.perSec*e.s.cfg.QueueSeconds.Seconds()))
+	return max(e.s.cfg.QueueMin, int(l.perSec*e.s.cfg.QueueTime.Seconds()))
 }
 
 // settle finishes en now with the outputs fn returns, inside its process

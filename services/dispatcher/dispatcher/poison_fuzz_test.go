@@ -72,7 +72,6 @@ func FuzzPoisonDelivery(f *testing.F) {
 	})
 }
 
-
 // TestPoisonRecordWithForgedFaultCountIsSetAside is the regression test
 // for what FuzzPoisonDelivery found: a worker-fault header of MaxInt
 // overflowed to a negative count, and a negative one never reached

@@ -13,7 +13,7 @@ import (
 // untouched, due when its lane will have room. It happens once per
 // delivery for each of:
 //
-//   - backlog: a lane already holds its budget (QueueSeconds at its
+//   - backlog: a lane already holds its budget (QueueTime at its
 //     rate, at least QueueMin; QueueBytes) when the delivery arrives;
 //   - a stuck partition: the partition's oldest uncommitted delivery has
 //     waited in its lane for StuckAfter, or the window is full, so the

@@ -60,8 +60,6 @@ type entry struct {
 	// synced is set once the endpoints view was synced for this record,
 	// so an endpoint still unknown then is deleted.
 	synced bool
-	// resolveFails counts failed syncs, for their backoff.
-	resolveFails int
 }
 
 // partWindow is one partition's part of the window.
