@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,10 +36,32 @@ func (k *kafkaStats) close() { k.cl.Close() }
 // sizes in bytes.
 type written struct {
 	records, bytes int64
+	byTopic        map[string]int64 // records per topic, prefix dropped
 }
 
 func (w written) minus(o written) written {
-	return written{records: w.records - o.records, bytes: w.bytes - o.bytes}
+	d := written{records: w.records - o.records, bytes: w.bytes - o.bytes, byTopic: map[string]int64{}}
+	for t, n := range w.byTopic {
+		if n -= o.byTopic[t]; n != 0 {
+			d.byTopic[t] = n
+		}
+	}
+	return d
+}
+
+// perDelivery formats records per delivery for the topics that took the
+// most, e.g. "results 1.0 · deliveries 1.0 · delay.1s 0.4".
+func (w written) perDelivery(deliveries int64, top int) string {
+	if deliveries == 0 {
+		return "n/a"
+	}
+	topics := slices.Collect(maps.Keys(w.byTopic))
+	slices.SortFunc(topics, func(a, b string) int { return cmp.Compare(w.byTopic[b], w.byTopic[a]) })
+	var parts []string
+	for _, t := range topics[:min(top, len(topics))] {
+		parts = append(parts, fmt.Sprintf("%s %.1f", t, float64(w.byTopic[t])/float64(deliveries)))
+	}
+	return strings.Join(parts, " · ")
 }
 
 // topics lists Hookline's topics (those with the prefix).
@@ -60,7 +85,7 @@ func (k *kafkaStats) snapshot(ctx context.Context) (written, error) {
 	if err != nil {
 		return written{}, err
 	}
-	var w written
+	w := written{byTopic: map[string]int64{}}
 	ends, err := k.adm.ListEndOffsets(ctx, ts...)
 	if err != nil {
 		return w, fmt.Errorf("end offsets: %w", err)
@@ -68,6 +93,7 @@ func (k *kafkaStats) snapshot(ctx context.Context) (written, error) {
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err == nil {
 			w.records += o.Offset
+			w.byTopic[strings.TrimPrefix(o.Topic, k.prefix)] += o.Offset
 		}
 	})
 	dirs, err := k.adm.DescribeAllLogDirs(ctx, nil)
@@ -128,4 +154,31 @@ func (k *kafkaStats) snapshotAt(ctx context.Context, at time.Time) func() (writt
 		r := <-ch
 		return r.w, r.err
 	}
+}
+
+// busiestPartition returns the partition of topic whose end offset grew
+// the most between two readings of partitionEnds.
+func busiestPartition(before, after map[int32]int64) int32 {
+	best, grew := int32(-1), int64(-1)
+	for p, end := range after {
+		if g := end - before[p]; g > grew {
+			best, grew = p, g
+		}
+	}
+	return best
+}
+
+// partitionEnds returns the end offset of each partition of topic.
+func (k *kafkaStats) partitionEnds(ctx context.Context, topic string) (map[int32]int64, error) {
+	ends, err := k.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	out := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			out[o.Partition] = o.Offset
+		}
+	})
+	return out, nil
 }

@@ -24,6 +24,7 @@ func runBacklog(ctx context.Context, b *bench) error {
 	var shared, parts int
 	var hotRate, perDelivery, bytesPer float64
 	var missing int
+	var topics string
 	mem, err := withSession(ctx, b, "backlog", func(ctx context.Context, s *session) error {
 		hotID, err := s.h.createEndpoint(ctx, endpointSpec{
 			url: s.rcv.handle("/backlog/hot", route{group: "hot"}), eventTypes: []string{"bench.backlog.hot"},
@@ -84,6 +85,10 @@ func runBacklog(ctx context.Context, b *bench) error {
 			<-healthyDone
 		}()
 
+		ends0, err := s.kafka.partitionEnds(ctx, s.st.prefix+"deliveries")
+		if err != nil {
+			return err
+		}
 		start := time.Now()
 		var ok atomic.Int64
 		closedLoop(ctx, b.cfg.Publishers, b.cfg.Backlog, start.Add(backlogQueueBound), func(ctx context.Context, _ int) {
@@ -92,6 +97,14 @@ func runBacklog(ctx context.Context, b *bench) error {
 			}
 		})
 		queued, queueTook = ok.Load(), time.Since(start)
+		ends1, err := s.kafka.partitionEnds(ctx, s.st.prefix+"deliveries")
+		if err != nil {
+			return err
+		}
+		// Check the murmur2 guess against where the queue actually went.
+		if seen := busiestPartition(ends0, ends1); int(seen) != hotPart {
+			return fmt.Errorf("the queue went to partition %d of %s, not %d as Kafka's default partitioner says: the healthy endpoints' placement is wrong", seen, s.st.prefix+"deliveries", hotPart)
+		}
 		from := time.Now()
 		w0, err := s.kafka.snapshot(ctx)
 		if err != nil {
@@ -125,6 +138,7 @@ func runBacklog(ctx context.Context, b *bench) error {
 		if n > 0 {
 			d := w1.minus(w0)
 			perDelivery, bytesPer = float64(d.records)/float64(n), float64(d.bytes)/float64(n)
+			topics = d.perDelivery(n, 4)
 		}
 		return nil
 	})
@@ -133,9 +147,9 @@ func runBacklog(ctx context.Context, b *bench) error {
 	}
 	b.rep.add("queued for the one endpoint", fmt.Sprintf("%d in %s (%.0f publishes/s)", queued, queueTook.Round(time.Second), perSec(queued, queueTook)), "")
 	b.rep.add("healthy latency while queueing", qQueue.String(), "")
-	b.rep.add(fmt.Sprintf("healthy latency with the queue standing (%s)", b.cfg.BacklogFor), qStand.String(), fmt.Sprintf("%d of 9 healthy share its partition (of %d)", shared, parts))
+	b.rep.add(fmt.Sprintf("healthy latency with the queue standing (%s)", b.cfg.BacklogFor), qStand.String(), fmt.Sprintf("%d of 9 healthy share its partition (of %d; checked against where the queue went)", shared, parts))
 	b.rep.add("backlogged endpoint delivered", fmt.Sprintf("%.0f/s", hotRate), pct(hotRate, defaultRate)+" of its rate limit")
-	b.rep.add("Kafka written per delivery (queue standing)", fmt.Sprintf("%.1f records · %.0f bytes", perDelivery, bytesPer), "")
+	b.rep.add("Kafka written per delivery (queue standing)", fmt.Sprintf("%.1f records · %.0f bytes (%s)", perDelivery, bytesPer, topics), "")
 	b.rep.add("RSS at end", memoryLine(mem), "")
 	if missing > 0 {
 		b.rep.add("healthy not delivered within the drain bound after the window", fmt.Sprint(missing), "")

@@ -25,6 +25,7 @@ func runStorm(ctx context.Context, b *bench) error {
 	var publishTook, drainTook time.Duration
 	var delivered, failed int64
 	var perDelivery float64
+	var topics string
 	var drained bool
 	mem, err := withSession(ctx, b, "storm", func(ctx context.Context, s *session) error {
 		policy := &hooklinev1.RetryPolicy{
@@ -75,6 +76,7 @@ func runStorm(ctx context.Context, b *bench) error {
 		if delivered > 0 {
 			perDelivery = float64(w1.minus(w0).records) / float64(delivered)
 		}
+		topics = w1.minus(w0).perDelivery(delivered, 4)
 		return nil
 	})
 	if err != nil {
@@ -86,7 +88,7 @@ func runStorm(ctx context.Context, b *bench) error {
 		state = fmt.Sprintf("**not drained**: %d of %d delivered %s after recovery (bound)", delivered, published, b.cfg.StormDrain)
 	}
 	b.rep.add("time to drain", state, fmt.Sprintf("%.0f deliveries/s after recovery", perSec(delivered, drainTook)))
-	b.rep.add("503 answers · Kafka records per delivery", fmt.Sprintf("%d · %.1f", failed, perDelivery), "")
+	b.rep.add("503 answers · Kafka records per delivery", fmt.Sprintf("%d · %.1f (%s)", failed, perDelivery, topics), "")
 	b.rep.add("RSS at end (peak)", memoryLine(mem), "")
 	return nil
 }
