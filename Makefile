@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-MODULES := gen platform services/ingest services/dispatcher services/scheduler cmd/hookline e2e bench
+MODULES := gen platform services/ingest services/dispatcher services/scheduler cmd/hookline e2e bench chaos
 TOOLS   := $(CURDIR)/bin/tools
 export PATH := $(TOOLS):$(PATH)
 
@@ -77,7 +77,7 @@ lint: $(TOOLS)/buf $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (per m
 ## ---- tests -------------------------------------------------------------
 
 .PHONY: test
-test: gen-check lint test-unit test-fuzz test-real test-jaeger ## everything CI runs: gen check, lint, unit + kfake tier, fuzz smoke, real Kafka tier, traces in Jaeger
+test: gen-check lint test-unit test-fuzz test-real test-crash test-jaeger ## everything CI runs: gen check, lint, unit + kfake tier, fuzz smoke, real Kafka tier, crash run, traces in Jaeger
 
 .PHONY: test-unit
 test-unit: ## unit tests and the integration suite on kfake, with -race
@@ -145,6 +145,31 @@ test-jaeger: ## a delivery exported over OTLP to a real Jaeger v2, found by even
 	  grep -E '^(--- |ok|FAIL)|found trace' $(TEST_LOG)/jaeger.log || true; \
 	  if [ $$rc -ne 0 ]; then tail -n 60 $(TEST_LOG)/jaeger.log; fi; \
 	  exit $$rc
+
+## ---- chaos -------------------------------------------------------------
+
+# The crash suite (chaos/): bin/ingest, bin/dispatcher and bin/scheduler,
+# two of each, as separate processes on chaos's own Apache Kafka 4.4
+# (ports 19500-19502 for one node, 19510-19518 for three; data under
+# /tmp/hookline-chaos-kafka*), steady load through gRPC to healthy, slow,
+# 50%-503, dead and hanging loopback receivers, kill -9 of services and
+# brokers, then the ledger check. Table in bin/chaos/; how to read it in
+# docs/reliability.md. CHAOS_FLAGS adds flags, e.g. CHAOS_FLAGS='--load 90s'
+# or CHAOS_FLAGS='--scenarios kill-broker'; bin/chaos -h lists them.
+CHAOS_FLAGS ?=
+CHAOS_NODES ?= 3
+
+.PHONY: chaos-bin
+chaos-bin: build
+	go build -o bin/chaos ./chaos
+
+.PHONY: chaos
+chaos: chaos-bin ## crash suite on a 3-broker Kafka 4.4 (CHAOS_NODES=1 for one): kill -9 every service kind and brokers under load, reconcile; table in bin/chaos/results.md
+	bin/chaos --nodes $(CHAOS_NODES) --out bin/chaos/results.md $(CHAOS_FLAGS)
+
+.PHONY: test-crash
+test-crash: chaos-bin ## the short crash run of make test: one broker, kill -9 a dispatcher then an ingest under load, ledger check
+	bin/chaos --nodes 1 --scenarios quick --load 30s --settle 90s --out bin/chaos/quick.md
 
 ## ---- tracing -----------------------------------------------------------
 

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func terminal(s hooklinev1.DeliveryState) bool {
+	switch s {
+	case hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED, hooklinev1.DeliveryState_DELIVERY_STATE_FAILED,
+		hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED, hooklinev1.DeliveryState_DELIVERY_STATE_ENDPOINT_DELETED:
+		return true
+	}
+	return false
+}
+
+// results follows the results topic as any Kafka client would
+// (read_committed, from the start) and keeps every terminal outcome per
+// delivery id. Safe for concurrent use.
+type results struct {
+	cl   *kgo.Client
+	done chan struct{}
+
+	mu    sync.Mutex
+	ends  map[string][]hooklinev1.DeliveryState
+	bad   int // records that did not decode
+	count int
+}
+
+func followResults(brokers []string, topic string) (*results, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	r := &results{cl: cl, done: make(chan struct{}), ends: map[string][]hooklinev1.DeliveryState{}}
+	go func() {
+		defer close(r.done)
+		for {
+			fs := cl.PollFetches(context.Background())
+			if fs.IsClientClosed() {
+				return
+			}
+			fs.EachRecord(func(rec *kgo.Record) {
+				var ar hooklinev1.AttemptResult
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				r.count++
+				if hkafka.Decode(rec, &ar) != nil {
+					r.bad++
+					return
+				}
+				if terminal(ar.GetState()) {
+					r.ends[ar.GetDeliveryId()] = append(r.ends[ar.GetDeliveryId()], ar.GetState())
+				}
+			})
+		}
+	}()
+	return r, nil
+}
+
+func (r *results) close() {
+	r.cl.Close()
+	<-r.done
+}
+
+// missing returns how many of acc have no terminal outcome yet.
+func (r *results) missing(acc []accepted) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, a := range acc {
+		if len(r.ends[a.deliveryID]) == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// waitSettled polls until every accepted delivery has a terminal outcome
+// or the deadline passes.
+func (r *results) waitSettled(ctx context.Context, acc []accepted, limit time.Duration) time.Duration {
+	start := time.Now()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	deadline := time.After(limit)
+	for r.missing(acc) > 0 {
+		select {
+		case <-ctx.Done():
+			return time.Since(start)
+		case <-deadline:
+			return time.Since(start)
+		case <-t.C:
+		}
+	}
+	return time.Since(start)
+}
+
+// row is one line of the chaos table.
+type row struct {
+	Scenario                  string
+	Accepted, Delivered, Dead int
+	Deleted                   int
+	Lost                      int // accepted, no terminal outcome (or DELIVERED but never received)
+	MultiTerminal             int // more than one terminal outcome
+	Duplicates                int // extra 2xx-answered requests for one webhook-id
+	DupIDs                    int // webhook-ids received more than once with 2xx
+	Phantom                   int // received, never accepted (nor possibly accepted)
+	BodyChanged               int // one webhook-id seen with two bodies
+	Unconfirmed               int // publishes never answered OK (not counted as accepted)
+	UnconfirmedDelivered      int // of those, delivered anyway (allowed: the write landed)
+	Rejected                  map[string]int
+	RSS                       map[string]float64
+	Recover                   string
+	Settle                    time.Duration
+	Faults                    string
+	Err                       string
+	BadRecords                int
+	Examples                  []string // a few broken promises, for the log
+	deliveredNotReceived      int
+}
+
+// reconcile checks the ledger: accepted deliveries against the results
+// topic and against what the receivers saw.
+func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results, rx *receivers, eventSeq map[string]int64) {
+	got := rx.snapshot()
+	res.mu.Lock()
+	defer res.mu.Unlock()
+	rw.Accepted = len(acc)
+	rw.Unconfirmed = len(unconfirmed)
+	rw.BadRecords = res.bad
+	known := map[string]bool{}
+	for _, a := range acc {
+		known[a.eventID] = true
+		ends := res.ends[a.deliveryID]
+		if len(ends) == 0 {
+			rw.Lost++
+			if len(rw.Examples) < 5 {
+				rw.Examples = append(rw.Examples, fmt.Sprintf("%s (%s receiver, %d requests) has no terminal outcome", a.deliveryID, a.kind, got[a.eventID].requests))
+			}
+			continue
+		}
+		if len(ends) > 1 {
+			rw.MultiTerminal++
+			if len(rw.Examples) < 5 {
+				rw.Examples = append(rw.Examples, fmt.Sprintf("%s (%s receiver, %d 2xx) ended %d times: %v", a.deliveryID, a.kind, got[a.eventID].ok, len(ends), ends))
+			}
+		}
+		switch ends[0] {
+		case hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED:
+			rw.Delivered++
+			if got[a.eventID].ok == 0 {
+				rw.deliveredNotReceived++
+				rw.Lost++
+				if len(rw.Examples) < 5 {
+					rw.Examples = append(rw.Examples, fmt.Sprintf("%s (%s receiver) DELIVERED but never answered 2xx", a.deliveryID, a.kind))
+				}
+			}
+		case hooklinev1.DeliveryState_DELIVERY_STATE_ENDPOINT_DELETED:
+			rw.Deleted++
+		default:
+			rw.Dead++
+		}
+	}
+	for id, s := range got {
+		if s.ok > 1 {
+			rw.Duplicates += s.ok - 1
+			rw.DupIDs++
+		}
+		if s.bodyDiff || (known[id] && s.seq != eventSeq[id]) {
+			rw.BodyChanged++
+		}
+		if !known[id] {
+			if s.seq >= 0 && unconfirmed[s.seq] {
+				rw.UnconfirmedDelivered++
+				continue
+			}
+			rw.Phantom++
+		}
+	}
+}
+
+// recovery is how long after the fault healthy deliveries were timely
+// again: the publish time (after the fault) of the last healthy event
+// that took longer than late to reach its receiver, or never did.
+func recovery(acc []accepted, rx *receivers, faultAt time.Time, late time.Duration) string {
+	if faultAt.IsZero() {
+		return "–"
+	}
+	got := rx.snapshot()
+	var after []accepted
+	for _, a := range acc {
+		if a.kind == kindHealthy && a.at.After(faultAt) {
+			after = append(after, a)
+		}
+	}
+	if len(after) == 0 {
+		return "no load after fault"
+	}
+	sort.Slice(after, func(i, j int) bool { return after[i].at.Before(after[j].at) })
+	var worst time.Duration
+	for _, a := range after {
+		s := got[a.eventID]
+		if s.first.IsZero() || s.first.Sub(a.at) > late {
+			worst = a.at.Sub(faultAt)
+		}
+	}
+	if worst == 0 {
+		return "0 s (no healthy delivery late)"
+	}
+	return fmt.Sprintf("%.1f s", worst.Seconds())
+}

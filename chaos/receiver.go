@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Receiver kinds: each endpoint of a run is one of them.
+const (
+	kindHealthy = "healthy" // answers 204 at once
+	kindSlow    = "slow"    // answers 204 after slowDelay
+	kindFlaky   = "flaky"   // answers 503 half the time, 204 otherwise
+	kindDead    = "dead"    // a port nothing listens on: connection refused
+	kindHanging = "hanging" // accepts the request and never answers
+)
+
+var kinds = []string{kindHealthy, kindSlow, kindFlaky, kindDead, kindHanging}
+
+const slowDelay = 300 * time.Millisecond
+
+// seen is what one receiver saw for one webhook-id.
+type seen struct {
+	requests int       // every request
+	ok       int       // requests answered 2xx
+	first    time.Time // first request answered 2xx
+	seq      int64     // the body's seq (-1: body not ours)
+	bodyDiff bool      // a later request carried another body
+}
+
+// receivers runs one loopback HTTP server per kind (none for dead) and
+// records every request by webhook-id. Safe for concurrent use.
+type receivers struct {
+	urls map[string]string
+	srvs []*http.Server
+	stop chan struct{}
+
+	mu   sync.Mutex
+	seen map[string]*seen // by webhook-id
+	rng  *rand.Rand
+}
+
+func startReceivers() (*receivers, error) {
+	r := &receivers{urls: map[string]string{}, seen: map[string]*seen{}, stop: make(chan struct{}), rng: rand.New(rand.NewPCG(1, 2))}
+	for _, k := range kinds {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		r.urls[k] = "http://" + ln.Addr().String() + "/" + k
+		if k == kindDead {
+			ln.Close() // refused from now on
+			continue
+		}
+		srv := &http.Server{Handler: r.handler(k), ReadHeaderTimeout: 5 * time.Second}
+		r.srvs = append(r.srvs, srv)
+		go func() { _ = srv.Serve(ln) }()
+	}
+	return r, nil
+}
+
+func (r *receivers) handler(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
+		id := req.Header.Get("webhook-id")
+		var p struct {
+			Seq *int64 `json:"seq"`
+		}
+		seq := int64(-1)
+		if json.Unmarshal(body, &p) == nil && p.Seq != nil {
+			seq = *p.Seq
+		}
+		status := http.StatusNoContent
+		switch kind {
+		case kindSlow:
+			select {
+			case <-time.After(slowDelay):
+			case <-req.Context().Done():
+				return
+			case <-r.stop:
+				return
+			}
+		case kindFlaky:
+			r.mu.Lock()
+			if r.rng.IntN(2) == 0 {
+				status = http.StatusServiceUnavailable
+			}
+			r.mu.Unlock()
+		case kindHanging:
+			r.note(id, seq, false)
+			select {
+			case <-req.Context().Done():
+			case <-r.stop:
+			}
+			return
+		}
+		r.note(id, seq, status < 300)
+		w.WriteHeader(status)
+	}
+}
+
+func (r *receivers) note(id string, seq int64, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.seen[id]
+	if s == nil {
+		s = &seen{seq: seq}
+		r.seen[id] = s
+	} else if s.seq != seq {
+		s.bodyDiff = true
+	}
+	s.requests++
+	if ok {
+		s.ok++
+		if s.first.IsZero() {
+			s.first = time.Now()
+		}
+	}
+}
+
+// snapshot copies what the receivers saw so far.
+func (r *receivers) snapshot() map[string]seen {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]seen, len(r.seen))
+	for k, v := range r.seen {
+		out[k] = *v
+	}
+	return out
+}
+
+func (r *receivers) close() {
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	for _, s := range r.srvs {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			_ = s.Close()
+		}
+		cancel()
+	}
+}

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// scenario is one chaos run: a fault injected while the load runs.
+// nodes is the broker count it needs (0: any).
+type scenario struct {
+	name, doc string
+	nodes     int
+	dev       bool // runs on one `hookline dev` instead of the services on Kafka
+	fault     func(ctx context.Context, e *env) (string, error)
+}
+
+// env is what a fault acts on.
+type env struct {
+	cfg     config
+	st      *stack
+	cl      *cluster
+	start   time.Time // load start
+	faultMu sync.Mutex
+	faultAt time.Time // first fault
+}
+
+// at waits until the load has run for frac of its length: a fault is
+// scheduled at a point of the run, not waited for.
+func (e *env) at(ctx context.Context, frac float64) error {
+	t := time.NewTimer(time.Until(e.start.Add(time.Duration(frac * float64(e.cfg.Load)))))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (e *env) mark() {
+	e.faultMu.Lock()
+	defer e.faultMu.Unlock()
+	if e.faultAt.IsZero() {
+		e.faultAt = time.Now()
+	}
+}
+
+// killRestart kill -9s the i-th process of kind and starts it again at
+// once with the same arguments (same transactional id and group), as a
+// supervisor would; ingest counts as back when it is SERVING.
+func (e *env) killRestart(ctx context.Context, kind string, i int) error {
+	p := e.st.find(kind, i)
+	e.mark()
+	if err := p.kill9(); err != nil {
+		return err
+	}
+	if err := p.run(); err != nil {
+		return err
+	}
+	if kind == "ingest" || kind == "dev" {
+		return waitServing(ctx, e.st.ingest[i], 2*time.Minute)
+	}
+	return nil
+}
+
+var scenarios = []scenario{
+	{name: "baseline", doc: "no fault: the ledger of an ordinary run"},
+	{name: "quick", doc: "kill -9 a dispatcher at 1/3 of the load and an ingest at 2/3 (make test)", fault: func(ctx context.Context, e *env) (string, error) {
+		if err := e.at(ctx, 1.0/3); err != nil {
+			return "", err
+		}
+		if err := e.killRestart(ctx, "dispatcher", 0); err != nil {
+			return "", err
+		}
+		if err := e.at(ctx, 2.0/3); err != nil {
+			return "", err
+		}
+		return "kill -9 dispatcher-0, then ingest-0", e.killRestart(ctx, "ingest", 0)
+	}},
+	{name: "kill-dispatcher", doc: "kill -9 one of two dispatchers mid-load, restart it", fault: killOne("dispatcher")},
+	{name: "kill-ingest", doc: "kill -9 one of two ingests mid-load, restart it", fault: killOne("ingest")},
+	{name: "kill-scheduler", doc: "kill -9 one of two schedulers mid-load, restart it", fault: killOne("scheduler")},
+	{name: "kill-in-rebalance", doc: "kill -9 dispatcher-0, restart it, and kill -9 dispatcher-1 while the group rebalances for the restart", fault: func(ctx context.Context, e *env) (string, error) {
+		if err := e.at(ctx, 1.0/3); err != nil {
+			return "", err
+		}
+		if err := e.killRestart(ctx, "dispatcher", 0); err != nil {
+			return "", err
+		}
+		// The restarted member joins within about a second; kill the
+		// other one while that join's rebalance is under way.
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(1500 * time.Millisecond):
+		}
+		return "kill -9 dispatcher-0, restart; 1.5 s later kill -9 dispatcher-1, restart", e.killRestart(ctx, "dispatcher", 1)
+	}},
+	{name: "kill-broker", nodes: 3, doc: "kill -9 one of three brokers mid-load, bring it back 10 s later", fault: func(ctx context.Context, e *env) (string, error) {
+		if err := e.at(ctx, 1.0/3); err != nil {
+			return "", err
+		}
+		e.mark()
+		if err := e.cl.kill9(ctx, 2); err != nil {
+			return "", err
+		}
+		if err := e.at(ctx, 1.0/3+10/e.cfg.Load.Seconds()); err != nil {
+			return "", err
+		}
+		return "kill -9 broker 2; restarted 10 s later", e.cl.start(ctx, 2)
+	}},
+	{name: "cluster-down-30s", nodes: 3, doc: "kill -9 every broker mid-load, start them again 30 s later", fault: func(ctx context.Context, e *env) (string, error) {
+		if err := e.at(ctx, 0.25); err != nil {
+			return "", err
+		}
+		e.mark()
+		for n := 1; n <= 3; n++ {
+			if err := e.cl.kill9(ctx, n); err != nil {
+				return "", err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(30 * time.Second):
+		}
+		return "kill -9 all 3 brokers; restarted 30 s later", e.cl.start(ctx, 0)
+	}},
+}
+
+var devScenario = scenario{name: "dev-kill", dev: true, doc: "kill -9 `hookline dev` mid-load and start it again on the same data directory",
+	fault: func(ctx context.Context, e *env) (string, error) {
+		if err := e.at(ctx, 1.0/3); err != nil {
+			return "", err
+		}
+		return "kill -9 `hookline dev` at 1/3 of the load, restarted on its data dir", e.killRestart(ctx, "dev", 0)
+	}}
+
+func init() { scenarios = append(scenarios, devScenario) }
+
+func killOne(kind string) func(ctx context.Context, e *env) (string, error) {
+	return func(ctx context.Context, e *env) (string, error) {
+		if err := e.at(ctx, 1.0/3); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("kill -9 %s-0 at 1/3 of the load, restarted at once", kind), e.killRestart(ctx, kind, 0)
+	}
+}
+
+// runScenario runs s on a fresh stack (its own topic prefix) and returns
+// its row of the table.
+func runScenario(ctx context.Context, cfg config, cl *cluster, brokers string, s scenario) (rw row) {
+	rw = row{Scenario: s.name, RSS: map[string]float64{}}
+	defer func() {
+		if rw.Err != "" {
+			fmt.Printf("scenario %s: %s\n", s.name, rw.Err)
+		}
+	}()
+	rx, err := startReceivers()
+	if err != nil {
+		rw.Err = err.Error()
+		return rw
+	}
+	defer rx.close()
+	var st *stack
+	if s.dev {
+		st, err = startDev(ctx, cfg, s.name)
+		brokers = st.brokersOrEmpty()
+	} else {
+		st, err = startStack(ctx, cfg, s.name, brokers, 2)
+	}
+	if err != nil {
+		rw.Err = err.Error()
+		return rw
+	}
+	defer st.close()
+	pub, err := newPublisher(st, st.prefix+"key", 90*time.Second)
+	if err != nil {
+		rw.Err = err.Error()
+		return rw
+	}
+	defer pub.close()
+	if err := pub.createEndpoints(ctx, rx); err != nil {
+		rw.Err = err.Error()
+		return rw
+	}
+	res, err := followResults(strings.Split(brokers, ","), st.prefix+"results")
+	if err != nil {
+		rw.Err = err.Error()
+		return rw
+	}
+	defer res.close()
+
+	e := &env{cfg: cfg, st: st, cl: cl, start: time.Now()}
+	loadCtx, cancel := context.WithTimeout(ctx, cfg.Load)
+	defer cancel()
+	var wg sync.WaitGroup
+	var faultErr error
+	if s.fault != nil {
+		wg.Go(func() {
+			rw.Faults, faultErr = s.fault(ctx, e)
+		})
+	}
+	pub.run(loadCtx, cfg.Rate, 64)
+	wg.Wait()
+	if faultErr != nil {
+		rw.Err = "fault: " + faultErr.Error()
+	}
+	acc, unconfirmed, rejected := pub.snapshot()
+	rw.Rejected = rejected
+	rw.Settle = res.waitSettled(ctx, acc, cfg.Settle)
+	for _, k := range []string{"ingest", "dispatcher", "scheduler", "dev"} {
+		rw.RSS[k] = st.peakMiB(k)
+	}
+	seqs := map[string]int64{}
+	for _, a := range acc {
+		seqs[a.eventID] = a.seq
+	}
+	reconcile(&rw, acc, unconfirmed, res, rx, seqs)
+	rw.Recover = recovery(acc, rx, e.faultAt, 2*time.Second)
+	return rw
+}
+
+// render prints the table and what each column means.
+func render(cfg config, rows []row, took time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n### Chaos: %d Kafka node(s), 2 × ingest / dispatcher / scheduler, %d events/s for %v per scenario (took %v)\n\n",
+		cfg.Nodes, cfg.Rate, cfg.Load, took.Round(time.Second))
+	b.WriteString("| scenario | accepted | delivered | dead-lettered | lost | duplicates | peak RSS MiB (ingest / dispatcher / scheduler) | time to recover | settled in | ledger |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|---:|---|\n")
+	for _, r := range rows {
+		verdict := "ok"
+		var bad []string
+		if r.Err != "" {
+			bad = append(bad, "error: "+r.Err)
+		}
+		if r.MultiTerminal > 0 {
+			bad = append(bad, fmt.Sprintf("%d with >1 terminal outcome", r.MultiTerminal))
+		}
+		if r.deliveredNotReceived > 0 {
+			bad = append(bad, fmt.Sprintf("%d DELIVERED never received", r.deliveredNotReceived))
+		}
+		if r.Phantom > 0 {
+			bad = append(bad, fmt.Sprintf("%d received, never published", r.Phantom))
+		}
+		if r.BodyChanged > 0 {
+			bad = append(bad, fmt.Sprintf("%d webhook-ids with two bodies", r.BodyChanged))
+		}
+		if r.BadRecords > 0 {
+			bad = append(bad, fmt.Sprintf("%d undecodable results", r.BadRecords))
+		}
+		if len(bad) > 0 {
+			verdict = "**FAIL**: " + strings.Join(bad, "; ")
+		}
+		if r.Unconfirmed > 0 {
+			verdict += fmt.Sprintf("; %d publishes unanswered after 90 s of retries (%s), %d of them delivered anyway", r.Unconfirmed, codeCounts(r.Rejected), r.UnconfirmedDelivered)
+		}
+		name := r.Scenario
+		if r.Faults != "" {
+			name += " (" + r.Faults + ")"
+		}
+		rss := fmt.Sprintf("%.0f / %.0f / %.0f", r.RSS["ingest"], r.RSS["dispatcher"], r.RSS["scheduler"])
+		if r.RSS["dev"] > 0 {
+			rss = fmt.Sprintf("%.0f (one `hookline dev` process)", r.RSS["dev"])
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d (%d ids) | %s | %s | %.0f s | %s |\n",
+			name, r.Accepted, r.Delivered, r.Dead, r.Lost, r.Duplicates, r.DupIDs,
+			rss, r.Recover, r.Settle.Seconds(), verdict)
+	}
+	b.WriteString(`
+accepted: deliveries PublishEvent answered OK for. delivered / dead-lettered: first terminal
+outcome on the results topic (read_committed) is DELIVERED / FAILED or EXPIRED. lost: accepted
+with no terminal outcome when the settle wait ended, or DELIVERED yet never answered 2xx by its
+receiver. duplicates: extra 2xx-answered requests for one webhook-id (at-least-once HTTP; all
+carried the same webhook-id and body, or the ledger column says otherwise). peak RSS: the
+largest VmRSS/VmHWM of any replica of the service, restarts included. time to recover: from the
+first fault until healthy-receiver deliveries were again under 2 s from publish to receipt
+(the publish time of the last late one). settled in: from the end of the load until every
+accepted delivery had a terminal outcome.
+`)
+	return b.String()
+}
+
+func codeCounts(m map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s ×%d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
