@@ -97,4 +97,3 @@ func TestARecordTheBrokerRefusesIsDeadLetteredNotRetriedForEver(t *testing.T) {
 		t.Fatalf("receiver got %d requests for one delivery whose retry cannot be written", n)
 	}
 }
-
