@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	hkafka "github.com/hookline/hookline/platform/kafka"
@@ -26,9 +27,12 @@ import (
 // commit is the records it writes, never the window's size.
 //
 // The transaction runs on a goroutine of its own: meanwhile the loop goes
-// on collecting completions and starting attempts from the lanes (it
-// only stops polling, which a transactional session does not allow
-// during End). Its end comes back through the inbox (msgCommitted).
+// on collecting completions, starting attempts from the lanes and
+// polling; only while End runs is polling shut out (a transactional
+// session does not allow a poll during End: see pollGate), and after an
+// aborted End until the loop has dropped its window and backed off, since
+// the session rewound to the committed offsets. Its end comes back
+// through the inbox (msgCommitted).
 func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now time.Time) {
 	var outs []*kgo.Record
 	marks := map[string]map[int32]kgo.EpochOffset{}
@@ -54,11 +58,22 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		began := time.Now()
 		var mu sync.Mutex
 		var failed []refused
-		committed, perr, err := hkafka.TransactEach(tctx, sess, outs, nil, func(r *kgo.Record, err error) {
+		ending := false
+		committed, perr, err := hkafka.TransactEach(tctx, sess, outs, func() {
+			ending = true
+			e.gate.close(e.in)
+		}, func(r *kgo.Record, err error) {
 			mu.Lock()
 			failed = append(failed, refused{r, err})
 			mu.Unlock()
 		})
+		if !ending {
+			e.gate.close(e.in) // failed before End: the loop reopens it
+		}
+		if committed && err == nil {
+			e.gate.open()
+		}
+		e.gate.endDone()
 		aborted := !committed && err == nil
 		wait := e.s.afterTransaction(committed, aborted, failed, len(outs), perr)
 		e.s.pausesCommitted(ctx, outs, committed && err == nil)
@@ -87,6 +102,7 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 func (e *engine) committed(m *msg, now time.Time) error {
 	e.committing = false
 	if errors.Is(m.produceErr, errBackoffEnded) {
+		e.gate.open()
 		return nil
 	}
 	e.lastCommit = now
@@ -124,3 +140,37 @@ func atWatermarks(req *kmsg.TxnOffsetCommitRequest, marks map[string]map[int32]k
 	}
 	req.Topics = topics
 }
+
+// pollGate keeps the loop from polling while a transaction ends (a
+// session may not poll during End) and, after an aborted End, until the
+// loop has dropped the window the session rewound: a record polled from
+// the rewound position would otherwise be taken for one polled before and
+// skipped. Safe for concurrent use.
+type pollGate struct {
+	mu     sync.Mutex // held by a poll in progress, and by End
+	shut   atomic.Bool
+	locked bool // End holds mu (the commit goroutine's own)
+}
+
+// close shuts polling out and waits for a poll in progress to return
+// (the commit goroutine, before End).
+func (g *pollGate) close(in *inbox) {
+	g.shut.Store(true)
+	in.wake() // cancels a poll in progress
+	g.mu.Lock()
+	g.locked = true
+}
+
+// endDone lets a poll start again once the gate opens.
+func (g *pollGate) endDone() {
+	if g.locked {
+		g.locked = false
+		g.mu.Unlock()
+	}
+}
+
+// open lets the loop poll again.
+func (g *pollGate) open() { g.shut.Store(false) }
+
+// closed reports whether polling is shut out.
+func (g *pollGate) closed() bool { return g.shut.Load() }

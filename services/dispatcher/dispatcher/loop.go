@@ -35,9 +35,10 @@ type engine struct {
 	// outstanding counts attempt and resolver goroutines not yet
 	// reported.
 	outstanding int
-	// committing is set while a commit's transaction runs: no poll and
-	// no second commit meanwhile.
+	// committing is set while a commit's transaction runs: no second
+	// commit meanwhile. gate keeps polls out of its End.
 	committing bool
+	gate       pollGate
 	// lastCommit is when the last commit ended: the next starts at least
 	// CommitInterval later, so the loop polls between commits even when
 	// a commit takes longer than the interval.
@@ -124,7 +125,7 @@ func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now t
 	if at := e.nextDeadline(now); !at.IsZero() {
 		timeout = max(at.Sub(now), 0)
 	}
-	if e.w.full() || e.committing {
+	if e.w.full() || e.gate.closed() {
 		// No more records until commits make room (relief spills
 		// partitions whose oldest record waits in a queue), and none
 		// while a transaction ends.
@@ -136,15 +137,21 @@ func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now t
 		pctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
+	e.gate.mu.Lock()
 	if !e.in.arm(cancel) {
+		e.gate.mu.Unlock()
 		return nil // messages are waiting
 	}
-	if timeout == 0 && !e.nextDeadline(now).IsZero() {
+	// Checked after arming: a commit that shuts the gate from now on
+	// cancels this poll.
+	if e.gate.closed() || (timeout == 0 && !e.nextDeadline(now).IsZero()) {
 		e.in.disarm()
-		return nil // something is due now
+		e.gate.mu.Unlock()
+		return nil // a transaction is ending, or something is due now
 	}
 	fs := sess.PollRecords(pctx, s.cfg.BatchSize)
 	e.in.disarm()
+	e.gate.mu.Unlock()
 	if fs.IsClientClosed() {
 		return errors.New("dispatcher: kafka client closed")
 	}
