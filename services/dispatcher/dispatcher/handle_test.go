@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,5 +168,44 @@ func TestRetryIsLoggedWithAttemptAndTraceIDs(t *testing.T) {
 	}
 	if strings.Contains(buf.String(), "s3cr3t") {
 		t.Errorf("payload logged: %s", buf.String())
+	}
+}
+
+// TestADeliveryNamingAnotherTenantsEndpointIsDeadLetteredUnsigned: the
+// deliveries topic is not a signing oracle. A delivery whose tenant does
+// not own its endpoint is never sent; it ends FAILED with a reason and a
+// dead letter.
+func TestADeliveryNamingAnotherTenantsEndpointIsDeadLetteredUnsigned(t *testing.T) {
+	var requests atomic.Int32
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer rx.Close()
+	s := newTestService(t)
+	s.store.Put(endpoint(rx.URL, sign.GenerateSecret())) // tenant "t"
+	d := &hooklinev1.Delivery{DeliveryId: "dlv_x", EventId: "evt_x", TenantId: "mallory", EndpointId: "ep_1", EventType: "a.b", Payload: []byte(`{}`), Attempt: 1}
+	r, err := hkafka.Record(s.topics.Deliveries, "ep_1", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := s.handleSafely(t.Context(), r)
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("the receiver got %d requests for another tenant's delivery", n)
+	}
+	var res hooklinev1.AttemptResult
+	var dead bool
+	for _, o := range out {
+		switch o.Topic {
+		case s.topics.Results:
+			if err := proto.Unmarshal(o.Value, &res); err != nil {
+				t.Fatal(err)
+			}
+		case s.topics.Dead:
+			dead = true
+		}
+	}
+	if res.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || !strings.Contains(res.GetReason(), "another tenant") || !dead {
+		t.Fatalf("want a FAILED result naming the tenant mismatch and a dead letter, got %v (dead letter: %v)", &res, dead)
 	}
 }
