@@ -70,17 +70,30 @@ func (e *env) killRestart(ctx context.Context, kind string, i int) error {
 
 var scenarios = []scenario{
 	{name: "baseline", doc: "no fault: the ledger of an ordinary run"},
-	{name: "quick", doc: "kill -9 a dispatcher at 1/3 of the load and an ingest at 2/3 (make test)", fault: func(ctx context.Context, e *env) (string, error) {
-		if err := e.at(ctx, 1.0/3); err != nil {
+	{name: "quick", doc: "kill -9 a dispatcher at 1/4 of the load, an ingest at 1/2 and a broker at 3/4, back 5 s later (make test)", fault: func(ctx context.Context, e *env) (string, error) {
+		if err := e.at(ctx, 0.25); err != nil {
 			return "", err
 		}
 		if err := e.killRestart(ctx, "dispatcher", 0); err != nil {
 			return "", err
 		}
-		if err := e.at(ctx, 2.0/3); err != nil {
+		if err := e.at(ctx, 0.5); err != nil {
 			return "", err
 		}
-		return "kill -9 dispatcher-0, then ingest-0", e.killRestart(ctx, "ingest", 0)
+		if err := e.killRestart(ctx, "ingest", 0); err != nil {
+			return "", err
+		}
+		if err := e.at(ctx, 0.75); err != nil {
+			return "", err
+		}
+		node := max(e.cfg.Nodes-1, 1)
+		if err := e.cl.kill9(ctx, node); err != nil {
+			return "", err
+		}
+		if err := e.at(ctx, 0.75+5/e.cfg.Load.Seconds()); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("kill -9 dispatcher-0, then ingest-0, then broker %d (back 5 s later)", node), e.cl.start(ctx, node)
 	}},
 	{name: "kill-dispatcher", doc: "kill -9 one of two dispatchers mid-load, restart it", fault: killOne("dispatcher")},
 	{name: "kill-ingest", doc: "kill -9 one of two ingests mid-load, restart it", fault: killOne("ingest")},

@@ -31,11 +31,12 @@
 #                                   Topics default to replication factor 3 and
 #                                   min.insync.replicas=2, the internal topics too.
 #                                   `up` prints the three bootstrap addresses.
-#                                   Extra verbs for chaos tests (3 nodes only):
-#                                     kill N    kill -9 node N (1-3)
+#                                   Extra verbs for chaos tests:
+#                                     kill N    kill -9 node N (1-3; one node: N ignored)
 #                                     start N   start node N again on its data and
 #                                               wait until the cluster lists all 3
-#                                               brokers (N=0: every stopped node)
+#                                               brokers (N=0: every stopped node;
+#                                               one node: wait until it serves)
 set -euo pipefail
 
 SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -528,6 +529,41 @@ cluster_start() {
   log "node(s) ${which[*]} back; the cluster lists 3 brokers"
 }
 
+# kill -9 the one-node broker (chaos tests); `start` brings it back on
+# its data, without formatting, and waits until it serves.
+cmd_kill() {
+  local p deadline
+  for p in $(broker_pids); do kill -KILL "$p" 2>/dev/null || true; done
+  deadline=$((SECONDS + 10))
+  while [ -n "$(broker_pids)" ]; do
+    [ $SECONDS -lt $deadline ] || die "broker survived SIGKILL"
+    sleep 0.1
+  done
+  rm -f "$PIDFILE"
+  log "broker killed (kill -9)"
+}
+
+cmd_start() {
+  [ -f "$PROPS" ] || die "no broker was set up in $KDIR: run up first"
+  if [ -n "$(broker_pids)" ]; then return 0; fi
+  local t0=$SECONDS
+  # shellcheck disable=SC2086 # HEAP holds several JVM flags
+  nohup java $HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
+    -Djava.awt.headless=true \
+    "-Dlog4j2.configurationFile=$LOG4J2" "-Dkafka.logs.dir=$LOGDIR" -Dhookline.log.name=server \
+    -cp "$LIB/*" kafka.Kafka "$PROPS" \
+    </dev/null >>"$LOGDIR/kafka.out" 2>&1 &
+  local pid=$!
+  echo "$pid" >"$PIDFILE"
+  local deadline=$((t0 + WAIT_S))
+  until metadata_probe "$PORT"; do
+    if ! alive "$pid"; then show_logs; rm -f "$PIDFILE"; die "broker process $pid exited during restart"; fi
+    if [ $SECONDS -ge $deadline ]; then show_logs; die "broker not ready within ${WAIT_S}s of restart"; fi
+    sleep 0.25
+  done
+  log "broker back in $((SECONDS - t0))s (pid $pid)"
+}
+
 if [ "$NODES" = 3 ]; then
   case "${1:-}" in
     up)     cluster_up ;;
@@ -546,6 +582,8 @@ fi
 case "${1:-}" in
   up)     cmd_up ;;
   down)   stop_broker ;;
+  kill)   cmd_kill ;;
+  start)  cmd_start ;;
   status) cmd_status ;;
   env)    echo "HOOKLINE_TEST_KAFKA=$BOOTSTRAP"
           echo "HOOKLINE_TEST_KAFKA_TLS=127.0.0.1:$TLSPORT"
