@@ -534,7 +534,7 @@ func (s *Store) Repair(ctx context.Context, produce func(context.Context, ...*kg
 				err = s.follow.WaitPast(ctx, r.Topic, r.Partition, r.Offset)
 			}
 			if ctx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // stopping is not a failure
 			}
 			if err != nil {
 				t := time.NewTimer(retry)

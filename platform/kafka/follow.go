@@ -277,7 +277,10 @@ func (f *Follower) partitions(ctx context.Context, topic string) ([]int32, error
 	}
 	d, ok := ts[topic]
 	if !ok || d.Err != nil || len(d.Partitions) == 0 {
-		return nil, fmt.Errorf("partitions of %s: %v", topic, d.Err)
+		if d.Err != nil {
+			return nil, fmt.Errorf("partitions of %s: %w", topic, d.Err)
+		}
+		return nil, fmt.Errorf("partitions of %s: not found", topic)
 	}
 	ids := d.Partitions.Numbers()
 	f.mu.Lock()
@@ -414,7 +417,7 @@ func (f *Follower) probe(ctx context.Context, topic string, partition int32, fro
 			from = start.Offset // deleted below here: nothing to apply
 			continue
 		case fp.Err != nil:
-			return nil // the consumer meets the same error and reports it
+			return nil //nolint:nilerr // the consumer meets the same error and reports it
 		}
 		if len(fp.Records) > 0 {
 			next = fp.Records[0].Offset // the consumer hands this one over

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -58,6 +59,8 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, what string
 		// shutdown: cut it.
 		_ = srv.Close()
 	}
-	<-done
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("telemetry: %s endpoint: %w", what, err)
+	}
 	return nil
 }
