@@ -333,7 +333,7 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 
 // errPublishTimeout ends a publish that Kafka did not confirm within
 // --publish-timeout.
-var errPublishTimeout = errors.New("Kafka did not confirm the write within --publish-timeout")
+var errPublishTimeout = errors.New("the write was not confirmed by Kafka within --publish-timeout")
 
 // kafkaStatus maps a failed Kafka call to the caller's status: the
 // caller's own deadline is DeadlineExceeded, anything else (our own
