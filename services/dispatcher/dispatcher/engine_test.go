@@ -2,9 +2,11 @@ package dispatcher
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,21 +32,27 @@ func testEngine(t *testing.T, s *Service) *engine {
 	return e
 }
 
-// poll places n deliveries for ep_1 on partition p at offsets from..., as
-// a poll would.
+// pollN places n deliveries for ep_1 on partition p at offsets from...,
+// as a poll would.
 func (e *engine) pollN(t *testing.T, p int32, from int64, n int) {
 	t.Helper()
-	now := e.s.now()
 	for i := range n {
-		d := &hooklinev1.Delivery{DeliveryId: "dlv", EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b", Payload: []byte(`{}`), Attempt: 1}
-		r, err := hkafka.Record(e.s.topics.Deliveries, "ep_1", d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Partition, r.Offset = p, from+int64(i)
-		if en := e.w.add(r, now, e.work); en != nil {
-			e.place(en, now)
-		}
+		e.pollID(t, p, from+int64(i), fmt.Sprint("dlv_", from+int64(i)))
+	}
+}
+
+// pollID places delivery id for ep_1 at partition p, offset.
+func (e *engine) pollID(t *testing.T, p int32, offset int64, id string) {
+	t.Helper()
+	now := e.s.now()
+	d := &hooklinev1.Delivery{DeliveryId: id, EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b", Payload: []byte(`{}`), Attempt: 1}
+	r, err := hkafka.Record(e.s.topics.Deliveries, "ep_1", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Partition, r.Offset = p, offset
+	if en := e.w.add(r, now, e.work); en != nil {
+		e.place(en, now)
 	}
 }
 
@@ -157,5 +165,42 @@ func TestWatermarkStopsAtTheOldestUnfinishedDelivery(t *testing.T) {
 	// not a second entry.
 	if w.add(&kgo.Record{Topic: "d", Partition: 0, Offset: 13}, now, context.Background()) != nil {
 		t.Fatal("a record below the partition's next offset was added again")
+	}
+}
+
+// TestACopyOfADeliveryIsSkippedButARefetchIsNot: a delivery record
+// written twice (a publish retried with its idempotency key after its
+// answer was lost) is attempted once, with one result; the same record
+// fetched again after a rewind is attempted again; a delivery put back
+// after a worker fault is not a copy.
+func TestACopyOfADeliveryIsSkippedButARefetchIsNot(t *testing.T) {
+	var requests atomic.Int32
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer rx.Close()
+	s := newTestService(t)
+	s.store.Put(endpoint(rx.URL, sign.GenerateSecret()))
+	e := testEngine(t, s)
+
+	e.pollID(t, 0, 0, "dlv_a")  // the delivery
+	e.pollID(t, 0, 10, "dlv_a") // its copy, ten records later
+	e.pump(s.now())
+	e.waitOutstanding(t, 0)
+	pw := e.w.parts[tp{s.topics.Deliveries, 0}]
+	outs, mark, _ := e.w.popDone(pw, s.now(), nil)
+	if n := requests.Load(); n != 1 || len(outs) != 1 || mark != 11 {
+		t.Fatalf("receiver got %d requests, %d records written, watermark %d; want 1, 1 result, 11", n, len(outs), mark)
+	}
+
+	// The partition rewound (an aborted commit): the same offset again.
+	e.dropped(map[string][]int32{s.topics.Deliveries: {0}})
+	e.sweep(s.now())
+	e.pollID(t, 0, 0, "dlv_a")
+	e.pump(s.now())
+	e.waitOutstanding(t, 0)
+	if n := requests.Load(); n != 2 {
+		t.Fatalf("a record fetched again after a rewind was not attempted again (%d requests)", n)
 	}
 }

@@ -47,6 +47,8 @@ type engine struct {
 	lastPrune   time.Time
 	msgs        []msg
 	lag         *telemetry.Lag
+	// recent remembers the deliveries placed lately, to skip copies.
+	recent *recent
 }
 
 func (s *Service) newEngine() *engine {
@@ -58,6 +60,7 @@ func (s *Service) newEngine() *engine {
 		in:         newInbox(),
 		work:       work,
 		cancelWork: cancel,
+		recent:     newRecent(recentDeliveries),
 	}
 }
 
