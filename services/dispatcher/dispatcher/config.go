@@ -14,6 +14,7 @@ type Config struct {
 	Group           string        `flag:"group" env:"HOOKLINE_DISPATCHER_GROUP" default:"hookline-dispatcher" usage:"Kafka consumer group of the dispatchers"`
 	TransactionalID string        `flag:"transactional-id" env:"HOOKLINE_DISPATCHER_TRANSACTIONAL_ID" usage:"Kafka transactional id, unique and stable per dispatcher instance (default: hookline-dispatcher-<hostname>)"`
 	TxnTimeout      time.Duration `flag:"transaction-timeout" env:"HOOKLINE_DISPATCHER_TRANSACTION_TIMEOUT" default:"60s" usage:"Kafka transaction timeout"`
+	SessionTimeout  time.Duration `flag:"session-timeout" env:"HOOKLINE_DISPATCHER_SESSION_TIMEOUT" default:"10s" usage:"Kafka group session timeout: how long a dispatcher that died (kill -9, lost host) keeps its partitions before the others take them over"`
 	BatchSize       int           `flag:"batch-size" env:"HOOKLINE_DISPATCHER_BATCH_SIZE" default:"2000" usage:"deliveries taken per poll"`
 	CommitInterval  time.Duration `flag:"commit-interval" env:"HOOKLINE_DISPATCHER_COMMIT_INTERVAL" default:"20ms" usage:"how often completed deliveries' results and offsets are committed"`
 	DrainTimeout    time.Duration `flag:"drain-timeout" env:"HOOKLINE_DISPATCHER_DRAIN_TIMEOUT" default:"15s" usage:"on shutdown, how long in-flight attempts may finish"`

@@ -247,6 +247,8 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 	sess, err := kgo.NewGroupTransactSession(append(append(opts, popts...),
 		kgo.TransactionalID(s.cfg.TransactionalID),
 		kgo.TransactionTimeout(s.cfg.TxnTimeout),
+		kgo.SessionTimeout(s.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(max(s.cfg.SessionTimeout/10, 100*time.Millisecond)),
 		kgo.ConsumerGroup(s.cfg.Group),
 		kgo.ConsumeTopics(s.topics.Deliveries),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
