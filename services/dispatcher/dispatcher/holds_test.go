@@ -365,16 +365,20 @@ func TestARecordThatCanNeverBeWrittenIsDeadLetteredWithoutItsPayload(t *testing.
 }
 
 // TestAbortedCommitsBackOff: the pause after aborted commits in a row
-// doubles from abortBackoffMin up to abortBackoffMax, and a commit
-// resets it.
+// doubles from abortBackoffMin, up to transientBackoffMax while Kafka
+// itself aborts them (a broker restarting) and up to abortBackoffMax when
+// it refuses the writes; a commit resets it.
 func TestAbortedCommitsBackOff(t *testing.T) {
 	s := newTestService(t)
 	var got []time.Duration
 	for range 12 {
 		got = append(got, s.afterTransaction(false, true, nil, 1, nil))
 	}
-	if got[0] != abortBackoffMin || got[1] != 2*abortBackoffMin || got[len(got)-1] != abortBackoffMax {
-		t.Fatalf("backoffs %v, want doubling from %v to %v", got, abortBackoffMin, abortBackoffMax)
+	if got[0] != abortBackoffMin || got[1] != 2*abortBackoffMin || got[len(got)-1] != transientBackoffMax {
+		t.Fatalf("backoffs %v, want doubling from %v to %v", got, abortBackoffMin, transientBackoffMax)
+	}
+	if w := abortBackoff(12, "refused"); w != abortBackoffMax {
+		t.Fatalf("backoff after 12 refusals %v, want %v", w, abortBackoffMax)
 	}
 	s.afterTransaction(true, false, nil, 1, nil)
 	if w := s.afterTransaction(false, true, nil, 1, nil); w != abortBackoffMin {

@@ -54,6 +54,12 @@ const bigRecord = 64 << 10
 const (
 	abortBackoffMin = 100 * time.Millisecond
 	abortBackoffMax = 30 * time.Second
+	// transientBackoffMax caps the backoff after aborts Kafka itself
+	// caused (a broker restarting, a leader moving): they end by
+	// themselves, and a long wait would only delay the recovery (make
+	// chaos: a 30 s backoff after a broker restart held deliveries past
+	// the crash test's settle bound).
+	transientBackoffMax = 2 * time.Second
 	// unwritableMemory is how long a delivery marked unwritable stays
 	// marked: its record comes again right after the abort.
 	unwritableMemory = 10 * time.Minute
@@ -252,8 +258,12 @@ func (s *Service) deliveryOf(r *kgo.Record) string {
 }
 
 // abortBackoff is the pause after the n-th aborted commit in a row.
-func abortBackoff(n int) time.Duration {
-	return min(abortBackoffMin<<min(n-1, 16), abortBackoffMax)
+func abortBackoff(n int, reason string) time.Duration {
+	limit := abortBackoffMax
+	if reason == "transient" {
+		limit = transientBackoffMax
+	}
+	return min(abortBackoffMin<<min(n-1, 16), limit)
 }
 
 // afterTransaction accounts for a transaction's end, on the commit's
@@ -269,7 +279,7 @@ func (s *Service) afterTransaction(committed, aborted bool, failed []refused, re
 	}
 	reason := s.classifyAbort(failed, s.now())
 	s.aborts++
-	wait := abortBackoff(s.aborts)
+	wait := abortBackoff(s.aborts, reason)
 	s.metrics.abort(reason)
 	log := s.log.Warn
 	if reason != "transient" {
