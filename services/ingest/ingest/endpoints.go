@@ -303,7 +303,19 @@ func currentSecret(rec *hooklinev1.EndpointRecord) string {
 	return rec.GetSecrets()[0].GetSecret()
 }
 
+// readBarrier makes a read see every endpoint change committed before the
+// call began, through any replica (the rounds are shared with publishes).
+func (s *Service) readBarrier(ctx context.Context) error {
+	if err := s.store.Barrier(ctx); err != nil {
+		return kafkaStatus(ctx, "endpoints not read", err)
+	}
+	return nil
+}
+
 func (s *Service) GetEndpoint(ctx context.Context, req *hooklinev1.GetEndpointRequest) (*hooklinev1.GetEndpointResponse, error) {
+	if err := s.readBarrier(ctx); err != nil {
+		return nil, err
+	}
 	rec, err := s.owned(ctx, req.GetId())
 	if err != nil {
 		return nil, err
@@ -318,6 +330,9 @@ func (s *Service) ListEndpoints(ctx context.Context, req *hooklinev1.ListEndpoin
 		size = defaultPageSize
 	case size > maxPageSize:
 		return nil, invalid("page_size", "is %d, the limit is %d", size, maxPageSize)
+	}
+	if err := s.readBarrier(ctx); err != nil {
+		return nil, err
 	}
 	resp := &hooklinev1.ListEndpointsResponse{}
 	for _, rec := range s.store.List(apikey.TenantFrom(ctx)) {
