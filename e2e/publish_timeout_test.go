@@ -1,92 +1,16 @@
 package e2e
 
 import (
-	"context"
-	"encoding/binary"
-	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-// freezer makes Kafka stop answering, as a frozen broker does: requests
-// still reach it (a produce may be written), but no answer comes back
-// until thaw. With produceOnly, only connections that carry Produce
-// requests are frozen, so the freeze hits a write already in flight.
-type freezer struct {
-	produceOnly bool
-	mu          sync.Mutex
-	thawed      chan struct{} // closed while not frozen
-}
-
-func newFreezer(produceOnly bool) *freezer {
-	f := &freezer{produceOnly: produceOnly, thawed: make(chan struct{})}
-	close(f.thawed)
-	return f
-}
-
-func (f *freezer) freeze() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	select {
-	case <-f.thawed:
-		f.thawed = make(chan struct{})
-	default:
-	}
-}
-
-func (f *freezer) thaw() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	select {
-	case <-f.thawed:
-	default:
-		close(f.thawed)
-	}
-}
-
-func (f *freezer) dial(ctx context.Context, network, host string) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, network, host)
-	if err != nil {
-		return nil, err
-	}
-	return &frozenConn{Conn: c, f: f}, nil
-}
-
-type frozenConn struct {
-	net.Conn
-	f       *freezer
-	produce atomic.Bool // has carried a Produce request
-}
-
-// Write notes whether the connection carries Produce requests (kgo
-// writes one whole request per Write: size, then api key 0).
-func (c *frozenConn) Write(b []byte) (int, error) {
-	if len(b) >= 6 && binary.BigEndian.Uint16(b[4:6]) == 0 {
-		c.produce.Store(true)
-	}
-	return c.Conn.Write(b)
-}
-
-// Read hands over nothing while frozen.
-func (c *frozenConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	if !c.f.produceOnly || c.produce.Load() {
-		c.f.mu.Lock()
-		thawed := c.f.thawed
-		c.f.mu.Unlock()
-		<-thawed
-	}
-	return n, err
-}
 
 // TestPublishAnswersWithinThePublishTimeoutWhileKafkaIsFrozen: with
 // Kafka not answering, PublishEvent answers UNAVAILABLE (or
@@ -104,17 +28,17 @@ func TestPublishAnswersWithinThePublishTimeoutWhileKafkaIsFrozen(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			const publishTimeout = time.Second
-			fr := newFreezer(tt.produceOnly)
-			defer fr.thaw()
+			fr := kafkatest.NewFreezer(tt.produceOnly)
+			defer fr.Thaw()
 			st := startStack(t, func(c *stackConfig) {
-				c.kafka.ClientOpts = append(c.kafka.ClientOpts, kgo.Dialer(fr.dial))
+				c.kafka.ClientOpts = append(c.kafka.ClientOpts, kgo.Dialer(fr.Dial))
 				c.ingest.PublishTimeout = publishTimeout
 			})
 			rx := newReceiver(t, http.StatusOK)
 			st.createEndpoint(rx.URL)
 			req := &hooklinev1.PublishEventRequest{EventType: "invoice.paid", Payload: []byte(`{"n":1}`), IdempotencyKey: "frozen-" + tt.name}
 
-			fr.freeze()
+			fr.Freeze()
 			answered := make(chan error, 1)
 			go func() {
 				_, err := st.events().PublishEvent(st.ctx(), req)
@@ -132,7 +56,7 @@ func TestPublishAnswersWithinThePublishTimeoutWhileKafkaIsFrozen(t *testing.T) {
 			case <-bound.C:
 				t.Fatalf("no answer %s after the call although --publish-timeout is %s", publishTimeout+3*time.Second, publishTimeout)
 			}
-			fr.thaw()
+			fr.Thaw()
 
 			// What the README tells a caller: retry with the same key.
 			var resp *hooklinev1.PublishEventResponse

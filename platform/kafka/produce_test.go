@@ -3,74 +3,13 @@ package kafka
 import (
 	"context"
 	"errors"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// freezer holds every byte its connections read while frozen, as a broker
-// that takes requests but answers none would.
-type freezer struct {
-	mu     sync.Mutex
-	thawed chan struct{} // closed while not frozen
-}
-
-func newFreezer() *freezer {
-	f := &freezer{thawed: make(chan struct{})}
-	close(f.thawed)
-	return f
-}
-
-func (f *freezer) freeze() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	select {
-	case <-f.thawed:
-		f.thawed = make(chan struct{})
-	default:
-	}
-}
-
-func (f *freezer) thaw() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	select {
-	case <-f.thawed:
-	default:
-		close(f.thawed)
-	}
-}
-
-func (f *freezer) wait() {
-	f.mu.Lock()
-	c := f.thawed
-	f.mu.Unlock()
-	<-c
-}
-
-func (f *freezer) dial(ctx context.Context, network, host string) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, network, host)
-	if err != nil {
-		return nil, err
-	}
-	return &frozenConn{Conn: c, f: f}, nil
-}
-
-type frozenConn struct {
-	net.Conn
-	f *freezer
-}
-
-func (c *frozenConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	c.f.wait()
-	return n, err
-}
 
 // TestProduceAckedAnswersAtTheDeadlineWhileTheBrokerIsFrozen: a produce
 // already on the wire when the broker stops answering is not cancelled by
@@ -80,14 +19,14 @@ func TestProduceAckedAnswersAtTheDeadlineWhileTheBrokerIsFrozen(t *testing.T) {
 	cfg, _ := testBroker(t)
 	adm := kadm.NewClient(testClient(t, cfg))
 	topic := newTopic(t, adm, nil)
-	fr := newFreezer()
-	defer fr.thaw()
-	cl := testClient(t, cfg, kgo.Dialer(fr.dial), kgo.RequiredAcks(kgo.AllISRAcks()))
+	fr := kafkatest.NewFreezer(false)
+	defer fr.Thaw()
+	cl := testClient(t, cfg, kgo.Dialer(fr.Dial), kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err := ProduceAcked(t.Context(), cl, &kgo.Record{Topic: topic, Value: []byte("warm")}); err != nil {
 		t.Fatal(err) // connections and producer id are set up
 	}
 
-	fr.freeze()
+	fr.Freeze()
 	const timeout = 300 * time.Millisecond
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
@@ -105,6 +44,6 @@ func TestProduceAckedAnswersAtTheDeadlineWhileTheBrokerIsFrozen(t *testing.T) {
 	}
 
 	// The record was on the wire: once the broker answers, it is there.
-	fr.thaw()
+	fr.Thaw()
 	waitOffsets(t, adm, topic, func(_, _, end int64) bool { return end == 2 }, "the frozen record written after all")
 }
