@@ -14,13 +14,14 @@ type Config struct {
 	GRPCAddr string   `flag:"grpc-addr" env:"HOOKLINE_GRPC_ADDR" default:"127.0.0.1:7070" usage:"gRPC listen address"`
 	APIKeys  []string `flag:"api-keys" env:"HOOKLINE_API_KEYS" usage:"API keys, comma-separated tenant:key or tenant:sha256:<hex>"`
 
-	PublishTimeout  time.Duration `flag:"publish-timeout" env:"HOOKLINE_PUBLISH_TIMEOUT" default:"10s" usage:"how long PublishEvent waits for Kafka to take the write before answering UNAVAILABLE"`
-	MaxPayloadBytes int           `flag:"max-payload-bytes" env:"HOOKLINE_MAX_PAYLOAD_BYTES" default:"1048576" usage:"largest event payload accepted"`
-	MaxEndpoints    int           `flag:"max-endpoints-per-tenant" env:"HOOKLINE_MAX_ENDPOINTS_PER_TENANT" default:"1000" usage:"most endpoints one tenant may have"`
-	AllowHTTP       bool          `flag:"allow-http" env:"HOOKLINE_ALLOW_HTTP" usage:"accept http:// endpoint URLs (default: https only)"`
-	AllowPrivate    bool          `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"accept endpoints on loopback and private addresses (development only)"`
-	AllowCIDRs      []string      `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs endpoints may resolve to despite being private, comma-separated"`
-	DNSTimeout      time.Duration `flag:"dns-timeout" env:"HOOKLINE_DNS_TIMEOUT" default:"5s" usage:"how long resolving an endpoint URL's host may take before the call answers UNAVAILABLE"`
-	IdempotencyTTL  time.Duration `flag:"idempotency-ttl" env:"HOOKLINE_IDEMPOTENCY_TTL" default:"24h" usage:"how long an idempotency key keeps returning its first response; the idempotency topic keeps records twice as long"`
-	ShutdownTimeout time.Duration `flag:"shutdown-timeout" env:"HOOKLINE_SHUTDOWN_TIMEOUT" default:"15s" usage:"how long in-flight calls may finish on shutdown"`
+	PublishTimeout   time.Duration `flag:"publish-timeout" env:"HOOKLINE_PUBLISH_TIMEOUT" default:"10s" usage:"how long PublishEvent waits for Kafka to take the write before answering UNAVAILABLE"`
+	MaxInFlightBytes int64         `flag:"max-in-flight-bytes" env:"HOOKLINE_MAX_IN_FLIGHT_BYTES" default:"67108864" usage:"bytes of PublishEvent calls one ingest holds at once (each charged its payload times one plus its endpoints, plus 1 KiB); a call beyond it is answered RESOURCE_EXHAUSTED with a RetryInfo delay instead of waiting in memory"`
+	MaxPayloadBytes  int           `flag:"max-payload-bytes" env:"HOOKLINE_MAX_PAYLOAD_BYTES" default:"1048576" usage:"largest event payload accepted"`
+	MaxEndpoints     int           `flag:"max-endpoints-per-tenant" env:"HOOKLINE_MAX_ENDPOINTS_PER_TENANT" default:"1000" usage:"most endpoints one tenant may have"`
+	AllowHTTP        bool          `flag:"allow-http" env:"HOOKLINE_ALLOW_HTTP" usage:"accept http:// endpoint URLs (default: https only)"`
+	AllowPrivate     bool          `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"accept endpoints on loopback and private addresses (development only)"`
+	AllowCIDRs       []string      `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs endpoints may resolve to despite being private, comma-separated"`
+	DNSTimeout       time.Duration `flag:"dns-timeout" env:"HOOKLINE_DNS_TIMEOUT" default:"5s" usage:"how long resolving an endpoint URL's host may take before the call answers UNAVAILABLE"`
+	IdempotencyTTL   time.Duration `flag:"idempotency-ttl" env:"HOOKLINE_IDEMPOTENCY_TTL" default:"24h" usage:"how long an idempotency key keeps returning its first response; the idempotency topic keeps records twice as long"`
+	ShutdownTimeout  time.Duration `flag:"shutdown-timeout" env:"HOOKLINE_SHUTDOWN_TIMEOUT" default:"15s" usage:"how long in-flight calls may finish on shutdown"`
 }

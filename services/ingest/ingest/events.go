@@ -59,10 +59,22 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 	if !json.Valid(payload) {
 		return nil, invalid("payload", "is not valid JSON; receivers get it as application/json")
 	}
-	if k := req.GetIdempotencyKey(); k != "" {
-		if len(k) > maxIdempotencyKeyLen {
-			return nil, invalid("idempotency_key", "is %d bytes, the limit is %d", len(k), maxIdempotencyKeyLen)
-		}
+	if k := req.GetIdempotencyKey(); len(k) > maxIdempotencyKeyLen {
+		return nil, invalid("idempotency_key", "is %d bytes, the limit is %d", len(k), maxIdempotencyKeyLen)
+	}
+	// Bounded memory: a call waits for Kafka only within the bytes every
+	// call in flight may hold together; beyond them it is pushed back at
+	// once (the fan-out is the endpoints known now: an estimate).
+	fanout := len(req.GetEndpointIds())
+	if fanout == 0 {
+		fanout = len(s.store.Matching(tenant, req.GetEventType()))
+	}
+	n := cost(len(payload), fanout)
+	if !s.admission.admit(n) {
+		return nil, s.admission.pushBack(n)
+	}
+	defer s.admission.release(n)
+	if req.GetIdempotencyKey() != "" {
 		return s.publishIdempotent(ctx, tenant, req)
 	}
 

@@ -71,6 +71,8 @@ type Service struct {
 	// flight counts, per claim id, the completions running here.
 	flightMu sync.Mutex
 	flight   map[string]int
+	// admission bounds the bytes of publishes held at once.
+	admission admission
 	// locks serialise endpoint read-modify-write cycles in this replica,
 	// per endpoint (and per tenant for creates); across replicas the
 	// conditional writes decide.
@@ -118,6 +120,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.MaxPayloadBytes < 1 || cfg.MaxPayloadBytes > hkafka.MaxRecordBytes/2 {
 		return nil, fmt.Errorf("ingest: --max-payload-bytes must be between 1 and %d", hkafka.MaxRecordBytes/2)
 	}
+	if cfg.MaxInFlightBytes <= 0 {
+		return nil, errors.New("ingest: --max-in-flight-bytes must be positive")
+	}
 	if cfg.DNSTimeout <= 0 {
 		return nil, errors.New("ingest: --dns-timeout must be positive")
 	}
@@ -138,9 +143,10 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		lookup: func(ctx context.Context, host string) ([]net.IP, error) {
 			return net.DefaultResolver.LookupIP(ctx, "ip", host)
 		},
-		flight: map[string]int{},
-		tp:     otel.GetTracerProvider(),
-		mp:     otel.GetMeterProvider(),
+		flight:    map[string]int{},
+		admission: admission{limit: cfg.MaxInFlightBytes},
+		tp:        otel.GetTracerProvider(),
+		mp:        otel.GetMeterProvider(),
 	}
 	for _, o := range opts {
 		o(s)
