@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-MODULES := gen platform services/ingest services/dispatcher services/scheduler cmd/hookline e2e bench chaos
+MODULES := gen platform services/ingest services/dispatcher services/scheduler cmd/hookline e2e bench
 TOOLS   := $(CURDIR)/bin/tools
 export PATH := $(TOOLS):$(PATH)
 
@@ -148,7 +148,7 @@ test-jaeger: ## a delivery exported over OTLP to a real Jaeger v2, found by even
 
 ## ---- chaos -------------------------------------------------------------
 
-# The crash suite (chaos/): bin/ingest, bin/dispatcher and bin/scheduler,
+# The crash suite (bench/chaos/): bin/ingest, bin/dispatcher and bin/scheduler,
 # two of each, as separate processes on chaos's own Apache Kafka 4.4
 # (ports 19500-19502 for one node, 19510-19518 for three; data under
 # /tmp/hookline-chaos-kafka*), steady load through gRPC to healthy, slow,
@@ -161,7 +161,7 @@ CHAOS_NODES ?= 3
 
 .PHONY: chaos-bin
 chaos-bin: build
-	go build -o bin/chaos ./chaos
+	go build -o bin/chaos ./bench/chaos
 
 .PHONY: chaos
 chaos: chaos-bin ## crash suite on a 3-broker Kafka 4.4 (CHAOS_NODES=1 for one): kill -9 every service kind and brokers under load, reconcile; table in bin/chaos/results.md

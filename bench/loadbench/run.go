@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/hookline/hookline/bench/harness"
 )
 
 // bench is what every scenario shares: the settings, how to start a
@@ -16,7 +18,7 @@ import (
 type bench struct {
 	cfg     config
 	launch  launcher
-	broker  *broker
+	broker  *harness.Kafka
 	rep     *report
 	payload []byte
 	ceiling float64 // deliveries/s of the plain client; 0 until measured
@@ -52,9 +54,9 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{cfg: cfg, broker: &broker{cfg: cfg}, payload: benchPayload()}
+	b := &bench{cfg: cfg, broker: &harness.Kafka{RepoDir: cfg.RepoDir, Dir: cfg.KafkaDir, Port: cfg.KafkaPort, ControllerPort: cfg.KafkaControllerPort, TLSPort: cfg.KafkaTLSPort}, payload: benchPayload()}
 	defer func() {
-		if err := b.broker.down(); err != nil {
+		if err := b.broker.Down(); err != nil {
 			fmt.Fprintln(os.Stderr, "loadbench: stopping Kafka:", err)
 		}
 	}()

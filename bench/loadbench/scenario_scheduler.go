@@ -15,7 +15,7 @@ import (
 // has always printed) against this run's Apache Kafka 4.4, and turns its
 // figures into rows; its full output goes under the table.
 func runScheduler(ctx context.Context, b *bench) error {
-	bootstrap, err := b.broker.up(ctx)
+	bootstrap, err := b.broker.Up(ctx)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/hookline/hookline/bench/harness"
 )
 
 // session is one scenario's Hookline with the harness's clients of it.
@@ -20,7 +22,7 @@ type session struct {
 // start-up), runs fn, and stops everything. ctx given to fn is canceled
 // if a Hookline process exits. It returns the processes' memory figures
 // read just before they were stopped.
-func withSession(ctx context.Context, b *bench, name string, fn func(ctx context.Context, s *session) error) ([]memFigures, error) {
+func withSession(ctx context.Context, b *bench, name string, fn func(ctx context.Context, s *session) error) ([]harness.MemFigures, error) {
 	rcv, err := newReceiver()
 	if err != nil {
 		return nil, err
@@ -47,7 +49,7 @@ func withSession(ctx context.Context, b *bench, name string, fn func(ctx context
 	}
 	defer ks.close()
 	s := &session{st: st, h: h, kafka: ks, rcv: rcv}
-	ctx, cancel := exited(ctx, st.procs...)
+	ctx, cancel := harness.Exited(ctx, st.procs...)
 	defer cancel()
 	if err := s.canary(ctx, b.payload); err != nil {
 		return nil, err
@@ -82,7 +84,7 @@ func (s *session) canary(ctx context.Context, payload []byte) error {
 }
 
 // memoryLine formats memory figures: peak (VmHWM) per process.
-func memoryLine(mem []memFigures) string {
+func memoryLine(mem []harness.MemFigures) string {
 	var parts []string
 	for _, m := range mem {
 		parts = append(parts, fmt.Sprintf("%s %s (peak %s)", shortName(m.Name), mib(m.Last), mib(m.HWM)))

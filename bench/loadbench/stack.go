@@ -6,17 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
+	"github.com/hookline/hookline/bench/harness"
 )
 
 // stack is one running Hookline: where its gRPC edge and Kafka are, the
@@ -26,19 +20,18 @@ type stack struct {
 	brokers  []string
 	apiKey   string
 	prefix   string
-	procs    []*proc
+	procs    []*harness.Proc
 	dataDir  string // removed on close (embedded only)
 }
 
 // close stops every process (ingest first, so nothing new comes in) and
 // returns their final memory figures.
-func (s *stack) close() []memFigures {
-	var out []memFigures
+func (s *stack) close() []harness.MemFigures {
+	var out []harness.MemFigures
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		p := s.procs[i]
-		f := p.stop(20 * time.Second)
-		f.Name = p.name
-		out = append([]memFigures{f}, out...)
+		f := p.Stop(20 * time.Second)
+		out = append([]harness.MemFigures{f}, out...)
 	}
 	if s.dataDir != "" {
 		_ = os.RemoveAll(s.dataDir)
@@ -62,11 +55,11 @@ func (e embedded) describe() string {
 }
 
 func (e embedded) start(ctx context.Context, name string) (*stack, error) {
-	gp, err := freePort()
+	gp, err := harness.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	kp, err := freePort()
+	kp, err := harness.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -83,15 +76,15 @@ func (e embedded) start(ctx context.Context, name string) (*stack, error) {
 		brokers:  []string{"127.0.0.1:" + strconv.Itoa(kp)},
 		apiKey:   key, prefix: "hookline.", dataDir: dir,
 	}
-	p, err := startProc(e.cfg.LogDir, name+"-dev", filepath.Join(e.cfg.BinDir, "hookline"), nil, "dev",
+	p, err := harness.StartProc(e.cfg.LogDir, name+"-dev", filepath.Join(e.cfg.BinDir, "hookline"), nil, "dev",
 		"--data-dir", dir, "--grpc-addr", s.grpcAddr, "--kafka-addr", s.brokers[0],
 		"--metrics-addr", "", "--api-key", key, "--log-level", "warn")
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	s.procs = []*proc{p}
-	if err := waitServing(ctx, s.grpcAddr, s.procs...); err != nil {
+	s.procs = []*harness.Proc{p}
+	if err := harness.WaitServing(ctx, s.grpcAddr, 2*time.Minute, s.procs...); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -102,7 +95,7 @@ func (e embedded) start(ctx context.Context, name string) (*stack, error) {
 // processes on the broker, each scenario on topics of its own prefix.
 type real struct {
 	cfg    config
-	broker *broker
+	broker *harness.Kafka
 	seq    int
 }
 
@@ -111,17 +104,17 @@ func (r *real) describe() string {
 }
 
 func (r *real) start(ctx context.Context, name string) (*stack, error) {
-	bootstrap, err := r.broker.up(ctx)
+	bootstrap, err := r.broker.Up(ctx)
 	if err != nil {
 		return nil, err
 	}
 	r.seq++
 	prefix := fmt.Sprintf("bench%d-%d-%s.", time.Now().Unix(), r.seq, name)
-	key, entry, err := newAPIKey(ctx, filepath.Join(r.cfg.BinDir, "hookline"))
+	key, entry, err := harness.NewAPIKey(ctx, filepath.Join(r.cfg.BinDir, "hookline"), "bench")
 	if err != nil {
 		return nil, err
 	}
-	gp, err := freePort()
+	gp, err := harness.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -135,39 +128,18 @@ func (r *real) start(ctx context.Context, name string) (*stack, error) {
 		{"dispatcher", []string{"--group", prefix + "dispatcher", "--transactional-id", prefix + "dispatcher", "--allow-private-destinations"}},
 		{"ingest", []string{"--grpc-addr", s.grpcAddr, "--api-keys", entry, "--allow-http", "--allow-private-destinations"}},
 	} {
-		p, err := startProc(r.cfg.LogDir, name+"-"+svc.name, filepath.Join(r.cfg.BinDir, svc.name), nil, append(common, svc.args...)...)
+		p, err := harness.StartProc(r.cfg.LogDir, name+"-"+svc.name, filepath.Join(r.cfg.BinDir, svc.name), nil, append(common, svc.args...)...)
 		if err != nil {
 			s.close()
 			return nil, err
 		}
 		s.procs = append(s.procs, p)
 	}
-	if err := waitServing(ctx, s.grpcAddr, s.procs...); err != nil {
+	if err := harness.WaitServing(ctx, s.grpcAddr, 2*time.Minute, s.procs...); err != nil {
 		s.close()
 		return nil, err
 	}
 	return s, nil
-}
-
-// newAPIKey makes a key with `hookline apikey new`, as an operator would,
-// and returns the key and its --api-keys entry.
-func newAPIKey(ctx context.Context, hookline string) (key, entry string, err error) {
-	out, err := exec.CommandContext(ctx, hookline, "apikey", "new", "--tenant", "bench").Output()
-	if err != nil {
-		return "", "", fmt.Errorf("hookline apikey new: %w", err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(line, "key:"); ok {
-			key = strings.TrimSpace(v)
-		}
-		if v, ok := strings.CutPrefix(line, "entry:"); ok {
-			entry = strings.TrimSpace(v)
-		}
-	}
-	if key == "" || entry == "" {
-		return "", "", fmt.Errorf("hookline apikey new printed no key or entry: %q", out)
-	}
-	return key, entry, nil
 }
 
 // randomKey makes an API key for hookline dev.
@@ -177,43 +149,4 @@ func randomKey() (string, error) {
 		return "", err
 	}
 	return "hk_bench_" + hex.EncodeToString(b), nil
-}
-
-// waitServing waits until ingest's gRPC health says SERVING (it has read
-// the endpoint configuration from Kafka), at most two minutes, failing
-// early if one of procs exits.
-func waitServing(ctx context.Context, addr string, procs ...*proc) error {
-	ctx, cancel := exited(ctx, procs...)
-	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelT()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
-	for {
-		st, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
-		if err == nil {
-			for {
-				m, rerr := st.Recv()
-				if rerr != nil {
-					err = rerr
-					break
-				}
-				if m.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-					return nil
-				}
-			}
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("waiting for ingest on %s to serve: %w", addr, context.Cause(ctx))
-		}
-		if status.Code(err) != codes.Unavailable {
-			return fmt.Errorf("health of ingest on %s: %w", addr, err)
-		}
-		// Unavailable: the connection dropped mid-stream; WaitForReady
-		// blocks the next Watch until it is back.
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hookline/hookline/bench/harness"
 )
 
 // scenario is one chaos run: a fault injected while the load runs.
@@ -23,7 +25,7 @@ type scenario struct {
 type env struct {
 	cfg     config
 	st      *stack
-	cl      *cluster
+	cl      *harness.Kafka
 	start   time.Time // load start
 	faultMu sync.Mutex
 	faultAt time.Time // first fault
@@ -56,14 +58,14 @@ func (e *env) mark() {
 func (e *env) killRestart(ctx context.Context, kind string, i int) error {
 	p := e.st.find(kind, i)
 	e.mark()
-	if err := p.kill9(); err != nil {
+	if err := p.Kill9(); err != nil {
 		return err
 	}
-	if err := p.run(); err != nil {
+	if err := p.Start(); err != nil {
 		return err
 	}
 	if kind == "ingest" || kind == "dev" {
-		return waitServing(ctx, e.st.ingest[i], 2*time.Minute)
+		return harness.WaitServing(ctx, e.st.ingest[i], 2*time.Minute, p)
 	}
 	return nil
 }
@@ -87,13 +89,13 @@ var scenarios = []scenario{
 			return "", err
 		}
 		node := max(e.cfg.Nodes-1, 1)
-		if err := e.cl.kill9(ctx, node); err != nil {
+		if err := e.cl.Kill9(ctx, node); err != nil {
 			return "", err
 		}
 		if err := e.at(ctx, 0.75+5/e.cfg.Load.Seconds()); err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("kill -9 dispatcher-0, then ingest-0, then broker %d (back 5 s later)", node), e.cl.start(ctx, node)
+		return fmt.Sprintf("kill -9 dispatcher-0, then ingest-0, then broker %d (back 5 s later)", node), e.cl.Start(ctx, node)
 	}},
 	{name: "kill-dispatcher", doc: "kill -9 one of two dispatchers mid-load, restart it", fault: killOne("dispatcher")},
 	{name: "kill-ingest", doc: "kill -9 one of two ingests mid-load, restart it", fault: killOne("ingest")},
@@ -119,13 +121,13 @@ var scenarios = []scenario{
 			return "", err
 		}
 		e.mark()
-		if err := e.cl.kill9(ctx, 2); err != nil {
+		if err := e.cl.Kill9(ctx, 2); err != nil {
 			return "", err
 		}
 		if err := e.at(ctx, 1.0/3+10/e.cfg.Load.Seconds()); err != nil {
 			return "", err
 		}
-		return "kill -9 broker 2; restarted 10 s later", e.cl.start(ctx, 2)
+		return "kill -9 broker 2; restarted 10 s later", e.cl.Start(ctx, 2)
 	}},
 	{name: "cluster-down-30s", nodes: 3, doc: "kill -9 every broker mid-load, start them again 30 s later", fault: func(ctx context.Context, e *env) (string, error) {
 		if err := e.at(ctx, 0.25); err != nil {
@@ -133,7 +135,7 @@ var scenarios = []scenario{
 		}
 		e.mark()
 		for n := 1; n <= 3; n++ {
-			if err := e.cl.kill9(ctx, n); err != nil {
+			if err := e.cl.Kill9(ctx, n); err != nil {
 				return "", err
 			}
 		}
@@ -142,7 +144,7 @@ var scenarios = []scenario{
 			return "", ctx.Err()
 		case <-time.After(30 * time.Second):
 		}
-		return "kill -9 all 3 brokers; restarted 30 s later", e.cl.start(ctx, 0)
+		return "kill -9 all 3 brokers; restarted 30 s later", e.cl.Start(ctx, 0)
 	}},
 }
 
@@ -167,7 +169,7 @@ func killOne(kind string) func(ctx context.Context, e *env) (string, error) {
 
 // runScenario runs s on a fresh stack (its own topic prefix) and returns
 // its row of the table.
-func runScenario(ctx context.Context, cfg config, cl *cluster, brokers string, s scenario) (rw row) {
+func runScenario(ctx context.Context, cfg config, cl *harness.Kafka, brokers string, s scenario) (rw row) {
 	rw = row{Scenario: s.name, RSS: map[string]float64{}}
 	defer func() {
 		if rw.Err != "" {

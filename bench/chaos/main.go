@@ -25,6 +25,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hookline/hookline/bench/harness"
 )
 
 type config struct {
@@ -88,13 +90,14 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	cl := &cluster{cfg: cfg}
-	defer cl.down()
+	cl := &harness.Kafka{RepoDir: cfg.RepoDir, Dir: cfg.KafkaDir, Port: cfg.KafkaPort, ControllerPort: cfg.KafkaPort + 1, TLSPort: cfg.KafkaPort + 2,
+		Nodes: cfg.Nodes, Heap: "-Xms128m -Xmx512m"}
+	defer func() { _ = cl.Down() }()
 	start := time.Now()
 	var brokers string
 	if slices.ContainsFunc(plan, func(s scenario) bool { return !s.dev }) {
 		var err error
-		if brokers, err = cl.up(ctx); err != nil {
+		if brokers, err = cl.Up(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos:", err)
 			return 1
 		}
