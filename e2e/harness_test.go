@@ -166,11 +166,11 @@ func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 	kc.Brokers = brokers(t)
 	kc.TopicPrefix = "t" + randomHex(4) + "."
 	kc.Partitions = 3
-	st := &stack{t: t, kafka: kc, apiKey: "key-" + randomHex(12), topics: kc.Topics()}
+	st := &stack{t: t, kafka: kc, apiKey: "key-" + randomHex(16), topics: kc.Topics()}
 
 	ic := defaults[ingest.Config](t)
 	ic.Kafka = kc
-	ic.APIKeys = []string{testTenant + ":" + st.apiKey, "other:other-" + randomHex(12)}
+	ic.APIKeys = []string{testTenant + ":" + st.apiKey, "other:other-" + randomHex(16)}
 	ic.AllowHTTP, ic.AllowPrivate = true, true
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

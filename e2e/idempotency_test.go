@@ -22,7 +22,7 @@ import (
 
 // otherTenantKey authenticates tenant "other" on replicas started by
 // startReplica.
-const otherTenantKey = "other-replica-key"
+const otherTenantKey = "other-replica-key-5b0e8f2d7c41a9e6d3b8f0c2a7e4d1b9"
 
 // offsetClock is a clock a test moves forward: real time plus an offset.
 type offsetClock struct{ offset atomic.Int64 }

@@ -75,7 +75,7 @@ func startVirtual(t *testing.T, configure ...func(*dispatcher.Config)) *vstack {
 		kgo.SessionTimeout(90 * time.Second),
 		kgo.HeartbeatInterval(30 * time.Second),
 	}
-	st := &stack{t: t, kafka: kc, apiKey: "key-" + randomHex(12), topics: kc.Topics()}
+	st := &stack{t: t, kafka: kc, apiKey: "key-" + randomHex(16), topics: kc.Topics()}
 	st.failed, st.fail = context.WithCancel(t.Context())
 
 	ic := defaults[ingest.Config](t)

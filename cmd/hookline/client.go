@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/config"
+	"github.com/hookline/hookline/platform/tlsconf"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -27,7 +27,10 @@ import (
 type Conn struct {
 	Addr    string        `flag:"addr" env:"HOOKLINE_ADDR" default:"127.0.0.1:7070" usage:"ingest gRPC address"`
 	APIKey  string        `flag:"api-key" env:"HOOKLINE_API_KEY" usage:"API key (hookline dev prints one)"`
-	TLS     bool          `flag:"tls" env:"HOOKLINE_TLS" usage:"connect with TLS (system roots)"`
+	TLS     bool          `flag:"tls" env:"HOOKLINE_TLS" usage:"connect with TLS, trusting the system roots (implied by --ca)"`
+	CA      string        `flag:"ca" env:"HOOKLINE_TLS_CA" usage:"PEM file of the CA certificates that signed ingest's certificate: connect with TLS trusting them"`
+	Cert    string        `flag:"cert" env:"HOOKLINE_TLS_CERT" usage:"PEM client certificate to present (ingest with --grpc-client-ca requires one; implies TLS)"`
+	Key     string        `flag:"key" env:"HOOKLINE_TLS_KEY" usage:"PEM private key of --cert"`
 	Timeout time.Duration `flag:"timeout" env:"HOOKLINE_TIMEOUT" default:"30s" usage:"deadline of each call"`
 }
 
@@ -46,8 +49,12 @@ func dial(cfg Conn) (*client, error) {
 		return nil, errors.New("no API key: pass --api-key or set HOOKLINE_API_KEY (hookline dev prints one)")
 	}
 	creds := insecure.NewCredentials()
-	if cfg.TLS {
-		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+	if cfg.TLS || cfg.CA != "" || cfg.Cert != "" || cfg.Key != "" {
+		tc, err := tlsconf.Client(cfg.CA, cfg.Cert, cfg.Key)
+		if err != nil {
+			return nil, fmt.Errorf("--ca, --cert, --key: %w", err)
+		}
+		creds = credentials.NewTLS(tc)
 	}
 	conn, err := grpc.NewClient(cfg.Addr, grpc.WithTransportCredentials(creds))
 	if err != nil {

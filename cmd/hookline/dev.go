@@ -35,7 +35,11 @@ type devFlags struct {
 	LogLevel  string `flag:"log-level" env:"HOOKLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
 	// One /metrics for the three services: their metric names differ.
 	MetricsAddr string `flag:"metrics-addr" env:"HOOKLINE_DEV_METRICS_ADDR" default:"127.0.0.1:9464" usage:"listen address of the Prometheus /metrics endpoint of all three services (empty: none)"`
-	PprofAddr   string `flag:"pprof-addr" env:"HOOKLINE_PPROF_ADDR" usage:"loopback listen address of the Go profiler (/debug/pprof/) of the whole process, e.g. 127.0.0.1:6060 (default: off)"`
+	// TLS for ingest, as the standalone service takes it (default: plaintext on loopback).
+	GRPCTLSCert  string `flag:"grpc-tls-cert" env:"HOOKLINE_GRPC_TLS_CERT" usage:"PEM certificate chain to serve ingest's gRPC over TLS with (default: plaintext); re-read when the file changes"`
+	GRPCTLSKey   string `flag:"grpc-tls-key" env:"HOOKLINE_GRPC_TLS_KEY" usage:"PEM private key of --grpc-tls-cert"`
+	GRPCClientCA string `flag:"grpc-client-ca" env:"HOOKLINE_GRPC_CLIENT_CA" usage:"PEM CA certificates: with it clients must present a certificate one of them signed (mutual TLS)"`
+	PprofAddr    string `flag:"pprof-addr" env:"HOOKLINE_PPROF_ADDR" usage:"loopback listen address of the Go profiler (/debug/pprof/) of the whole process, e.g. 127.0.0.1:6060 (default: off)"`
 }
 
 // runDev runs ingest, the dispatcher and the scheduler in this process on an embedded
@@ -118,6 +122,8 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	ic.Kafka, ic.GRPCAddr = kc, f.GRPCAddr
 	ic.APIKeys = []string{"dev:" + key}
 	ic.AllowHTTP, ic.AllowPrivate = true, true
+	ic.DevMode = true // a --api-key of any strength
+	ic.GRPCTLSCert, ic.GRPCTLSKey, ic.GRPCClientCA = f.GRPCTLSCert, f.GRPCTLSKey, f.GRPCClientCA
 	dc, err := config.Defaults[dispatcher.Config]()
 	if err != nil {
 		return err
@@ -171,7 +177,7 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 		})
 	}
 	fmt.Fprintf(out, `Hookline dev is running (Ctrl-C to stop).
-  ingest gRPC   %s
+  ingest gRPC   %s%s
   Kafka         %s   (topics %s*, read with any Kafka client)
   API key       %s   (tenant "dev")
   data dir      %s
@@ -183,7 +189,7 @@ Try it:
   hookline endpoint create --url http://127.0.0.1:9000/webhooks
   hookline publish --type invoice.paid --data '{"invoice":"in_1","amount":4200}'
   hookline results tail --kafka-brokers %s
-`, ln.Addr(), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, metricsURL(metricsEnv), tracesTo(tel["ingest"]), key, strings.Join(brokers, ","))
+`, ln.Addr(), tlsNote(f), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, metricsURL(metricsEnv), tracesTo(tel["ingest"]), key, strings.Join(brokers, ","))
 	wg.Wait()
 	return errors.Join(errs...)
 }
@@ -226,4 +232,15 @@ func tracesTo(t *telemetry.Telemetry) string {
 		return "off (set OTEL_EXPORTER_OTLP_ENDPOINT to export)"
 	}
 	return "exported as OTEL_* says (services hookline-ingest, hookline-dispatcher, hookline-scheduler)"
+}
+
+// tlsNote says how clients reach a dev ingest that serves TLS.
+func tlsNote(f devFlags) string {
+	switch {
+	case f.GRPCClientCA != "":
+		return "   (mutual TLS: clients pass --ca, --cert and --key)"
+	case f.GRPCTLSCert != "":
+		return "   (TLS: clients pass --ca)"
+	}
+	return ""
 }

@@ -18,6 +18,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -44,16 +45,20 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	}
 }
 
-// TestDevQuickStart walks the README's quick start in process: hookline
-// dev on free ports, endpoint create, publish, results tail.
-func TestDevQuickStart(t *testing.T) {
-	dir := t.TempDir()
+// devAddrs is where a hookline dev started by startDev listens.
+type devAddrs struct{ grpc, kafka, metrics, apiKey string }
+
+// startDev runs hookline dev on free ports with its data in dir, plus
+// args, until the test ends, and returns its addresses once it printed
+// them.
+func startDev(t *testing.T, dir string, args ...string) devAddrs {
+	t.Helper()
 	pr, pw := io.Pipe()
 	ctx, stop := context.WithCancel(t.Context())
 	devDone := make(chan error, 1)
 	noEnv := func(string) string { return "" }
 	go func() {
-		devDone <- run(ctx, []string{"dev", "--data-dir", dir, "--grpc-addr", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--log-level", "warn"}, pw, noEnv)
+		devDone <- run(ctx, append([]string{"dev", "--data-dir", dir, "--grpc-addr", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--log-level", "warn"}, args...), pw, noEnv)
 		pw.Close()
 	}()
 	t.Cleanup(func() {
@@ -63,29 +68,39 @@ func TestDevQuickStart(t *testing.T) {
 		}
 	})
 
-	var grpcAddr, kafkaAddr, metricsURL string
+	var a devAddrs
 	sc := bufio.NewScanner(pr)
-	for sc.Scan() && (grpcAddr == "" || kafkaAddr == "" || metricsURL == "") {
+	for sc.Scan() && (a.grpc == "" || a.kafka == "" || a.metrics == "") {
 		f := strings.Fields(sc.Text())
 		switch {
 		case len(f) >= 3 && f[0] == "ingest" && f[1] == "gRPC":
-			grpcAddr = f[2]
+			a.grpc = f[2]
 		case len(f) >= 2 && f[0] == "Kafka":
-			kafkaAddr = f[1]
+			a.kafka = f[1]
 		case len(f) >= 2 && f[0] == "metrics":
-			metricsURL = f[1]
+			a.metrics = f[1]
 		}
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	if grpcAddr == "" || kafkaAddr == "" {
-		t.Fatalf("hookline dev did not print its addresses (grpc %q, kafka %q)", grpcAddr, kafkaAddr)
+	if a.grpc == "" || a.kafka == "" {
+		t.Fatalf("hookline dev did not print its addresses (grpc %q, kafka %q)", a.grpc, a.kafka)
 	}
 	key, err := os.ReadFile(filepath.Join(dir, "api-key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitServing(t, grpcAddr)
-	env := map[string]string{"HOOKLINE_ADDR": grpcAddr, "HOOKLINE_API_KEY": strings.TrimSpace(string(key)), "HOOKLINE_KAFKA_BROKERS": kafkaAddr}
+	a.apiKey = strings.TrimSpace(string(key))
+	return a
+}
+
+// TestDevQuickStart walks the README's quick start in process: hookline
+// dev on free ports, endpoint create, publish, results tail.
+func TestDevQuickStart(t *testing.T) {
+	dev := startDev(t, t.TempDir())
+	grpcAddr, kafkaAddr, metricsURL := dev.grpc, dev.kafka, dev.metrics
+	waitServing(t, grpcAddr, insecure.NewCredentials())
+	key := dev.apiKey
+	env := map[string]string{"HOOKLINE_ADDR": grpcAddr, "HOOKLINE_API_KEY": key, "HOOKLINE_KAFKA_BROKERS": kafkaAddr}
 	getenv := func(k string) string { return env[k] }
 
 	var posts atomic.Int32
@@ -222,9 +237,9 @@ func TestClientCommandsExplainMissingSettings(t *testing.T) {
 	}
 }
 
-func waitServing(t *testing.T, addr string) {
+func waitServing(t *testing.T, addr string, creds credentials.TransportCredentials) {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +263,7 @@ func waitServing(t *testing.T, addr string) {
 
 func TestAPIKeyNewPrintsAKeyItsEntryAdmits(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"apikey", "new", "--tenant", "acme"}, &out, func(string) string { return "" }); err != nil {
+	if err := run(t.Context(), []string{"apikey", "new", "--tenant", "acme", "--scope", "publish"}, &out, func(string) string { return "" }); err != nil {
 		t.Fatal(err)
 	}
 	var key, entry string
@@ -259,11 +274,17 @@ func TestAPIKeyNewPrintsAKeyItsEntryAdmits(t *testing.T) {
 			entry = f[1]
 		}
 	}
-	r, err := apikey.Parse([]string{entry})
+	r, err := apikey.Parse([]string{entry}, apikey.MinBits)
 	if err != nil {
 		t.Fatalf("printed entry %q does not parse: %v", entry, err)
 	}
-	if tenant, ok := r.Tenant(key); !ok || tenant != "acme" {
-		t.Fatalf("printed key does not resolve to acme through the printed entry: %q, %v", tenant, ok)
+	if p, ok := r.Resolve(key); !ok || p != (apikey.Principal{Tenant: "acme", Scope: apikey.ScopePublish}) {
+		t.Fatalf("printed key does not resolve to acme/publish through the printed entry: %+v, %v", p, ok)
+	}
+	if apikey.Bits(key) < apikey.MinBits {
+		t.Fatalf("a new key is weak: %.0f bits", apikey.Bits(key))
+	}
+	if err := run(t.Context(), []string{"apikey", "new", "--tenant", "acme", "--scope", "write"}, &out, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "publish, read or admin") {
+		t.Fatalf("an unknown scope: %v", err)
 	}
 }

@@ -29,7 +29,8 @@ Usage:
   hookline publish --type T --data JSON     publish an event
   hookline publish ... --idempotency-key K  publish at most once per key (24 h)
   hookline results tail [flags]             print delivery results as JSON lines
-  hookline apikey new --tenant T            make an API key and its hashed --api-keys entry
+  hookline apikey new --tenant T [--scope S] make an API key (scope publish, read or admin)
+                                            and the hashed entry that admits it
   hookline deliveries get ID                a delivery with every attempt
   hookline deliveries list --event ID | --endpoint ID [--state S]
                                             list deliveries
@@ -37,7 +38,9 @@ Usage:
   hookline recover EP_ID --since T          redeliver an endpoint's failed deliveries since T
 
 Client commands reach ingest at --addr (HOOKLINE_ADDR, default 127.0.0.1:7070)
-with --api-key (HOOKLINE_API_KEY). Run "hookline <command> -h" for its flags.
+with --api-key (HOOKLINE_API_KEY); over TLS with --ca (or --tls for the system
+roots), presenting a client certificate with --cert and --key.
+Run "hookline <command> -h" for its flags.
 `
 
 func main() {

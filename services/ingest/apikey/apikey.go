@@ -1,107 +1,126 @@
-// Package apikey maps API keys to tenants. Keys are held only as SHA-256
-// hashes; a key never appears in logs or errors.
+// Package apikey maps API keys to a tenant and a scope. Keys are held
+// only as SHA-256 hashes; a key never appears in logs or errors.
+//
+// An entry admitting a key is "tenant:key", "tenant:scope:key",
+// "tenant:sha256:<hex>" or "tenant:scope:sha256:<hex>" (the hex of the
+// key's SHA-256, so the configuration need not hold the key itself);
+// scope is publish, read or admin, and an entry without one is admin.
 package apikey
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
-// Registry resolves API keys to tenants. It is immutable and safe for
-// concurrent use.
-type Registry struct {
-	tenants map[[sha256.Size]byte]string
+// Principal is who a key authenticates: a tenant, with what it may do.
+type Principal struct {
+	Tenant string
+	Scope  Scope
 }
 
-// Parse builds a Registry from entries "tenant:key" or
-// "tenant:sha256:<hex of the key's SHA-256>" (so a deployment's config
-// need not hold the key itself).
-func Parse(entries []string) (*Registry, error) {
-	r := &Registry{tenants: map[[sha256.Size]byte]string{}}
-	for i, e := range entries {
-		tenant, key, ok := strings.Cut(e, ":")
-		if !ok || tenant == "" || key == "" {
-			return nil, fmt.Errorf("api key entry %d: want tenant:key or tenant:sha256:<hex>", i+1)
-		}
-		var h [sha256.Size]byte
-		if hexed, isHash := strings.CutPrefix(key, "sha256:"); isHash {
-			b, err := hex.DecodeString(hexed)
-			if err != nil || len(b) != sha256.Size {
-				return nil, fmt.Errorf("api key entry %d (tenant %s): sha256 must be 64 hex digits", i+1, tenant)
-			}
-			copy(h[:], b)
-		} else {
-			if len(key) < 16 {
-				return nil, fmt.Errorf("api key entry %d (tenant %s): a key must be at least 16 characters", i+1, tenant)
-			}
-			h = sha256.Sum256([]byte(key))
-		}
-		r.tenants[h] = tenant
+// Registry resolves API keys to principals. It is immutable and safe for
+// concurrent use.
+type Registry struct {
+	keys map[[sha256.Size]byte]Principal
+}
+
+// Parse builds a Registry from entries (see the package comment),
+// refusing an empty list and, when minBits > 0, any key given in the
+// clear that Bits estimates below minBits (hashed entries cannot be
+// checked: make their keys with New).
+func Parse(entries []string, minBits int) (*Registry, error) {
+	r, err := parse(entries, minBits, func(i int) string { return fmt.Sprintf("api key entry %d", i+1) })
+	if err != nil {
+		return nil, err
 	}
-	if len(r.tenants) == 0 {
-		return nil, errors.New("no API keys configured; set --api-keys (tenant:key,…)")
+	if len(r.keys) == 0 {
+		return nil, errors.New("no API keys configured; set --api-keys (tenant:key,…) or --api-keys-file")
 	}
 	return r, nil
 }
 
+// parse builds a Registry from entries, naming entry i in errors with
+// where(i); an empty list gives an empty Registry.
+func parse(entries []string, minBits int, where func(i int) string) (*Registry, error) {
+	r := &Registry{keys: map[[sha256.Size]byte]Principal{}}
+	for i, e := range entries {
+		p, h, err := parseEntry(e, minBits)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where(i), err)
+		}
+		r.keys[h] = p
+	}
+	return r, nil
+}
+
+func parseEntry(e string, minBits int) (Principal, [sha256.Size]byte, error) {
+	var h [sha256.Size]byte
+	tenant, key, ok := strings.Cut(e, ":")
+	if !ok || tenant == "" || key == "" {
+		return Principal{}, h, errors.New("want tenant:[scope:]key or tenant:[scope:]sha256:<hex>")
+	}
+	p := Principal{Tenant: tenant, Scope: ScopeAdmin}
+	for _, sc := range Scopes {
+		if rest, named := strings.CutPrefix(key, string(sc)+":"); named && rest != "" {
+			p.Scope, key = sc, rest
+			break
+		}
+	}
+	if hexed, isHash := strings.CutPrefix(key, "sha256:"); isHash {
+		b, err := hex.DecodeString(hexed)
+		if err != nil || len(b) != sha256.Size {
+			return Principal{}, h, fmt.Errorf("tenant %s: sha256 must be 64 hex digits", tenant)
+		}
+		copy(h[:], b)
+		return p, h, nil
+	}
+	if len(key) < 16 {
+		return Principal{}, h, fmt.Errorf("tenant %s: a key must be at least 16 characters", tenant)
+	}
+	if weak(key, minBits) {
+		return Principal{}, h, fmt.Errorf("tenant %s: the key holds about %.0f bits of randomness, fewer than %d; make one with \"hookline apikey new\"", tenant, Bits(key), minBits)
+	}
+	return p, sha256.Sum256([]byte(key)), nil
+}
+
+// Resolve returns the principal key authenticates.
+func (r *Registry) Resolve(key string) (Principal, bool) {
+	p, ok := r.keys[sha256.Sum256([]byte(key))]
+	return p, ok
+}
+
 // Tenant returns the tenant of key.
 func (r *Registry) Tenant(key string) (string, bool) {
-	t, ok := r.tenants[sha256.Sum256([]byte(key))]
-	return t, ok
+	p, ok := r.Resolve(key)
+	return p.Tenant, ok
 }
 
-type tenantKey struct{}
+// Len returns how many keys r admits.
+func (r *Registry) Len() int { return len(r.keys) }
 
-// TenantFrom returns the authenticated tenant of a request context.
-func TenantFrom(ctx context.Context) string {
-	t, _ := ctx.Value(tenantKey{}).(string)
-	return t
-}
-
-// WithTenant returns ctx carrying tenant.
-func WithTenant(ctx context.Context, tenant string) context.Context {
-	return context.WithValue(ctx, tenantKey{}, tenant)
-}
-
-// AuthFunc authenticates "authorization: Bearer <key>" for the gRPC auth
-// interceptor and puts the key's tenant in the context.
-func (r *Registry) AuthFunc(ctx context.Context) (context.Context, error) {
-	key, err := auth.AuthFromMD(ctx, "bearer")
-	if err != nil {
-		return nil, status.Error(codes.Unauthenticated, "missing API key: send metadata \"authorization: Bearer <key>\"")
+// New returns a fresh random API key ("hk_" and 64 hex digits: 256
+// bits) for tenant and the entry that admits it with scope without
+// holding it ("tenant:scope:sha256:<hex>"). It is safe for concurrent use.
+func New(tenant string, scope Scope) (key, entry string, err error) {
+	if tenant == "" || strings.ContainsAny(tenant, ":,#") || strings.TrimSpace(tenant) != tenant {
+		return "", "", errors.New("tenant must be non-empty and contain no ':', ',', '#' or surrounding spaces")
 	}
-	tenant, ok := r.Tenant(key)
-	if !ok {
-		return nil, status.Error(codes.Unauthenticated, "invalid API key")
-	}
-	return WithTenant(ctx, tenant), nil
-}
-
-// New returns a fresh random API key ("hk_" and 64 hex digits) for tenant
-// and the --api-keys entry that admits it without holding it
-// ("tenant:sha256:<hex>"). It is safe for concurrent use.
-func New(tenant string) (key, entry string, err error) {
-	if tenant == "" || strings.Contains(tenant, ":") || strings.Contains(tenant, ",") {
-		return "", "", errors.New("tenant must be non-empty and contain no ':' or ','")
+	if _, err := ParseScope(string(scope)); err != nil {
+		return "", "", err
 	}
 	var raw [32]byte
 	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails (Go 1.24+).
 	key = "hk_" + hex.EncodeToString(raw[:])
-	return key, HashedEntry(tenant, key), nil
+	return key, HashedEntry(tenant, scope, key), nil
 }
 
-// HashedEntry returns the --api-keys entry "tenant:sha256:<hex>" that
-// admits key for tenant; the configuration then never holds the key.
-func HashedEntry(tenant, key string) string {
+// HashedEntry returns the entry "tenant:scope:sha256:<hex>" that admits
+// key for tenant with scope; the configuration then never holds the key.
+func HashedEntry(tenant string, scope Scope, key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return tenant + ":sha256:" + hex.EncodeToString(sum[:])
+	return tenant + ":" + string(scope) + ":sha256:" + hex.EncodeToString(sum[:])
 }

@@ -9,13 +9,27 @@ import (
 
 func TestParseAndResolve(t *testing.T) {
 	sum := sha256.Sum256([]byte("key-of-tenant-b-123"))
-	r, err := Parse([]string{"a:key-of-tenant-a-123", "b:sha256:" + hex.EncodeToString(sum[:])})
+	pub := sha256.Sum256([]byte("key-of-tenant-c-123"))
+	r, err := Parse([]string{
+		"a:key-of-tenant-a-123",
+		"b:sha256:" + hex.EncodeToString(sum[:]),
+		"c:publish:sha256:" + hex.EncodeToString(pub[:]),
+		"d:read:key-of-tenant-d-123",
+		"e:admin:key-of-tenant-e-123",
+	}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, want := range map[string]string{"key-of-tenant-a-123": "a", "key-of-tenant-b-123": "b"} {
-		if got, ok := r.Tenant(key); !ok || got != want {
-			t.Errorf("Tenant(%q) = %q, %v; want %q", key, got, ok, want)
+	for key, want := range map[string]Principal{
+		// Entries without a scope, the format before scopes, stay admin.
+		"key-of-tenant-a-123": {"a", ScopeAdmin},
+		"key-of-tenant-b-123": {"b", ScopeAdmin},
+		"key-of-tenant-c-123": {"c", ScopePublish},
+		"key-of-tenant-d-123": {"d", ScopeRead},
+		"key-of-tenant-e-123": {"e", ScopeAdmin},
+	} {
+		if got, ok := r.Resolve(key); !ok || got != want {
+			t.Errorf("Resolve(%q) = %+v, %v; want %+v", key, got, ok, want)
 		}
 	}
 	if _, ok := r.Tenant("wrong-key-000000000"); ok {
@@ -24,8 +38,8 @@ func TestParseAndResolve(t *testing.T) {
 }
 
 func TestParseErrorsNeverEchoTheKey(t *testing.T) {
-	for _, give := range [][]string{{"nokey"}, {"t:short-secret"}, {"t:sha256:zz"}, nil} {
-		_, err := Parse(give)
+	for _, give := range [][]string{{"nokey"}, {"t:short-secret"}, {"t:sha256:zz"}, {"t:read:short-secret"}, nil} {
+		_, err := Parse(give, 0)
 		if err == nil {
 			t.Fatalf("Parse(%q) accepted", give)
 		}
@@ -36,30 +50,63 @@ func TestParseErrorsNeverEchoTheKey(t *testing.T) {
 }
 
 func TestNewKeysAreAdmittedByTheirHashedEntryOnly(t *testing.T) {
-	key, entry, err := New("acme")
+	key, entry, err := New("acme", ScopeRead)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(entry, key) || !strings.HasPrefix(entry, "acme:sha256:") {
-		t.Fatalf("entry %q holds the key or names the wrong tenant", entry)
+	if strings.Contains(entry, key) || !strings.HasPrefix(entry, "acme:read:sha256:") {
+		t.Fatalf("entry %q holds the key or names the wrong tenant or scope", entry)
 	}
-	other, _, err := New("acme")
+	other, _, err := New("acme", ScopeRead)
 	if err != nil || other == key {
 		t.Fatalf("two new keys are equal (%v)", err)
 	}
-	r, err := Parse([]string{entry})
+	r, err := Parse([]string{entry}, MinBits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tenant, ok := r.Tenant(key); !ok || tenant != "acme" {
-		t.Fatalf("the new key resolves to %q, %v", tenant, ok)
+	if p, ok := r.Resolve(key); !ok || p != (Principal{"acme", ScopeRead}) {
+		t.Fatalf("the new key resolves to %+v, %v", p, ok)
 	}
 	if _, ok := r.Tenant(other); ok {
 		t.Fatal("another key resolved")
 	}
-	for _, bad := range []string{"", "a:b", "a,b"} {
-		if _, _, err := New(bad); err == nil {
+	for _, bad := range []string{"", "a:b", "a,b", "a#b", " a"} {
+		if _, _, err := New(bad, ScopeAdmin); err == nil {
 			t.Errorf("New(%q) accepted", bad)
+		}
+	}
+	if _, _, err := New("acme", "write"); err == nil {
+		t.Error("New with an unknown scope accepted")
+	}
+}
+
+func TestWeakKeysAreRefusedOutsideDevMode(t *testing.T) {
+	strong, _, _ := New("t", ScopeAdmin)
+	tests := []struct {
+		give string
+		weak bool
+	}{
+		{strong, false},
+		{"hk_chaos_" + strings.Repeat("0123456789abcdef", 2), false}, // 32 hex digits: 128 bits
+		{"key-" + strings.Repeat("0123456789ab", 2), true},           // 24 hex digits: 96 bits
+		{"other-replica-key", true},
+		{"correcthorsebatterystaple", true},
+		{"Password1234567890!", true},
+		{strings.Repeat("ab", 40), true},                  // long, two characters
+		{strings.Repeat("abcdefg", 10), true},             // long, seven characters
+		{"Zm9vYmFyYmF6cXV4cXV1eHF1dXpxdXV4cXV1eA", false}, // 38 base64 characters
+	}
+	for _, tt := range tests {
+		_, err := Parse([]string{"t:" + tt.give}, MinBits)
+		if gotWeak := err != nil; gotWeak != tt.weak {
+			t.Errorf("%q (%.0f bits): refused %v, want %v (%v)", tt.give, Bits(tt.give), gotWeak, tt.weak, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "hookline apikey new") {
+			t.Errorf("the refusal does not say how to make a strong key: %v", err)
+		}
+		if _, err := Parse([]string{"t:" + tt.give}, 0); err != nil {
+			t.Errorf("%q refused in dev mode: %v", tt.give, err)
 		}
 	}
 }

@@ -12,7 +12,18 @@ type Config struct {
 	Kafka hkafka.Config
 
 	GRPCAddr string   `flag:"grpc-addr" env:"HOOKLINE_GRPC_ADDR" default:"127.0.0.1:7070" usage:"gRPC listen address"`
-	APIKeys  []string `flag:"api-keys" env:"HOOKLINE_API_KEYS" usage:"API keys, comma-separated tenant:key or tenant:sha256:<hex>"`
+	APIKeys  []string `flag:"api-keys" env:"HOOKLINE_API_KEYS" usage:"API keys, comma-separated tenant:[scope:]key or tenant:[scope:]sha256:<hex>; scope is publish, read or admin (the default); fixed until restart"`
+	// APIKeysFile holds keys that can be added and revoked at run time.
+	APIKeysFile string `flag:"api-keys-file" env:"HOOKLINE_API_KEYS_FILE" usage:"file of API keys, one tenant:[scope:]key or tenant:[scope:]sha256:<hex> per line (# comments); re-read when it changes, so keys are added and revoked without a restart"`
+
+	// TLS at the listener, so every protocol on the port shares it.
+	GRPCTLSCert  string `flag:"grpc-tls-cert" env:"HOOKLINE_GRPC_TLS_CERT" usage:"PEM certificate chain to serve gRPC over TLS with (default: plaintext); re-read when the file changes"`
+	GRPCTLSKey   string `flag:"grpc-tls-key" env:"HOOKLINE_GRPC_TLS_KEY" usage:"PEM private key of --grpc-tls-cert; re-read when the file changes"`
+	GRPCClientCA string `flag:"grpc-client-ca" env:"HOOKLINE_GRPC_CLIENT_CA" usage:"PEM CA certificates: with it every client must present a certificate one of them signed (mutual TLS); re-read when the file changes"`
+
+	// DevMode is set by hookline dev only (it has no flag): API keys with
+	// fewer than 128 bits of randomness are accepted.
+	DevMode bool
 
 	PublishTimeout   time.Duration `flag:"publish-timeout" env:"HOOKLINE_PUBLISH_TIMEOUT" default:"10s" usage:"how long PublishEvent waits for Kafka to take the write before answering UNAVAILABLE"`
 	MaxInFlightBytes int64         `flag:"max-in-flight-bytes" env:"HOOKLINE_MAX_IN_FLIGHT_BYTES" default:"67108864" usage:"bytes of PublishEvent calls one ingest holds at once (each charged its payload times one plus its endpoints, plus 1 KiB); a call beyond it is answered RESOURCE_EXHAUSTED with a RetryInfo delay instead of waiting in memory"`

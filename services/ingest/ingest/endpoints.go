@@ -320,7 +320,13 @@ func (s *Service) GetEndpoint(ctx context.Context, req *hooklinev1.GetEndpointRe
 	if err != nil {
 		return nil, err
 	}
-	return &hooklinev1.GetEndpointResponse{Endpoint: withEtag(rec), Secret: currentSecret(rec)}, nil
+	resp := &hooklinev1.GetEndpointResponse{Endpoint: withEtag(rec)}
+	// A signing secret lets its holder forge deliveries: only admin keys
+	// read it.
+	if apikey.PrincipalFrom(ctx).Scope == apikey.ScopeAdmin {
+		resp.Secret = currentSecret(rec)
+	}
+	return resp, nil
 }
 
 func (s *Service) ListEndpoints(ctx context.Context, req *hooklinev1.ListEndpointsRequest) (*hooklinev1.ListEndpointsResponse, error) {

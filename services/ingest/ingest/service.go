@@ -6,6 +6,7 @@ package ingest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,7 +54,8 @@ type Service struct {
 	cfg    Config
 	log    *slog.Logger
 	now    func() time.Time
-	keys   *apikey.Registry
+	keys   *apikey.Keys
+	tls    *tls.Config // nil: plaintext
 	guard  *netguard.Guard
 	store  *endpoints.Store
 	topics hkafka.Topics
@@ -109,10 +111,6 @@ func WithResolver(lookup func(ctx context.Context, host string) ([]net.IP, error
 
 // New validates cfg and returns a Service.
 func New(cfg Config, opts ...Option) (*Service, error) {
-	keys, err := apikey.Parse(cfg.APIKeys)
-	if err != nil {
-		return nil, fmt.Errorf("ingest: %w", err)
-	}
 	guard, err := netguard.New(cfg.AllowPrivate, cfg.AllowCIDRs)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
@@ -136,7 +134,6 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		cfg:    cfg,
 		log:    slog.Default(),
 		now:    time.Now,
-		keys:   keys,
 		guard:  guard,
 		store:  endpoints.NewStore(),
 		topics: cfg.Kafka.Topics(),
@@ -150,6 +147,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	for _, o := range opts {
 		o(s)
+	}
+	if err := s.loadEdgeSecurity(); err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	// Every client of this service records its Kafka metrics.
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
@@ -249,6 +249,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("ingest: listen: %w", err)
 		}
 	}
+	ln = s.secureListener(ln)
 	srv, hs := s.grpcServer()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
