@@ -147,6 +147,7 @@ type stackConfig struct {
 	ingest     *ingest.Config
 	ingestOpts []ingest.Option
 	dispatcher *dispatcher.Config
+	scheduler  *scheduler.Config
 	// telemetry gives each service ("ingest", "dispatcher", "scheduler")
 	// its providers; nil leaves the global (no-op) ones.
 	telemetry func(service string) (trace.TracerProvider, metric.MeterProvider)
@@ -181,11 +182,14 @@ func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 	dc.AllowPrivate = true
 	dc.Group = kc.TopicPrefix + "dispatcher"
 	dc.TransactionalID = kc.TopicPrefix + "dispatcher-1"
-	conf := &stackConfig{kafka: &kc, ingest: &ic, dispatcher: &dc}
+	sc := defaults[scheduler.Config](t)
+	sc.Group = kc.TopicPrefix + "scheduler"
+	sc.TransactionalID = kc.TopicPrefix + "scheduler-1"
+	conf := &stackConfig{kafka: &kc, ingest: &ic, dispatcher: &dc, scheduler: &sc}
 	for _, c := range configure {
 		c(conf)
 	}
-	st.kafka, ic.Kafka, dc.Kafka = kc, kc, kc
+	st.kafka, ic.Kafka, dc.Kafka, sc.Kafka = kc, kc, kc, kc
 
 	in, err := ingest.New(ic, append([]ingest.Option{ingest.WithListener(ln), ingest.WithLogger(testLogger(t, "ingest")),
 		ingest.WithTelemetry(conf.telemetryOf("ingest"))}, conf.ingestOpts...)...)
@@ -202,10 +206,6 @@ func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 		return d
 	}
 
-	sc := defaults[scheduler.Config](t)
-	sc.Kafka = kc
-	sc.Group = kc.TopicPrefix + "scheduler"
-	sc.TransactionalID = kc.TopicPrefix + "scheduler-1"
 	st.newScheduler = func() *scheduler.Service {
 		s, err := scheduler.New(sc, scheduler.WithLogger(testLogger(t, "scheduler")), scheduler.WithTelemetry(conf.telemetryOf("scheduler")))
 		if err != nil {

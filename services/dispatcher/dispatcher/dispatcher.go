@@ -20,12 +20,14 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/platform/endpoints"
+	"github.com/hookline/hookline/platform/health"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/platform/sign"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	"github.com/hookline/hookline/services/dispatcher/notify"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -65,6 +67,8 @@ type Service struct {
 	metrics instruments
 	// processSpan names the span of handling a delivery record.
 	processSpan string
+	// probe is the readiness /readyz answers (--health-addr).
+	probe *health.Probe
 }
 
 // Option configures a Service.
@@ -132,6 +136,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		signers:      newSigners(),
 		notices:      newNoticeView(),
 		pauseOutcome: defaultPauseOutcome,
+		probe:        &health.Probe{},
 		tp:           otel.GetTracerProvider(),
 		mp:           otel.GetMeterProvider(),
 	}
@@ -150,13 +155,32 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	return s, nil
 }
 
+// Probe returns the dispatcher's readiness (served on --health-addr).
+func (s *Service) Probe() *health.Probe { return s.probe }
+
 // Run dispatches until ctx ends, then drains in-flight attempts (bounded
-// by DrainTimeout), commits, and leaves the group.
-func (s *Service) Run(ctx context.Context) error {
+// by DrainTimeout), commits, and leaves the group. With --health-addr it
+// serves /healthz and /readyz until it returns: /readyz answers 503
+// "draining" from the moment ctx ends.
+func (s *Service) Run(ctx context.Context) (err error) {
 	opts, err := s.cfg.Kafka.Opts()
 	if err != nil {
 		return err
 	}
+	if s.cfg.Health.Addr != "" {
+		hs, err := health.Serve(s.cfg.Health.Addr, s.probe)
+		if err != nil {
+			return fmt.Errorf("dispatcher: %w", err)
+		}
+		defer hs.Close()
+	}
+	stopDrain := context.AfterFunc(ctx, s.probe.Draining)
+	defer stopDrain()
+	defer func() {
+		if err != nil {
+			s.probe.Failed(err)
+		}
+	}()
 	if err := s.cfg.Kafka.Ensure(ctx, s.cfg.Kafka.Specs()); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
@@ -220,6 +244,7 @@ func (s *Service) Run(ctx context.Context) error {
 		<-pruneDone
 		s.pauses.wg.Wait() // automatic pauses' outcome watchers end with ctx
 	}()
+	s.probe.Started()
 	if err := s.consume(ctx, opts); err != nil {
 		return err
 	}
@@ -254,14 +279,26 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
-		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, m map[string][]int32) { s.reseedHealth(ctx, m) }),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { e.dropped(m); s.dropHealth(m) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { e.dropped(m); s.dropHealth(m) }),
+		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
+			s.reseedHealth(ctx, m)
+			s.probe.Assigned(m)
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			s.probe.Revoked(m)
+			e.dropped(m)
+			s.dropHealth(m)
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			s.probe.Lost()
+			e.dropped(m)
+			s.dropHealth(m)
+		}),
 	)...)
 	if err != nil {
 		return fmt.Errorf("dispatcher: kafka session: %w", err)
 	}
 	defer sess.Close()
+	s.probe.CheckLag(kadm.NewClient(sess.Client()), s.cfg.Group)
 	s.log.Info("dispatcher consuming", "topic", s.topics.Deliveries, "group", s.cfg.Group)
 	return s.dispatch(ctx, sess, e)
 }

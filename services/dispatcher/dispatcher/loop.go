@@ -152,7 +152,9 @@ func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now t
 		e.gate.mu.Unlock()
 		return nil // a transaction is ending, or something is due now
 	}
+	token := s.probe.PollBegins()
 	fs := sess.PollRecords(pctx, s.cfg.BatchSize)
+	s.probe.PollEnded(token)
 	e.in.disarm()
 	e.gate.mu.Unlock()
 	if fs.IsClientClosed() {

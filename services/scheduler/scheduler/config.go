@@ -3,13 +3,15 @@ package scheduler
 import (
 	"time"
 
+	"github.com/hookline/hookline/platform/health"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 )
 
 // Config is the scheduler's configuration, read by platform/config from
 // flags and HOOKLINE_* environment variables.
 type Config struct {
-	Kafka hkafka.Config
+	Kafka  hkafka.Config
+	Health health.Config
 
 	Group           string        `flag:"group" env:"HOOKLINE_SCHEDULER_GROUP" default:"hookline-scheduler" usage:"Kafka consumer group of the schedulers"`
 	TransactionalID string        `flag:"transactional-id" env:"HOOKLINE_SCHEDULER_TRANSACTIONAL_ID" usage:"Kafka transactional id, unique and stable per scheduler instance (default: hookline-scheduler-<hostname>)"`

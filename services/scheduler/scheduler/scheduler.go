@@ -23,9 +23,11 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/health"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/scheduler/tier"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -58,6 +60,8 @@ type Service struct {
 	lateness metric.Float64Histogram
 	// releaseSpan names the span of a release.
 	releaseSpan string
+	// probe is the readiness /readyz answers (--health-addr).
+	probe *health.Probe
 
 	// mu guards held and wake; partition callbacks and timers run on
 	// other goroutines than the poll loop.
@@ -125,6 +129,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		tierOf: map[string]time.Duration{},
 		byTier: map[time.Duration]string{},
 		held:   map[tp]*heldPartition{},
+		probe:  &health.Probe{},
 		tp:     otel.GetTracerProvider(),
 		mp:     otel.GetMeterProvider(),
 	}
@@ -157,13 +162,32 @@ func (s *Service) Topics() []string {
 	return out
 }
 
+// Probe returns the scheduler's readiness (served on --health-addr).
+func (s *Service) Probe() *health.Probe { return s.probe }
+
 // Run schedules until ctx ends, then finishes the batch in hand, commits
-// it and leaves the group.
-func (s *Service) Run(ctx context.Context) error {
+// it and leaves the group. With --health-addr it serves /healthz and
+// /readyz until it returns: /readyz answers 503 "draining" from the
+// moment ctx ends.
+func (s *Service) Run(ctx context.Context) (err error) {
 	opts, err := s.cfg.Kafka.Opts()
 	if err != nil {
 		return err
 	}
+	if s.cfg.Health.Addr != "" {
+		hs, err := health.Serve(s.cfg.Health.Addr, s.probe)
+		if err != nil {
+			return fmt.Errorf("scheduler: %w", err)
+		}
+		defer hs.Close()
+	}
+	stopDrain := context.AfterFunc(ctx, s.probe.Draining)
+	defer stopDrain()
+	defer func() {
+		if err != nil {
+			s.probe.Failed(err)
+		}
+	}()
 	if err := s.ensureTopics(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
@@ -187,6 +211,8 @@ func (s *Service) Run(ctx context.Context) error {
 		sess.Close()
 	}()
 	s.log.Info("scheduler consuming", "topics", s.consumed(), "group", s.cfg.Group)
+	s.probe.CheckLag(kadm.NewClient(sess.Client()), s.cfg.Group)
+	s.probe.Started()
 
 	for {
 		// A held head coming due cancels the poll, so releases never wait
@@ -198,7 +224,9 @@ func (s *Service) Run(ctx context.Context) error {
 		s.mu.Unlock()
 		var fs kgo.Fetches
 		if !due {
+			token := s.probe.PollBegins()
 			fs = sess.PollRecords(pollCtx, s.cfg.BatchSize)
+			s.probe.PollEnded(token)
 		}
 		wake()
 		if ctx.Err() != nil || fs.IsClientClosed() {
@@ -245,8 +273,17 @@ func (s *Service) newSession(opts []kgo.Opt, lag *telemetry.Lag) (*kgo.GroupTran
 		// A revoked or lost partition's pause and timer must go with it:
 		// a pause survives a rebalance, and a partition re-assigned later
 		// would otherwise stay paused for good.
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.forget(m); lag.Forget(m) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.forget(m); lag.Forget(m) }),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.probe.Assigned(m) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			s.probe.Revoked(m)
+			s.forget(m)
+			lag.Forget(m)
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			s.probe.Lost()
+			s.forget(m)
+			lag.Forget(m)
+		}),
 	)...)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: kafka session: %w", err)
