@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -83,6 +84,7 @@ type stack struct {
 	t      *testing.T
 	kafka  hkafka.Config
 	conn   *grpc.ClientConn
+	addr   string // ingest's gRPC address
 	apiKey string
 	topics hkafka.Topics
 	admin  *kadm.Client
@@ -148,6 +150,9 @@ type stackConfig struct {
 	ingestOpts []ingest.Option
 	dispatcher *dispatcher.Config
 	scheduler  *scheduler.Config
+	// clientCreds is how the test's gRPC connection to ingest
+	// authenticates the transport (default plaintext).
+	clientCreds credentials.TransportCredentials
 	// telemetry gives each service ("ingest", "dispatcher", "scheduler")
 	// its providers; nil leaves the global (no-op) ones.
 	telemetry func(service string) (trace.TracerProvider, metric.MeterProvider)
@@ -185,7 +190,7 @@ func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 	sc := defaults[scheduler.Config](t)
 	sc.Group = kc.TopicPrefix + "scheduler"
 	sc.TransactionalID = kc.TopicPrefix + "scheduler-1"
-	conf := &stackConfig{kafka: &kc, ingest: &ic, dispatcher: &dc, scheduler: &sc}
+	conf := &stackConfig{kafka: &kc, ingest: &ic, dispatcher: &dc, scheduler: &sc, clientCreds: insecure.NewCredentials()}
 	for _, c := range configure {
 		c(conf)
 	}
@@ -227,7 +232,8 @@ func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 		ingestSvc.halt()
 	})
 
-	st.conn, err = grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	st.addr = ln.Addr().String()
+	st.conn, err = grpc.NewClient(st.addr, grpc.WithTransportCredentials(conf.clientCreds))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func (s *Service) loadEdgeSecurity() error {
 	if s.cfg.DevMode {
 		minBits = 0
 	}
-	keys, err := apikey.Load(s.cfg.APIKeys, s.cfg.APIKeysFile, minBits, filewatch.WithReport(func(err error) {
+	keys, err := apikey.Load(s.cfg.APIKeys, s.cfg.APIKeysFile, minBits, filewatch.WithClock(s.now), filewatch.WithReport(func(err error) {
 		if err != nil {
 			s.log.Error("API keys file not reloaded; the previous keys stay in force", "file", s.cfg.APIKeysFile, "err", err)
 			return
@@ -37,7 +37,7 @@ func (s *Service) loadEdgeSecurity() error {
 	case s.cfg.GRPCTLSCert == "" || s.cfg.GRPCTLSKey == "":
 		return errors.New("--grpc-tls-cert and --grpc-tls-key go together (and --grpc-client-ca needs both)")
 	}
-	s.tls, err = tlsconf.Server(s.cfg.GRPCTLSCert, s.cfg.GRPCTLSKey, s.cfg.GRPCClientCA, filewatch.WithReport(func(err error) {
+	s.tls, err = tlsconf.Server(s.cfg.GRPCTLSCert, s.cfg.GRPCTLSKey, s.cfg.GRPCClientCA, filewatch.WithClock(s.now), filewatch.WithReport(func(err error) {
 		if err != nil {
 			s.log.Error("gRPC TLS files not reloaded; the previous certificate stays in force", "cert", s.cfg.GRPCTLSCert, "err", err)
 			return
