@@ -646,7 +646,8 @@ func (x *GetEndpointRequest) GetId() string {
 type GetEndpointResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Endpoint *Endpoint              `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
-	// The current signing secret.
+	// The current signing secret; empty unless the caller's API key has the
+	// admin scope (a read key does not get it: it would sign deliveries).
 	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

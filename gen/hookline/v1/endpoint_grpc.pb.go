@@ -39,7 +39,8 @@ type EndpointServiceClient interface {
 	// CreateEndpoint registers an endpoint. Without a secret a fresh
 	// "whsec_…" secret is generated; the response carries it.
 	CreateEndpoint(ctx context.Context, in *CreateEndpointRequest, opts ...grpc.CallOption) (*CreateEndpointResponse, error)
-	// GetEndpoint returns one endpoint with its current signing secret.
+	// GetEndpoint returns one endpoint, with its current signing secret
+	// when the caller's API key has the admin scope.
 	GetEndpoint(ctx context.Context, in *GetEndpointRequest, opts ...grpc.CallOption) (*GetEndpointResponse, error)
 	// ListEndpoints lists the caller's endpoints ordered by id, paginated.
 	ListEndpoints(ctx context.Context, in *ListEndpointsRequest, opts ...grpc.CallOption) (*ListEndpointsResponse, error)
@@ -154,7 +155,8 @@ type EndpointServiceServer interface {
 	// CreateEndpoint registers an endpoint. Without a secret a fresh
 	// "whsec_…" secret is generated; the response carries it.
 	CreateEndpoint(context.Context, *CreateEndpointRequest) (*CreateEndpointResponse, error)
-	// GetEndpoint returns one endpoint with its current signing secret.
+	// GetEndpoint returns one endpoint, with its current signing secret
+	// when the caller's API key has the admin scope.
 	GetEndpoint(context.Context, *GetEndpointRequest) (*GetEndpointResponse, error)
 	// ListEndpoints lists the caller's endpoints ordered by id, paginated.
 	ListEndpoints(context.Context, *ListEndpointsRequest) (*ListEndpointsResponse, error)
