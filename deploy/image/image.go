@@ -151,11 +151,11 @@ func CABundle() []byte {
 }
 
 type file struct {
-	name     string // absolute; a trailing slash makes a directory
-	mode     int64
-	uid      int
-	data     []byte
-	dir      bool
+	name string // absolute
+	mode int64
+	uid  int
+	data []byte
+	dir  bool
 }
 
 func baseLayer(created time.Time) (v1.Layer, error) {

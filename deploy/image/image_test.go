@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,7 +28,7 @@ func Files(t *testing.T, img v1.Image) map[string]tarEntry {
 	out := map[string]tarEntry{}
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out
 		}
 		if err != nil {

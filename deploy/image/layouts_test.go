@@ -55,4 +55,3 @@ func TestImageLayouts(t *testing.T) {
 		})
 	}
 }
-
