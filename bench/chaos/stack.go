@@ -27,7 +27,7 @@ type stack struct {
 
 // startStack starts replicas of bin/scheduler, bin/dispatcher and
 // bin/ingest on prefix and waits until every ingest is SERVING.
-func startStack(ctx context.Context, cfg config, name, brokers string, replicas int) (*stack, error) {
+func startStack(ctx context.Context, cfg config, name, brokers string, replicas int, shape loadShape) (*stack, error) {
 	prefix := fmt.Sprintf("chaos%d-%s.", time.Now().Unix(), name)
 	key, entry, err := harness.NewAPIKey(ctx, filepath.Join(cfg.BinDir, "hookline"), "chaos")
 	if err != nil {
@@ -47,7 +47,7 @@ func startStack(ctx context.Context, cfg config, name, brokers string, replicas 
 	for i := range replicas {
 		id := fmt.Sprintf("%sdispatcher-%d", prefix, i)
 		s.procs = append(s.procs, newProc(logDir, "dispatcher", fmt.Sprintf("dispatcher-%d", i), filepath.Join(cfg.BinDir, "dispatcher"),
-			slices.Concat(common, []string{"--group", prefix + "dispatcher", "--transactional-id", id, "--allow-private-destinations"})...))
+			slices.Concat(common, []string{"--group", prefix + "dispatcher", "--transactional-id", id, "--allow-private-destinations"}, shape.dispatchArgs)...))
 	}
 	for i := range replicas {
 		port, err := harness.FreePort()
@@ -57,7 +57,7 @@ func startStack(ctx context.Context, cfg config, name, brokers string, replicas 
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		s.ingest = append(s.ingest, addr)
 		s.procs = append(s.procs, newProc(logDir, "ingest", fmt.Sprintf("ingest-%d", i), filepath.Join(cfg.BinDir, "ingest"),
-			slices.Concat(common, []string{"--grpc-addr", addr, "--api-keys", entry, "--allow-http", "--allow-private-destinations"})...))
+			slices.Concat(common, []string{"--grpc-addr", addr, "--api-keys", entry, "--allow-http", "--allow-private-destinations"}, shape.ingestArgs)...))
 	}
 	for _, p := range s.procs {
 		if err := p.Start(); err != nil {
