@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,27 +75,12 @@ func startStack(ctx context.Context, cfg config, name, brokers string, replicas 
 // startDev starts one `hookline dev` (ingest, dispatcher, scheduler and
 // kfake persisted to a fresh data directory) and waits until it serves.
 func startDev(ctx context.Context, cfg config, name string) (*stack, error) {
-	gp, err := harness.FreePort()
+	d, err := harness.NewDev(filepath.Join(cfg.LogDir, name), "dev", filepath.Join(cfg.BinDir, "hookline"), "chaos")
 	if err != nil {
 		return nil, err
 	}
-	kp, err := harness.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "hookline-chaos-dev-")
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	s := &stack{
-		prefix: "hookline.", brokers: "127.0.0.1:" + strconv.Itoa(kp), apiKey: "hk_chaos_" + hex.EncodeToString(b),
-		ingest: []string{"127.0.0.1:" + strconv.Itoa(gp)}, dataDir: dir,
-	}
-	s.procs = []*harness.Proc{newProc(filepath.Join(cfg.LogDir, name), "dev", "dev", filepath.Join(cfg.BinDir, "hookline"),
-		"dev", "--data-dir", dir, "--grpc-addr", s.ingest[0], "--kafka-addr", s.brokers,
-		"--metrics-addr", "", "--api-key", s.apiKey, "--log-level", "warn")}
+	s := &stack{prefix: "hookline.", brokers: d.KafkaAddr, apiKey: d.APIKey, ingest: []string{d.GRPCAddr}, dataDir: d.DataDir,
+		procs: []*harness.Proc{d.Proc}}
 	if err := s.procs[0].Start(); err != nil {
 		s.close()
 		return nil, err
