@@ -20,7 +20,7 @@ type scenario struct {
 	nodes     int
 	dev       bool // runs on one `hookline dev` instead of the services on Kafka
 	fault     func(ctx context.Context, e *env) (string, error)
-	shape     loadShape // zero: the steady mixed load (defaultShape)
+	shape     func(cfg config) loadShape // nil: the steady mixed load (defaultShape)
 }
 
 // loadShape is what a scenario publishes and to which receivers.
@@ -45,21 +45,19 @@ func defaultShape(cfg config) loadShape {
 	return loadShape{rate: cfg.Rate, inflight: 64, mix: kindOf}
 }
 
-// overloadEvents and overloadPad size the overload scenario: about
-// 100 MiB of payloads, more than the dispatchers' windows hold.
-const (
-	overloadEvents = 6000
-	overloadPad    = 16 << 10
-)
+// overloadPad is the payload size of the overload scenario: its 6,000
+// events (--overload-events) are about 100 MiB, more than the
+// dispatchers' windows hold.
+const overloadPad = 16 << 10
 
-// overloadShape publishes overloadEvents events of 16 KiB in a closed
-// loop of 512 publishes, as fast as ingest answers, to a receiver that
-// takes about 100 a second (8 endpoints, 4 attempts in flight each,
+// overloadShape publishes --overload-events events of 16 KiB in a
+// closed loop of 512 publishes, as fast as ingest answers, to a receiver
+// that takes about 100 a second (8 endpoints, 4 attempts in flight each,
 // 300 ms per request). Ingest's --max-in-flight-bytes is 4 MiB and each
 // dispatcher's --window-bytes 32 MiB, so both bounds are reached.
-func overloadShape() loadShape {
+func overloadShape(cfg config) loadShape {
 	return loadShape{
-		inflight: 512, maxEvents: overloadEvents, pad: overloadPad,
+		inflight: 512, maxEvents: cfg.OverloadEvents, pad: overloadPad,
 		mix:           func(int64) string { return kindSlow },
 		slowEndpoints: 8, slowInFlight: 4,
 		ingestArgs:   []string{"--max-in-flight-bytes", strconv.Itoa(4 << 20)},
@@ -132,7 +130,7 @@ func (e *env) killRestart(ctx context.Context, kind string, i int) error {
 
 var scenarios = []scenario{
 	{name: "baseline", doc: "no fault: the ledger of an ordinary run"},
-	{name: "overload", doc: "6,000 events of 16 KiB published as fast as ingest answers (512 in flight) to a receiver taking ~100/s; ingest --max-in-flight-bytes 4 MiB, dispatcher --window-bytes 32 MiB"},
+	{name: "overload", doc: "--overload-events (6,000) events of 16 KiB published as fast as ingest answers (512 in flight) to a receiver taking ~100/s; ingest --max-in-flight-bytes 4 MiB, dispatcher --window-bytes 32 MiB"},
 	{name: "misbehaving", doc: "the steady load with one event in ten to misbehaving receivers (endless/huge bodies, slowloris, garbage, cut connections, redirects to internal addresses, silence)"},
 	{name: "quick", doc: "kill -9 a dispatcher at 1/4 of the load, an ingest at 1/2 and a broker at 3/4, back 5 s later (make test)", fault: func(ctx context.Context, e *env) (string, error) {
 		if err := e.at(ctx, 0.25); err != nil {
@@ -223,9 +221,9 @@ func init() {
 	for i := range scenarios {
 		switch scenarios[i].name {
 		case "overload":
-			scenarios[i].shape = overloadShape()
+			scenarios[i].shape = overloadShape
 		case "misbehaving":
-			scenarios[i].shape.bad = true // the rest from --rate, in runScenario
+			scenarios[i].shape = misbehavingShape
 		}
 	}
 }
@@ -243,13 +241,9 @@ func killOne(kind string) func(ctx context.Context, e *env) (string, error) {
 // its row of the table.
 func runScenario(ctx context.Context, cfg config, cl *harness.Kafka, brokers string, s scenario) (rw row) {
 	rw = row{Scenario: s.name, RSS: map[string]float64{}}
-	shape := s.shape
-	switch {
-	case shape.mix != nil:
-	case shape.bad:
-		shape = misbehavingShape(cfg)
-	default:
-		shape = defaultShape(cfg)
+	shape := defaultShape(cfg)
+	if s.shape != nil {
+		shape = s.shape(cfg)
 	}
 	defer func() {
 		if rw.Err != "" {
