@@ -118,6 +118,8 @@ type row struct {
 	Unconfirmed               int // publishes never answered OK (not counted as accepted)
 	UnconfirmedDelivered      int // of those, delivered anyway (allowed: the write landed)
 	Rejected                  map[string]int
+	PushedBack                int           // RESOURCE_EXHAUSTED answers
+	PublishP99, HealthyP99    time.Duration // 0: nothing measured
 	RSS                       map[string]float64
 	Recover                   string
 	Settle                    time.Duration
@@ -186,6 +188,20 @@ func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results
 			rw.Phantom++
 		}
 	}
+}
+
+// healthyP99 is the 99th percentile, over accepted healthy-receiver
+// events that arrived, of the time from the accepted publish to the
+// receiver's first request.
+func healthyP99(acc []accepted, rx *receivers) time.Duration {
+	got := rx.snapshot()
+	var lat []time.Duration
+	for _, a := range acc {
+		if s := got[a.eventID]; a.kind == kindHealthy && !s.first.IsZero() {
+			lat = append(lat, max(s.first.Sub(a.at), 0))
+		}
+	}
+	return percentile(lat, 0.99)
 }
 
 // recovery is how long after the fault healthy deliveries were timely

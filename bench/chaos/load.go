@@ -3,11 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -29,19 +34,24 @@ type accepted struct {
 type publisher struct {
 	conns     []*grpc.ClientConn
 	events    []hooklinev1.EventServiceClient
-	endpoints map[string]string // kind -> endpoint id
+	endpoints map[string][]string // kind -> endpoint ids (events spread over them)
 	key, tag  string
 	budget    time.Duration
+	shape     loadShape
+	pad       string // added to every payload
 
 	mu          sync.Mutex
 	accepted    []accepted
-	unconfirmed map[int64]bool // seq of publishes never answered OK
-	rejected    map[string]int // last gRPC code of publishes given up
+	unconfirmed map[int64]bool  // seq of publishes never answered OK
+	rejected    map[string]int  // last gRPC code of publishes given up
+	pushedBack  int             // RESOURCE_EXHAUSTED answers (each retried after its RetryInfo delay)
+	latencies   []time.Duration // of every call answered OK
 	seq         atomic.Int64
 }
 
-func newPublisher(st *stack, tag string, budget time.Duration) (*publisher, error) {
-	p := &publisher{key: st.apiKey, tag: tag, budget: budget, endpoints: map[string]string{}, unconfirmed: map[int64]bool{}, rejected: map[string]int{}}
+func newPublisher(st *stack, tag string, budget time.Duration, shape loadShape) (*publisher, error) {
+	p := &publisher{key: st.apiKey, tag: tag, budget: budget, shape: shape, pad: strings.Repeat("p", shape.pad),
+		endpoints: map[string][]string{}, unconfirmed: map[int64]bool{}, rejected: map[string]int{}}
 	for _, addr := range st.ingest {
 		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -64,9 +74,11 @@ func (p *publisher) auth(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+p.key)
 }
 
-// createEndpoints makes one endpoint per receiver kind. Failing receivers
-// get a short ladder and opt out of outage mode, so every delivery to them
-// ends (FAILED or EXPIRED) within seconds instead of being held for days.
+// createEndpoints makes the endpoints of every receiver kind the mix
+// uses: one each, shape.slowEndpoints for the slow receiver, one per
+// misbehaving receiver. Failing receivers get a short ladder and opt out
+// of outage mode, so every delivery to them ends (FAILED or EXPIRED)
+// within seconds instead of being held for days.
 func (p *publisher) createEndpoints(ctx context.Context, rx *receivers) error {
 	c := hooklinev1.NewEndpointServiceClient(p.conns[0])
 	short := func(attempts uint32, delays ...time.Duration) *hooklinev1.RetryPolicy {
@@ -81,20 +93,40 @@ func (p *publisher) createEndpoints(ctx context.Context, rx *receivers) error {
 			MaxAge:      durationpb.New(5 * time.Minute),
 		}
 	}
+	var reqs []*hooklinev1.CreateEndpointRequest
+	kindOfReq := map[*hooklinev1.CreateEndpointRequest]string{}
 	for _, k := range kinds {
-		req := &hooklinev1.CreateEndpointRequest{Url: rx.urls[k], Description: "chaos " + k}
-		switch k {
-		case kindFlaky:
-			req.RetryPolicy = short(12, time.Second)
-			req.OutageModeDisabled = true
-		case kindDead:
-			req.RetryPolicy = short(3, time.Second, 2*time.Second)
-			req.OutageModeDisabled = true
-		case kindHanging:
-			req.RetryPolicy = short(2, time.Second)
-			req.OutageModeDisabled = true
-			req.Timeout = durationpb.New(time.Second)
+		n := 1
+		if k == kindSlow {
+			n = max(p.shape.slowEndpoints, 1)
 		}
+		for i := range n {
+			req := &hooklinev1.CreateEndpointRequest{Url: fmt.Sprintf("%s/%d", rx.urls[k], i), Description: "chaos " + k}
+			switch k {
+			case kindSlow:
+				req.MaxInFlight = p.shape.slowInFlight
+			case kindFlaky:
+				req.RetryPolicy = short(12, time.Second)
+				req.OutageModeDisabled = true
+			case kindDead:
+				req.RetryPolicy = short(3, time.Second, 2*time.Second)
+				req.OutageModeDisabled = true
+			case kindHanging:
+				req.RetryPolicy = short(2, time.Second)
+				req.OutageModeDisabled = true
+				req.Timeout = durationpb.New(time.Second)
+			}
+			reqs = append(reqs, req)
+			kindOfReq[req] = k
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(rx.bad)) {
+		req := &hooklinev1.CreateEndpointRequest{Url: rx.bad[name], Description: "chaos misbehaving " + name,
+			RetryPolicy: short(2, time.Second), OutageModeDisabled: true, Timeout: durationpb.New(time.Second)}
+		reqs = append(reqs, req)
+		kindOfReq[req] = kindBad
+	}
+	for _, req := range reqs {
 		var resp *hooklinev1.CreateEndpointResponse
 		var err error
 		for try := range 10 {
@@ -111,9 +143,10 @@ func (p *publisher) createEndpoints(ctx context.Context, rx *receivers) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("create %s endpoint: %w", k, err)
+			return fmt.Errorf("create %s endpoint: %w", req.GetDescription(), err)
 		}
-		p.endpoints[k] = resp.GetEndpoint().GetId()
+		k := kindOfReq[req]
+		p.endpoints[k] = append(p.endpoints[k], resp.GetEndpoint().GetId())
 	}
 	return nil
 }
@@ -134,25 +167,32 @@ func kindOf(seq int64) string {
 	return kindHanging
 }
 
-// run publishes rate events per second until ctx ends, at most inflight
-// publishes at once (a stalled Hookline slows the load, as it would slow
-// a real producer), and waits for the publishes it started.
-func (p *publisher) run(ctx context.Context, rate, inflight int) {
+// run publishes rate events per second (0: as fast as the publishes in
+// flight are answered) until ctx ends or max events (0: no limit) were
+// published, at most inflight publishes at once (a stalled Hookline
+// slows the load, as it would slow a real producer), and waits for the
+// publishes it started.
+func (p *publisher) run(ctx context.Context, rate, inflight, maxEvents int) {
 	sem := make(chan struct{}, inflight)
 	var wg sync.WaitGroup
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			wg.Wait()
-			return
-		case <-tick.C:
+	defer wg.Wait()
+	var tick <-chan time.Time
+	if rate > 0 {
+		t := time.NewTicker(time.Second / time.Duration(rate))
+		defer t.Stop()
+		tick = t.C
+	}
+	for maxEvents <= 0 || p.seq.Load() < int64(maxEvents) {
+		if tick != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick:
+			}
 		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			wg.Wait()
 			return
 		}
 		seq := p.seq.Add(1) - 1
@@ -166,22 +206,25 @@ func (p *publisher) run(ctx context.Context, rate, inflight int) {
 // publish sends event seq, retrying transient failures with the same
 // idempotency key, across replicas, within the budget.
 func (p *publisher) publish(ctx context.Context, seq int64) {
-	kind := kindOf(seq)
+	kind := p.shape.mix(seq)
+	eps := p.endpoints[kind]
 	req := &hooklinev1.PublishEventRequest{
 		EventType:      "chaos.test",
-		Payload:        fmt.Appendf(nil, `{"seq":%d,"kind":%q}`, seq, kind),
+		Payload:        fmt.Appendf(nil, `{"seq":%d,"kind":%q,"pad":%q}`, seq, kind, p.pad),
 		IdempotencyKey: fmt.Sprintf("%s-%d", p.tag, seq),
-		EndpointIds:    []string{p.endpoints[kind]},
+		EndpointIds:    []string{eps[int(seq)%len(eps)]},
 	}
 	deadline := time.Now().Add(p.budget)
 	var last error
 	for try := 0; time.Now().Before(deadline); try++ {
 		cctx, cancel := context.WithTimeout(p.auth(ctx), 12*time.Second)
+		start := time.Now()
 		resp, err := p.events[(int(seq)+try)%len(p.events)].PublishEvent(cctx, req)
 		cancel()
 		if err == nil {
 			now := time.Now()
 			p.mu.Lock()
+			p.latencies = append(p.latencies, now.Sub(start))
 			for _, d := range resp.GetDeliveries() {
 				p.accepted = append(p.accepted, accepted{deliveryID: d.GetDeliveryId(), eventID: resp.GetEventId(), kind: kind, seq: seq, at: now})
 			}
@@ -196,6 +239,16 @@ func (p *publisher) publish(ctx context.Context, seq int64) {
 		if !time.Now().Before(deadline) {
 			break
 		}
+		if d, ok := retryDelay(err); ok {
+			// Pushed back: wait what ingest asked, plus jitter, and try
+			// again without counting it as a failure.
+			p.mu.Lock()
+			p.pushedBack++
+			p.mu.Unlock()
+			time.Sleep(min(d+rand.N(d), time.Until(deadline)))
+			try--
+			continue
+		}
 		// Back off before the next try: full jitter is the SDK's job; a
 		// fixed doubling is enough for a harness with one client.
 		time.Sleep(min(time.Duration(1<<min(try, 4))*100*time.Millisecond, time.Until(deadline)))
@@ -204,6 +257,37 @@ func (p *publisher) publish(ctx context.Context, seq int64) {
 	p.unconfirmed[seq] = true
 	p.rejected[status.Code(last).String()]++
 	p.mu.Unlock()
+}
+
+// retryDelay is the RetryInfo delay of a RESOURCE_EXHAUSTED answer.
+func retryDelay(err error) (time.Duration, bool) {
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay().AsDuration() > 0 {
+			return ri.GetRetryDelay().AsDuration(), true
+		}
+	}
+	return 0, false
+}
+
+// pressure is how often publishes were pushed back and the 99th
+// percentile of the calls answered OK.
+func (p *publisher) pressure() (pushedBack int, p99 time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pushedBack, percentile(p.latencies, 0.99)
+}
+
+// percentile returns the q-quantile of ds (0 when empty); ds is sorted.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[min(int(float64(len(ds))*q), len(ds)-1)]
 }
 
 // snapshot copies the accepted deliveries so far.

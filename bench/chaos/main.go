@@ -33,7 +33,7 @@ type config struct {
 	RepoDir, BinDir, LogDir, KafkaDir string
 	KafkaPort, Nodes                  int
 	ReplicationFactor                 int
-	Rate                              int
+	Rate, OverloadEvents              int
 	Load, Settle                      time.Duration
 	Scenarios                         []string
 	Out                               string
@@ -53,6 +53,7 @@ func run() int {
 	flag.IntVar(&cfg.KafkaPort, "kafka-port", 19500, "first port of chaos's own Kafka: one node uses port..port+2, three nodes port+10..port+18")
 	flag.IntVar(&cfg.Nodes, "nodes", 1, "Kafka brokers: 1, or 3 (replication factor 3, min.insync.replicas 2)")
 	flag.IntVar(&cfg.Rate, "rate", 40, "events published per second (each to one endpoint)")
+	flag.IntVar(&cfg.OverloadEvents, "overload-events", 6000, "events the overload scenario publishes (16 KiB each, as fast as ingest answers)")
 	flag.DurationVar(&cfg.Load, "load", 45*time.Second, "how long each scenario publishes")
 	flag.DurationVar(&cfg.Settle, "settle", 2*time.Minute, "how long to wait after the load for every accepted delivery to end")
 	flag.StringVar(&scen, "scenarios", "", "comma-separated scenarios (default: every one the --nodes allow); 'quick' = the make test run")

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/hookline/hookline/platform/badreceiver"
 )
 
 // Receiver kinds: each endpoint of a run is one of them.
@@ -19,7 +21,17 @@ const (
 	kindFlaky   = "flaky"   // answers 503 half the time, 204 otherwise
 	kindDead    = "dead"    // a port nothing listens on: connection refused
 	kindHanging = "hanging" // accepts the request and never answers
+	// kindBad is a misbehaving receiver (platform/badreceiver) that never
+	// answers 2xx: endless or huge error bodies, slowloris or huge
+	// headers, endless 1xx, garbage, a cut connection, a redirect to an
+	// internal address, silence. Each has an endpoint of its own.
+	kindBad = "misbehaving"
 )
+
+// badKinds are the misbehaviours of kindBad receivers: the ones that
+// never answer 2xx, so every delivery to them must end FAILED (one that
+// ended DELIVERED would count as lost: its receiver never took it).
+var badKinds = []string{"trickled-body", "10mb-body", "slowloris-headers", "huge-headers", "endless-1xx", "garbage", "close-mid-headers", "hang", "redirect-internal"}
 
 var kinds = []string{kindHealthy, kindSlow, kindFlaky, kindDead, kindHanging}
 
@@ -38,7 +50,9 @@ type seen struct {
 // records every request by webhook-id. Safe for concurrent use.
 type receivers struct {
 	urls map[string]string
+	bad  map[string]string // misbehaviour -> url (kindBad)
 	srvs []*http.Server
+	bads []*badreceiver.Server
 	stop chan struct{}
 
 	mu   sync.Mutex
@@ -46,8 +60,22 @@ type receivers struct {
 	rng  *rand.Rand
 }
 
-func startReceivers() (*receivers, error) {
-	r := &receivers{urls: map[string]string{}, seen: map[string]*seen{}, stop: make(chan struct{}), rng: rand.New(rand.NewPCG(1, 2))}
+// startReceivers starts one receiver per kind, and with bad one per
+// misbehaviour of badKinds.
+func startReceivers(bad bool) (*receivers, error) {
+	r := &receivers{urls: map[string]string{}, bad: map[string]string{}, seen: map[string]*seen{}, stop: make(chan struct{}), rng: rand.New(rand.NewPCG(1, 2))}
+	if bad {
+		mix := badreceiver.Mix()
+		for _, name := range badKinds {
+			s, err := badreceiver.Listen(mix[name])
+			if err != nil {
+				r.close()
+				return nil, err
+			}
+			r.bads = append(r.bads, s)
+			r.bad[name] = s.URL("/" + name)
+		}
+	}
 	for _, k := range kinds {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -148,5 +176,8 @@ func (r *receivers) close() {
 			_ = s.Close()
 		}
 		cancel()
+	}
+	for _, s := range r.bads {
+		s.Close()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,63 @@ type scenario struct {
 	nodes     int
 	dev       bool // runs on one `hookline dev` instead of the services on Kafka
 	fault     func(ctx context.Context, e *env) (string, error)
+	shape     func(cfg config) loadShape // nil: the steady mixed load (defaultShape)
+}
+
+// loadShape is what a scenario publishes and to which receivers.
+type loadShape struct {
+	rate      int // events per second; 0: as fast as answers come (closed loop)
+	inflight  int // publishes in flight at most
+	maxEvents int // published at most (0: until --load ends)
+	pad       int // payload bytes added to each event
+	mix       func(seq int64) string
+	// slowEndpoints endpoints share the slow receiver (default 1), each
+	// with at most slowInFlight attempts in flight (0: the default).
+	slowEndpoints int
+	slowInFlight  uint32
+	bad           bool     // start the misbehaving receivers (kindBad)
+	ingestArgs    []string // extra flags of every ingest
+	dispatchArgs  []string // extra flags of every dispatcher
+}
+
+// defaultShape is the steady load of the crash scenarios: --rate events
+// per second over the mixed receivers, at most 64 publishes in flight.
+func defaultShape(cfg config) loadShape {
+	return loadShape{rate: cfg.Rate, inflight: 64, mix: kindOf}
+}
+
+// overloadPad is the payload size of the overload scenario: its 6,000
+// events (--overload-events) are about 100 MiB, more than the
+// dispatchers' windows hold.
+const overloadPad = 16 << 10
+
+// overloadShape publishes --overload-events events of 16 KiB in a
+// closed loop of 512 publishes, as fast as ingest answers, to a receiver
+// that takes about 100 a second (8 endpoints, 4 attempts in flight each,
+// 300 ms per request). Ingest's --max-in-flight-bytes is 4 MiB and each
+// dispatcher's --window-bytes 32 MiB, so both bounds are reached.
+func overloadShape(cfg config) loadShape {
+	return loadShape{
+		inflight: 512, maxEvents: cfg.OverloadEvents, pad: overloadPad,
+		mix:           func(int64) string { return kindSlow },
+		slowEndpoints: 8, slowInFlight: 4,
+		ingestArgs:   []string{"--max-in-flight-bytes", strconv.Itoa(4 << 20)},
+		dispatchArgs: []string{"--window-bytes", strconv.Itoa(32 << 20)},
+	}
+}
+
+// misbehavingShape is the steady mixed load with one event in ten sent
+// to a misbehaving receiver instead.
+func misbehavingShape(cfg config) loadShape {
+	sh := defaultShape(cfg)
+	sh.bad = true
+	sh.mix = func(seq int64) string {
+		if seq%10 == 9 {
+			return kindBad
+		}
+		return kindOf(seq)
+	}
+	return sh
 }
 
 // env is what a fault acts on.
@@ -72,6 +130,8 @@ func (e *env) killRestart(ctx context.Context, kind string, i int) error {
 
 var scenarios = []scenario{
 	{name: "baseline", doc: "no fault: the ledger of an ordinary run"},
+	{name: "overload", doc: "--overload-events (6,000) events of 16 KiB published as fast as ingest answers (512 in flight) to a receiver taking ~100/s; ingest --max-in-flight-bytes 4 MiB, dispatcher --window-bytes 32 MiB"},
+	{name: "misbehaving", doc: "the steady load with one event in ten to misbehaving receivers (endless/huge bodies, slowloris, garbage, cut connections, redirects to internal addresses, silence)"},
 	{name: "quick", doc: "kill -9 a dispatcher at 1/4 of the load, an ingest at 1/2 and a broker at 3/4, back 5 s later (make test)", fault: func(ctx context.Context, e *env) (string, error) {
 		if err := e.at(ctx, 0.25); err != nil {
 			return "", err
@@ -156,7 +216,17 @@ var devScenario = scenario{name: "dev-kill", dev: true, doc: "kill -9 `hookline 
 		return "kill -9 `hookline dev` at 1/3 of the load, restarted on its data dir", e.killRestart(ctx, "dev", 0)
 	}}
 
-func init() { scenarios = append(scenarios, devScenario) }
+func init() {
+	scenarios = append(scenarios, devScenario)
+	for i := range scenarios {
+		switch scenarios[i].name {
+		case "overload":
+			scenarios[i].shape = overloadShape
+		case "misbehaving":
+			scenarios[i].shape = misbehavingShape
+		}
+	}
+}
 
 func killOne(kind string) func(ctx context.Context, e *env) (string, error) {
 	return func(ctx context.Context, e *env) (string, error) {
@@ -171,12 +241,16 @@ func killOne(kind string) func(ctx context.Context, e *env) (string, error) {
 // its row of the table.
 func runScenario(ctx context.Context, cfg config, cl *harness.Kafka, brokers string, s scenario) (rw row) {
 	rw = row{Scenario: s.name, RSS: map[string]float64{}}
+	shape := defaultShape(cfg)
+	if s.shape != nil {
+		shape = s.shape(cfg)
+	}
 	defer func() {
 		if rw.Err != "" {
 			fmt.Printf("scenario %s: %s\n", s.name, rw.Err)
 		}
 	}()
-	rx, err := startReceivers()
+	rx, err := startReceivers(shape.bad)
 	if err != nil {
 		rw.Err = err.Error()
 		return rw
@@ -187,14 +261,14 @@ func runScenario(ctx context.Context, cfg config, cl *harness.Kafka, brokers str
 		st, err = startDev(ctx, cfg, s.name)
 		brokers = st.brokersOrEmpty()
 	} else {
-		st, err = startStack(ctx, cfg, s.name, brokers, 2)
+		st, err = startStack(ctx, cfg, s.name, brokers, 2, shape)
 	}
 	if err != nil {
 		rw.Err = err.Error()
 		return rw
 	}
 	defer st.close()
-	pub, err := newPublisher(st, st.prefix+"key", 90*time.Second)
+	pub, err := newPublisher(st, st.prefix+"key", 90*time.Second, shape)
 	if err != nil {
 		rw.Err = err.Error()
 		return rw
@@ -221,7 +295,7 @@ func runScenario(ctx context.Context, cfg config, cl *harness.Kafka, brokers str
 			rw.Faults, faultErr = s.fault(ctx, e)
 		})
 	}
-	pub.run(loadCtx, cfg.Rate, 64)
+	pub.run(loadCtx, shape.rate, shape.inflight, shape.maxEvents)
 	wg.Wait()
 	if faultErr != nil {
 		rw.Err = "fault: " + faultErr.Error()
@@ -238,16 +312,18 @@ func runScenario(ctx context.Context, cfg config, cl *harness.Kafka, brokers str
 	}
 	reconcile(&rw, acc, unconfirmed, res, rx, seqs)
 	rw.Recover = recovery(acc, rx, e.faultAt, 2*time.Second)
+	rw.PushedBack, rw.PublishP99 = pub.pressure()
+	rw.HealthyP99 = healthyP99(acc, rx)
 	return rw
 }
 
 // render prints the table and what each column means.
 func render(cfg config, rows []row, took time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n### Chaos: %d Kafka node(s), 2 × ingest / dispatcher / scheduler, %d events/s for %v per scenario (took %v)\n\n",
+	fmt.Fprintf(&b, "\n### Chaos: %d Kafka node(s), 2 × ingest / dispatcher / scheduler, %d events/s for %v per scenario unless it says otherwise (took %v)\n\n",
 		cfg.Nodes, cfg.Rate, cfg.Load, took.Round(time.Second))
-	b.WriteString("| scenario | accepted | delivered | dead-lettered | lost | duplicates | peak RSS MiB (ingest / dispatcher / scheduler) | time to recover | settled in | ledger |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|---:|---|\n")
+	b.WriteString("| scenario | accepted | delivered | dead-lettered | lost | duplicates | pushed back | publish p99 | healthy p99 | peak RSS ingest MiB | peak RSS dispatcher MiB | peak RSS scheduler MiB | time to recover | settled in | ledger |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
 	for _, r := range rows {
 		verdict := "ok"
 		var bad []string
@@ -279,26 +355,37 @@ func render(cfg config, rows []row, took time.Duration) string {
 		if r.Faults != "" {
 			name += " (" + r.Faults + ")"
 		}
-		rss := fmt.Sprintf("%.0f / %.0f / %.0f", r.RSS["ingest"], r.RSS["dispatcher"], r.RSS["scheduler"])
+		rss := fmt.Sprintf("%.0f | %.0f | %.0f", r.RSS["ingest"], r.RSS["dispatcher"], r.RSS["scheduler"])
 		if r.RSS["dev"] > 0 {
-			rss = fmt.Sprintf("%.0f (one `hookline dev` process)", r.RSS["dev"])
+			rss = fmt.Sprintf("%.0f (one `hookline dev` process) | – | –", r.RSS["dev"])
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d (%d ids) | %s | %s | %.0f s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d (%d ids) | %d | %s | %s | %s | %s | %.0f s | %s |\n",
 			name, r.Accepted, r.Delivered, r.Dead, r.Lost, r.Duplicates, r.DupIDs,
-			rss, r.Recover, r.Settle.Seconds(), verdict)
+			r.PushedBack, ms(r.PublishP99), ms(r.HealthyP99), rss, r.Recover, r.Settle.Seconds(), verdict)
 	}
 	b.WriteString(`
 accepted: deliveries PublishEvent answered OK for. delivered / dead-lettered: first terminal
 outcome on the results topic (read_committed) is DELIVERED / FAILED or EXPIRED. lost: accepted
 with no terminal outcome when the settle wait ended, or DELIVERED yet never answered 2xx by its
 receiver. duplicates: extra 2xx-answered requests for one webhook-id (at-least-once HTTP; all
-carried the same webhook-id and body, or the ledger column says otherwise). peak RSS: the
-largest VmRSS/VmHWM of any replica of the service, restarts included. time to recover: from the
+carried the same webhook-id and body, or the ledger column says otherwise). pushed back:
+PublishEvent answers RESOURCE_EXHAUSTED (ingest's --max-in-flight-bytes), each retried after
+its RetryInfo delay with the same key. publish p99: of the calls answered OK. healthy p99: from
+the accepted publish to the healthy receiver's first request. peak RSS: the largest
+VmRSS/VmHWM of any replica of the service, restarts included. time to recover: from the
 first fault until healthy-receiver deliveries were again under 2 s from publish to receipt
 (the publish time of the last late one). settled in: from the end of the load until every
 accepted delivery had a terminal outcome.
 `)
 	return b.String()
+}
+
+// ms formats d in milliseconds, "–" for 0 (nothing measured).
+func ms(d time.Duration) string {
+	if d == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%d ms", d.Milliseconds())
 }
 
 func codeCounts(m map[string]int) string {

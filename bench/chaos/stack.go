@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,7 +25,7 @@ type stack struct {
 
 // startStack starts replicas of bin/scheduler, bin/dispatcher and
 // bin/ingest on prefix and waits until every ingest is SERVING.
-func startStack(ctx context.Context, cfg config, name, brokers string, replicas int) (*stack, error) {
+func startStack(ctx context.Context, cfg config, name, brokers string, replicas int, shape loadShape) (*stack, error) {
 	prefix := fmt.Sprintf("chaos%d-%s.", time.Now().Unix(), name)
 	key, entry, err := harness.NewAPIKey(ctx, filepath.Join(cfg.BinDir, "hookline"), "chaos")
 	if err != nil {
@@ -47,7 +45,7 @@ func startStack(ctx context.Context, cfg config, name, brokers string, replicas 
 	for i := range replicas {
 		id := fmt.Sprintf("%sdispatcher-%d", prefix, i)
 		s.procs = append(s.procs, newProc(logDir, "dispatcher", fmt.Sprintf("dispatcher-%d", i), filepath.Join(cfg.BinDir, "dispatcher"),
-			slices.Concat(common, []string{"--group", prefix + "dispatcher", "--transactional-id", id, "--allow-private-destinations"})...))
+			slices.Concat(common, []string{"--group", prefix + "dispatcher", "--transactional-id", id, "--allow-private-destinations"}, shape.dispatchArgs)...))
 	}
 	for i := range replicas {
 		port, err := harness.FreePort()
@@ -57,7 +55,7 @@ func startStack(ctx context.Context, cfg config, name, brokers string, replicas 
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		s.ingest = append(s.ingest, addr)
 		s.procs = append(s.procs, newProc(logDir, "ingest", fmt.Sprintf("ingest-%d", i), filepath.Join(cfg.BinDir, "ingest"),
-			slices.Concat(common, []string{"--grpc-addr", addr, "--api-keys", entry, "--allow-http", "--allow-private-destinations"})...))
+			slices.Concat(common, []string{"--grpc-addr", addr, "--api-keys", entry, "--allow-http", "--allow-private-destinations"}, shape.ingestArgs)...))
 	}
 	for _, p := range s.procs {
 		if err := p.Start(); err != nil {
@@ -77,27 +75,12 @@ func startStack(ctx context.Context, cfg config, name, brokers string, replicas 
 // startDev starts one `hookline dev` (ingest, dispatcher, scheduler and
 // kfake persisted to a fresh data directory) and waits until it serves.
 func startDev(ctx context.Context, cfg config, name string) (*stack, error) {
-	gp, err := harness.FreePort()
+	d, err := harness.NewDev(filepath.Join(cfg.LogDir, name), "dev", filepath.Join(cfg.BinDir, "hookline"), "chaos")
 	if err != nil {
 		return nil, err
 	}
-	kp, err := harness.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "hookline-chaos-dev-")
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	s := &stack{
-		prefix: "hookline.", brokers: "127.0.0.1:" + strconv.Itoa(kp), apiKey: "hk_chaos_" + hex.EncodeToString(b),
-		ingest: []string{"127.0.0.1:" + strconv.Itoa(gp)}, dataDir: dir,
-	}
-	s.procs = []*harness.Proc{newProc(filepath.Join(cfg.LogDir, name), "dev", "dev", filepath.Join(cfg.BinDir, "hookline"),
-		"dev", "--data-dir", dir, "--grpc-addr", s.ingest[0], "--kafka-addr", s.brokers,
-		"--metrics-addr", "", "--api-key", s.apiKey, "--log-level", "warn")}
+	s := &stack{prefix: "hookline.", brokers: d.KafkaAddr, apiKey: d.APIKey, ingest: []string{d.GRPCAddr}, dataDir: d.DataDir,
+		procs: []*harness.Proc{d.Proc}}
 	if err := s.procs[0].Start(); err != nil {
 		s.close()
 		return nil, err

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,34 +53,16 @@ func (e embedded) describe() string {
 }
 
 func (e embedded) start(ctx context.Context, name string) (*stack, error) {
-	gp, err := harness.FreePort()
+	d, err := harness.NewDev(e.cfg.LogDir, name+"-dev", filepath.Join(e.cfg.BinDir, "hookline"), "bench")
 	if err != nil {
 		return nil, err
 	}
-	kp, err := harness.FreePort()
-	if err != nil {
+	s := &stack{grpcAddr: d.GRPCAddr, brokers: []string{d.KafkaAddr}, apiKey: d.APIKey, prefix: "hookline.", dataDir: d.DataDir}
+	if err := d.Proc.Start(); err != nil {
+		_ = os.RemoveAll(d.DataDir)
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "loadbench-"+name+"-")
-	if err != nil {
-		return nil, err
-	}
-	key, err := randomKey()
-	if err != nil {
-		return nil, err
-	}
-	s := &stack{
-		grpcAddr: "127.0.0.1:" + strconv.Itoa(gp),
-		brokers:  []string{"127.0.0.1:" + strconv.Itoa(kp)},
-		apiKey:   key, prefix: "hookline.", dataDir: dir,
-	}
-	p, err := harness.StartProc(e.cfg.LogDir, name+"-dev", filepath.Join(e.cfg.BinDir, "hookline"), nil, "dev",
-		"--data-dir", dir, "--grpc-addr", s.grpcAddr, "--kafka-addr", s.brokers[0],
-		"--metrics-addr", "", "--api-key", key, "--log-level", "warn")
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
+	p := d.Proc
 	s.procs = []*harness.Proc{p}
 	if err := harness.WaitServing(ctx, s.grpcAddr, 2*time.Minute, s.procs...); err != nil {
 		s.close()
@@ -140,13 +120,4 @@ func (r *real) start(ctx context.Context, name string) (*stack, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// randomKey makes an API key for hookline dev.
-func randomKey() (string, error) {
-	b := make([]byte, 20)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return "hk_bench_" + hex.EncodeToString(b), nil
 }

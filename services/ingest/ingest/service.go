@@ -292,11 +292,14 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		s.log.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
-	// One line per call that failed; a successful call only at debug: at
-	// thousands of publishes a second an access line each was a cost
-	// every caller paid.
+	// One line per call that failed; a successful or pushed-back call
+	// only at debug: at thousands of publishes a second an access line
+	// each was a cost every caller paid.
 	levels := logging.WithLevels(func(c codes.Code) logging.Level {
-		if c == codes.OK {
+		// A push-back (--max-in-flight-bytes) comes by the thousand
+		// exactly when the process is busiest: a line each would add to
+		// the overload. rpc.server.call.duration counts them by status.
+		if c == codes.OK || c == codes.ResourceExhausted {
 			return logging.LevelDebug
 		}
 		return logging.DefaultServerCodeToLevel(c)

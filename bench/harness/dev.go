@@ -1,0 +1,45 @@
+package harness
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strconv"
+)
+
+// Dev is one `hookline dev` (ingest, dispatcher, scheduler and kfake in
+// one process, persisted to DataDir), prepared on free loopback ports
+// with an API key of its own. Start it with Proc.Start (again after a
+// kill: the data directory stays); remove DataDir when done.
+type Dev struct {
+	Proc                        *Proc
+	GRPCAddr, KafkaAddr, APIKey string
+	DataDir                     string
+}
+
+// NewDev prepares a `hookline dev` named name, logging to logDir, with a
+// fresh data directory and a key "hk_<tag>_…".
+func NewDev(logDir, name, hookline, tag string) (*Dev, error) {
+	gp, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	kp, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 20)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "hookline-"+tag+"-"+name+"-")
+	if err != nil {
+		return nil, err
+	}
+	d := &Dev{GRPCAddr: "127.0.0.1:" + strconv.Itoa(gp), KafkaAddr: "127.0.0.1:" + strconv.Itoa(kp),
+		APIKey: "hk_" + tag + "_" + hex.EncodeToString(b), DataDir: dir}
+	d.Proc = NewProc(logDir, name, hookline, nil, "dev", "--data-dir", dir, "--grpc-addr", d.GRPCAddr,
+		"--kafka-addr", d.KafkaAddr, "--metrics-addr", "", "--api-key", d.APIKey, "--log-level", "warn")
+	d.Proc.Kind = "dev"
+	return d, nil
+}
