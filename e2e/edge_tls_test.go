@@ -27,11 +27,8 @@ import (
 // certificate written over the served one is served from then on,
 // without a restart.
 func TestIngestServesMutualTLSOnly(t *testing.T) {
-	dir := t.TempDir()
-	ca := tlstest.NewCA(t, "hookline test CA")
-	srv := ca.WriteFiles(dir, "ingest", "ingest-1")
-	cli := ca.WriteFiles(dir, "producer", "producer")
-	foreign := tlstest.NewCA(t, "another CA").WriteFiles(dir, "foreign", "intruder")
+	m := tlstest.NewMutualTLS(t, t.TempDir())
+	srv, cli, foreign := m.Server, m.Client, m.Foreign
 	clientConf := func(f tlstest.Files) *tls.Config {
 		c, err := tlsconf.Client(srv.CA, f.Cert, f.Key)
 		if err != nil {
@@ -72,7 +69,7 @@ func TestIngestServesMutualTLSOnly(t *testing.T) {
 
 	// Rotation: a new pair written over the files is served to new
 	// connections once ingest reads them again (every 2 s at most).
-	cert2, key2 := ca.Issue("ingest-2")
+	cert2, key2 := m.CA.Issue("server-2")
 	for path, b := range map[string][]byte{srv.Key: key2, srv.Cert: cert2} {
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
@@ -81,7 +78,7 @@ func TestIngestServesMutualTLSOnly(t *testing.T) {
 	deadline := time.After(waitFor)
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
-	for served := ""; served != "ingest-2"; {
+	for served := ""; served != "server-2"; {
 		select {
 		case <-deadline:
 			t.Fatalf("the rotated certificate was not served; still %q", served)
