@@ -16,11 +16,8 @@ import (
 // their HOOKLINE_TLS_* variables); without TLS, without a client
 // certificate, or with one from another CA it does not.
 func TestCLIReachesIngestOverMutualTLSOnly(t *testing.T) {
-	dir := t.TempDir()
-	ca := tlstest.NewCA(t, "hookline test CA")
-	srv := ca.WriteFiles(dir, "server", "ingest")
-	cli := ca.WriteFiles(dir, "cli", "operator")
-	foreign := tlstest.NewCA(t, "another CA").WriteFiles(dir, "foreign", "intruder")
+	m := tlstest.NewMutualTLS(t, t.TempDir())
+	srv, cli, foreign := m.Server, m.Client, m.Foreign
 
 	dev := startDev(t, t.TempDir(), "--grpc-tls-cert", srv.Cert, "--grpc-tls-key", srv.Key, "--grpc-client-ca", srv.CA)
 	tc, err := tlsconf.Client(cli.CA, cli.Cert, cli.Key)

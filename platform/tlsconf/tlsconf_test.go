@@ -72,14 +72,10 @@ func client(t *testing.T, f tlstest.Files, withCert bool) *tls.Config {
 }
 
 func TestServerRequiresAClientCertificateFromItsCA(t *testing.T) {
-	dir := t.TempDir()
-	ca := tlstest.NewCA(t, "hookline test CA")
-	srv := ca.WriteFiles(dir, "server", "server-1")
-	good := ca.WriteFiles(dir, "client", "client-1")
-	foreign := tlstest.NewCA(t, "another CA").WriteFiles(dir, "foreign", "client-2")
+	m := tlstest.NewMutualTLS(t, t.TempDir())
 	// The foreign client trusts the server's CA but holds a certificate
 	// the server's client CA never signed.
-	foreign.CA = srv.CA
+	srv, good, foreign := m.Server, m.Client, m.Foreign
 
 	conf, err := Server(srv.Cert, srv.Key, srv.CA)
 	if err != nil {

@@ -108,3 +108,23 @@ func serial(t testing.TB) *big.Int {
 	}
 	return n
 }
+
+// MutualTLS is what a mutual-TLS test needs, written to a temporary
+// directory: a CA, a server certificate ("server-1") and a client
+// certificate ("client-1") it signed, and a client certificate
+// ("foreign") that another CA signed. Each Files' CA is the server's CA,
+// the one clients trust.
+type MutualTLS struct {
+	CA                      *CA
+	Server, Client, Foreign Files
+}
+
+// NewMutualTLS makes a MutualTLS.
+func NewMutualTLS(t testing.TB, dir string) MutualTLS {
+	t.Helper()
+	ca := NewCA(t, "hookline test CA")
+	m := MutualTLS{CA: ca, Server: ca.WriteFiles(dir, "server", "server-1"), Client: ca.WriteFiles(dir, "client", "client-1"),
+		Foreign: NewCA(t, "another CA").WriteFiles(dir, "foreign", "foreign")}
+	m.Foreign.CA = m.Server.CA
+	return m
+}
