@@ -55,7 +55,7 @@ func TestMisbehavingReceiversGetAClassifiedOutcomeInBoundedTime(t *testing.T) {
 
 	type tc struct {
 		name       string
-		url        string           // default: a badreceiver running answer
+		url        string // default: a badreceiver running answer
 		answer     badreceiver.Answer
 		wantClass  hooklinev1.OutcomeClass
 		wantStatus int    // 0: no response
