@@ -31,7 +31,8 @@ type Config struct {
 	MaxEndpoints     int           `flag:"max-endpoints-per-tenant" env:"HOOKLINE_MAX_ENDPOINTS_PER_TENANT" default:"1000" usage:"most endpoints one tenant may have"`
 	AllowHTTP        bool          `flag:"allow-http" env:"HOOKLINE_ALLOW_HTTP" usage:"accept http:// endpoint URLs (default: https only)"`
 	AllowPrivate     bool          `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"accept endpoints on loopback and private addresses (development only)"`
-	AllowCIDRs       []string      `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs endpoints may resolve to despite being private, comma-separated"`
+	AllowCIDRs       []string      `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs every tenant's endpoints may resolve to despite being private, comma-separated; never the cloud metadata addresses"`
+	TenantAllowCIDRs []string      `flag:"tenant-allow-cidrs" env:"HOOKLINE_TENANT_ALLOW_CIDRS" usage:"per-tenant CIDRs that tenant's endpoints may resolve to despite being private, comma-separated tenant=CIDR (e.g. acme=10.20.0.0/16); never the cloud metadata addresses"`
 	DNSTimeout       time.Duration `flag:"dns-timeout" env:"HOOKLINE_DNS_TIMEOUT" default:"5s" usage:"how long resolving an endpoint URL's host may take before the call answers UNAVAILABLE"`
 	IdempotencyTTL   time.Duration `flag:"idempotency-ttl" env:"HOOKLINE_IDEMPOTENCY_TTL" default:"24h" usage:"how long an idempotency key keeps returning its first response; the idempotency topic keeps records twice as long"`
 	ShutdownTimeout  time.Duration `flag:"shutdown-timeout" env:"HOOKLINE_SHUTDOWN_TIMEOUT" default:"15s" usage:"how long in-flight calls may finish on shutdown"`

@@ -81,7 +81,7 @@ func (s *Service) validateURL(ctx context.Context, raw string) error {
 	}
 	lctx, cancel := context.WithTimeout(ctx, s.cfg.DNSTimeout)
 	defer cancel()
-	err = s.guard.CheckHost(u.Hostname(), func(host string) ([]net.IP, error) { return s.lookup(lctx, host) })
+	err = s.guard.For(apikey.TenantFrom(ctx)).CheckHost(u.Hostname(), func(host string) ([]net.IP, error) { return s.lookup(lctx, host) })
 	switch {
 	case err == nil:
 		return nil

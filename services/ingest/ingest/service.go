@@ -56,7 +56,7 @@ type Service struct {
 	now    func() time.Time
 	keys   *apikey.Keys
 	tls    *tls.Config // nil: plaintext
-	guard  *netguard.Guard
+	guard  *netguard.Policy
 	store  *endpoints.Store
 	topics hkafka.Topics
 	ln     net.Listener
@@ -111,7 +111,7 @@ func WithResolver(lookup func(ctx context.Context, host string) ([]net.IP, error
 
 // New validates cfg and returns a Service.
 func New(cfg Config, opts ...Option) (*Service, error) {
-	guard, err := netguard.New(cfg.AllowPrivate, cfg.AllowCIDRs)
+	guard, err := netguard.NewPolicy(cfg.AllowPrivate, cfg.AllowCIDRs, cfg.TenantAllowCIDRs)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
