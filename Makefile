@@ -133,6 +133,7 @@ FUZZ_TARGETS := \
   platform:./netguard:FuzzControl \
   platform:./netguard:FuzzCheckIPv4Forms \
   platform:./netguard:FuzzCheckHost \
+  platform:./netguard:FuzzEmbeddedForms \
   platform:./filter:FuzzMatch \
   platform:./kafka:FuzzDecodeRecords
 FUZZTIME ?= 10s

@@ -51,11 +51,15 @@ func TestPrivateDestinationsAreRefusedAtCreationAndAtDial(t *testing.T) {
 		"http://100.64.0.1/",
 		"http://loopback.test/hooks",
 		"http://mixed.test/hooks",
+		"http://[fe80::1%25eth0]/hooks",
+		"http://[64:ff9b::a9fe:a9fe]/",
+		"http://[2002:7f00:1::]/",
 	}
 	before := st.endOffsets(st.topics.Endpoints)
 	for _, u := range refused {
 		_, err := st.endpoints().CreateEndpoint(st.ctx(), &hooklinev1.CreateEndpointRequest{Url: u})
-		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "destination not allowed") {
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "destination not allowed") ||
+			strings.Contains(err.Error(), "10.0.0.7") || strings.Contains(err.Error(), "127.0.0.1 is in") {
 			t.Errorf("create %s: want InvalidArgument (destination not allowed), got %v", u, err)
 		}
 	}
@@ -80,8 +84,9 @@ func TestPrivateDestinationsAreRefusedAtCreationAndAtDial(t *testing.T) {
 		}
 	}
 	if res == nil || res.GetEventId() != pub.GetEventId() || res.GetClass() != hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT ||
-		res.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || !strings.Contains(res.GetError(), "destination address refused") {
-		t.Fatalf("dial to a rebound name: result %v, want a permanent FAILED 'destination address refused'", res)
+		res.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || !strings.Contains(res.GetError(), "destination address refused") ||
+		!strings.Contains(res.GetError(), "localhost resolves to a private/internal address") || strings.Contains(res.GetError(), "127.0.0.1") {
+		t.Fatalf("dial to a rebound name: result %v, want a permanent FAILED 'destination address refused: localhost resolves to a private/internal address', not naming the address", res)
 	}
 	if n := len(rx.got()); n != 0 {
 		t.Fatalf("the receiver behind the rebound name got %d requests", n)

@@ -106,7 +106,7 @@ func (r *real) start(ctx context.Context, name string) (*stack, error) {
 	}{
 		{"scheduler", []string{"--group", prefix + "scheduler", "--transactional-id", prefix + "scheduler"}},
 		{"dispatcher", []string{"--group", prefix + "dispatcher", "--transactional-id", prefix + "dispatcher", "--allow-private-destinations"}},
-		{"ingest", []string{"--grpc-addr", s.grpcAddr, "--api-keys", entry, "--allow-http", "--allow-private-destinations"}},
+		{"ingest", []string{"--grpc-addr", s.grpcAddr, "--api-keys", entry, "--allow-http", "--allow-private-destinations", "--publish-rate", "0"}},
 	} {
 		p, err := harness.StartProc(r.cfg.LogDir, name+"-"+svc.name, filepath.Join(r.cfg.BinDir, svc.name), nil, append(common, svc.args...)...)
 		if err != nil {

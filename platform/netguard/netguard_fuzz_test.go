@@ -23,8 +23,8 @@ func FuzzControl(f *testing.F) {
 	f.Fuzz(func(t *testing.T, address string) {
 		err := g.Control("tcp", address, nil)
 		ap, perr := netip.ParseAddrPort(address)
-		if perr == nil && open.Control("tcp", address, nil) != nil {
-			t.Fatalf("allow-all guard refused %q", address)
+		if perr == nil && (open.Control("tcp", address, nil) != nil) != IsMetadata(ap.Addr()) {
+			t.Fatalf("allow-all guard: %q refused=%v, want refused only for metadata", address, open.Control("tcp", address, nil) != nil)
 		}
 		if perr != nil {
 			if !errors.Is(err, classify.ErrRefusedDestination) {
@@ -91,6 +91,44 @@ func FuzzCheckHost(f *testing.F) {
 		}
 		if a, ok := netip.AddrFromSlice(ip); ok && g.Check(a) != nil && err == nil {
 			t.Fatalf("CheckHost(%q) allowed a name that resolves to %s", host, a)
+		}
+	})
+}
+
+// FuzzEmbeddedForms spells one IPv4 address in every form that embeds
+// it (IPv4-mapped, IPv4-compatible, SIIT, NAT64 well-known and local-use
+// in each layout, 6to4, Teredo client), each also with a zone. An
+// internal IPv4 address is refused in every spelling by the strict guard,
+// a metadata address in every spelling by the allow-all guard too, and a
+// zone never changes a verdict.
+func FuzzEmbeddedForms(f *testing.F) {
+	f.Add([]byte{127, 0, 0, 1}, "eth0")
+	f.Add([]byte{169, 254, 169, 254}, "1")
+	f.Add([]byte{100, 100, 100, 200}, "")
+	f.Add([]byte{10, 0, 0, 1}, "lo")
+	f.Add([]byte{93, 184, 216, 34}, "eth0")
+	f.Add([]byte{192, 0, 2, 1}, "x")
+	strict := &Guard{}
+	open, _ := New(true, nil)
+	f.Fuzz(func(t *testing.T, b []byte, zone string) {
+		if len(b) < 4 {
+			return
+		}
+		v4 := netip.AddrFrom4([4]byte(b[:4]))
+		for _, form := range spellings(v4) {
+			zoned := form
+			if form.Is6() && zone != "" {
+				zoned = form.WithZone(zone)
+			}
+			if (strict.Check(form) == nil) != (strict.Check(zoned) == nil) || (open.Check(form) == nil) != (open.Check(zoned) == nil) {
+				t.Fatalf("%s and %s get different verdicts", form, zoned)
+			}
+			if strict.Check(v4) != nil && strict.Check(zoned) == nil {
+				t.Fatalf("%s is refused but %s, which embeds it, is allowed", v4, zoned)
+			}
+			if IsMetadata(v4) && open.Check(zoned) == nil {
+				t.Fatalf("metadata %s allowed by the allow-all guard as %s", v4, zoned)
+			}
 		}
 	})
 }

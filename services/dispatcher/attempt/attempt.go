@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -23,6 +24,7 @@ import (
 	"github.com/hookline/hookline/platform/telemetry"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -42,12 +44,19 @@ const (
 const maxIdlePerHost = 8192
 
 // Client sends attempts. It keeps a keep-alive connection pool per
-// receiver host and is safe for concurrent use.
+// receiver host — one per guard: the tenants with an allow-list of their
+// own get a pool of their own, so no tenant's request rides a connection
+// another tenant's guard admitted — and is safe for concurrent use.
 type Client struct {
-	http      *http.Client
-	userAgent string
-	now       func() time.Time
-	tracer    trace.Tracer
+	base    *http.Client
+	tenants map[string]*http.Client
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	// traceState and baggage are the tracestate list-members and baggage
+	// members forwarded to receivers, by key ("*": all).
+	traceState, baggage map[string]bool
+	userAgent           string
+	now                 func() time.Time
+	tracer              trace.Tracer
 }
 
 // Option configures a Client.
@@ -61,7 +70,7 @@ func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = n
 // net.Dialer whose Control runs the SSRF guard). A replacement bypasses
 // the guard: it is for tests on in-memory networks.
 func WithDialContext(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
-	return func(c *Client) { c.http.Transport.(*http.Transport).DialContext = dial }
+	return func(c *Client) { c.dial = dial }
 }
 
 // WithTracerProvider makes each attempt an HTTP client span from tp
@@ -73,12 +82,52 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // WithUserAgent sets the User-Agent header (default "Hookline/1").
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
 
-// New returns a Client whose dials are checked by guard.
-func New(guard *netguard.Guard, opts ...Option) *Client {
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: guard.Control}
+// WithForwardedTraceContext names what of a producer's trace context,
+// besides traceparent, receivers get: the tracestate list-members and
+// the baggage members with these keys ("*": all). Default: none —
+// receivers are third parties, and tracestate and baggage may carry a
+// producer's internal vendor state, user ids or tokens.
+func WithForwardedTraceContext(traceStateKeys, baggageKeys []string) Option {
+	set := func(keys []string) map[string]bool {
+		m := map[string]bool{}
+		for _, k := range keys {
+			if k = strings.TrimSpace(k); k != "" {
+				m[k] = true
+			}
+		}
+		return m
+	}
+	return func(c *Client) { c.traceState, c.baggage = set(traceStateKeys), set(baggageKeys) }
+}
+
+// New returns a Client whose dials are checked by the guard policy
+// gives each request's tenant.
+func New(policy *netguard.Policy, opts ...Option) *Client {
+	c := &Client{
+		userAgent: "Hookline/1",
+		now:       time.Now,
+		tracer:    otel.GetTracerProvider().Tracer("github.com/hookline/hookline/services/dispatcher/attempt"),
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	c.base = c.newHTTP(policy.Base())
+	c.tenants = map[string]*http.Client{}
+	for _, t := range policy.Tenants() {
+		c.tenants[t] = c.newHTTP(policy.For(t))
+	}
+	return c
+}
+
+// newHTTP returns an HTTP client whose connections guard admits.
+func (c *Client) newHTTP(guard *netguard.Guard) *http.Client {
+	dial := c.dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: guard.Control}).DialContext
+	}
 	tr := &http.Transport{
 		Proxy:             nil, // never route receivers through an environment proxy
-		DialContext:       dialer.DialContext,
+		DialContext:       dial,
 		ForceAttemptHTTP2: true,
 		// Keep every connection the attempts in flight used: the
 		// dispatcher's attempt memory budget (charged per attempt,
@@ -94,25 +143,26 @@ func New(guard *netguard.Guard, opts ...Option) *Client {
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
 	}
-	c := &Client{
-		http: &http.Client{
-			Transport: tr,
-			// A 3xx is an outcome, not a hop (R-CLASS-1).
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		userAgent: "Hookline/1",
-		now:       time.Now,
-		tracer:    otel.GetTracerProvider().Tracer("github.com/hookline/hookline/services/dispatcher/attempt"),
+	return &http.Client{
+		Transport: tr,
+		// A 3xx is an outcome, not a hop (R-CLASS-1).
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	for _, o := range opts {
-		o(c)
+}
+
+// forHTTP returns the HTTP client of tenant's guard.
+func (c *Client) forHTTP(tenant string) *http.Client {
+	if hc, ok := c.tenants[tenant]; ok {
+		return hc
 	}
-	return c
+	return c.base
 }
 
 // Request is one attempt to make.
 type Request struct {
-	URL       string
+	URL string
+	// Tenant owns the endpoint: its guard checks the dial.
+	Tenant    string
 	EventID   string
 	EventType string
 	Payload   []byte
@@ -175,10 +225,11 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	if r.EventType != "" {
 		h.Set("webhook-event-type", r.EventType)
 	}
-	// The receiver's spans join the delivery's trace under this one.
-	telemetry.Propagator.Inject(req.Context(), propagation.HeaderCarrier(h))
+	// The receiver's spans join the delivery's trace under this one; of
+	// the producer's trace context only what is allow-listed goes along.
+	telemetry.Propagator.Inject(c.forwarded(ctx, span.SpanContext()), propagation.HeaderCarrier(h))
 
-	resp, err := c.http.Do(req)
+	resp, err := c.forHTTP(r.Tenant).Do(req)
 	res := Result{Started: started, SpanContext: span.SpanContext()}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -193,7 +244,12 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		if errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case errors.Is(err, classify.ErrRefusedDestination):
+			// The dial error names the address the host resolved to:
+			// never tell the tenant (or the results topic) which.
+			err = fmt.Errorf("%w: %s resolves to a private/internal address", classify.ErrRefusedDestination, req.URL.Hostname())
+		case errors.Is(err, context.DeadlineExceeded):
 			err = fmt.Errorf("no response within %v: %w", r.Timeout, err)
 		}
 		res.Err = err
@@ -223,6 +279,31 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 		span.SetStatus(codes.Error, "HTTP "+strconv.Itoa(resp.StatusCode))
 	}
 	return res, nil
+}
+
+// forwarded returns a context carrying the attempt's span context and
+// the baggage, each reduced to what receivers may get: traceparent
+// always, tracestate list-members and baggage members only by key.
+func (c *Client) forwarded(ctx context.Context, sc trace.SpanContext) context.Context {
+	ts := sc.TraceState()
+	if !c.traceState["*"] {
+		ts.Walk(func(k, _ string) bool {
+			if !c.traceState[k] {
+				ts = ts.Delete(k)
+			}
+			return true
+		})
+	}
+	var keep []baggage.Member
+	if all := c.baggage["*"]; all || len(c.baggage) > 0 {
+		for _, m := range baggage.FromContext(ctx).Members() {
+			if all || c.baggage[m.Key()] {
+				keep = append(keep, m)
+			}
+		}
+	}
+	bg, _ := baggage.New(keep...)
+	return baggage.ContextWithBaggage(trace.ContextWithSpanContext(context.Background(), sc.WithTraceState(ts)), bg)
 }
 
 // urlAttributes describes the receiver's URL without its query string

@@ -11,13 +11,16 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/classify"
 	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/platform/sign"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func testClient(t *testing.T, allowPrivate bool) *Client {
 	t.Helper()
-	g, err := netguard.New(allowPrivate, nil)
+	g, err := netguard.NewPolicy(allowPrivate, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +97,7 @@ func TestHeadersAreSignedFreshPerAttempt(t *testing.T) {
 	}))
 	defer rx.Close()
 	now := time.Unix(1_700_000_000, 0)
-	g, _ := netguard.New(true, nil)
+	g, _ := netguard.NewPolicy(true, nil, nil)
 	c := New(g, WithClock(func() time.Time { now = now.Add(time.Minute); return now }))
 	req := request(t, rx.URL)
 	for range 2 {
@@ -132,5 +135,91 @@ func TestShutdownBeforeSendingIsAWorkerFault(t *testing.T) {
 	_, err := testClient(t, true).Do(ctx, request(t, "http://127.0.0.1:1"))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled (no attempt made)", err)
+	}
+}
+
+// A refused dial says the host resolves to a private/internal address,
+// never the address it resolved to.
+func TestRefusedDialDoesNotNameTheAddress(t *testing.T) {
+	rx := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer rx.Close()
+	res, err := testClient(t, false).Do(t.Context(), request(t, strings.Replace(rx.URL, "127.0.0.1", "localhost", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Err == nil || strings.Contains(res.Err.Error(), "127.0.0.1") || !strings.Contains(res.Err.Error(), "localhost resolves to a private/internal address") {
+		t.Fatalf("refusal %v: want 'localhost resolves to a private/internal address' without the address", res.Err)
+	}
+	if !errors.Is(res.Err, classify.ErrRefusedDestination) {
+		t.Fatalf("refusal %v does not wrap ErrRefusedDestination", res.Err)
+	}
+}
+
+// A tenant's own allow-list admits its receivers only: another tenant's
+// request to the same host and port is refused even with the first
+// tenant's connection idle in a pool.
+func TestTenantAllowListDoesNotLeakThroughPooledConnections(t *testing.T) {
+	var hits atomic.Int32
+	rx := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	defer rx.Close()
+	p, err := netguard.NewPolicy(false, nil, []string{"acme=127.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(p)
+	mine := request(t, rx.URL)
+	mine.Tenant = "acme"
+	if res, err := c.Do(t.Context(), mine); err != nil || res.Class != hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
+		t.Fatalf("acme's allow-listed receiver: %+v, %v", res, err)
+	}
+	theirs := request(t, rx.URL)
+	theirs.Tenant = "other"
+	res, err := c.Do(t.Context(), theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Class != hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT || hits.Load() != 1 {
+		t.Fatalf("another tenant: %v with %d receiver hits, want permanent and 1 hit (acme's)", res.Class, hits.Load())
+	}
+}
+
+// Receivers get traceparent only: a producer's tracestate and baggage
+// stay inside Hookline unless their keys are allow-listed.
+func TestReceiversGetTraceparentOnlyUnlessAllowListed(t *testing.T) {
+	var got []http.Header
+	rx := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = append(got, r.Header.Clone()) }))
+	defer rx.Close()
+	ts, err := trace.ParseTraceState("vendor=internal-state,acct=42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled, TraceState: ts, Remote: true,
+	})
+	bg, err := baggage.Parse("user.id=alice,session.token=s3cr3t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := baggage.ContextWithBaggage(trace.ContextWithRemoteSpanContext(t.Context(), sc), bg)
+	p, _ := netguard.NewPolicy(true, nil, nil)
+	for _, c := range []*Client{New(p), New(p, WithForwardedTraceContext([]string{"vendor"}, []string{"user.id"}))} {
+		if _, err := c.Do(ctx, request(t, rx.URL)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.HasPrefix(got[0].Get("traceparent"), "00-"+sc.TraceID().String()) {
+		t.Fatalf("traceparent %q, want the producer's trace", got[0].Get("traceparent"))
+	}
+	if v := got[0].Values("tracestate"); len(v) != 0 {
+		t.Fatalf("tracestate %q forwarded by default", v)
+	}
+	if v := got[0].Values("baggage"); len(v) != 0 {
+		t.Fatalf("baggage %q forwarded by default", v)
+	}
+	if v := got[1].Get("tracestate"); v != "vendor=internal-state" {
+		t.Fatalf("allow-listed tracestate %q, want vendor=internal-state only", v)
+	}
+	if v := got[1].Get("baggage"); v != "user.id=alice" {
+		t.Fatalf("allow-listed baggage %q, want user.id=alice only", v)
 	}
 }

@@ -42,7 +42,9 @@ type Service struct {
 	rand   *lockedRand
 	store  *endpoints.Store
 	client *attempt.Client
-	topics hkafka.Topics
+	// noticeClient posts to --notice-webhook-url.
+	noticeClient *attempt.Client
+	topics       hkafka.Topics
 
 	attemptOpts []attempt.Option
 	rcv         *receivers
@@ -99,9 +101,13 @@ func WithRandSeed(seed uint64) Option {
 
 // New validates cfg and returns a Service.
 func New(cfg Config, opts ...Option) (*Service, error) {
-	guard, err := netguard.New(cfg.AllowPrivate, cfg.AllowCIDRs)
+	guard, err := netguard.NewPolicy(cfg.AllowPrivate, cfg.AllowCIDRs, cfg.TenantCIDRs)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dispatcher: %w", err)
+	}
+	noticeGuard, err := netguard.NewPolicy(cfg.AllowPrivate, cfg.NoticeWebhookCIDRs, nil)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: --notice-webhook-allow-cidrs: %w", err)
 	}
 	if cfg.TransactionalID == "" {
 		host, _ := os.Hostname()
@@ -110,6 +116,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.NoticeWebhookURL != "" {
 		if _, err := sign.ParseSecret(cfg.NoticeWebhookSecret); err != nil {
 			return nil, fmt.Errorf("dispatcher: --notice-webhook-secret: %w", err)
+		}
+		if err := checkNoticeURL(cfg.NoticeWebhookURL, noticeGuard.Base()); err != nil {
+			return nil, fmt.Errorf("dispatcher: --notice-webhook-url: %w", err)
 		}
 	}
 	if cfg.BatchSize < 1 || cfg.WindowRecords < 1 || cfg.WindowBytes < 1 || cfg.AttemptMemory < attemptOverhead {
@@ -148,7 +157,12 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.tracer = s.tp.Tracer(scope)
 	s.processSpan = "process " + s.topics.Deliveries
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
-	s.client = attempt.New(guard, append([]attempt.Option{attempt.WithClock(s.now), attempt.WithTracerProvider(s.tp)}, s.attemptOpts...)...)
+	common := []attempt.Option{attempt.WithClock(s.now), attempt.WithTracerProvider(s.tp)}
+	s.client = attempt.New(guard, slices.Concat(common,
+		[]attempt.Option{attempt.WithForwardedTraceContext(cfg.ForwardTraceState, cfg.ForwardBaggage)}, s.attemptOpts)...)
+	// The operator's notice webhook has a guard of its own: tenants'
+	// allow-lists never reach it, nor its list theirs.
+	s.noticeClient = attempt.New(noticeGuard, slices.Concat(common, s.attemptOpts)...)
 	if s.metrics, err = newInstruments(s.mp); err != nil {
 		return nil, err
 	}
@@ -220,7 +234,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}()
 
 	if s.cfg.NoticeWebhookURL != "" {
-		n, err := notify.New(s.cfg.Kafka, s.cfg.Group+"-notifier", s.cfg.NoticeWebhookURL, s.cfg.NoticeWebhookSecret, s.client, s.log, s.rand)
+		n, err := notify.New(s.cfg.Kafka, s.cfg.Group+"-notifier", s.cfg.NoticeWebhookURL, s.cfg.NoticeWebhookSecret, s.noticeClient, s.log, s.rand)
 		if err != nil {
 			return err
 		}

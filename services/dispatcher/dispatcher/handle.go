@@ -256,6 +256,7 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 	s.metrics.flight(ctx, id, 1)
 	ar, err := s.client.Do(ctx, attempt.Request{
 		URL:        ep.GetEndpoint().GetUrl(),
+		Tenant:     ep.GetEndpoint().GetTenantId(),
 		EventID:    d.GetEventId(),
 		EventType:  d.GetEventType(),
 		Payload:    d.GetPayload(),

@@ -37,7 +37,7 @@ func TestA4xxFromTheOperatorWebhookIsRetriedNotDropped(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	guard, err := netguard.New(true, nil)
+	guard, err := netguard.NewPolicy(true, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

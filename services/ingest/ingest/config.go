@@ -31,8 +31,20 @@ type Config struct {
 	MaxEndpoints     int           `flag:"max-endpoints-per-tenant" env:"HOOKLINE_MAX_ENDPOINTS_PER_TENANT" default:"1000" usage:"most endpoints one tenant may have"`
 	AllowHTTP        bool          `flag:"allow-http" env:"HOOKLINE_ALLOW_HTTP" usage:"accept http:// endpoint URLs (default: https only)"`
 	AllowPrivate     bool          `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"accept endpoints on loopback and private addresses (development only)"`
-	AllowCIDRs       []string      `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs endpoints may resolve to despite being private, comma-separated"`
+	AllowCIDRs       []string      `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs every tenant's endpoints may resolve to despite being private, comma-separated; never the cloud metadata addresses"`
+	TenantAllowCIDRs []string      `flag:"tenant-allow-cidrs" env:"HOOKLINE_TENANT_ALLOW_CIDRS" usage:"per-tenant CIDRs that tenant's endpoints may resolve to despite being private, comma-separated tenant=CIDR (e.g. acme=10.20.0.0/16); never the cloud metadata addresses"`
 	DNSTimeout       time.Duration `flag:"dns-timeout" env:"HOOKLINE_DNS_TIMEOUT" default:"5s" usage:"how long resolving an endpoint URL's host may take before the call answers UNAVAILABLE"`
 	IdempotencyTTL   time.Duration `flag:"idempotency-ttl" env:"HOOKLINE_IDEMPOTENCY_TTL" default:"24h" usage:"how long an idempotency key keeps returning its first response; the idempotency topic keeps records twice as long"`
-	ShutdownTimeout  time.Duration `flag:"shutdown-timeout" env:"HOOKLINE_SHUTDOWN_TIMEOUT" default:"15s" usage:"how long in-flight calls may finish on shutdown"`
+	// Limits and quotas (docs/security.md, "Limits and quotas").
+	PublishRate          float64       `flag:"publish-rate" env:"HOOKLINE_PUBLISH_RATE" default:"1000" usage:"PublishEvent calls per second each tenant may make, sustained (0: no limit); beyond it a call is RESOURCE_EXHAUSTED with a retry delay"`
+	PublishBurst         int           `flag:"publish-burst" env:"HOOKLINE_PUBLISH_BURST" default:"2000" usage:"PublishEvent calls a tenant may make at once above --publish-rate"`
+	MaxFanoutBytes       int64         `flag:"max-fanout-bytes" env:"HOOKLINE_MAX_FANOUT_BYTES" default:"67108864" usage:"largest payload × matching endpoints one PublishEvent may write; above it the call is RESOURCE_EXHAUSTED"`
+	MaxConcurrentStreams uint32        `flag:"grpc-max-concurrent-streams" env:"HOOKLINE_GRPC_MAX_CONCURRENT_STREAMS" default:"1000" usage:"most concurrent calls (HTTP/2 streams) one client connection may have open"`
+	KeepaliveMinTime     time.Duration `flag:"grpc-keepalive-min-time" env:"HOOKLINE_GRPC_KEEPALIVE_MIN_TIME" default:"10s" usage:"a client pinging more often than this is disconnected (GOAWAY too_many_pings)"`
+	KeepaliveTime        time.Duration `flag:"grpc-keepalive-time" env:"HOOKLINE_GRPC_KEEPALIVE_TIME" default:"2m" usage:"after this long without activity the server pings a client connection"`
+	KeepaliveTimeout     time.Duration `flag:"grpc-keepalive-timeout" env:"HOOKLINE_GRPC_KEEPALIVE_TIMEOUT" default:"20s" usage:"a connection whose ping is not answered within this is closed"`
+	RecoverMaxWindow     time.Duration `flag:"recover-max-window" env:"HOOKLINE_RECOVER_MAX_WINDOW" default:"168h" usage:"widest since..until window one RecoverEndpoint call may name"`
+	RecoverMaxDeliveries int           `flag:"recover-max-deliveries" env:"HOOKLINE_RECOVER_MAX_DELIVERIES" default:"10000" usage:"most deliveries one RecoverEndpoint call may redeliver; a window with more is refused (recover it in parts)"`
+
+	ShutdownTimeout time.Duration `flag:"shutdown-timeout" env:"HOOKLINE_SHUTDOWN_TIMEOUT" default:"15s" usage:"how long in-flight calls may finish on shutdown"`
 }

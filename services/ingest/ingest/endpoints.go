@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"strconv"
@@ -81,7 +82,7 @@ func (s *Service) validateURL(ctx context.Context, raw string) error {
 	}
 	lctx, cancel := context.WithTimeout(ctx, s.cfg.DNSTimeout)
 	defer cancel()
-	err = s.guard.CheckHost(u.Hostname(), func(host string) ([]net.IP, error) { return s.lookup(lctx, host) })
+	err = s.guard.For(apikey.TenantFrom(ctx)).CheckHost(u.Hostname(), func(host string) ([]net.IP, error) { return s.lookup(lctx, host) })
 	switch {
 	case err == nil:
 		return nil
@@ -132,19 +133,42 @@ func validateRetryPolicy(p *hooklinev1.RetryPolicy) error {
 		if e.GetInitial() != nil && !delayOK(e.GetInitial()) || e.GetMax() != nil && !delayOK(e.GetMax()) {
 			return invalid("retry_policy.exponential", "delays must be between 0 and %v", maxDelay)
 		}
-		if e.GetFactor() != 0 && (e.GetFactor() < 1 || e.GetFactor() > 10) {
-			return invalid("retry_policy.exponential.factor", "must be between 1 and 10")
+		if f := e.GetFactor(); f != 0 && (math.IsNaN(f) || f < 1 || f > 10) {
+			return invalid("retry_policy.exponential.factor", "is %v; it must be between 1 and 10 (0: the default)", f)
 		}
 	}
 	if l := p.GetLadder(); l != nil {
 		if n := len(l.GetDelays()); n == 0 || n > maxLadderRungs {
 			return invalid("retry_policy.ladder.delays", "must have 1 to %d delays", maxLadderRungs)
 		}
+		zero := true
 		for i, d := range l.GetDelays() {
 			if !delayOK(d) {
 				return invalid(fmt.Sprintf("retry_policy.ladder.delays[%d]", i), "must be between 0 and %v", maxDelay)
 			}
+			zero = zero && d.AsDuration() == 0
 		}
+		if zero {
+			return invalid("retry_policy.ladder.delays", "are all 0, so every retry would follow its failure at once; give at least one positive delay")
+		}
+	}
+	return nil
+}
+
+// validateMaxInFlight refuses more attempts in flight than the
+// dispatcher honours.
+func validateMaxInFlight(n uint32) error {
+	if n > endpoints.MaxInFlightCeiling {
+		return invalid("max_in_flight", "is %d, the limit is %d (0: the default)", n, endpoints.MaxInFlightCeiling)
+	}
+	return nil
+}
+
+// validateRate refuses a rate that is not a finite number between 0 (the
+// default) and the dispatcher's ceiling.
+func validateRate(r float64) error {
+	if math.IsNaN(r) || math.IsInf(r, 0) || r < 0 || r > endpoints.RateLimitCeiling {
+		return invalid("rate_limit_per_second", "is %v; it must be a number from 0 (the default) to %d attempts per second", r, endpoints.RateLimitCeiling)
 	}
 	return nil
 }
@@ -174,13 +198,12 @@ func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndp
 		validateTimeout(req.GetTimeout()),
 		validateRetryPolicy(req.GetRetryPolicy()),
 		validateMetadata(req.GetMetadata()),
+		validateMaxInFlight(req.GetMaxInFlight()),
+		validateRate(req.GetRateLimitPerSecond()),
 	} {
 		if err != nil {
 			return nil, err
 		}
-	}
-	if req.GetRateLimitPerSecond() < 0 {
-		return nil, invalid("rate_limit_per_second", "must not be negative")
 	}
 	secret := req.GetSecret()
 	if secret == "" {
@@ -432,12 +455,9 @@ func (s *Service) UpdateEndpoint(ctx context.Context, req *hooklinev1.UpdateEndp
 			case "timeout":
 				err, ep.Timeout = validateTimeout(in.GetTimeout()), in.GetTimeout()
 			case "max_in_flight":
-				ep.MaxInFlight = in.GetMaxInFlight()
+				err, ep.MaxInFlight = validateMaxInFlight(in.GetMaxInFlight()), in.GetMaxInFlight()
 			case "rate_limit_per_second":
-				if in.GetRateLimitPerSecond() < 0 {
-					err = invalid("rate_limit_per_second", "must not be negative")
-				}
-				ep.RateLimitPerSecond = in.GetRateLimitPerSecond()
+				err, ep.RateLimitPerSecond = validateRate(in.GetRateLimitPerSecond()), in.GetRateLimitPerSecond()
 			case "retry_policy":
 				err, ep.RetryPolicy = validateRetryPolicy(in.GetRetryPolicy()), in.GetRetryPolicy()
 			case "metadata":

@@ -8,13 +8,9 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/filter"
 	"github.com/hookline/hookline/platform/ids"
-	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/services/ingest/apikey"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -85,31 +81,26 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 	now := s.now()
 	eventID := ids.New(ids.Event, now)
 	resp := &hooklinev1.PublishEventResponse{EventId: eventID, Deliveries: make([]*hooklinev1.DeliveryRef, 0, len(targets))}
-	recs := make([]*kgo.Record, 0, len(targets))
 	created := timestamppb.New(now)
 	for _, ep := range targets {
-		d := &hooklinev1.Delivery{
-			DeliveryId: ids.New(ids.Delivery, now),
+		resp.Deliveries = append(resp.Deliveries, &hooklinev1.DeliveryRef{DeliveryId: ids.New(ids.Delivery, now), EndpointId: ep.GetEndpoint().GetId()})
+	}
+	// Each record is encoded only when the window has room for it.
+	if err := s.writeDeliveries(ctx, len(targets), func(i int) *hooklinev1.Delivery {
+		ref := resp.GetDeliveries()[i]
+		return &hooklinev1.Delivery{
+			DeliveryId: ref.GetDeliveryId(),
 			EventId:    eventID,
 			TenantId:   tenant,
-			EndpointId: ep.GetEndpoint().GetId(),
+			EndpointId: ref.GetEndpointId(),
 			EventType:  req.GetEventType(),
 			Payload:    payload,
 			Attempt:    1,
 			CreatedAt:  created,
 			Kind:       hooklinev1.DeliveryKind_DELIVERY_KIND_FIRST,
 		}
-		r, err := hkafka.Record(s.topics.Deliveries, d.GetEndpointId(), d)
-		if err != nil {
-			return nil, status.Errorf(codes.Internal, "encode delivery: %v", err)
-		}
-		recs = append(recs, r)
-		resp.Deliveries = append(resp.Deliveries, &hooklinev1.DeliveryRef{DeliveryId: d.GetDeliveryId(), EndpointId: d.GetEndpointId()})
-	}
-	if len(recs) > 0 {
-		if err := s.produce(ctx, recs...); err != nil {
-			return nil, kafkaStatus(ctx, "event not accepted", err)
-		}
+	}); err != nil {
+		return nil, err
 	}
 	return resp, nil
 }
@@ -124,7 +115,8 @@ func (s *Service) targets(ctx context.Context, tenant string, req *hooklinev1.Pu
 		return nil, kafkaStatus(ctx, "endpoints not read", err)
 	}
 	if len(req.GetEndpointIds()) == 0 {
-		return s.store.Matching(tenant, req.GetEventType()), nil
+		out := s.store.Matching(tenant, req.GetEventType())
+		return out, s.checkFanOut(len(req.GetPayload()), len(out))
 	}
 	named := slices.Clone(req.GetEndpointIds())
 	slices.Sort(named)
@@ -137,5 +129,5 @@ func (s *Service) targets(ctx context.Context, tenant string, req *hooklinev1.Pu
 		}
 		out = append(out, rec)
 	}
-	return out, nil
+	return out, s.checkFanOut(len(req.GetPayload()), len(out))
 }

@@ -266,9 +266,9 @@ func (s *Service) claimKey(ctx context.Context, tenant, k string, req *hooklinev
 // then the COMMITTED record, and returns the claim's response. The
 // caller holds the claim in flight.
 func (s *Service) completeClaim(ctx context.Context, k string, c *hooklinev1.IdempotencyRecord, req *hooklinev1.PublishEventRequest) (*hooklinev1.PublishEventResponse, error) {
-	recs := make([]*kgo.Record, 0, len(c.GetDeliveries()))
-	for _, ref := range c.GetDeliveries() {
-		d := &hooklinev1.Delivery{
+	if err := s.writeDeliveries(ctx, len(c.GetDeliveries()), func(i int) *hooklinev1.Delivery {
+		ref := c.GetDeliveries()[i]
+		return &hooklinev1.Delivery{
 			DeliveryId:     ref.GetDeliveryId(),
 			EventId:        c.GetEventId(),
 			TenantId:       c.GetTenantId(),
@@ -280,16 +280,8 @@ func (s *Service) completeClaim(ctx context.Context, k string, c *hooklinev1.Ide
 			Kind:           hooklinev1.DeliveryKind_DELIVERY_KIND_FIRST,
 			IdempotencyKey: c.GetIdempotencyKey(),
 		}
-		r, err := hkafka.Record(s.topics.Deliveries, d.GetEndpointId(), d)
-		if err != nil {
-			return nil, status.Errorf(codes.Internal, "encode delivery: %v", err)
-		}
-		recs = append(recs, r)
-	}
-	if len(recs) > 0 {
-		if err := s.produce(ctx, recs...); err != nil {
-			return nil, kafkaStatus(ctx, "event not accepted", err)
-		}
+	}); err != nil {
+		return nil, err
 	}
 	commit := proto.Clone(c).(*hooklinev1.IdempotencyRecord)
 	commit.State = hooklinev1.IdempotencyState_IDEMPOTENCY_STATE_COMMITTED

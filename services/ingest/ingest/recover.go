@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"fmt"
+	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
@@ -38,10 +39,16 @@ func (s *Service) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest, stream
 	if !since.Before(until) {
 		return invalid("until", "must be after since")
 	}
+	if w := until.Sub(since); w > s.cfg.RecoverMaxWindow {
+		return invalid("since", "the window since..until is %v, the limit is %v (--recover-max-window); recover it in parts", w.Round(time.Second), s.cfg.RecoverMaxWindow)
+	}
 	if err := s.syncIndex(ctx); err != nil {
 		return err
 	}
 	todo, unavailable := s.index.failedIn(apikey.TenantFrom(ctx), req.GetEndpointId(), since, until)
+	if len(todo) > s.cfg.RecoverMaxDeliveries {
+		return status.Errorf(codes.ResourceExhausted, "%d deliveries failed in the window, the limit per call is %d (--recover-max-deliveries); recover a shorter window, in parts", len(todo), s.cfg.RecoverMaxDeliveries)
+	}
 	recs := make([]*kgo.Record, 0, len(todo))
 	for _, d := range todo {
 		d.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RECOVER

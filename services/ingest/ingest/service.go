@@ -40,6 +40,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
@@ -56,7 +57,7 @@ type Service struct {
 	now    func() time.Time
 	keys   *apikey.Keys
 	tls    *tls.Config // nil: plaintext
-	guard  *netguard.Guard
+	guard  *netguard.Policy
 	store  *endpoints.Store
 	topics hkafka.Topics
 	ln     net.Listener
@@ -79,6 +80,8 @@ type Service struct {
 	// per endpoint (and per tenant for creates); across replicas the
 	// conditional writes decide.
 	locks keyedMutex
+	// publishLimits rate-limits PublishEvent per tenant.
+	publishLimits *publishLimits
 
 	tp trace.TracerProvider
 	mp metric.MeterProvider
@@ -111,7 +114,7 @@ func WithResolver(lookup func(ctx context.Context, host string) ([]net.IP, error
 
 // New validates cfg and returns a Service.
 func New(cfg Config, opts ...Option) (*Service, error) {
-	guard, err := netguard.New(cfg.AllowPrivate, cfg.AllowCIDRs)
+	guard, err := netguard.NewPolicy(cfg.AllowPrivate, cfg.AllowCIDRs, cfg.TenantAllowCIDRs)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
@@ -126,6 +129,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	if cfg.IdempotencyTTL <= 0 {
 		return nil, errors.New("ingest: --idempotency-ttl must be positive")
+	}
+	if err := cfg.checkLimits(); err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	if _, err := cfg.Kafka.ProducerOpts(); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
@@ -154,6 +160,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	// Every client of this service records its Kafka metrics.
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
 	s.instanceID = ids.New("ing_", s.now())
+	s.publishLimits = newPublishLimits(cfg.PublishRate, cfg.PublishBurst, s.now)
 	s.idem = newIdemView(s.now, cfg.IdempotencyTTL)
 	s.idemFollow = hkafka.NewFollower(s.idem.apply, s.topics.Idempotency)
 	s.index = newDeliveryIndex(s.topics)
@@ -320,9 +327,13 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 			}),
 		)),
 		grpc.MaxRecvMsgSize(s.cfg.MaxPayloadBytes+1<<20),
+		grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: s.cfg.KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: s.cfg.KeepaliveTime, Timeout: s.cfg.KeepaliveTimeout}),
 		grpc.ChainUnaryInterceptor(
 			logging.UnaryServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall), levels),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.keys.AuthFunc), needsAuth),
+			s.publishLimits.unaryInterceptor,
 			recovery.UnaryServerInterceptor(onPanic),
 		),
 		grpc.ChainStreamInterceptor(

@@ -1,0 +1,67 @@
+package ingest
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// NaN, infinite, negative and all-zero retry schedules and rates, and
+// limits above the dispatcher's ceilings, are INVALID_ARGUMENT naming the
+// field, before anything is written.
+func TestEndpointLimitsRefuseNaNInfiniteNegativeZeroAndAboveCeilings(t *testing.T) {
+	s := newURLTestService(t, func(c *Config) { c.AllowPrivate = true })
+	ctx := tenantCtx(t, "acme")
+	ladder := func(ds ...time.Duration) *hooklinev1.RetryPolicy {
+		l := &hooklinev1.RetryPolicy_DelayLadder{}
+		for _, d := range ds {
+			l.Delays = append(l.Delays, durationpb.New(d))
+		}
+		return &hooklinev1.RetryPolicy{Schedule: &hooklinev1.RetryPolicy_Ladder{Ladder: l}}
+	}
+	factor := func(f float64) *hooklinev1.RetryPolicy {
+		return &hooklinev1.RetryPolicy{Schedule: &hooklinev1.RetryPolicy_Exponential{Exponential: &hooklinev1.RetryPolicy_ExponentialBackoff{Factor: f}}}
+	}
+	tests := []struct {
+		name  string
+		give  *hooklinev1.CreateEndpointRequest
+		field string
+	}{
+		{"rate NaN", &hooklinev1.CreateEndpointRequest{RateLimitPerSecond: math.NaN()}, "rate_limit_per_second"},
+		{"rate +Inf", &hooklinev1.CreateEndpointRequest{RateLimitPerSecond: math.Inf(1)}, "rate_limit_per_second"},
+		{"rate -Inf", &hooklinev1.CreateEndpointRequest{RateLimitPerSecond: math.Inf(-1)}, "rate_limit_per_second"},
+		{"rate negative", &hooklinev1.CreateEndpointRequest{RateLimitPerSecond: -1}, "rate_limit_per_second"},
+		{"rate above the ceiling", &hooklinev1.CreateEndpointRequest{RateLimitPerSecond: 100001}, "rate_limit_per_second"},
+		{"max_in_flight above the ceiling", &hooklinev1.CreateEndpointRequest{MaxInFlight: 1001}, "max_in_flight"},
+		{"factor NaN", &hooklinev1.CreateEndpointRequest{RetryPolicy: factor(math.NaN())}, "retry_policy.exponential.factor"},
+		{"factor +Inf", &hooklinev1.CreateEndpointRequest{RetryPolicy: factor(math.Inf(1))}, "retry_policy.exponential.factor"},
+		{"factor negative", &hooklinev1.CreateEndpointRequest{RetryPolicy: factor(-2)}, "retry_policy.exponential.factor"},
+		{"ladder all zero", &hooklinev1.CreateEndpointRequest{RetryPolicy: ladder(0, 0, 0)}, "retry_policy.ladder.delays"},
+		{"ladder negative", &hooklinev1.CreateEndpointRequest{RetryPolicy: ladder(time.Second, -time.Second)}, "retry_policy.ladder.delays[1]"},
+		{"ladder empty", &hooklinev1.CreateEndpointRequest{RetryPolicy: ladder()}, "retry_policy.ladder.delays"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.give.Url = "https://127.0.0.1:9/hooks"
+			_, err := s.CreateEndpoint(ctx, tt.give)
+			if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tt.field+":") {
+				t.Fatalf("got %v, want InvalidArgument on %s", err, tt.field)
+			}
+		})
+	}
+	// At the ceilings, and a ladder with one positive delay, are fine.
+	for _, err := range []error{
+		validateRate(100000), validateRate(0), validateMaxInFlight(1000),
+		validateRetryPolicy(ladder(0, time.Second)), validateRetryPolicy(factor(1)), validateRetryPolicy(factor(0)),
+	} {
+		if err != nil {
+			t.Errorf("refused a valid limit: %v", err)
+		}
+	}
+}
