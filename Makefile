@@ -77,7 +77,7 @@ lint: $(TOOLS)/buf $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (per m
 ## ---- tests -------------------------------------------------------------
 
 .PHONY: test
-test: gen-check lint test-unit test-fuzz test-real test-crash test-jaeger ## everything CI runs: gen check, lint, unit + kfake tier, fuzz smoke, real Kafka tier, crash run, traces in Jaeger
+test: gen-check lint test-unit test-fuzz test-real test-crash test-jaeger test-clients ## everything CI runs: gen check, lint, unit + kfake tier, fuzz smoke, real Kafka tier, crash run, traces in Jaeger, clients in other languages
 
 .PHONY: test-unit
 test-unit: ## unit tests and the integration suite on kfake, with -race
@@ -179,6 +179,15 @@ clients-node: ## the Node client's packages (npm ci); it loads proto/ at run tim
 .PHONY: clients-java
 clients-java: ## the Java client (protobuf-maven-plugin, grpc-java) in clients/java/target
 	cd clients/java && mvn -B -q compile
+
+.PHONY: test-clients
+test-clients: build clients ## the Python, Node and Java clients and results consumers against a live hookline dev (part of make test)
+	@mkdir -p $(TEST_LOG)
+	@rc=0; (cd e2e && HOOKLINE_TEST_CLIENTS=python,node,java go test -count=1 -timeout 15m -run '^TestPolyglotClients$$' -v .) \
+	    > $(TEST_LOG)/clients.log 2>&1 || rc=$$?; \
+	  grep -E '^(python|node|java) (client|consumer): ' $(TEST_LOG)/clients.log || true; \
+	  if [ $$rc -ne 0 ]; then tail -n 80 $(TEST_LOG)/clients.log; echo "clients: FAIL (log: $(TEST_LOG)/clients.log)"; fi; \
+	  exit $$rc
 
 ## ---- chaos -------------------------------------------------------------
 
