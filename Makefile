@@ -97,7 +97,7 @@ lint: $(TOOLS)/buf $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (per m
 ## ---- tests -------------------------------------------------------------
 
 .PHONY: test
-test: gen-check lint test-unit test-fuzz test-real test-crash test-jaeger ## everything CI runs: gen check, lint, unit + kfake tier, fuzz smoke, real Kafka tier, crash run, traces in Jaeger
+test: gen-check lint test-unit test-fuzz test-real test-crash test-jaeger test-clients ## everything CI runs: gen check, lint, unit + kfake tier, fuzz smoke, real Kafka tier, crash run, traces in Jaeger, clients in other languages
 
 .PHONY: test-unit
 test-unit: ## unit tests and the integration suite on kfake, with -race
@@ -165,6 +165,49 @@ test-jaeger: ## a delivery exported over OTLP to a real Jaeger v2, found by even
 	  $(JAEGER_TEST_ENV) bash scripts/jaeger.sh down; \
 	  grep -E '^(--- |ok|FAIL)|found trace' $(TEST_LOG)/jaeger.log || true; \
 	  if [ $$rc -ne 0 ]; then tail -n 60 $(TEST_LOG)/jaeger.log; fi; \
+	  exit $$rc
+
+## ---- clients in other languages ------------------------------------------
+
+# Python, Node and Java clients generated from proto/ with each ecosystem's
+# own pinned generator, and their examples (clients/README.md). Nothing
+# generated is committed: the Python venv and code live in bin/clients/python,
+# Node loads proto/ at run time (@grpc/proto-loader), Maven writes
+# clients/java/target. Package caches (~/.cache/pip, ~/.npm, ~/.m2) are the
+# user's.
+CLIENTS_PY := $(CURDIR)/bin/clients/python
+
+.PHONY: clients
+clients: clients-python clients-node clients-java ## generate the Python, Node and Java clients from proto/ and install what their examples need
+
+$(CLIENTS_PY)/venv/.installed: clients/python/requirements.txt
+	rm -rf $(CLIENTS_PY)/venv
+	python3 -m venv $(CLIENTS_PY)/venv
+	$(CLIENTS_PY)/venv/bin/pip install -q --disable-pip-version-check --only-binary=:all: -r clients/python/requirements.txt
+	touch $@
+
+.PHONY: clients-python
+clients-python: $(CLIENTS_PY)/venv/.installed ## the Python client (grpcio-tools) in bin/clients/python
+	rm -rf $(CLIENTS_PY)/gen && mkdir -p $(CLIENTS_PY)/gen
+	$(CLIENTS_PY)/venv/bin/python -m grpc_tools.protoc -I proto --python_out=$(CLIENTS_PY)/gen \
+	  --pyi_out=$(CLIENTS_PY)/gen --grpc_python_out=$(CLIENTS_PY)/gen $$(find proto -name '*.proto' | sort)
+	$(CLIENTS_PY)/venv/bin/python -c 'import site,sys; open(site.getsitepackages()[0]+"/hookline-gen.pth","w").write(sys.argv[1]+"\n")' $(CLIENTS_PY)/gen
+
+.PHONY: clients-node
+clients-node: ## the Node client's packages (npm ci); it loads proto/ at run time
+	cd clients/node && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+
+.PHONY: clients-java
+clients-java: ## the Java client (protobuf-maven-plugin, grpc-java) in clients/java/target
+	cd clients/java && mvn -B -q compile
+
+.PHONY: test-clients
+test-clients: build clients ## the Python, Node and Java clients and results consumers against a live hookline dev (part of make test)
+	@mkdir -p $(TEST_LOG)
+	@rc=0; (cd e2e && HOOKLINE_TEST_CLIENTS=python,node,java go test -count=1 -timeout 15m -run '^TestPolyglotClients$$' -v .) \
+	    > $(TEST_LOG)/clients.log 2>&1 || rc=$$?; \
+	  grep -E '^(python|node|java) (client|consumer): ' $(TEST_LOG)/clients.log || true; \
+	  if [ $$rc -ne 0 ]; then tail -n 80 $(TEST_LOG)/clients.log; echo "clients: FAIL (log: $(TEST_LOG)/clients.log)"; fi; \
 	  exit $$rc
 
 ## ---- chaos -------------------------------------------------------------
