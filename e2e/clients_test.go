@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -268,17 +267,6 @@ func startHooklineDev(t *testing.T, root string) hooklineDev {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// freeAddr returns a loopback address nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // webhookRecorder is a receiver that answers 204 and keeps each request's

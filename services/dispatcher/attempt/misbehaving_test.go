@@ -94,7 +94,7 @@ func TestMisbehavingReceiversGetAClassifiedOutcomeInBoundedTime(t *testing.T) {
 
 	// The receivers are on loopback, so the guard allows it: a redirect
 	// is refused by never being followed, not by the guard.
-	g, err := netguard.New(true, nil)
+	g, err := netguard.NewPolicy(true, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
