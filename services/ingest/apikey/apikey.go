@@ -30,8 +30,9 @@ type Registry struct {
 
 // Parse builds a Registry from entries (see the package comment),
 // refusing an empty list and, when minBits > 0, any key given in the
-// clear that Bits estimates below minBits (hashed entries cannot be
-// checked: make their keys with New).
+// clear that Measure finds unable to hold minBits bits of randomness or
+// made of words and patterns (hashed entries cannot be checked: make
+// their keys with New).
 func Parse(entries []string, minBits int) (*Registry, error) {
 	r, err := parse(entries, minBits, func(i int) string { return fmt.Sprintf("api key entry %d", i+1) })
 	if err != nil {
@@ -81,8 +82,8 @@ func parseEntry(e string, minBits int) (Principal, [sha256.Size]byte, error) {
 	if len(key) < 16 {
 		return Principal{}, h, fmt.Errorf("tenant %s: a key must be at least 16 characters", tenant)
 	}
-	if weak(key, minBits) {
-		return Principal{}, h, fmt.Errorf("tenant %s: the key holds about %.0f bits of randomness, fewer than %d; make one with \"hookline apikey new\"", tenant, Bits(key), minBits)
+	if err := tooWeak(key, minBits); err != nil {
+		return Principal{}, h, fmt.Errorf("tenant %s: %w", tenant, err)
 	}
 	return p, sha256.Sum256([]byte(key)), nil
 }

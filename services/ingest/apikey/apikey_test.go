@@ -88,22 +88,26 @@ func TestWeakKeysAreRefusedOutsideDevMode(t *testing.T) {
 		weak bool
 	}{
 		{strong, false},
-		{"hk_chaos_" + strings.Repeat("0123456789abcdef", 2), false}, // 32 hex digits: 128 bits
-		{"key-" + strings.Repeat("0123456789ab", 2), true},           // 24 hex digits: 96 bits
+		{"hk_chaos_5b0e8f2d7c41a9e6d3b8f0c2a7e4d1b9", false},  // 32 random hex digits: 128 bits
+		{"key-9c2f4e1a7b3d5e8f0a6c2d4b", true},                // 24 random hex digits: 96 bits
+		{"hk_" + strings.Repeat("0123456789abcdef", 4), true}, // 64 hex digits, a pattern
 		{"other-replica-key", true},
+		{"short-but-16-chars-key", true},
+		{"hk_fuzz_key_0123456789", true},
 		{"correcthorsebatterystaple", true},
 		{"Password1234567890!", true},
-		{strings.Repeat("ab", 40), true},                  // long, two characters
-		{strings.Repeat("abcdefg", 10), true},             // long, seven characters
-		{"Zm9vYmFyYmF6cXV4cXV1eHF1dXpxdXV4cXV1eA", false}, // 38 base64 characters
+		{strings.Repeat("ab", 40), true},                           // long, two characters
+		{strings.Repeat("abcdefg", 10), true},                      // long, seven characters
+		{"Zm9vYmFyYmF6cXV4cXV1eHF1dXpxdXV4cXV1eA", false},          // 38 base64 characters
+		{"hk_dev_91b183d23dba06241a681f5536d42ce5bde0fade", false}, // hookline dev's form: 160 bits
 	}
 	for _, tt := range tests {
 		_, err := Parse([]string{"t:" + tt.give}, MinBits)
 		if gotWeak := err != nil; gotWeak != tt.weak {
-			t.Errorf("%q (%.0f bits): refused %v, want %v (%v)", tt.give, Bits(tt.give), gotWeak, tt.weak, err)
+			t.Errorf("%q (%+v): refused %v, want %v (%v)", tt.give, Measure(tt.give), gotWeak, tt.weak, err)
 		}
-		if err != nil && !strings.Contains(err.Error(), "hookline apikey new") {
-			t.Errorf("the refusal does not say how to make a strong key: %v", err)
+		if err != nil && (!strings.Contains(err.Error(), "hookline apikey new") || strings.Contains(err.Error(), tt.give)) {
+			t.Errorf("the refusal echoes the key or does not say how to make a strong key: %v", err)
 		}
 		if _, err := Parse([]string{"t:" + tt.give}, 0); err != nil {
 			t.Errorf("%q refused in dev mode: %v", tt.give, err)

@@ -30,7 +30,7 @@ func FuzzValidateURL(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	cfg.APIKeys = []string{"t:hk_fuzz_key_0123456789"}
+	cfg.APIKeys = []string{"t:hk_fuzz_5b0e8f2d7c41a9e6d3b8f0c2a7e4d1b9"}
 	f.Fuzz(func(t *testing.T, raw string, resolved []byte) {
 		answer, ok := netip.AddrFromSlice(resolved)
 		s, err := New(cfg, WithResolver(func(context.Context, string) ([]net.IP, error) {
