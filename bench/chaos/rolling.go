@@ -80,7 +80,7 @@ func waitReady(ctx context.Context, addr string, limit time.Duration, p *harness
 	defer cancel()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	last := "no answer"
+	var last string
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
 		if err != nil {
@@ -100,7 +100,7 @@ func waitReady(ctx context.Context, addr string, limit time.Duration, p *harness
 		case <-ctx.Done():
 			return fmt.Errorf("not ready within %v: last /readyz: %s (log %s)", limit, last, p.LogPath())
 		case <-p.Done():
-			return fmt.Errorf("exited while starting: %v (log %s)", p.Err(), p.LogPath())
+			return fmt.Errorf("exited while starting: %w (log %s)", p.Err(), p.LogPath())
 		case <-tick.C:
 		}
 	}
