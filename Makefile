@@ -14,6 +14,7 @@ BUF_VERSION           := v1.75.0
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GRPC_VER   := v1.6.2
 GOLANGCI_VERSION      := v2.15.0
+HELM_VERSION          := v3.22.0
 
 # The real-broker tier: Apache Kafka 4.4 started by scripts/kafka.sh.
 REAL_KAFKA := 127.0.0.1:19092
@@ -36,9 +37,12 @@ $(TOOLS)/protoc-gen-go-grpc:
 	GOBIN=$(TOOLS) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GRPC_VER)
 $(TOOLS)/golangci-lint:
 	GOBIN=$(TOOLS) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+# helm: helm lint in make lint, helm template in the chart's tests.
+$(TOOLS)/helm:
+	GOBIN=$(TOOLS) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 .PHONY: tools
-tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/golangci-lint ## install the pinned tools into bin/tools
+tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/golangci-lint $(TOOLS)/helm ## install the pinned tools into bin/tools
 
 ## ---- build and run -----------------------------------------------------
 
@@ -86,26 +90,31 @@ run: build ## run all of Hookline on an embedded Kafka (hookline dev)
 ## ---- quality gates -----------------------------------------------------
 
 .PHONY: lint
-lint: $(TOOLS)/buf $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (per module), buf lint and format
+lint: $(TOOLS)/buf $(TOOLS)/golangci-lint $(TOOLS)/helm ## gofmt, go vet, golangci-lint (per module), buf lint and format, helm lint
 	@unformatted=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	@for m in $(MODULES); do echo "vet + golangci-lint: $$m"; \
 	  (cd $$m && go vet ./... && golangci-lint run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
 	buf lint
 	buf format -d --exit-code
+	helm lint --strict deploy/helm/hookline
 
 ## ---- tests -------------------------------------------------------------
 
 .PHONY: test
-test: gen-check lint test-unit test-fuzz test-real test-crash test-jaeger test-clients ## everything CI runs: gen check, lint, unit + kfake tier, fuzz smoke, real Kafka tier, crash run, traces in Jaeger, clients in other languages
+test: gen-check lint test-unit test-deploy test-fuzz test-real test-crash test-jaeger test-clients ## everything CI runs: gen check, lint, unit + kfake tier, images, fuzz smoke, real Kafka tier, crash run, traces in Jaeger, clients in other languages
 
 .PHONY: test-unit
-test-unit: ## unit tests and the integration suite on kfake, with -race
+test-unit: $(TOOLS)/helm ## unit tests and the integration suite on kfake, with -race (the chart's tests run helm template)
 	@mkdir -p $(TEST_LOG)
 	@for m in $(MODULES); do echo "go test -race: $$m (kafka: kfake)"; \
 	  (cd $$m && HOOKLINE_TEST_KAFKA=kfake go test -race -count=1 -timeout 30m ./...); done
 	@echo "go test: e2e virtual-time tests (testing/synctest; without -race, see e2e/virtual_test.go)"
 	@cd e2e && HOOKLINE_TEST_KAFKA=kfake go test -count=1 -timeout 30m ./...
+
+.PHONY: test-deploy
+test-deploy: images ## make images, then read every image it wrote (config, filesystem) and run its binary with -h
+	cd deploy && HOOKLINE_TEST_IMAGES=$(CURDIR)/bin/images go test -count=1 -run '^TestImageLayouts$$' -v ./image
 
 .PHONY: test-real
 test-real: ## the integration suite on Apache Kafka 4.4 (started and stopped here)

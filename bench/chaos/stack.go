@@ -18,9 +18,10 @@ type stack struct {
 	prefix  string
 	brokers string
 	apiKey  string
-	ingest  []string        // gRPC addresses, one per ingest replica
-	procs   []*harness.Proc // in start order: schedulers, dispatchers, ingests
-	dataDir string          // removed on close (hookline dev)
+	ingest  []string          // gRPC addresses, one per ingest replica
+	procs   []*harness.Proc   // in start order: schedulers, dispatchers, ingests
+	health  map[string]string // process name → its --health-addr (dispatchers, schedulers)
+	dataDir string            // removed on close (hookline dev)
 }
 
 // startStack starts replicas of bin/scheduler, bin/dispatcher and
@@ -31,21 +32,37 @@ func startStack(ctx context.Context, cfg config, name, brokers string, replicas 
 	if err != nil {
 		return nil, err
 	}
-	s := &stack{prefix: prefix, brokers: brokers, apiKey: key}
+	s := &stack{prefix: prefix, brokers: brokers, apiKey: key, health: map[string]string{}}
+	healthAddr := func(name string) ([]string, error) {
+		port, err := harness.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		s.health[name] = "127.0.0.1:" + strconv.Itoa(port)
+		return []string{"--health-addr", s.health[name]}, nil
+	}
 	common := []string{"--kafka-brokers", brokers, "--topic-prefix", prefix, "--log-level", "warn", "--topic-partitions", "6"}
 	if cfg.ReplicationFactor > 0 {
 		common = append(common, "--topic-replication-factor", strconv.Itoa(cfg.ReplicationFactor))
 	}
 	logDir := filepath.Join(cfg.LogDir, name)
 	for i := range replicas {
-		id := fmt.Sprintf("%sscheduler-%d", prefix, i)
-		s.procs = append(s.procs, newProc(logDir, "scheduler", fmt.Sprintf("scheduler-%d", i), filepath.Join(cfg.BinDir, "scheduler"),
-			slices.Concat(common, []string{"--group", prefix + "scheduler", "--transactional-id", id})...))
+		id, name := fmt.Sprintf("%sscheduler-%d", prefix, i), fmt.Sprintf("scheduler-%d", i)
+		ha, err := healthAddr(name)
+		if err != nil {
+			return nil, err
+		}
+		s.procs = append(s.procs, newProc(logDir, "scheduler", name, filepath.Join(cfg.BinDir, "scheduler"),
+			slices.Concat(common, ha, []string{"--group", prefix + "scheduler", "--transactional-id", id})...))
 	}
 	for i := range replicas {
-		id := fmt.Sprintf("%sdispatcher-%d", prefix, i)
-		s.procs = append(s.procs, newProc(logDir, "dispatcher", fmt.Sprintf("dispatcher-%d", i), filepath.Join(cfg.BinDir, "dispatcher"),
-			slices.Concat(common, []string{"--group", prefix + "dispatcher", "--transactional-id", id, "--allow-private-destinations"}, shape.dispatchArgs)...))
+		id, name := fmt.Sprintf("%sdispatcher-%d", prefix, i), fmt.Sprintf("dispatcher-%d", i)
+		ha, err := healthAddr(name)
+		if err != nil {
+			return nil, err
+		}
+		s.procs = append(s.procs, newProc(logDir, "dispatcher", name, filepath.Join(cfg.BinDir, "dispatcher"),
+			slices.Concat(common, ha, []string{"--group", prefix + "dispatcher", "--transactional-id", id, "--allow-private-destinations"}, shape.dispatchArgs)...))
 	}
 	for i := range replicas {
 		port, err := harness.FreePort()
