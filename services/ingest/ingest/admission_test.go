@@ -1,7 +1,10 @@
 package ingest
 
 import (
+	"context"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -12,7 +15,7 @@ func TestAdmissionBoundsBytesInFlight(t *testing.T) {
 	a := &admission{limit: 100}
 	steps := []struct {
 		name    string
-		admit   int64 // > 0: admit this many; < 0: release -n
+		admit   int64 // > 0: admit this many (no wait); < 0: release -n
 		want    bool
 		wantUse int64
 	}{
@@ -28,14 +31,87 @@ func TestAdmissionBoundsBytesInFlight(t *testing.T) {
 	for _, s := range steps {
 		got := true
 		if s.admit > 0 {
-			got = a.admit(s.admit)
+			got = a.admit(t.Context(), s.admit, 0)
 		} else {
 			a.release(-s.admit)
 		}
-		if got != s.want || a.used != s.wantUse {
-			t.Fatalf("%s: admitted %v with %d in use, want %v with %d", s.name, got, a.used, s.want, s.wantUse)
+		if got != s.want || a.used != s.wantUse || a.waiting != 0 || len(a.queue) != 0 {
+			t.Fatalf("%s: admitted %v with %d in use (%d waiting, queue %d), want %v with %d", s.name, got, a.used, a.waiting, len(a.queue), s.want, s.wantUse)
 		}
 	}
+}
+
+// admitAsync starts admit(n, wait) and returns where its answer comes.
+func admitAsync(a *admission, n int64, wait time.Duration) <-chan bool {
+	c := make(chan bool, 1)
+	go func() { c <- a.admit(context.Background(), n, wait) }()
+	return c
+}
+
+func answered(c <-chan bool) (bool, bool) {
+	select {
+	case v := <-c:
+		return v, true
+	default:
+		return false, false
+	}
+}
+
+// TestAdmissionIsFirstComeFirstServed: a large call that does not fit
+// waits at the head of the queue, and a smaller one that would fit waits
+// behind it instead of overtaking it, so the large one is not starved.
+func TestAdmissionIsFirstComeFirstServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &admission{limit: 100}
+		if !a.admit(t.Context(), 60, time.Minute) {
+			t.Fatal("first call refused")
+		}
+		big := admitAsync(a, 80, time.Minute)
+		synctest.Wait()
+		small := admitAsync(a, 10, time.Minute) // would fit, but the big one came first
+		synctest.Wait()
+		if _, ok := answered(big); ok {
+			t.Fatal("the big call was admitted over the limit")
+		}
+		if _, ok := answered(small); ok {
+			t.Fatal("the small call overtook the big one waiting before it")
+		}
+		a.release(60)
+		synctest.Wait()
+		b, okB := answered(big)
+		s, okS := answered(small)
+		if !okB || !b || !okS || !s || a.used != 90 || a.waiting != 0 {
+			t.Fatalf("after the release: big %v/%v small %v/%v, %d used, %d waiting; want both admitted, 90 used", b, okB, s, okS, a.used, a.waiting)
+		}
+	})
+}
+
+// TestAdmissionPushesBackWhenTheWaitIsFullOrTooLong: calls wait only
+// while the waiting ones hold no more than the limit, and only for their
+// wait; one that gives up lets those behind it through.
+func TestAdmissionPushesBackWhenTheWaitIsFullOrTooLong(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &admission{limit: 100}
+		a.admit(t.Context(), 95, 0)
+		first := admitAsync(a, 80, time.Second) // waits
+		synctest.Wait()
+		if a.admit(t.Context(), 30, time.Minute) {
+			t.Fatal("admitted although the waiting calls hold the limit")
+		}
+		second := admitAsync(a, 5, time.Minute) // waits behind the first
+		synctest.Wait()
+		time.Sleep(time.Second) // the first one's wait ends
+		synctest.Wait()
+		if v, ok := answered(first); !ok || v {
+			t.Fatalf("the first call after its wait: %v (answered %v), want pushed back", v, ok)
+		}
+		if v, ok := answered(second); !ok || !v {
+			t.Fatalf("the call behind it: %v (answered %v), want admitted once the first gave up", v, ok)
+		}
+		if a.used != 100 || a.waiting != 0 || len(a.queue) != 0 {
+			t.Fatalf("%d used, %d waiting, queue %d", a.used, a.waiting, len(a.queue))
+		}
+	})
 }
 
 func TestPushBackCarriesRetryInfo(t *testing.T) {

@@ -26,7 +26,7 @@ type Config struct {
 	DevMode bool
 
 	PublishTimeout   time.Duration `flag:"publish-timeout" env:"HOOKLINE_PUBLISH_TIMEOUT" default:"10s" usage:"how long PublishEvent waits for Kafka to take the write before answering UNAVAILABLE"`
-	MaxInFlightBytes int64         `flag:"max-in-flight-bytes" env:"HOOKLINE_MAX_IN_FLIGHT_BYTES" default:"67108864" usage:"bytes of PublishEvent calls one ingest holds at once (each charged its payload times one plus its endpoints, plus 1 KiB); a call beyond it is answered RESOURCE_EXHAUSTED with a RetryInfo delay instead of waiting in memory"`
+	MaxInFlightBytes int64         `flag:"max-in-flight-bytes" env:"HOOKLINE_MAX_IN_FLIGHT_BYTES" default:"67108864" usage:"bytes of PublishEvent calls one ingest holds at once (each charged its payload times one plus its endpoints, plus 1 KiB); a call beyond it waits its turn at most 1 s, then is answered RESOURCE_EXHAUSTED with a RetryInfo delay"`
 	MaxPayloadBytes  int           `flag:"max-payload-bytes" env:"HOOKLINE_MAX_PAYLOAD_BYTES" default:"1048576" usage:"largest event payload accepted"`
 	MaxEndpoints     int           `flag:"max-endpoints-per-tenant" env:"HOOKLINE_MAX_ENDPOINTS_PER_TENANT" default:"1000" usage:"most endpoints one tenant may have"`
 	AllowHTTP        bool          `flag:"allow-http" env:"HOOKLINE_ALLOW_HTTP" usage:"accept http:// endpoint URLs (default: https only)"`

@@ -59,14 +59,15 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 		return nil, invalid("idempotency_key", "is %d bytes, the limit is %d", len(k), maxIdempotencyKeyLen)
 	}
 	// Bounded memory: a call waits for Kafka only within the bytes every
-	// call in flight may hold together; beyond them it is pushed back at
-	// once (the fan-out is the endpoints known now: an estimate).
+	// call in flight may hold together; beyond them it waits its turn
+	// briefly or is pushed back (the fan-out is the endpoints known now:
+	// an estimate).
 	fanout := len(req.GetEndpointIds())
 	if fanout == 0 {
 		fanout = len(s.store.Matching(tenant, req.GetEventType()))
 	}
 	n := cost(len(payload), fanout)
-	if !s.admission.admit(n) {
+	if !s.admission.admit(ctx, n, queueWait) {
 		return nil, s.admission.pushBack(n)
 	}
 	defer s.admission.release(n)
