@@ -208,7 +208,8 @@ clients-node: ## the Node client's packages (npm ci); it loads proto/ at run tim
 
 .PHONY: clients-java
 clients-java: ## the Java client (protobuf-maven-plugin, grpc-java) in clients/java/target
-	cd clients/java && mvn -B -q compile
+	@# (the sed drops the bare colour resets Debian's Maven prints even in batch mode)
+	cd clients/java && mvn -B -q compile 2>&1 | sed -e 's/\x1b\[[0-9;]*m//g'
 
 .PHONY: test-clients
 test-clients: build clients ## the Python, Node and Java clients and results consumers against a live hookline dev (part of make test)
