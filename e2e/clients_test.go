@@ -16,10 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // envClients names the languages TestPolyglotClients runs, e.g.
@@ -74,7 +70,8 @@ var (
 
 // TestPolyglotClients runs the Python, Node and Java examples of clients/
 // against a live Hookline (bin/hookline dev, whose embedded Kafka they
-// read): each language's client creates an endpoint, publishes through a
+// read; or, with HOOKLINE_TEST_KAFKA naming a real Kafka, bin/ingest,
+// bin/dispatcher and bin/scheduler on it): each language's client creates an endpoint, publishes through a
 // proxy that fails the first three tries (UNAVAILABLE with a retry
 // pushback, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED) and follows the
 // delivery to a receiver here; its results consumer then finds that
@@ -88,9 +85,9 @@ func TestPolyglotClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev := startHooklineDev(t, root)
+	hl := startLiveHookline(t, root)
 	rx := newWebhookRecorder(t)
-	proxy := newFlakyProxy(t, dev.grpcAddr)
+	proxy := newFlakyProxy(t, hl.grpcAddr)
 
 	for _, lang := range strings.Split(langs, ",") {
 		ex, ok := polyglotExamples[lang]
@@ -105,7 +102,7 @@ func TestPolyglotClients(t *testing.T) {
 			}
 			out := runExample(t, root, argv, map[string]string{
 				"HOOKLINE_ADDR":         proxy.addr,
-				"HOOKLINE_API_KEY":      dev.apiKey,
+				"HOOKLINE_API_KEY":      hl.apiKey,
 				"HOOKLINE_RECEIVER_URL": rx.url + "/" + lang,
 			})
 			pub := publishedLine.FindStringSubmatch(out)
@@ -131,7 +128,8 @@ func TestPolyglotClients(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := runExample(t, root, append(argv, deliveryID), map[string]string{
-				"HOOKLINE_KAFKA_BROKERS": dev.kafkaAddr,
+				"HOOKLINE_KAFKA_BROKERS": hl.kafkaAddr,
+				"HOOKLINE_RESULTS_TOPIC": hl.resultsTopic,
 				"HOOKLINE_RESULTS_GROUP": "polyglot-" + lang + "-" + randomHex(4),
 				"HOOKLINE_WAIT_SECONDS":  "90",
 			})
@@ -198,75 +196,6 @@ func runExample(t *testing.T, root string, argv []string, env map[string]string)
 		t.Fatalf("%s: %v\nstderr:\n%s", argv[0], err, stderr.String())
 	}
 	return stdout.String()
-}
-
-// hooklineDev is a running bin/hookline dev.
-type hooklineDev struct {
-	grpcAddr, kafkaAddr, apiKey string
-}
-
-// startHooklineDev runs bin/hookline dev on free loopback ports with its
-// own data dir, waits until ingest answers health checks, and stops it
-// when the test ends (and with this process, if the test dies).
-func startHooklineDev(t *testing.T, root string) hooklineDev {
-	t.Helper()
-	d := hooklineDev{grpcAddr: freeAddr(t), kafkaAddr: freeAddr(t), apiKey: "hk_polyglot_" + randomHex(16)}
-	dir := t.TempDir()
-	logPath := filepath.Join(dir, "hookline-dev.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(root, "bin/hookline"), "dev",
-		"--data-dir", filepath.Join(dir, "data"), "--grpc-addr", d.grpcAddr, "--kafka-addr", d.kafkaAddr,
-		"--api-key", d.apiKey, "--metrics-addr", "", "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("%v (make build writes bin/hookline)", err)
-	}
-	exited := make(chan struct{})
-	var exitErr error
-	go func() { exitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		_ = logFile.Close()
-		if t.Failed() {
-			if b, err := os.ReadFile(logPath); err == nil {
-				t.Logf("hookline dev log:\n%s", b)
-			}
-		}
-	})
-
-	cc, err := grpc.NewClient(d.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	health := healthpb.NewHealthClient(cc)
-	deadline := time.Now().Add(waitFor)
-	for {
-		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
-		cancel()
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hookline dev not serving on %s after %v: %v", d.grpcAddr, waitFor, err)
-		}
-		select {
-		case <-exited:
-			t.Fatalf("hookline dev exited: %v", exitErr)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // webhookRecorder is a receiver that answers 204 and keeps each request's
