@@ -1,6 +1,6 @@
 # Hookline — every workflow is a make target; nothing needs installing by
-# hand beyond Go, Java 17 and Maven. Tools are pinned and installed into
-# bin/tools on first use.
+# hand beyond Go, Java 17 with Maven, Python 3.11 and Node 20. Tools are
+# pinned and installed into bin/tools on first use.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
