@@ -47,34 +47,43 @@ type Config struct {
 //     short of the log end offset. This covers an idle topic, where a
 //     poll waits until data arrives. Transaction markers count as
 //     records in this difference, hence a bound above zero;
+//     and, with kadm (CheckLag), the rebalance is over: the group is
+//     Stable, and a member that holds no partition is in a group with
+//     more members than the partitions of its topics. (A cooperative
+//     rebalance first hands a joining member nothing while the others
+//     give partitions up, then a second round hands them over: the empty
+//     first assignment is not taken for the final one.)
 //  4. it is not draining (Draining, on SIGTERM) and has not failed.
 //
 // A new assignment (every rebalance) clears 3 until the next poll comes
-// back, which is milliseconds for a running member. Safe for concurrent
-// use; the zero value is not ready.
+// back, which is milliseconds for a running member. Once caught up, a
+// member stays so until its next assignment. Safe for concurrent use;
+// the zero value is not ready.
 type Probe struct {
 	mu       sync.Mutex
 	started  bool
 	assigned bool
 	epoch    uint64 // assignments so far
-	caughtUp uint64 // the epoch a poll came back in, begun after it
+	polled   uint64 // the epoch a poll came back in, begun after it
+	caughtUp uint64 // the epoch found caught up (3)
 	parts    map[string]map[int32]bool
 	draining bool
 	failed   error
 	adm      *kadm.Client
 	group    string
+	topics   []string
 }
 
 // ReadyLag is the committed lag, in records, under which every held
 // partition counts as caught up (3b).
 const ReadyLag = 100
 
-// CheckLag lets readiness read the committed lag of group through adm
-// (3b).
-func (p *Probe) CheckLag(adm *kadm.Client, group string) {
+// CheckLag lets readiness read group's state and committed lag through
+// adm (3); topics are the topics the group consumes.
+func (p *Probe) CheckLag(adm *kadm.Client, group string, topics ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.adm, p.group = adm, group
+	p.adm, p.group, p.topics = adm, group, topics
 }
 
 // Started marks the service started (step 1).
@@ -144,7 +153,7 @@ func (p *Probe) PollEnded(token uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if token != 0 && token == p.epoch && p.assigned {
-		p.caughtUp = token
+		p.polled = token
 	}
 }
 
@@ -182,7 +191,7 @@ func (p *Probe) Ready(ctx context.Context) (bool, string) {
 		p.mu.Unlock()
 		return false, "not a member of the consumer group yet (no partition assignment)"
 	}
-	epoch, caughtUp, n := p.epoch, p.caughtUp == p.epoch, 0
+	epoch, polled, n := p.epoch, p.polled == p.epoch, 0
 	held := map[string][]int32{}
 	for t, ps := range p.parts {
 		for q := range ps {
@@ -190,23 +199,68 @@ func (p *Probe) Ready(ctx context.Context) (bool, string) {
 			n++
 		}
 	}
-	adm, group := p.adm, p.group
-	p.mu.Unlock()
-	if caughtUp {
+	adm, group, topics := p.adm, p.group, p.topics
+	if p.caughtUp == epoch {
+		p.mu.Unlock()
 		return true, fmt.Sprintf("ready: %d partition(s) assigned", n)
 	}
-	if adm == nil {
+	p.mu.Unlock()
+	how := "first poll of the assignment back"
+	switch {
+	case adm == nil && !polled:
 		return false, "assigned; first poll of the assignment not back yet"
-	}
-	if why := lagAbove(ctx, adm, group, held); why != "" {
-		return false, "assigned; first poll of the assignment not back yet and " + why
+	case adm != nil:
+		if why := unsettled(ctx, adm, group, topics, n); why != "" {
+			return false, "assigned; " + why
+		}
+		if !polled {
+			if why := lagAbove(ctx, adm, group, held); why != "" {
+				return false, "assigned; first poll of the assignment not back yet and " + why
+			}
+			how = fmt.Sprintf("committed lag at most %d on each", ReadyLag)
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.epoch == epoch && p.assigned && !p.draining && p.failed == nil {
-		p.caughtUp = epoch // stays caught up until the next assignment
+	if p.epoch != epoch || !p.assigned {
+		return false, "assignment changed while checking"
 	}
-	return true, fmt.Sprintf("ready: %d partition(s) assigned, committed lag at most %d on each", n, ReadyLag)
+	p.caughtUp = epoch // stays caught up until the next assignment
+	return true, fmt.Sprintf("ready: %d partition(s) assigned, %s", n, how)
+}
+
+// unsettled returns why group's rebalance is not known to be over for a
+// member holding n partitions, or "" when it is (3).
+func unsettled(ctx context.Context, adm *kadm.Client, group string, topics []string, n int) string {
+	gs, err := adm.DescribeGroups(ctx, group)
+	if err == nil {
+		err = gs.Error()
+	}
+	if err != nil {
+		return "group state unknown: " + err.Error()
+	}
+	g := gs[group]
+	if g.State != "Stable" {
+		return fmt.Sprintf("group %s is %s, not Stable (a rebalance is under way)", group, g.State)
+	}
+	if n > 0 {
+		return ""
+	}
+	td, err := adm.ListTopics(ctx, topics...)
+	if err == nil {
+		err = td.Error()
+	}
+	if err != nil {
+		return "partition count unknown: " + err.Error()
+	}
+	parts := 0
+	for _, t := range td {
+		parts += len(t.Partitions)
+	}
+	if len(g.Members) <= parts {
+		return fmt.Sprintf("holds no partition while the group's %d members share %d partitions: a rebalance is still moving partitions here", len(g.Members), parts)
+	}
+	return ""
 }
 
 // lagAbove returns why the group's committed lag on the held partitions

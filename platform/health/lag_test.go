@@ -3,17 +3,20 @@ package health
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// TestProbeCaughtUpByLag: with no poll back since the assignment (an
-// idle topic keeps a poll waiting), readiness reads the group's committed
-// lag through kadm: at most ReadyLag records on every held partition is
-// caught up, more is not.
-func TestProbeCaughtUpByLag(t *testing.T) {
+// TestProbeCaughtUpThroughKafka: readiness with kadm. The group must be
+// Stable; a member holding no partition while the group has no more
+// members than partitions is mid-rebalance; with no poll back since the
+// assignment (an idle topic keeps a poll waiting), the committed lag
+// decides: at most ReadyLag records on every held partition is caught
+// up, more is not, until a poll comes back.
+func TestProbeCaughtUpThroughKafka(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "d"))
 	if err != nil {
 		t.Fatal(err)
@@ -32,39 +35,76 @@ func TestProbeCaughtUpByLag(t *testing.T) {
 			}
 		}
 	}
-	produce(0, ReadyLag+5) // partition 0: ReadyLag+5 records
-	produce(1, 3)          // partition 1: 3 records
+	produce(0, ReadyLag+5)
+	produce(1, 3)
 	adm := kadm.NewClient(cl)
-	commit := func(partition int32, at int64) {
-		t.Helper()
-		offs := kadm.Offsets{}
-		offs.Add(kadm.Offset{Topic: "d", Partition: partition, At: at, LeaderEpoch: -1})
-		if err := adm.CommitAllOffsets(t.Context(), "g", offs); err != nil {
-			t.Fatal(err)
-		}
+	// Committed while the group is empty: partition 0 is ReadyLag behind,
+	// partition 1 is 3 behind.
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "d", Partition: 0, At: 5, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: "d", Partition: 1, At: 0, LeaderEpoch: -1})
+	if err := adm.CommitAllOffsets(t.Context(), "g", offs); err != nil {
+		t.Fatal(err)
 	}
-	commit(0, 0)
-	commit(1, 0)
 
 	var p Probe
-	p.CheckLag(adm, "g")
+	p.CheckLag(adm, "g", "d")
 	p.Started()
 	p.Assigned(map[string][]int32{"d": {1}})
+	if ok, why := p.Ready(t.Context()); ok || !strings.Contains(why, "group g is Empty, not Stable") {
+		t.Fatalf("group without members: Ready = %v %q, want not Stable", ok, why)
+	}
+
+	// One real member makes the group Stable (the probe stands for a
+	// second member's view; its partitions are what it was told).
+	member, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumerGroup("g"), kgo.ConsumeTopics("d"), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	go func() {
+		for {
+			if member.PollFetches(t.Context()).IsClientClosed() || t.Context().Err() != nil {
+				return
+			}
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		gs, err := adm.DescribeGroups(t.Context(), "g")
+		if err == nil && gs["g"].State == "Stable" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group g not Stable within 30 s: %v %v", gs, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	p.Assigned(map[string][]int32{"d": {1}}) // a new assignment: checked again
 	if ok, why := p.Ready(t.Context()); !ok || !strings.Contains(why, "committed lag at most") {
 		t.Fatalf("3 records behind on the one held partition: Ready = %v %q, want ready by lag", ok, why)
 	}
-	p.Assigned(map[string][]int32{"d": {0}}) // a rebalance adds partition 0
-	if ok, why := p.Ready(t.Context()); ok || !strings.Contains(why, "d/0 is 105 records behind") {
-		t.Fatalf("%d records behind: Ready = %v %q, want not ready", ReadyLag+5, ok, why)
+	produce(0, 1) // partition 0 now ReadyLag+1 behind
+	p.Assigned(map[string][]int32{"d": {0}})
+	if ok, why := p.Ready(t.Context()); ok || !strings.Contains(why, "d/0 is 101 records behind") {
+		t.Fatalf("%d records behind: Ready = %v %q, want not ready", ReadyLag+1, ok, why)
 	}
-	commit(0, 5)
-	if ok, why := p.Ready(t.Context()); !ok {
-		t.Fatalf("%d records behind after a commit: Ready = %v %q, want ready", ReadyLag, ok, why)
+	p.PollEnded(p.PollBegins())
+	if ok, why := p.Ready(t.Context()); !ok || !strings.Contains(why, "first poll of the assignment back") {
+		t.Fatalf("behind, but a poll came back: Ready = %v %q, want ready", ok, why)
 	}
-	// Once caught up, the member stays ready until its next assignment,
-	// whatever the lag does meanwhile.
 	produce(0, 2*ReadyLag)
 	if ok, why := p.Ready(t.Context()); !ok {
-		t.Fatalf("caught-up member reading lag again: %v %q", ok, why)
+		t.Fatalf("a caught-up member stays ready until its next assignment: %v %q", ok, why)
+	}
+
+	// An empty assignment in a group of no more members than partitions
+	// is the first round of a cooperative rebalance.
+	p.Revoked(map[string][]int32{"d": {0, 1}})
+	p.Assigned(nil)
+	p.PollEnded(p.PollBegins())
+	if ok, why := p.Ready(t.Context()); ok || !strings.Contains(why, "holds no partition while the group's 1 members share 2 partitions") {
+		t.Fatalf("empty assignment, 1 member, 2 partitions: Ready = %v %q, want not ready", ok, why)
 	}
 }

@@ -312,7 +312,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		return fmt.Errorf("dispatcher: kafka session: %w", err)
 	}
 	defer sess.Close()
-	s.probe.CheckLag(kadm.NewClient(sess.Client()), s.cfg.Group)
+	s.probe.CheckLag(kadm.NewClient(sess.Client()), s.cfg.Group, s.topics.Deliveries)
 	s.log.Info("dispatcher consuming", "topic", s.topics.Deliveries, "group", s.cfg.Group)
 	return s.dispatch(ctx, sess, e)
 }

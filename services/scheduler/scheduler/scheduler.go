@@ -211,7 +211,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		sess.Close()
 	}()
 	s.log.Info("scheduler consuming", "topics", s.consumed(), "group", s.cfg.Group)
-	s.probe.CheckLag(kadm.NewClient(sess.Client()), s.cfg.Group)
+	s.probe.CheckLag(kadm.NewClient(sess.Client()), s.cfg.Group, s.consumed()...)
 	s.probe.Started()
 
 	for {
