@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookline/hookline/platform/badreceiver"
@@ -58,6 +59,8 @@ type receivers struct {
 	mu   sync.Mutex
 	seen map[string]*seen // by webhook-id
 	rng  *rand.Rand
+	// relaxed makes the slow receiver answer at once (relax).
+	relaxed atomic.Bool
 }
 
 // startReceivers starts one receiver per kind, and with bad one per
@@ -108,6 +111,9 @@ func (r *receivers) handler(kind string) http.HandlerFunc {
 		status := http.StatusNoContent
 		switch kind {
 		case kindSlow:
+			if r.relaxed.Load() {
+				break
+			}
 			select {
 			case <-time.After(slowDelay):
 			case <-req.Context().Done():
@@ -163,6 +169,10 @@ func (r *receivers) snapshot() map[string]seen {
 	}
 	return out
 }
+
+// relax makes the slow receiver answer at once from now on: a receiver
+// back to full speed, so a backlog built while it was slow drains.
+func (r *receivers) relax() { r.relaxed.Store(true) }
 
 func (r *receivers) close() {
 	select {
