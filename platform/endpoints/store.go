@@ -645,3 +645,8 @@ func (s *Store) Size() (ids, tenants, provisional int) {
 	defer s.mu.RUnlock()
 	return len(s.byID), len(s.byTenant), len(s.provisional)
 }
+
+// MaxActiveSecrets is how many signing secrets of one endpoint may sign
+// at once: the current one and those rotated out still in their grace
+// period. A rotation beyond it is refused.
+const MaxActiveSecrets = 3
