@@ -7,12 +7,10 @@ import (
 	"io"
 	"time"
 
-	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/endpoints"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/keyring"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/proto"
 )
 
 type rekeyFlags struct {
@@ -68,89 +66,13 @@ func runRekey(ctx context.Context, f rekeyFlags, out io.Writer) error {
 		defer cancel()
 		return hkafka.ProduceAcked(wctx, cl, r)
 	}
-	st, err := rekey(ctx, store, keys, f.Kafka.Topics().Endpoints, produce, time.Now)
-	fmt.Fprintf(out, "rekey under key %q: %d endpoints rewritten, %d already under it, %d failed\n", keys.Current(), st.rewritten, st.current, len(st.failed))
-	for _, e := range st.failed {
+	st, err := endpoints.Rekey(ctx, store, keys, f.Kafka.Topics().Endpoints, produce, time.Now)
+	fmt.Fprintf(out, "rekey under key %q: %d endpoints rewritten, %d already under it, %d failed\n", keys.Current(), st.Rewritten, st.Current, len(st.Failed))
+	for _, e := range st.Failed {
 		fmt.Fprintln(out, "  ", e)
 	}
-	if err == nil && len(st.failed) > 0 {
-		err = fmt.Errorf("%d endpoints not rekeyed; fix what is said above and run rekey again (it skips what is done)", len(st.failed))
+	if err == nil && len(st.Failed) > 0 {
+		err = fmt.Errorf("%d endpoints not rekeyed; fix what is said above and run rekey again (it skips what is done)", len(st.Failed))
 	}
 	return err
-}
-
-type rekeyStats struct {
-	rewritten, current int
-	failed             []error
-}
-
-// rekeyAttempts bounds the writes of one endpoint that lose to
-// concurrent changes.
-const rekeyAttempts = 10
-
-// rekey rewrites every endpoint of store whose secrets are not all sealed
-// under keys' current key: each is resealed under it (secrets whose
-// grace is over are dropped) and written as the endpoint's next version
-// through store.Write, so a concurrent change is never overwritten: a
-// write that loses is made again from the state that won.
-func rekey(ctx context.Context, store *endpoints.Store, keys *keyring.Keyring, topic string, produce func(context.Context, *kgo.Record) error, now func() time.Time) (rekeyStats, error) {
-	var st rekeyStats
-	for _, id := range store.IDs() {
-		done := false
-		for attempt := 1; !done; attempt++ {
-			cur := store.Get(id)
-			if cur == nil {
-				break // deleted meanwhile
-			}
-			rec, changed, err := resealed(cur, keys, now())
-			if err != nil {
-				st.failed = append(st.failed, err)
-				break
-			}
-			if !changed {
-				st.current++
-				break
-			}
-			r, err := hkafka.Record(topic, id, rec)
-			if err != nil {
-				return st, err
-			}
-			err = store.Write(ctx, r, produce)
-			switch {
-			case err == nil:
-				st.rewritten++
-				done = true
-			case !errors.Is(err, endpoints.ErrLost):
-				return st, fmt.Errorf("endpoint %s: %w", id, err)
-			case attempt == rekeyAttempts:
-				st.failed = append(st.failed, fmt.Errorf("endpoint %s: %d concurrent changes came first", id, attempt))
-				done = true
-			}
-		}
-	}
-	return st, nil
-}
-
-// resealed returns cur's next version with every secret still signing at
-// now sealed under keys' current key, and whether anything changed.
-func resealed(cur *hooklinev1.EndpointRecord, keys *keyring.Keyring, now time.Time) (*hooklinev1.EndpointRecord, bool, error) {
-	rec := proto.Clone(cur).(*hooklinev1.EndpointRecord)
-	ep := rec.GetEndpoint()
-	kept := rec.Secrets[:0]
-	changed := false
-	for _, es := range rec.GetSecrets() {
-		if exp := es.GetExpiresAt(); exp != nil && !exp.AsTime().After(now) {
-			changed = true // its grace is over: it never signs again
-			continue
-		}
-		re, ch, err := keys.Reseal(ep.GetTenantId(), ep.GetId(), es)
-		if err != nil {
-			return nil, false, err
-		}
-		kept = append(kept, re)
-		changed = changed || ch
-	}
-	rec.Secrets = kept
-	rec.Version = cur.GetVersion() + 1
-	return rec, changed, nil
 }

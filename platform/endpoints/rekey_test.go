@@ -1,4 +1,4 @@
-package main
+package endpoints_test
 
 import (
 	"context"
@@ -97,8 +97,8 @@ func TestRekeyRewritesEveryEndpointUnderTheNewKeyWithoutLosingAConcurrentChange(
 		}
 		return produce(ctx, r)
 	}
-	st, err := rekey(ctx, store, newKeys, topic, racing, time.Now)
-	if err != nil || st.rewritten != 3 || st.current != 0 || len(st.failed) != 0 {
+	st, err := endpoints.Rekey(ctx, store, newKeys, topic, racing, time.Now)
+	if err != nil || st.Rewritten != 3 || st.Current != 0 || len(st.Failed) != 0 {
 		t.Fatalf("rekey = %+v, %v; want 3 rewritten", st, err)
 	}
 	if !raced {
@@ -125,13 +125,13 @@ func TestRekeyRewritesEveryEndpointUnderTheNewKeyWithoutLosingAConcurrentChange(
 	}
 
 	// Run again: nothing left to do.
-	if st, err := rekey(ctx, store, newKeys, topic, produce, time.Now); err != nil || st.rewritten != 0 || st.current != 3 {
+	if st, err := endpoints.Rekey(ctx, store, newKeys, topic, produce, time.Now); err != nil || st.Rewritten != 0 || st.Current != 3 {
 		t.Fatalf("second rekey = %+v, %v; want 3 already current", st, err)
 	}
 	// A key file without the old key cannot rekey what it sealed.
 	fresh := parseKeys(t, keyring.NewKeyLine(now.Add(time.Hour)))
-	st, err = rekey(ctx, store, fresh, topic, produce, time.Now)
-	if err != nil || len(st.failed) != 3 || !strings.Contains(st.failed[0].Error(), "add that key back") {
+	st, err = endpoints.Rekey(ctx, store, fresh, topic, produce, time.Now)
+	if err != nil || len(st.Failed) != 3 || !strings.Contains(st.Failed[0].Error(), "add that key back") {
 		t.Fatalf("rekey without the sealing key = %+v, %v; want 3 clear failures", st, err)
 	}
 }
