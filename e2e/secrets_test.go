@@ -2,16 +2,27 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
+	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/config"
 	"github.com/hookline/hookline/platform/endpoints"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/platform/sign"
 	"github.com/hookline/hookline/platform/sign/signtest"
+	"github.com/hookline/hookline/services/dispatcher/dispatcher"
+	"github.com/hookline/hookline/services/ingest/ingest"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -110,5 +121,124 @@ func TestRotationBeyondTheActiveSecretLimitIsRefused(t *testing.T) {
 	}
 	if _, err := st.endpoints().RotateEndpointSecret(st.ctx(), &hooklinev1.RotateEndpointSecretRequest{Id: id, GracePeriod: durationpb.New(0)}); err != nil {
 		t.Fatalf("rotation with grace_period 0: %v", err)
+	}
+}
+
+// TestKeyRotationOldRecordsStillOpenRekeyMovesThemAndAMissingKeyHolds
+// walks the key rotation of docs/security.md against running services:
+// an endpoint sealed under key A still delivers signed once B is put
+// first; rekey reseals it under B, after which A can go; and a dispatcher
+// whose key file lacks the sealing key holds the delivery — no attempt,
+// no dead letter, no crash — until the key is back.
+func TestKeyRotationOldRecordsStillOpenRekeyMovesThemAndAMissingKeyHolds(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "secrets.keys")
+	writeKeys := func(lines ...string) {
+		t.Helper()
+		if err := os.WriteFile(keyFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	lineA, lineB, lineC := keyring.NewKeyLine(now.Add(-2*time.Hour)), keyring.NewKeyLine(now.Add(-time.Hour)), keyring.NewKeyLine(now)
+	writeKeys(lineA)
+	st := startStack(t, func(c *stackConfig) {
+		c.ingest.Secrets.KeyFile = keyFile
+		c.dispatcher.Secrets.KeyFile = keyFile
+		c.dispatcher.OutageRecheck = time.Second // how soon a held delivery looks again
+	})
+	restart := func(lines ...string) {
+		t.Helper()
+		writeKeys(lines...)
+		st.dispatcher.halt()
+		st.dispatcher.start(st, st.newDispatcher(time.Second).Run)
+	}
+	rx := newReceiver(t, http.StatusOK)
+	ep := st.createEndpoint(rx.URL)
+	wh, err := standardwebhooks.NewWebhook(ep.GetSecret())
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivered := func(n int) {
+		t.Helper()
+		res := decodeAll(t, st.readN(st.topics.Results, n), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+		if last := res[n-1]; last.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
+			t.Fatalf("result %d: %v, want DELIVERED", n, last)
+		}
+		p := rx.got()[n-1]
+		if err := wh.Verify(p.body, p.header); err != nil {
+			t.Fatalf("delivery %d does not verify with the endpoint's secret: %v", n, err)
+		}
+	}
+	st.publish("invoice.paid", `{"n":1}`)
+	delivered(1)
+
+	restart(lineB, lineA) // B seals from now on; A still opens
+	st.publish("invoice.paid", `{"n":2}`)
+	delivered(2)
+
+	store := endpoints.NewStore()
+	stop, _, err := store.Start(st.ctx(), st.kafka)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	keysBA, err := keyring.Parse([]byte(lineB + "\n" + lineA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce := func(ctx context.Context, r *kgo.Record) error { return hkafka.ProduceAcked(ctx, st.client, r) }
+	if stats, err := endpoints.Rekey(st.ctx(), store, keysBA, st.topics.Endpoints, produce, time.Now); err != nil || stats.Rewritten != 1 {
+		t.Fatalf("rekey = %+v, %v; want 1 endpoint rewritten", stats, err)
+	}
+	if sealed := store.Get(ep.GetEndpoint().GetId()).GetSecrets()[0].GetSealed(); sealed.GetKeyId() != keysBA.Current() {
+		t.Fatalf("after rekey the secret is sealed under %q, want %q", sealed.GetKeyId(), keysBA.Current())
+	}
+
+	restart(lineB) // A is gone
+	st.publish("invoice.paid", `{"n":3}`)
+	delivered(3)
+
+	restart(lineC) // a key file without the sealing key
+	st.publish("invoice.paid", `{"n":4}`)
+	held := decodeAll(t, st.readN(st.topics.Retries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
+	if held.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED || held.GetAttempt() > 1 {
+		t.Fatalf("delivery with an unopenable secret: %v, want it held (DEFERRED) with no attempt spent", held)
+	}
+	if n := len(rx.got()); n != 3 {
+		t.Fatalf("the receiver got %d POSTs, want 3: nothing is sent unsigned", n)
+	}
+	if n := st.endOffsets(st.topics.Dead); n != 0 {
+		t.Fatalf("%d dead letters, want none: a missing key holds", n)
+	}
+	restart(lineB) // the key is back: the held delivery goes out
+	delivered(4)
+}
+
+// TestServicesRefuseToStartWithoutASecretsKey: ingest and the dispatcher
+// need --secrets-key-file, or --insecure-plaintext-secrets to run
+// without one; the error says so.
+func TestServicesRefuseToStartWithoutASecretsKey(t *testing.T) {
+	ic, err := config.Defaults[ingest.Config]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic.APIKeys = []string{testTenant + ":key-" + randomHex(16)}
+	dc, err := config.Defaults[dispatcher.Config]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ierr := ingest.New(ic)
+	_, derr := dispatcher.New(dc)
+	for name, err := range map[string]error{"ingest": ierr, "dispatcher": derr} {
+		if !errors.Is(err, keyring.ErrNoKeyFile) || !strings.Contains(err.Error(), "--secrets-key-file") || !strings.Contains(err.Error(), "--insecure-plaintext-secrets") {
+			t.Errorf("%s without a key: %v; want an error naming --secrets-key-file and --insecure-plaintext-secrets", name, err)
+		}
+	}
+	ic.Secrets.InsecurePlaintext, dc.Secrets.InsecurePlaintext = true, true
+	if _, err := ingest.New(ic); err != nil {
+		t.Errorf("ingest with --insecure-plaintext-secrets: %v", err)
+	}
+	if _, err := dispatcher.New(dc); err != nil {
+		t.Errorf("dispatcher with --insecure-plaintext-secrets: %v", err)
 	}
 }
