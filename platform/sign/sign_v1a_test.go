@@ -104,3 +104,22 @@ func TestParseEd25519Keys(t *testing.T) {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// BenchmarkSign compares one attempt's signing cost per scheme.
+func BenchmarkSign(b *testing.B) {
+	priv, _ := sign.GenerateKeyPair()
+	body := make([]byte, 1024)
+	for _, bc := range []struct{ name, secret string }{{"v1", sign.GenerateSecret()}, {"v1a", priv}} {
+		s, err := sign.NewSigner(bc.secret)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ts := time.Unix(1_700_000_000, 0)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = s.Sign("msg_1", ts, body)
+			}
+		})
+	}
+}
