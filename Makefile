@@ -104,8 +104,14 @@ lint: $(TOOLS)/buf $(TOOLS)/golangci-lint $(TOOLS)/helm ## gofmt, go vet, golang
 .PHONY: test
 test: gen-check lint test-unit test-deploy test-fuzz test-real test-crash test-jaeger test-clients ## everything CI runs: gen check, lint, unit + kfake tier, images, fuzz smoke, real Kafka tier, crash run, traces in Jaeger, clients in other languages
 
+# Node.js verifies v1a (ed25519) signatures independently of Hookline's
+# Go code (platform/sign/signtest); those tests skip without it.
+.PHONY: node
+node: ## Node.js for the independent ed25519 signature check, installed with apt-get when missing
+	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs; }
+
 .PHONY: test-unit
-test-unit: $(TOOLS)/helm ## unit tests and the integration suite on kfake, with -race (the chart's tests run helm template)
+test-unit: $(TOOLS)/helm node ## unit tests and the integration suite on kfake, with -race (the chart's tests run helm template)
 	@mkdir -p $(TEST_LOG)
 	@for m in $(MODULES); do echo "go test -race: $$m (kafka: kfake)"; \
 	  (cd $$m && HOOKLINE_TEST_KAFKA=kfake go test -race -count=1 -timeout 30m ./...); done
@@ -117,7 +123,7 @@ test-deploy: images ## make images, then read every image it wrote (config, file
 	cd deploy && HOOKLINE_TEST_IMAGES=$(CURDIR)/bin/images go test -count=1 -run '^TestImageLayouts$$' -v ./image
 
 .PHONY: test-real
-test-real: ## the integration suite on Apache Kafka 4.4 (started and stopped here)
+test-real: node ## the integration suite on Apache Kafka 4.4 (started and stopped here)
 	@mkdir -p $(TEST_LOG)
 	@rc=0; bash scripts/kafka.sh up || { bash scripts/kafka.sh down; exit 1; }; \
 	  (cd e2e && HOOKLINE_TEST_KAFKA=$(REAL_KAFKA) HOOKLINE_TEST_KAFKA_TLS=$(REAL_KAFKA_TLS) HOOKLINE_TEST_KAFKA_TLS_CA=$(REAL_KAFKA_TLS_CA) go test -race -count=1 -timeout 30m -v ./...) > $(TEST_LOG)/real-kafka.log 2>&1 || rc=$$?; \
@@ -139,6 +145,7 @@ FUZZ_TARGETS := \
   platform:./sign:FuzzVerifyNeverPanics \
   platform:./sign:FuzzSignVerifyRoundTrip \
   platform:./sign:FuzzParseSecret \
+  platform:./keyring:FuzzParse \
   platform:./netguard:FuzzControl \
   platform:./netguard:FuzzCheckIPv4Forms \
   platform:./netguard:FuzzCheckHost \

@@ -64,6 +64,12 @@ func defaults[T any](t *testing.T) T {
 	if err != nil {
 		t.Fatal(err)
 	}
+	switch c := any(&v).(type) {
+	case *ingest.Config:
+		c.Secrets.KeyFile = testKeyFile
+	case *dispatcher.Config:
+		c.Secrets.KeyFile = testKeyFile
+	}
 	return v
 }
 

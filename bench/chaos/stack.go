@@ -46,6 +46,11 @@ func startStack(ctx context.Context, cfg config, name, brokers string, replicas 
 		common = append(common, "--topic-replication-factor", strconv.Itoa(cfg.ReplicationFactor))
 	}
 	logDir := filepath.Join(cfg.LogDir, name)
+	keyFile, err := harness.SecretsKeyFile(logDir, "secrets.keys")
+	if err != nil {
+		return nil, err
+	}
+	secrets := []string{"--secrets-key-file", keyFile}
 	for i := range replicas {
 		id, name := fmt.Sprintf("%sscheduler-%d", prefix, i), fmt.Sprintf("scheduler-%d", i)
 		ha, err := healthAddr(name)
@@ -62,7 +67,7 @@ func startStack(ctx context.Context, cfg config, name, brokers string, replicas 
 			return nil, err
 		}
 		s.procs = append(s.procs, newProc(logDir, "dispatcher", name, filepath.Join(cfg.BinDir, "dispatcher"),
-			slices.Concat(common, ha, []string{"--group", prefix + "dispatcher", "--transactional-id", id, "--allow-private-destinations"}, shape.dispatchArgs)...))
+			slices.Concat(common, secrets, ha, []string{"--group", prefix + "dispatcher", "--transactional-id", id, "--allow-private-destinations"}, shape.dispatchArgs)...))
 	}
 	for i := range replicas {
 		port, err := harness.FreePort()
@@ -72,7 +77,7 @@ func startStack(ctx context.Context, cfg config, name, brokers string, replicas 
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		s.ingest = append(s.ingest, addr)
 		s.procs = append(s.procs, newProc(logDir, "ingest", fmt.Sprintf("ingest-%d", i), filepath.Join(cfg.BinDir, "ingest"),
-			slices.Concat(common, []string{"--grpc-addr", addr, "--api-keys", entry, "--allow-http", "--allow-private-destinations"}, shape.ingestArgs)...))
+			slices.Concat(common, secrets, []string{"--grpc-addr", addr, "--api-keys", entry, "--allow-http", "--allow-private-destinations"}, shape.ingestArgs)...))
 	}
 	for _, p := range s.procs {
 		if err := p.Start(); err != nil {

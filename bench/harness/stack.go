@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/hookline/hookline/platform/keyring"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -34,6 +37,18 @@ func NewAPIKey(ctx context.Context, hookline, tenant string) (key, entry string,
 		return "", "", fmt.Errorf("hookline apikey new printed no key or entry: %q", out)
 	}
 	return key, entry, nil
+}
+
+// SecretsKeyFile makes the --secrets-key-file that a stack's ingest and
+// dispatchers share, with one fresh key, as dir/name (kept if it exists),
+// and returns its path.
+func SecretsKeyFile(dir, name string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name)
+	_, err := keyring.CreateFile(path, time.Now())
+	return path, err
 }
 
 // WaitServing waits until ingest's gRPC health on addr says SERVING (it

@@ -100,13 +100,17 @@ func (r *real) start(ctx context.Context, name string) (*stack, error) {
 	}
 	s := &stack{grpcAddr: "127.0.0.1:" + strconv.Itoa(gp), brokers: []string{bootstrap}, apiKey: key, prefix: prefix}
 	common := []string{"--kafka-brokers", bootstrap, "--topic-prefix", prefix, "--log-level", "warn"}
+	keyFile, err := harness.SecretsKeyFile(r.cfg.LogDir, name+"-secrets.keys")
+	if err != nil {
+		return nil, err
+	}
 	for _, svc := range []struct {
 		name string
 		args []string
 	}{
 		{"scheduler", []string{"--group", prefix + "scheduler", "--transactional-id", prefix + "scheduler"}},
-		{"dispatcher", []string{"--group", prefix + "dispatcher", "--transactional-id", prefix + "dispatcher", "--allow-private-destinations"}},
-		{"ingest", []string{"--grpc-addr", s.grpcAddr, "--api-keys", entry, "--allow-http", "--allow-private-destinations", "--publish-rate", "0"}},
+		{"dispatcher", []string{"--group", prefix + "dispatcher", "--transactional-id", prefix + "dispatcher", "--allow-private-destinations", "--secrets-key-file", keyFile}},
+		{"ingest", []string{"--grpc-addr", s.grpcAddr, "--api-keys", entry, "--allow-http", "--allow-private-destinations", "--publish-rate", "0", "--secrets-key-file", keyFile}},
 	} {
 		p, err := harness.StartProc(r.cfg.LogDir, name+"-"+svc.name, filepath.Join(r.cfg.BinDir, svc.name), nil, append(common, svc.args...)...)
 		if err != nil {

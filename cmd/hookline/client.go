@@ -98,8 +98,22 @@ type endpointFlags struct {
 	URL         string   `flag:"url" usage:"endpoint URL (create)"`
 	EventTypes  []string `flag:"event-types" usage:"event types to receive, comma-separated, e.g. invoice.paid,user.* (default: all)"`
 	Description string   `flag:"description" usage:"description"`
-	Secret      string   `flag:"secret" usage:"whsec_… secret (default: generated)"`
+	Secret      string   `flag:"secret" usage:"whsec_… secret, or whsk_… ed25519 private key for v1a (default: generated)"`
+	Scheme      string   `flag:"signature-scheme" usage:"v1 (HMAC-SHA256, shared secret) or v1a (ed25519: receivers verify with the public key) (create default: v1; rotate-secret default: the endpoint's)"`
 	Reason      string   `flag:"reason" usage:"why the endpoint is paused (pause)"`
+}
+
+// signatureScheme reads --signature-scheme.
+func signatureScheme(s string) (hooklinev1.SignatureScheme, error) {
+	switch strings.ToLower(s) {
+	case "":
+		return hooklinev1.SignatureScheme_SIGNATURE_SCHEME_UNSPECIFIED, nil
+	case "v1":
+		return hooklinev1.SignatureScheme_SIGNATURE_SCHEME_V1, nil
+	case "v1a":
+		return hooklinev1.SignatureScheme_SIGNATURE_SCHEME_V1A, nil
+	}
+	return 0, fmt.Errorf("--signature-scheme %q: use v1 or v1a", s)
 }
 
 func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
@@ -126,13 +140,17 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 		}
 		return rest[0], nil
 	}
+	scheme, err := signatureScheme(f.Scheme)
+	if err != nil {
+		return err
+	}
 	var resp proto.Message
 	switch sub {
 	case "create":
 		if f.URL == "" {
 			return errors.New("--url is required")
 		}
-		resp, err = api.CreateEndpoint(cctx, &hooklinev1.CreateEndpointRequest{Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Secret: f.Secret})
+		resp, err = api.CreateEndpoint(cctx, &hooklinev1.CreateEndpointRequest{Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Secret: f.Secret, SignatureScheme: scheme})
 	case "get":
 		var eid string
 		if eid, err = id(); err == nil {
@@ -170,7 +188,7 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 	case "rotate-secret":
 		var eid string
 		if eid, err = id(); err == nil {
-			resp, err = api.RotateEndpointSecret(cctx, &hooklinev1.RotateEndpointSecretRequest{Id: eid, Secret: f.Secret})
+			resp, err = api.RotateEndpointSecret(cctx, &hooklinev1.RotateEndpointSecretRequest{Id: eid, Secret: f.Secret, SignatureScheme: scheme})
 		}
 	case "test":
 		var eid string

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookline/hookline/platform/config"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/dispatcher/dispatcher"
 	"github.com/hookline/hookline/services/ingest/ingest"
@@ -32,6 +33,7 @@ type devFlags struct {
 	GRPCAddr  string `flag:"grpc-addr" env:"HOOKLINE_DEV_GRPC_ADDR" default:"127.0.0.1:7070" usage:"gRPC listen address of ingest"`
 	KafkaAddr string `flag:"kafka-addr" env:"HOOKLINE_DEV_KAFKA_ADDR" default:"127.0.0.1:9092" usage:"listen address of the embedded Kafka (loopback only); any Kafka client can read the topics there"`
 	APIKey    string `flag:"api-key" env:"HOOKLINE_DEV_API_KEY" usage:"API key of tenant \"dev\" (default: generated once and kept in the data dir)"`
+	KeyFile   string `flag:"secrets-key-file" env:"HOOKLINE_SECRETS_KEY_FILE" usage:"key file that seals endpoint secrets at rest (default: <data-dir>/secrets.keys, made once with one key and kept)"`
 	LogLevel  string `flag:"log-level" env:"HOOKLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
 	// One /metrics for the three services: their metric names differ.
 	MetricsAddr string `flag:"metrics-addr" env:"HOOKLINE_DEV_METRICS_ADDR" default:"127.0.0.1:9464" usage:"listen address of the Prometheus /metrics endpoint of all three services (empty: none)"`
@@ -67,6 +69,12 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	key, err := devAPIKey(f.DataDir, f.APIKey)
 	if err != nil {
 		return err
+	}
+	if f.KeyFile == "" {
+		f.KeyFile = filepath.Join(f.DataDir, "secrets.keys")
+		if _, err := keyring.CreateFile(f.KeyFile, time.Now()); err != nil {
+			return err
+		}
 	}
 	// Traces (OTEL_* environment) per service, so a backend shows
 	// hookline-ingest, hookline-dispatcher and hookline-scheduler; one
@@ -127,12 +135,14 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	// One developer, one tenant: no PublishEvent quota (and load
 	// benchmarks run on dev mode).
 	ic.PublishRate = 0
+	ic.Secrets.KeyFile = f.KeyFile
 	dc, err := config.Defaults[dispatcher.Config]()
 	if err != nil {
 		return err
 	}
 	dc.Kafka = kc
 	dc.AllowPrivate = true
+	dc.Secrets.KeyFile = f.KeyFile
 	dc.TransactionalID = "hookline-dev-dispatcher"
 
 	sc, err := config.Defaults[scheduler.Config]()
@@ -183,7 +193,7 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
   ingest gRPC   %s%s
   Kafka         %s   (topics %s*, read with any Kafka client)
   API key       %s   (tenant "dev")
-  data dir      %s
+  data dir      %s   (endpoint secrets sealed with %s)
   metrics       %s
   traces        %s
 
@@ -192,7 +202,7 @@ Try it:
   hookline endpoint create --url http://127.0.0.1:9000/webhooks
   hookline publish --type invoice.paid --data '{"invoice":"in_1","amount":4200}'
   hookline results tail --kafka-brokers %s
-`, ln.Addr(), tlsNote(f), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, metricsURL(metricsEnv), tracesTo(tel["ingest"]), key, strings.Join(brokers, ","))
+`, ln.Addr(), tlsNote(f), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, f.KeyFile, metricsURL(metricsEnv), tracesTo(tel["ingest"]), key, strings.Join(brokers, ","))
 	wg.Wait()
 	return errors.Join(errs...)
 }

@@ -45,12 +45,16 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	}
 }
 
-// devAddrs is where a hookline dev started by startDev listens.
-type devAddrs struct{ grpc, kafka, metrics, apiKey string }
+// devAddrs is where a hookline dev started by startDev listens; stop
+// ends it (before the test's end, to restart it).
+type devAddrs struct {
+	grpc, kafka, metrics, apiKey string
+	stop                         func()
+}
 
 // startDev runs hookline dev on free ports with its data in dir, plus
-// args, until the test ends, and returns its addresses once it printed
-// them.
+// args, until the test ends or stop, and returns its addresses once it
+// printed them.
 func startDev(t *testing.T, dir string, args ...string) devAddrs {
 	t.Helper()
 	pr, pw := io.Pipe()
@@ -61,14 +65,17 @@ func startDev(t *testing.T, dir string, args ...string) devAddrs {
 		devDone <- run(ctx, append([]string{"dev", "--data-dir", dir, "--grpc-addr", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--log-level", "warn"}, args...), pw, noEnv)
 		pw.Close()
 	}()
-	t.Cleanup(func() {
-		stop()
-		if err := <-devDone; err != nil {
-			t.Errorf("hookline dev: %v", err)
-		}
-	})
-
 	var a devAddrs
+	var once sync.Once
+	a.stop = func() {
+		once.Do(func() {
+			stop()
+			if err := <-devDone; err != nil {
+				t.Errorf("hookline dev: %v", err)
+			}
+		})
+	}
+	t.Cleanup(a.stop)
 	sc := bufio.NewScanner(pr)
 	for sc.Scan() && (a.grpc == "" || a.kafka == "" || a.metrics == "") {
 		f := strings.Fields(sc.Text())

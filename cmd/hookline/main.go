@@ -31,6 +31,9 @@ Usage:
   hookline results tail [flags]             print delivery results as JSON lines
   hookline apikey new --tenant T [--scope S] make an API key (scope publish, read or admin)
                                             and the hashed entry that admits it
+  hookline secrets new-key                  print a new --secrets-key-file line
+  hookline secrets rekey --secrets-key-file F
+                                            reseal every endpoint secret under F's first key
   hookline deliveries get ID                a delivery with every attempt
   hookline deliveries list --event ID | --endpoint ID [--state S]
                                             list deliveries
@@ -72,6 +75,8 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 		return runResend(ctx, rest, out, getenv)
 	case "recover":
 		return runRecover(ctx, rest, out, getenv)
+	case "secrets":
+		return runSecrets(ctx, rest, out, getenv)
 	case "apikey", "apikeys":
 		return runAPIKey(rest, out, getenv)
 	case "results":

@@ -630,6 +630,20 @@ func (s *Store) Matching(tenant, eventType string) []*hooklinev1.EndpointRecord 
 	return out
 }
 
+// IDs returns the ids of every live endpoint, of every tenant, sorted.
+func (s *Store) IDs() []string {
+	s.mu.RLock()
+	out := make([]string, 0, len(s.byID))
+	for _, t := range s.byTenant {
+		for id := range t {
+			out = append(out, id)
+		}
+	}
+	s.mu.RUnlock()
+	slices.Sort(out)
+	return out
+}
+
 // Count returns how many endpoints the tenant has.
 func (s *Store) Count(tenant string) int {
 	s.mu.RLock()
@@ -645,3 +659,8 @@ func (s *Store) Size() (ids, tenants, provisional int) {
 	defer s.mu.RUnlock()
 	return len(s.byID), len(s.byTenant), len(s.provisional)
 }
+
+// MaxActiveSecrets is how many signing secrets of one endpoint may sign
+// at once: the current one and those rotated out still in their grace
+// period. A rotation beyond it is refused.
+const MaxActiveSecrets = 3

@@ -75,6 +75,61 @@ func (EndpointStatus) EnumDescriptor() ([]byte, []int) {
 	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{0}
 }
 
+// SignatureScheme is how an endpoint's deliveries are signed (Standard
+// Webhooks).
+type SignatureScheme int32
+
+const (
+	// The default: V1.
+	SignatureScheme_SIGNATURE_SCHEME_UNSPECIFIED SignatureScheme = 0
+	// "v1": HMAC-SHA256 with a shared "whsec_…" secret.
+	SignatureScheme_SIGNATURE_SCHEME_V1 SignatureScheme = 1
+	// "v1a": ed25519. Hookline keeps the private key ("whsk_…", sealed);
+	// receivers verify with the public key ("whpk_…") it serves.
+	SignatureScheme_SIGNATURE_SCHEME_V1A SignatureScheme = 2
+)
+
+// Enum value maps for SignatureScheme.
+var (
+	SignatureScheme_name = map[int32]string{
+		0: "SIGNATURE_SCHEME_UNSPECIFIED",
+		1: "SIGNATURE_SCHEME_V1",
+		2: "SIGNATURE_SCHEME_V1A",
+	}
+	SignatureScheme_value = map[string]int32{
+		"SIGNATURE_SCHEME_UNSPECIFIED": 0,
+		"SIGNATURE_SCHEME_V1":          1,
+		"SIGNATURE_SCHEME_V1A":         2,
+	}
+)
+
+func (x SignatureScheme) Enum() *SignatureScheme {
+	p := new(SignatureScheme)
+	*p = x
+	return p
+}
+
+func (x SignatureScheme) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SignatureScheme) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_endpoint_proto_enumTypes[1].Descriptor()
+}
+
+func (SignatureScheme) Type() protoreflect.EnumType {
+	return &file_hookline_v1_endpoint_proto_enumTypes[1]
+}
+
+func (x SignatureScheme) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SignatureScheme.Descriptor instead.
+func (SignatureScheme) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1}
+}
+
 // Jitter applied to every computed delay.
 type RetryPolicy_Jitter int32
 
@@ -115,11 +170,11 @@ func (x RetryPolicy_Jitter) String() string {
 }
 
 func (RetryPolicy_Jitter) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_endpoint_proto_enumTypes[1].Descriptor()
+	return file_hookline_v1_endpoint_proto_enumTypes[2].Descriptor()
 }
 
 func (RetryPolicy_Jitter) Type() protoreflect.EnumType {
-	return &file_hookline_v1_endpoint_proto_enumTypes[1]
+	return &file_hookline_v1_endpoint_proto_enumTypes[2]
 }
 
 func (x RetryPolicy_Jitter) Number() protoreflect.EnumNumber {
@@ -167,9 +222,12 @@ type Endpoint struct {
 	// every change to it (AIP-154). Send it back in UpdateEndpoint's
 	// endpoint.etag to update only the state you read: if the endpoint
 	// changed since, the update is refused with ABORTED and changes nothing.
-	Etag          string `protobuf:"bytes,17,opt,name=etag,proto3" json:"etag,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Etag string `protobuf:"bytes,17,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Output only: the signature scheme of the endpoint's current secret.
+	// Chosen at creation; RotateEndpointSecret may change it.
+	SignatureScheme SignatureScheme `protobuf:"varint,18,opt,name=signature_scheme,json=signatureScheme,proto3,enum=hookline.v1.SignatureScheme" json:"signature_scheme,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Endpoint) Reset() {
@@ -321,6 +379,13 @@ func (x *Endpoint) GetEtag() string {
 	return ""
 }
 
+func (x *Endpoint) GetSignatureScheme() SignatureScheme {
+	if x != nil {
+		return x.SignatureScheme
+	}
+	return SignatureScheme_SIGNATURE_SCHEME_UNSPECIFIED
+}
+
 // RetryPolicy says when a failed delivery is tried again and when it gives up.
 type RetryPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -443,8 +508,11 @@ type CreateEndpointRequest struct {
 	RetryPolicy        *RetryPolicy         `protobuf:"bytes,8,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
 	Metadata           map[string]string    `protobuf:"bytes,9,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	OutageModeDisabled bool                 `protobuf:"varint,10,opt,name=outage_mode_disabled,json=outageModeDisabled,proto3" json:"outage_mode_disabled,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// How deliveries are signed; unset means V1. For V1A leave secret
+	// empty (Hookline makes the key pair) or give a "whsk_…" key.
+	SignatureScheme SignatureScheme `protobuf:"varint,11,opt,name=signature_scheme,json=signatureScheme,proto3,enum=hookline.v1.SignatureScheme" json:"signature_scheme,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateEndpointRequest) Reset() {
@@ -547,10 +615,21 @@ func (x *CreateEndpointRequest) GetOutageModeDisabled() bool {
 	return false
 }
 
+func (x *CreateEndpointRequest) GetSignatureScheme() SignatureScheme {
+	if x != nil {
+		return x.SignatureScheme
+	}
+	return SignatureScheme_SIGNATURE_SCHEME_UNSPECIFIED
+}
+
 type CreateEndpointResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Endpoint      *Endpoint              `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
-	Secret        string                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint *Endpoint              `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	// The signing secret, for a V1 endpoint. Empty for V1A: its private
+	// key never leaves Hookline.
+	Secret string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	// The public key ("whpk_…") of a V1A endpoint.
+	PublicKey     string `protobuf:"bytes,3,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -595,6 +674,13 @@ func (x *CreateEndpointResponse) GetEndpoint() *Endpoint {
 func (x *CreateEndpointResponse) GetSecret() string {
 	if x != nil {
 		return x.Secret
+	}
+	return ""
+}
+
+func (x *CreateEndpointResponse) GetPublicKey() string {
+	if x != nil {
+		return x.PublicKey
 	}
 	return ""
 }
@@ -646,9 +732,15 @@ func (x *GetEndpointRequest) GetId() string {
 type GetEndpointResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Endpoint *Endpoint              `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
-	// The current signing secret; empty unless the caller's API key has the
-	// admin scope (a read key does not get it: it would sign deliveries).
-	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	// The current signing secret of a V1 endpoint; empty unless the
+	// caller's API key has the admin scope (a read key does not get it: it
+	// would sign deliveries), and always empty for V1A.
+	Secret string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	// The current public key ("whpk_…"), for a V1A endpoint.
+	PublicKey string `protobuf:"bytes,3,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	// The public keys of every V1A key that still signs (current first),
+	// for a receiver to trust during a rotation.
+	PublicKeys    []string `protobuf:"bytes,4,rep,name=public_keys,json=publicKeys,proto3" json:"public_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -695,6 +787,20 @@ func (x *GetEndpointResponse) GetSecret() string {
 		return x.Secret
 	}
 	return ""
+}
+
+func (x *GetEndpointResponse) GetPublicKey() string {
+	if x != nil {
+		return x.PublicKey
+	}
+	return ""
+}
+
+func (x *GetEndpointResponse) GetPublicKeys() []string {
+	if x != nil {
+		return x.PublicKeys
+	}
+	return nil
 }
 
 type ListEndpointsRequest struct {
@@ -1178,9 +1284,12 @@ type RotateEndpointSecretRequest struct {
 	// Optional new "whsec_…" secret; generated when empty.
 	Secret string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
 	// How long the old secret keeps signing; unset means 24 h.
-	GracePeriod   *durationpb.Duration `protobuf:"bytes,3,opt,name=grace_period,json=gracePeriod,proto3" json:"grace_period,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	GracePeriod *durationpb.Duration `protobuf:"bytes,3,opt,name=grace_period,json=gracePeriod,proto3" json:"grace_period,omitempty"`
+	// The scheme of the new secret; unset keeps the endpoint's scheme.
+	// Rotating to another scheme sends both signatures during the grace.
+	SignatureScheme SignatureScheme `protobuf:"varint,4,opt,name=signature_scheme,json=signatureScheme,proto3,enum=hookline.v1.SignatureScheme" json:"signature_scheme,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RotateEndpointSecretRequest) Reset() {
@@ -1234,10 +1343,20 @@ func (x *RotateEndpointSecretRequest) GetGracePeriod() *durationpb.Duration {
 	return nil
 }
 
+func (x *RotateEndpointSecretRequest) GetSignatureScheme() SignatureScheme {
+	if x != nil {
+		return x.SignatureScheme
+	}
+	return SignatureScheme_SIGNATURE_SCHEME_UNSPECIFIED
+}
+
 type RotateEndpointSecretResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Endpoint      *Endpoint              `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
-	Secret        string                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint *Endpoint              `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	// The new secret, for V1; empty for V1A.
+	Secret string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	// The new public key ("whpk_…"), for V1A.
+	PublicKey     string `protobuf:"bytes,3,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1282,6 +1401,13 @@ func (x *RotateEndpointSecretResponse) GetEndpoint() *Endpoint {
 func (x *RotateEndpointSecretResponse) GetSecret() string {
 	if x != nil {
 		return x.Secret
+	}
+	return ""
+}
+
+func (x *RotateEndpointSecretResponse) GetPublicKey() string {
+	if x != nil {
+		return x.PublicKey
 	}
 	return ""
 }
@@ -1396,7 +1522,7 @@ var File_hookline_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x06\n" +
+	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x06\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x10\n" +
@@ -1418,7 +1544,8 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\tpaused_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\bpausedAt\x12?\n" +
 	"\bmetadata\x18\x0f \x03(\v2#.hookline.v1.Endpoint.MetadataEntryR\bmetadata\x120\n" +
 	"\x14outage_mode_disabled\x18\x10 \x01(\bR\x12outageModeDisabled\x12\x12\n" +
-	"\x04etag\x18\x11 \x01(\tR\x04etag\x1a;\n" +
+	"\x04etag\x18\x11 \x01(\tR\x04etag\x12G\n" +
+	"\x10signature_scheme\x18\x12 \x01(\x0e2\x1c.hookline.v1.SignatureSchemeR\x0fsignatureScheme\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\x04\n" +
@@ -1440,7 +1567,7 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\vJITTER_FULL\x10\x02\x12\x0f\n" +
 	"\vJITTER_NONE\x10\x03B\n" +
 	"\n" +
-	"\bschedule\"\x8a\x04\n" +
+	"\bschedule\"\xd3\x04\n" +
 	"\x15CreateEndpointRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1f\n" +
@@ -1453,18 +1580,25 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\fretry_policy\x18\b \x01(\v2\x18.hookline.v1.RetryPolicyR\vretryPolicy\x12L\n" +
 	"\bmetadata\x18\t \x03(\v20.hookline.v1.CreateEndpointRequest.MetadataEntryR\bmetadata\x120\n" +
 	"\x14outage_mode_disabled\x18\n" +
-	" \x01(\bR\x12outageModeDisabled\x1a;\n" +
+	" \x01(\bR\x12outageModeDisabled\x12G\n" +
+	"\x10signature_scheme\x18\v \x01(\x0e2\x1c.hookline.v1.SignatureSchemeR\x0fsignatureScheme\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"c\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
 	"\x16CreateEndpointResponse\x121\n" +
 	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"$\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x03 \x01(\tR\tpublicKey\"$\n" +
 	"\x12GetEndpointRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"`\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xa0\x01\n" +
 	"\x13GetEndpointResponse\x121\n" +
 	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"R\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x03 \x01(\tR\tpublicKey\x12\x1f\n" +
+	"\vpublic_keys\x18\x04 \x03(\tR\n" +
+	"publicKeys\"R\n" +
 	"\x14ListEndpointsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -1489,18 +1623,25 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\x15ResumeEndpointRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
 	"\x16ResumeEndpointResponse\x121\n" +
-	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\"\x83\x01\n" +
+	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\"\xcc\x01\n" +
 	"\x1bRotateEndpointSecretRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\x12<\n" +
-	"\fgrace_period\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vgracePeriod\"i\n" +
+	"\fgrace_period\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vgracePeriod\x12G\n" +
+	"\x10signature_scheme\x18\x04 \x01(\x0e2\x1c.hookline.v1.SignatureSchemeR\x0fsignatureScheme\"\x88\x01\n" +
 	"\x1cRotateEndpointSecretResponse\x121\n" +
 	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret*i\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x03 \x01(\tR\tpublicKey*i\n" +
 	"\x0eEndpointStatus\x12\x1f\n" +
 	"\x1bENDPOINT_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ENDPOINT_STATUS_ACTIVE\x10\x01\x12\x1a\n" +
-	"\x16ENDPOINT_STATUS_PAUSED\x10\x022\xec\x05\n" +
+	"\x16ENDPOINT_STATUS_PAUSED\x10\x02*f\n" +
+	"\x0fSignatureScheme\x12 \n" +
+	"\x1cSIGNATURE_SCHEME_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13SIGNATURE_SCHEME_V1\x10\x01\x12\x18\n" +
+	"\x14SIGNATURE_SCHEME_V1A\x10\x022\xec\x05\n" +
 	"\x0fEndpointService\x12Y\n" +
 	"\x0eCreateEndpoint\x12\".hookline.v1.CreateEndpointRequest\x1a#.hookline.v1.CreateEndpointResponse\x12P\n" +
 	"\vGetEndpoint\x12\x1f.hookline.v1.GetEndpointRequest\x1a .hookline.v1.GetEndpointResponse\x12V\n" +
@@ -1523,86 +1664,90 @@ func file_hookline_v1_endpoint_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_endpoint_proto_rawDescData
 }
 
-var file_hookline_v1_endpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_hookline_v1_endpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_hookline_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_hookline_v1_endpoint_proto_goTypes = []any{
 	(EndpointStatus)(0),                    // 0: hookline.v1.EndpointStatus
-	(RetryPolicy_Jitter)(0),                // 1: hookline.v1.RetryPolicy.Jitter
-	(*Endpoint)(nil),                       // 2: hookline.v1.Endpoint
-	(*RetryPolicy)(nil),                    // 3: hookline.v1.RetryPolicy
-	(*CreateEndpointRequest)(nil),          // 4: hookline.v1.CreateEndpointRequest
-	(*CreateEndpointResponse)(nil),         // 5: hookline.v1.CreateEndpointResponse
-	(*GetEndpointRequest)(nil),             // 6: hookline.v1.GetEndpointRequest
-	(*GetEndpointResponse)(nil),            // 7: hookline.v1.GetEndpointResponse
-	(*ListEndpointsRequest)(nil),           // 8: hookline.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),          // 9: hookline.v1.ListEndpointsResponse
-	(*UpdateEndpointRequest)(nil),          // 10: hookline.v1.UpdateEndpointRequest
-	(*UpdateEndpointResponse)(nil),         // 11: hookline.v1.UpdateEndpointResponse
-	(*DeleteEndpointRequest)(nil),          // 12: hookline.v1.DeleteEndpointRequest
-	(*DeleteEndpointResponse)(nil),         // 13: hookline.v1.DeleteEndpointResponse
-	(*PauseEndpointRequest)(nil),           // 14: hookline.v1.PauseEndpointRequest
-	(*PauseEndpointResponse)(nil),          // 15: hookline.v1.PauseEndpointResponse
-	(*ResumeEndpointRequest)(nil),          // 16: hookline.v1.ResumeEndpointRequest
-	(*ResumeEndpointResponse)(nil),         // 17: hookline.v1.ResumeEndpointResponse
-	(*RotateEndpointSecretRequest)(nil),    // 18: hookline.v1.RotateEndpointSecretRequest
-	(*RotateEndpointSecretResponse)(nil),   // 19: hookline.v1.RotateEndpointSecretResponse
-	nil,                                    // 20: hookline.v1.Endpoint.MetadataEntry
-	(*RetryPolicy_ExponentialBackoff)(nil), // 21: hookline.v1.RetryPolicy.ExponentialBackoff
-	(*RetryPolicy_DelayLadder)(nil),        // 22: hookline.v1.RetryPolicy.DelayLadder
-	nil,                                    // 23: hookline.v1.CreateEndpointRequest.MetadataEntry
-	(*durationpb.Duration)(nil),            // 24: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),          // 25: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),          // 26: google.protobuf.FieldMask
+	(SignatureScheme)(0),                   // 1: hookline.v1.SignatureScheme
+	(RetryPolicy_Jitter)(0),                // 2: hookline.v1.RetryPolicy.Jitter
+	(*Endpoint)(nil),                       // 3: hookline.v1.Endpoint
+	(*RetryPolicy)(nil),                    // 4: hookline.v1.RetryPolicy
+	(*CreateEndpointRequest)(nil),          // 5: hookline.v1.CreateEndpointRequest
+	(*CreateEndpointResponse)(nil),         // 6: hookline.v1.CreateEndpointResponse
+	(*GetEndpointRequest)(nil),             // 7: hookline.v1.GetEndpointRequest
+	(*GetEndpointResponse)(nil),            // 8: hookline.v1.GetEndpointResponse
+	(*ListEndpointsRequest)(nil),           // 9: hookline.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),          // 10: hookline.v1.ListEndpointsResponse
+	(*UpdateEndpointRequest)(nil),          // 11: hookline.v1.UpdateEndpointRequest
+	(*UpdateEndpointResponse)(nil),         // 12: hookline.v1.UpdateEndpointResponse
+	(*DeleteEndpointRequest)(nil),          // 13: hookline.v1.DeleteEndpointRequest
+	(*DeleteEndpointResponse)(nil),         // 14: hookline.v1.DeleteEndpointResponse
+	(*PauseEndpointRequest)(nil),           // 15: hookline.v1.PauseEndpointRequest
+	(*PauseEndpointResponse)(nil),          // 16: hookline.v1.PauseEndpointResponse
+	(*ResumeEndpointRequest)(nil),          // 17: hookline.v1.ResumeEndpointRequest
+	(*ResumeEndpointResponse)(nil),         // 18: hookline.v1.ResumeEndpointResponse
+	(*RotateEndpointSecretRequest)(nil),    // 19: hookline.v1.RotateEndpointSecretRequest
+	(*RotateEndpointSecretResponse)(nil),   // 20: hookline.v1.RotateEndpointSecretResponse
+	nil,                                    // 21: hookline.v1.Endpoint.MetadataEntry
+	(*RetryPolicy_ExponentialBackoff)(nil), // 22: hookline.v1.RetryPolicy.ExponentialBackoff
+	(*RetryPolicy_DelayLadder)(nil),        // 23: hookline.v1.RetryPolicy.DelayLadder
+	nil,                                    // 24: hookline.v1.CreateEndpointRequest.MetadataEntry
+	(*durationpb.Duration)(nil),            // 25: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),          // 26: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),          // 27: google.protobuf.FieldMask
 }
 var file_hookline_v1_endpoint_proto_depIdxs = []int32{
 	0,  // 0: hookline.v1.Endpoint.status:type_name -> hookline.v1.EndpointStatus
-	24, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
-	3,  // 2: hookline.v1.Endpoint.retry_policy:type_name -> hookline.v1.RetryPolicy
-	25, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	25, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	25, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
-	20, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
-	21, // 7: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
-	22, // 8: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
-	1,  // 9: hookline.v1.RetryPolicy.jitter:type_name -> hookline.v1.RetryPolicy.Jitter
-	24, // 10: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
-	24, // 11: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
-	3,  // 12: hookline.v1.CreateEndpointRequest.retry_policy:type_name -> hookline.v1.RetryPolicy
-	23, // 13: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
-	2,  // 14: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	2,  // 15: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	2,  // 16: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
-	2,  // 17: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
-	26, // 18: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	2,  // 19: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	2,  // 20: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	2,  // 21: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	24, // 22: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
-	2,  // 23: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	24, // 24: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
-	24, // 25: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
-	24, // 26: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
-	4,  // 27: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	6,  // 28: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	8,  // 29: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	10, // 30: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	12, // 31: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	14, // 32: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	16, // 33: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	18, // 34: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
-	5,  // 35: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	7,  // 36: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
-	9,  // 37: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	11, // 38: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
-	13, // 39: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
-	15, // 40: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
-	17, // 41: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
-	19, // 42: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	25, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
+	4,  // 2: hookline.v1.Endpoint.retry_policy:type_name -> hookline.v1.RetryPolicy
+	26, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	26, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	26, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
+	21, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
+	1,  // 7: hookline.v1.Endpoint.signature_scheme:type_name -> hookline.v1.SignatureScheme
+	22, // 8: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
+	23, // 9: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
+	2,  // 10: hookline.v1.RetryPolicy.jitter:type_name -> hookline.v1.RetryPolicy.Jitter
+	25, // 11: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
+	25, // 12: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
+	4,  // 13: hookline.v1.CreateEndpointRequest.retry_policy:type_name -> hookline.v1.RetryPolicy
+	24, // 14: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
+	1,  // 15: hookline.v1.CreateEndpointRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
+	3,  // 16: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	3,  // 17: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	3,  // 18: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
+	3,  // 19: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
+	27, // 20: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	3,  // 21: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	3,  // 22: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	3,  // 23: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	25, // 24: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
+	1,  // 25: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
+	3,  // 26: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
+	25, // 27: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
+	25, // 28: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
+	25, // 29: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
+	5,  // 30: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	7,  // 31: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	9,  // 32: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	11, // 33: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	13, // 34: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	15, // 35: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	17, // 36: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	19, // 37: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
+	6,  // 38: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	8,  // 39: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
+	10, // 40: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	12, // 41: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
+	14, // 42: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
+	16, // 43: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
+	18, // 44: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
+	20, // 45: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
+	38, // [38:46] is the sub-list for method output_type
+	30, // [30:38] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_endpoint_proto_init() }
@@ -1619,7 +1764,7 @@ func file_hookline_v1_endpoint_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_endpoint_proto_rawDesc), len(file_hookline_v1_endpoint_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,

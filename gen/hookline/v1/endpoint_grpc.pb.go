@@ -40,7 +40,8 @@ type EndpointServiceClient interface {
 	// "whsec_…" secret is generated; the response carries it.
 	CreateEndpoint(ctx context.Context, in *CreateEndpointRequest, opts ...grpc.CallOption) (*CreateEndpointResponse, error)
 	// GetEndpoint returns one endpoint, with its current signing secret
-	// when the caller's API key has the admin scope.
+	// (v1) when the caller's API key has the admin scope, or the public key
+	// receivers verify its signatures with (v1a).
 	GetEndpoint(ctx context.Context, in *GetEndpointRequest, opts ...grpc.CallOption) (*GetEndpointResponse, error)
 	// ListEndpoints lists the caller's endpoints ordered by id, paginated.
 	ListEndpoints(ctx context.Context, in *ListEndpointsRequest, opts ...grpc.CallOption) (*ListEndpointsResponse, error)
@@ -156,7 +157,8 @@ type EndpointServiceServer interface {
 	// "whsec_…" secret is generated; the response carries it.
 	CreateEndpoint(context.Context, *CreateEndpointRequest) (*CreateEndpointResponse, error)
 	// GetEndpoint returns one endpoint, with its current signing secret
-	// when the caller's API key has the admin scope.
+	// (v1) when the caller's API key has the admin scope, or the public key
+	// receivers verify its signatures with (v1a).
 	GetEndpoint(context.Context, *GetEndpointRequest) (*GetEndpointResponse, error)
 	// ListEndpoints lists the caller's endpoints ordered by id, paginated.
 	ListEndpoints(context.Context, *ListEndpointsRequest) (*ListEndpointsResponse, error)

@@ -829,14 +829,22 @@ func (x *EndpointRecord) GetVersion() uint64 {
 	return 0
 }
 
-// EndpointSecret is one signing secret of an endpoint.
+// EndpointSecret is one signing secret of an endpoint: an HMAC secret
+// ("whsec_…", signature scheme v1) or an ed25519 private key ("whsk_…",
+// v1a). It is kept sealed (see SealedSecret); secret holds it in the
+// clear only in records written with --insecure-plaintext-secrets (or
+// before sealing existed: `hookline secrets rekey` seals those).
 type EndpointSecret struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "whsec_" followed by base64 of the key bytes.
+	// The secret in the clear; empty when sealed is set.
 	Secret    string                 `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Unset for the current secret; set when rotated out.
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The secret sealed under a key-encryption key.
+	Sealed *SealedSecret `protobuf:"bytes,4,opt,name=sealed,proto3" json:"sealed,omitempty"`
+	// For an ed25519 key, its public key ("whpk_…"); not a secret.
+	PublicKey     string `protobuf:"bytes,5,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -892,6 +900,87 @@ func (x *EndpointSecret) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *EndpointSecret) GetSealed() *SealedSecret {
+	if x != nil {
+		return x.Sealed
+	}
+	return nil
+}
+
+func (x *EndpointSecret) GetPublicKey() string {
+	if x != nil {
+		return x.PublicKey
+	}
+	return ""
+}
+
+// SealedSecret is a secret encrypted with AES-256-GCM under one of the
+// key-encryption keys of --secrets-key-file. The additional
+// authenticated data binds it to its endpoint (tenant and endpoint id),
+// so a sealed secret copied into another endpoint's record does not open.
+type SealedSecret struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the key-encryption key, as named in the key file.
+	KeyId string `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// The 12-byte GCM nonce, random per seal.
+	Nonce []byte `protobuf:"bytes,2,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	// The sealed secret with its GCM tag.
+	Ciphertext    []byte `protobuf:"bytes,3,opt,name=ciphertext,proto3" json:"ciphertext,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealedSecret) Reset() {
+	*x = SealedSecret{}
+	mi := &file_hookline_v1_records_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealedSecret) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealedSecret) ProtoMessage() {}
+
+func (x *SealedSecret) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_records_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealedSecret.ProtoReflect.Descriptor instead.
+func (*SealedSecret) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SealedSecret) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *SealedSecret) GetNonce() []byte {
+	if x != nil {
+		return x.Nonce
+	}
+	return nil
+}
+
+func (x *SealedSecret) GetCiphertext() []byte {
+	if x != nil {
+		return x.Ciphertext
+	}
+	return nil
+}
+
 // Notice is one endpoint health notice. Topic: <prefix>notices; key:
 // endpoint_id.
 type Notice struct {
@@ -912,7 +1001,7 @@ type Notice struct {
 
 func (x *Notice) Reset() {
 	*x = Notice{}
-	mi := &file_hookline_v1_records_proto_msgTypes[5]
+	mi := &file_hookline_v1_records_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1013,7 @@ func (x *Notice) String() string {
 func (*Notice) ProtoMessage() {}
 
 func (x *Notice) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[5]
+	mi := &file_hookline_v1_records_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1026,7 @@ func (x *Notice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notice.ProtoReflect.Descriptor instead.
 func (*Notice) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Notice) GetNoticeId() string {
@@ -1025,7 +1114,7 @@ type IdempotencyRecord struct {
 
 func (x *IdempotencyRecord) Reset() {
 	*x = IdempotencyRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[6]
+	mi := &file_hookline_v1_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1126,7 @@ func (x *IdempotencyRecord) String() string {
 func (*IdempotencyRecord) ProtoMessage() {}
 
 func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[6]
+	mi := &file_hookline_v1_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1139,7 @@ func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
 func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *IdempotencyRecord) GetTenantId() string {
@@ -1186,13 +1275,22 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x0eEndpointRecord\x121\n" +
 	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x125\n" +
 	"\asecrets\x18\x02 \x03(\v2\x1b.hookline.v1.EndpointSecretR\asecrets\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x04R\aversion\"\x9e\x01\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\"\xf0\x01\n" +
 	"\x0eEndpointSecret\x12\x16\n" +
 	"\x06secret\x18\x01 \x01(\tR\x06secret\x129\n" +
 	"\n" +
 	"created_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xa3\x02\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x121\n" +
+	"\x06sealed\x18\x04 \x01(\v2\x19.hookline.v1.SealedSecretR\x06sealed\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x05 \x01(\tR\tpublicKey\"[\n" +
+	"\fSealedSecret\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x14\n" +
+	"\x05nonce\x18\x02 \x01(\fR\x05nonce\x12\x1e\n" +
+	"\n" +
+	"ciphertext\x18\x03 \x01(\fR\n" +
+	"ciphertext\"\xa3\x02\n" +
 	"\x06Notice\x12\x1b\n" +
 	"\tnotice_id\x18\x01 \x01(\tR\bnoticeId\x12+\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x17.hookline.v1.NoticeTypeR\x04type\x12\x1b\n" +
@@ -1268,7 +1366,7 @@ func file_hookline_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_hookline_v1_records_proto_goTypes = []any{
 	(DeliveryKind)(0),             // 0: hookline.v1.DeliveryKind
 	(OutcomeClass)(0),             // 1: hookline.v1.OutcomeClass
@@ -1280,44 +1378,46 @@ var file_hookline_v1_records_proto_goTypes = []any{
 	(*DeadLetter)(nil),            // 7: hookline.v1.DeadLetter
 	(*EndpointRecord)(nil),        // 8: hookline.v1.EndpointRecord
 	(*EndpointSecret)(nil),        // 9: hookline.v1.EndpointSecret
-	(*Notice)(nil),                // 10: hookline.v1.Notice
-	(*IdempotencyRecord)(nil),     // 11: hookline.v1.IdempotencyRecord
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
-	(*Endpoint)(nil),              // 14: hookline.v1.Endpoint
-	(*DeliveryRef)(nil),           // 15: hookline.v1.DeliveryRef
+	(*SealedSecret)(nil),          // 10: hookline.v1.SealedSecret
+	(*Notice)(nil),                // 11: hookline.v1.Notice
+	(*IdempotencyRecord)(nil),     // 12: hookline.v1.IdempotencyRecord
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
+	(*Endpoint)(nil),              // 15: hookline.v1.Endpoint
+	(*DeliveryRef)(nil),           // 16: hookline.v1.DeliveryRef
 }
 var file_hookline_v1_records_proto_depIdxs = []int32{
-	12, // 0: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
-	12, // 1: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
-	12, // 2: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
-	12, // 3: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
+	13, // 0: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
+	13, // 1: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
+	13, // 2: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
+	13, // 3: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
 	0,  // 4: hookline.v1.Delivery.kind:type_name -> hookline.v1.DeliveryKind
-	13, // 5: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
-	12, // 6: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
+	14, // 5: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
+	13, // 6: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
 	1,  // 7: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
-	13, // 8: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
-	12, // 9: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
+	14, // 8: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
+	13, // 9: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
 	2,  // 10: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
-	12, // 11: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
+	13, // 11: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
 	5,  // 12: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
 	6,  // 13: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
-	12, // 14: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	14, // 15: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
+	13, // 14: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	15, // 15: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
 	9,  // 16: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
-	12, // 17: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
-	12, // 18: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 19: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
-	12, // 20: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	4,  // 21: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
-	15, // 22: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
-	12, // 23: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
-	12, // 24: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	13, // 17: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
+	13, // 18: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 19: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
+	3,  // 20: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
+	13, // 21: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	4,  // 22: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
+	16, // 23: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
+	13, // 24: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
+	13, // 25: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }
@@ -1333,7 +1433,7 @@ func file_hookline_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_records_proto_rawDesc), len(file_hookline_v1_records_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

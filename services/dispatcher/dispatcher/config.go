@@ -5,13 +5,15 @@ import (
 
 	"github.com/hookline/hookline/platform/health"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/keyring"
 )
 
 // Config is the dispatcher's configuration, read by platform/config from
 // flags and HOOKLINE_* environment variables.
 type Config struct {
-	Kafka  hkafka.Config
-	Health health.Config
+	Kafka   hkafka.Config
+	Health  health.Config
+	Secrets keyring.Config
 
 	Group           string        `flag:"group" env:"HOOKLINE_DISPATCHER_GROUP" default:"hookline-dispatcher" usage:"Kafka consumer group of the dispatchers"`
 	TransactionalID string        `flag:"transactional-id" env:"HOOKLINE_DISPATCHER_TRANSACTIONAL_ID" usage:"Kafka transactional id, unique and stable per dispatcher instance (default: hookline-dispatcher-<hostname>)"`

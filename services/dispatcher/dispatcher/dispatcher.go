@@ -132,6 +132,10 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		// delivery's history and resend are read from.
 		return nil, fmt.Errorf("dispatcher: --max-hold (%v) must be above 0 and below --topic-retention (%v)", cfg.MaxHold, cfg.Kafka.Retention)
 	}
+	keys, err := cfg.Secrets.Keyring()
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: %w", err)
+	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
 	s := &Service{
@@ -142,7 +146,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		store:        endpoints.NewStore(),
 		topics:       cfg.Kafka.Topics(),
 		rcv:          newReceivers(),
-		signers:      newSigners(),
+		signers:      newSigners(keys),
 		notices:      newNoticeView(),
 		pauseOutcome: defaultPauseOutcome,
 		probe:        &health.Probe{},

@@ -12,6 +12,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/backoff"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
@@ -225,6 +226,22 @@ func (s *Service) syncEndpoints(ctx context.Context) error {
 	}
 }
 
+// holdUnsigned holds d, whose endpoint's secret cannot be used (sealed
+// under a key the key file lacks, or not opening): an operator's fix
+// (the key back in --secrets-key-file, a restart) sends it on, so no
+// attempt is spent and nothing is dead-lettered meanwhile. It looks
+// again every --outage-recheck and ends EXPIRED after --max-hold, like
+// every hold.
+func (s *Service) holdUnsigned(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, id string, err error) []*kgo.Record {
+	now := s.now()
+	if end := s.endHold(ctx, d, now); end != nil {
+		return end
+	}
+	s.log.ErrorContext(ctx, "endpoint secret unusable; delivery held", "endpoint_id", id, "delivery_id", d.GetDeliveryId(), "err", err)
+	s.deferred(ctx, "secret_unusable")
+	return s.deferTo(r, d, s.holdUntil(d, now, now.Add(s.cfg.OutageRecheck)))
+}
+
 // syncTimeout bounds one sync of the endpoints view.
 const syncTimeout = 10 * time.Second
 
@@ -242,6 +259,9 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 		defer func() { s.rcv.probed(id, probeEnd, probeWait) }()
 	}
 	signer, err := s.signers.get(ep, now)
+	if errors.Is(err, keyring.ErrUnknownKey) || errors.Is(err, keyring.ErrNotOpened) {
+		return s.holdUnsigned(ctx, r, d, id, err)
+	}
 	if err != nil {
 		panic(fmt.Sprintf("endpoint %s has no usable secret: %v", id, err))
 	}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/config"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/platform/sign"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
@@ -31,6 +34,10 @@ func newTestService(t testing.TB, opts ...Option) *Service {
 	}
 	cfg.AllowPrivate = true
 	cfg.RateLimit = 0 // these tests attempt one endpoint many times at one instant
+	cfg.Secrets.KeyFile = filepath.Join(t.TempDir(), "secrets.keys")
+	if err := os.WriteFile(cfg.Secrets.KeyFile, []byte(testKeyLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s, err := New(cfg, append([]Option{WithRandSeed(42)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -38,13 +45,32 @@ func newTestService(t testing.TB, opts ...Option) *Service {
 	return s
 }
 
+// testKeyLine is the key file of every test Service; testKeys seals
+// the secrets of the endpoints tests make with it.
+var (
+	testKeyLine = keyring.NewKeyLine(time.Unix(0, 0))
+	testKeys    = func() *keyring.Keyring {
+		k, err := keyring.Parse([]byte(testKeyLine))
+		if err != nil {
+			panic(err)
+		}
+		return k
+	}()
+)
+
+// endpoint returns endpoint ep_1 of tenant "t" with secrets sealed as
+// ingest seals them.
 func endpoint(url string, secrets ...string) *hooklinev1.EndpointRecord {
 	rec := &hooklinev1.EndpointRecord{
 		Endpoint: &hooklinev1.Endpoint{Id: "ep_1", TenantId: "t", Url: url, Status: hooklinev1.EndpointStatus_ENDPOINT_STATUS_ACTIVE},
 		Version:  1,
 	}
 	for _, sec := range secrets {
-		rec.Secrets = append(rec.Secrets, &hooklinev1.EndpointSecret{Secret: sec})
+		es, err := testKeys.Seal("t", "ep_1", sec, time.Unix(0, 0))
+		if err != nil {
+			panic(err)
+		}
+		rec.Secrets = append(rec.Secrets, es)
 	}
 	return rec
 }

@@ -25,6 +25,7 @@ func TestNoticeWebhookHasItsOwnAllowList(t *testing.T) {
 		t.Fatal(err)
 	}
 	base.NoticeWebhookURL, base.NoticeWebhookSecret = rx.URL, sign.GenerateSecret()
+	base.Secrets.InsecurePlaintext = true // unit tests: no key file
 	tests := []struct {
 		name      string
 		configure func(*Config)

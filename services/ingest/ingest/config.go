@@ -4,12 +4,14 @@ import (
 	"time"
 
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/keyring"
 )
 
 // Config is ingest's configuration, read by platform/config from flags
 // and HOOKLINE_* environment variables.
 type Config struct {
-	Kafka hkafka.Config
+	Kafka   hkafka.Config
+	Secrets keyring.Config
 
 	GRPCAddr string   `flag:"grpc-addr" env:"HOOKLINE_GRPC_ADDR" default:"127.0.0.1:7070" usage:"gRPC listen address"`
 	APIKeys  []string `flag:"api-keys" env:"HOOKLINE_API_KEYS" usage:"API keys, comma-separated tenant:[scope:]key or tenant:[scope:]sha256:<hex>; scope is publish, read or admin (the default); fixed until restart"`

@@ -15,7 +15,6 @@ import (
 	"github.com/hookline/hookline/platform/filter"
 	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
-	"github.com/hookline/hookline/platform/sign"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc/codes"
@@ -205,12 +204,11 @@ func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndp
 			return nil, err
 		}
 	}
-	secret := req.GetSecret()
-	if secret == "" {
-		secret = sign.GenerateSecret()
-	} else if _, err := sign.ParseSecret(secret); err != nil {
-		return nil, invalid("secret", "%v", err)
+	scheme, err := givenSecret("secret", req.GetSecret(), req.GetSignatureScheme())
+	if err != nil {
+		return nil, err
 	}
+	secret := newSecret(req.GetSecret(), scheme)
 
 	// Creates of one tenant are serialised (in this process) for its
 	// endpoint limit; nothing else waits for them.
@@ -240,16 +238,22 @@ func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndp
 			Metadata:           req.GetMetadata(),
 			OutageModeDisabled: req.GetOutageModeDisabled(),
 		},
-		Secrets: []*hooklinev1.EndpointSecret{{Secret: secret, CreatedAt: now}},
 		Version: 1,
 	}
+	es, err := s.seal(rec, secret, now.AsTime())
+	if err != nil {
+		return nil, err
+	}
+	rec.Secrets = []*hooklinev1.EndpointSecret{es}
+	rec.Endpoint.SignatureScheme = schemeOf(es)
 	if err := s.writeEndpoint(ctx, rec.GetEndpoint().GetId(), rec); err != nil {
 		if errors.Is(err, endpoints.ErrLost) { // a fresh id cannot lose
 			return nil, status.Errorf(codes.Internal, "endpoint id %s taken", rec.GetEndpoint().GetId())
 		}
 		return nil, err
 	}
-	return &hooklinev1.CreateEndpointResponse{Endpoint: withEtag(rec), Secret: secret}, nil
+	shownSecret, publicKey := shown(es, secret)
+	return &hooklinev1.CreateEndpointResponse{Endpoint: withEtag(rec), Secret: shownSecret, PublicKey: publicKey}, nil
 }
 
 // writeEndpoint writes rec (nil: a tombstone) as endpoint id's next
@@ -319,13 +323,6 @@ func (s *Service) owned(ctx context.Context, id string) (*hooklinev1.EndpointRec
 	return rec, nil
 }
 
-func currentSecret(rec *hooklinev1.EndpointRecord) string {
-	if len(rec.GetSecrets()) == 0 {
-		return ""
-	}
-	return rec.GetSecrets()[0].GetSecret()
-}
-
 // readBarrier makes a read see every endpoint change committed before the
 // call began, through any replica (the rounds are shared with publishes).
 func (s *Service) readBarrier(ctx context.Context) error {
@@ -343,11 +340,18 @@ func (s *Service) GetEndpoint(ctx context.Context, req *hooklinev1.GetEndpointRe
 	if err != nil {
 		return nil, err
 	}
-	resp := &hooklinev1.GetEndpointResponse{Endpoint: withEtag(rec)}
-	// A signing secret lets its holder forge deliveries: only admin keys
-	// read it.
-	if apikey.PrincipalFrom(ctx).Scope == apikey.ScopeAdmin {
-		resp.Secret = currentSecret(rec)
+	resp := &hooklinev1.GetEndpointResponse{Endpoint: withEtag(rec), PublicKeys: publicKeys(rec, s.now())}
+	if cur := rec.GetSecrets(); len(cur) > 0 {
+		secret := ""
+		// A signing secret lets its holder forge deliveries: only admin
+		// keys read it. A V1A private key is never answered; its public
+		// key is public.
+		if cur[0].GetPublicKey() == "" && apikey.PrincipalFrom(ctx).Scope == apikey.ScopeAdmin {
+			if secret, err = s.open(rec, cur[0]); err != nil {
+				return nil, err
+			}
+		}
+		resp.Secret, resp.PublicKey = shown(cur[0], secret)
 	}
 	return resp, nil
 }
@@ -553,11 +557,13 @@ func (s *Service) ResumeEndpoint(ctx context.Context, req *hooklinev1.ResumeEndp
 }
 
 func (s *Service) RotateEndpointSecret(ctx context.Context, req *hooklinev1.RotateEndpointSecretRequest) (*hooklinev1.RotateEndpointSecretResponse, error) {
-	secret := req.GetSecret()
-	if secret == "" {
-		secret = sign.GenerateSecret()
-	} else if _, err := sign.ParseSecret(secret); err != nil {
-		return nil, invalid("secret", "%v", err)
+	given := req.GetSecret()
+	scheme := req.GetSignatureScheme()
+	if given != "" || scheme != hooklinev1.SignatureScheme_SIGNATURE_SCHEME_UNSPECIFIED {
+		var err error
+		if scheme, err = givenSecret("secret", given, scheme); err != nil {
+			return nil, err
+		}
 	}
 	grace := defaultGrace
 	if g := req.GetGracePeriod(); g != nil {
@@ -566,25 +572,32 @@ func (s *Service) RotateEndpointSecret(ctx context.Context, req *hooklinev1.Rota
 		}
 		grace = g.AsDuration()
 	}
+	var secret string
+	var cur *hooklinev1.EndpointSecret
 	rec, err := s.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
-		now := s.now()
-		kept := []*hooklinev1.EndpointSecret{{Secret: secret, CreatedAt: timestamppb.New(now)}}
-		for i, old := range rec.GetSecrets() {
-			if old.GetSecret() == secret {
+		if given != "" {
+			dup, err := s.holds(rec, given)
+			if err != nil {
+				return err
+			}
+			if dup {
 				return invalid("secret", "is already one of the endpoint's secrets")
 			}
-			if i == 0 {
-				old.ExpiresAt = timestamppb.New(now.Add(grace))
-			}
-			if exp := old.GetExpiresAt(); exp.AsTime().After(now) {
-				kept = append(kept, old)
-			}
 		}
-		rec.Secrets = kept
+		sch := scheme
+		if sch == hooklinev1.SignatureScheme_SIGNATURE_SCHEME_UNSPECIFIED {
+			sch = rec.GetEndpoint().GetSignatureScheme()
+		}
+		secret = newSecret(given, sch)
+		if err := s.rotate(rec, secret, grace, s.now()); err != nil {
+			return err
+		}
+		cur = rec.GetSecrets()[0]
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &hooklinev1.RotateEndpointSecretResponse{Endpoint: withEtag(rec), Secret: secret}, nil
+	shownSecret, publicKey := shown(cur, secret)
+	return &hooklinev1.RotateEndpointSecretResponse{Endpoint: withEtag(rec), Secret: shownSecret, PublicKey: publicKey}, nil
 }

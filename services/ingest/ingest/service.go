@@ -27,6 +27,7 @@ import (
 	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/ingest/apikey"
@@ -52,16 +53,19 @@ type Service struct {
 	hooklinev1.UnimplementedEndpointServiceServer
 	hooklinev1.UnimplementedDeliveryServiceServer
 
-	cfg    Config
-	log    *slog.Logger
-	now    func() time.Time
-	keys   *apikey.Keys
-	tls    *tls.Config // nil: plaintext
-	guard  *netguard.Policy
-	store  *endpoints.Store
-	topics hkafka.Topics
-	ln     net.Listener
-	lookup func(ctx context.Context, host string) ([]net.IP, error)
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	keys  *apikey.Keys
+	tls   *tls.Config // nil: plaintext
+	guard *netguard.Policy
+	// keyring seals the endpoint secrets this service writes and opens
+	// the ones it answers.
+	keyring *keyring.Keyring
+	store   *endpoints.Store
+	topics  hkafka.Topics
+	ln      net.Listener
+	lookup  func(ctx context.Context, host string) ([]net.IP, error)
 
 	kafka *kgo.Client // set by Run
 	// instanceID names this process in the idempotency claims it writes.
@@ -136,13 +140,18 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if _, err := cfg.Kafka.ProducerOpts(); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
+	kr, err := cfg.Secrets.Keyring()
+	if err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
 	s := &Service{
-		cfg:    cfg,
-		log:    slog.Default(),
-		now:    time.Now,
-		guard:  guard,
-		store:  endpoints.NewStore(),
-		topics: cfg.Kafka.Topics(),
+		keyring: kr,
+		cfg:     cfg,
+		log:     slog.Default(),
+		now:     time.Now,
+		guard:   guard,
+		store:   endpoints.NewStore(),
+		topics:  cfg.Kafka.Topics(),
 		lookup: func(ctx context.Context, host string) ([]net.IP, error) {
 			return net.DefaultResolver.LookupIP(ctx, "ip", host)
 		},

@@ -30,6 +30,7 @@ func newURLTestService(t *testing.T, configure func(*Config)) *Service {
 		t.Fatal(err)
 	}
 	cfg.APIKeys = []string{"acme:" + acmeKey, "other:" + otherKey}
+	cfg.Secrets.InsecurePlaintext = true // unit tests: no key file
 	configure(&cfg)
 	s, err := New(cfg, WithResolver(func(_ context.Context, host string) ([]net.IP, error) {
 		return map[string][]net.IP{
