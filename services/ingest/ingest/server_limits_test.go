@@ -53,7 +53,7 @@ func TestPublishRateLimitIsPerTenantWithARetryDelay(t *testing.T) {
 		_, err := events.PublishEvent(ctx, &hooklinev1.PublishEventRequest{EventType: "a.b"})
 		return err
 	}
-	const acme, other = "hk_test_key_0123456789", "hk_test_key_9876543210"
+	acme, other := acmeKey, otherKey
 	for range 2 {
 		if err := publish(acme); status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("within the burst: %v, want the handler's InvalidArgument", err)
