@@ -1,13 +1,9 @@
 package ingest
 
 import (
+	"fmt"
 	"sync"
 	"time"
-
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // callOverhead is what a PublishEvent call is charged beyond its payload
@@ -58,11 +54,7 @@ func (a *admission) release(n int64) {
 
 // pushBack is the status of a call refused by admission.
 func (a *admission) pushBack(n int64) error {
-	st := status.Newf(codes.ResourceExhausted,
+	return retryLater(pushBackDelay, fmt.Sprintf(
 		"ingest holds its limit of %d bytes of publishes not yet confirmed by Kafka (--max-in-flight-bytes); this call needs %d: retry after the RetryInfo delay, with the same idempotency key",
-		a.limit, n)
-	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(pushBackDelay)}); err == nil {
-		st = d
-	}
-	return st.Err()
+		a.limit, n))
 }
