@@ -26,10 +26,12 @@ type admission struct {
 	used  int64
 }
 
-// cost is what a call is charged: its payload once as received and once
-// per delivery record it writes.
+// cost is what a call is charged: its payload once as received, and its
+// delivery records, which a fan-out holds at most fanOutWindow of at
+// once (or one record, when larger) until Kafka acknowledges them.
 func cost(payloadBytes, endpoints int) int64 {
-	return int64(payloadBytes)*int64(1+endpoints) + callOverhead
+	records := min(int64(payloadBytes)*int64(endpoints), max(fanOutWindow, int64(payloadBytes)))
+	return int64(payloadBytes) + records + callOverhead
 }
 
 // admit charges n bytes, or refuses them when they would pass the limit.
