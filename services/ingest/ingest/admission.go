@@ -2,14 +2,10 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
-
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // callOverhead is what a PublishEvent call is charged beyond its payload
@@ -47,10 +43,12 @@ type waiter struct {
 	ready chan struct{} // closed once admitted
 }
 
-// cost is what a call is charged: its payload once as received and once
-// per delivery record it writes.
+// cost is what a call is charged: its payload once as received, and its
+// delivery records, which a fan-out holds at most fanOutWindow of at
+// once (or one record, when larger) until Kafka acknowledges them.
 func cost(payloadBytes, endpoints int) int64 {
-	return int64(payloadBytes)*int64(1+endpoints) + callOverhead
+	records := min(int64(payloadBytes)*int64(endpoints), max(fanOutWindow, int64(payloadBytes)))
+	return int64(payloadBytes) + records + callOverhead
 }
 
 // fits reports whether n more bytes may be admitted now. A call larger
@@ -121,11 +119,7 @@ func (a *admission) release(n int64) {
 
 // pushBack is the status of a call refused by admission.
 func (a *admission) pushBack(n int64) error {
-	st := status.Newf(codes.ResourceExhausted,
+	return retryLater(pushBackDelay, fmt.Sprintf(
 		"ingest holds its limit of %d bytes of publishes not yet confirmed by Kafka (--max-in-flight-bytes); this call needs %d: retry after the RetryInfo delay, with the same idempotency key",
-		a.limit, n)
-	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(pushBackDelay)}); err == nil {
-		st = d
-	}
-	return st.Err()
+		a.limit, n))
 }

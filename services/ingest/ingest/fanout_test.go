@@ -150,3 +150,22 @@ func BenchmarkFanOut(b *testing.B) {
 		b.ReportMetric(float64(br.peak)/(1<<20), "peak-MiB")
 	})
 }
+
+// Admission charges a publish what it holds: the payload, and its
+// records up to the fan-out window, not one copy per endpoint.
+func TestAdmissionChargesAFanOutAtMostItsWindow(t *testing.T) {
+	tests := []struct {
+		payload, endpoints int
+		want               int64
+	}{
+		{100, 3, 100 + 300 + callOverhead},
+		{256 << 10, 256, 256<<10 + fanOutWindow + callOverhead},
+		{8 << 20, 2, 8<<20 + 8<<20 + callOverhead}, // one record larger than the window
+		{1000, 0, 1000 + callOverhead},
+	}
+	for _, tt := range tests {
+		if got := cost(tt.payload, tt.endpoints); got != tt.want {
+			t.Errorf("cost(%d, %d) = %d, want %d", tt.payload, tt.endpoints, got, tt.want)
+		}
+	}
+}

@@ -73,11 +73,17 @@ func (l *publishLimits) unaryInterceptor(ctx context.Context, req any, info *grp
 	// Whole milliseconds, rounded up: a client that waits exactly this
 	// finds a token.
 	wait = time.Duration(math.Ceil(float64(wait)/float64(time.Millisecond))) * time.Millisecond
-	st := status.Newf(codes.ResourceExhausted, "tenant is over its PublishEvent rate (%v per second, bursts of %d); retry in %v", float64(l.rate), l.burst, wait)
-	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}); err == nil {
+	return nil, retryLater(wait, fmt.Sprintf("tenant is over its PublishEvent rate (%v per second, bursts of %d); retry in %v", float64(l.rate), l.burst, wait))
+}
+
+// retryLater is a RESOURCE_EXHAUSTED status saying msg, with a
+// google.rpc.RetryInfo detail asking the client to retry after delay.
+func retryLater(delay time.Duration, msg string) error {
+	st := status.New(codes.ResourceExhausted, msg)
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)}); err == nil {
 		st = d
 	}
-	return nil, st.Err()
+	return st.Err()
 }
 
 // checkLimits validates the limits and quotas of cfg.
