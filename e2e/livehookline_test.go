@@ -22,8 +22,8 @@ type liveHookline struct {
 }
 
 // serviceSecretsArgs are the flags the standalone services get for the
-// endpoint secrets at rest.
-var serviceSecretsArgs = []string{}
+// endpoint secrets at rest: the suite's key file (made by TestMain).
+func serviceSecretsArgs() []string { return []string{"--secrets-key-file", testKeyFile} }
 
 // startLiveHookline starts bin/hookline dev on free loopback ports (with
 // HOOKLINE_TEST_KAFKA unset or "kfake"), or else bin/scheduler,
@@ -42,7 +42,7 @@ func startLiveHookline(t *testing.T, root string) liveHookline {
 	} else {
 		prefix := "polyglot" + randomHex(4) + "."
 		h.kafkaAddr, h.resultsTopic = v, prefix+"results"
-		common := slices.Concat([]string{"--kafka-brokers", v, "--topic-prefix", prefix, "--log-level", "warn"}, serviceSecretsArgs)
+		common := slices.Concat([]string{"--kafka-brokers", v, "--topic-prefix", prefix, "--log-level", "warn"}, serviceSecretsArgs())
 		procs = append(procs,
 			startHooklineProc(t, root, "scheduler", slices.Concat(common,
 				[]string{"--group", prefix + "scheduler", "--transactional-id", prefix + "scheduler"})...),
