@@ -249,8 +249,8 @@ chaos: chaos-bin ## crash suite on a 3-broker Kafka 4.4 (CHAOS_NODES=1 for one):
 	bin/chaos --nodes $(CHAOS_NODES) --out bin/chaos/results.md $(CHAOS_FLAGS)
 
 .PHONY: test-crash
-test-crash: chaos-bin ## the short crash run of make test: one broker; kill -9 a dispatcher, an ingest, then the broker under load; ledger check
-	bin/chaos --nodes 1 --scenarios quick --load 40s --settle 90s --out bin/chaos/quick.md
+test-crash: chaos-bin ## the short crash run of make test: one broker; kill -9 a dispatcher, an ingest, then the broker under load; a rolling upgrade of every process; ledger check
+	bin/chaos --nodes 1 --scenarios quick,rolling-upgrade --load 40s --settle 90s --out bin/chaos/quick.md
 
 ## ---- tracing -----------------------------------------------------------
 
