@@ -43,6 +43,8 @@ func TestHealthEndpoints(t *testing.T) {
 		c.dispatcher.Health = health.Config{Addr: daddr}
 		c.scheduler.Health = health.Config{Addr: saddr}
 	})
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	for _, addr := range []string{daddr, saddr} {
 		deadline := time.Now().Add(waitFor)
 		for {
@@ -59,7 +61,7 @@ func TestHealthEndpoints(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s not ready within %v: %d %q %v", addr, waitFor, code, body, err)
 			}
-			time.Sleep(50 * time.Millisecond)
+			<-tick.C
 		}
 		if code, body, err := getHealth(addr, "/healthz"); err != nil || code != http.StatusOK || body != "alive" {
 			t.Fatalf("%s /healthz = %d %q %v", addr, code, body, err)

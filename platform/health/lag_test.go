@@ -70,6 +70,8 @@ func TestProbeCaughtUpThroughKafka(t *testing.T) {
 		}
 	}()
 	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		gs, err := adm.DescribeGroups(t.Context(), "g")
 		if err == nil && gs["g"].State == "Stable" {
@@ -78,7 +80,7 @@ func TestProbeCaughtUpThroughKafka(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("group g not Stable within 30 s: %v %v", gs, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		<-tick.C
 	}
 
 	p.Assigned(map[string][]int32{"d": {1}}) // a new assignment: checked again
