@@ -35,6 +35,7 @@ func TestEndpointSecrets(t *testing.T) {
 	t.Run("TheEndpointsTopicHoldsNoSecretBytes", func(t *testing.T) { endpointsTopicHoldsNoSecretBytes(t, st) })
 	t.Run("V1ADeliveryVerifiesWithNodeAgainstTheServedPublicKey", func(t *testing.T) { v1aDeliveryVerifiesWithNode(t, st) })
 	t.Run("RotationBeyondTheActiveSecretLimitIsRefused", func(t *testing.T) { rotationBeyondTheLimitIsRefused(t, st) })
+	t.Run("V1AKeysRotateAndAV1EndpointSwitchesToV1A", func(t *testing.T) { v1aKeysRotate(t, st) })
 }
 
 // endpointsTopicHoldsNoSecretBytes creates, rotates and signs with
@@ -245,5 +246,39 @@ func TestServicesRefuseToStartWithoutASecretsKey(t *testing.T) {
 	}
 	if _, err := dispatcher.New(dc); err != nil {
 		t.Errorf("dispatcher with --insecure-plaintext-secrets: %v", err)
+	}
+}
+
+// v1aKeysRotate: rotating a v1a endpoint makes a new key pair and keeps
+// the old public key served while it still signs; rotating a v1
+// endpoint with SIGNATURE_SCHEME_V1A switches it, its old HMAC secret
+// signing beside the new key during the grace period.
+func v1aKeysRotate(t *testing.T, st *stack) {
+	v1a := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: "http://127.0.0.1:9/hooks", EventTypes: []string{"none.ever"}, SignatureScheme: hooklinev1.SignatureScheme_SIGNATURE_SCHEME_V1A})
+	rot, err := st.endpoints().RotateEndpointSecret(st.ctx(), &hooklinev1.RotateEndpointSecretRequest{Id: v1a.GetEndpoint().GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rot.GetSecret() != "" || rot.GetPublicKey() == "" || rot.GetPublicKey() == v1a.GetPublicKey() {
+		t.Fatalf("v1a rotation answered secret %q, public key %q (was %q): want a new public key only", rot.GetSecret(), rot.GetPublicKey(), v1a.GetPublicKey())
+	}
+	got, err := st.endpoints().GetEndpoint(st.ctx(), &hooklinev1.GetEndpointRequest{Id: v1a.GetEndpoint().GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys := got.GetPublicKeys(); len(keys) != 2 || keys[0] != rot.GetPublicKey() || keys[1] != v1a.GetPublicKey() {
+		t.Fatalf("public_keys %v, want the new then the old key", keys)
+	}
+
+	v1 := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: "http://127.0.0.1:9/hooks", EventTypes: []string{"none.ever"}})
+	sw, err := st.endpoints().RotateEndpointSecret(st.ctx(), &hooklinev1.RotateEndpointSecretRequest{Id: v1.GetEndpoint().GetId(), SignatureScheme: hooklinev1.SignatureScheme_SIGNATURE_SCHEME_V1A})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sw.GetEndpoint().GetSignatureScheme() != hooklinev1.SignatureScheme_SIGNATURE_SCHEME_V1A || sw.GetPublicKey() == "" || sw.GetSecret() != "" {
+		t.Fatalf("switch to v1a: %v", sw)
+	}
+	if _, err := st.endpoints().RotateEndpointSecret(st.ctx(), &hooklinev1.RotateEndpointSecretRequest{Id: v1.GetEndpoint().GetId(), Secret: sign.GenerateSecret(), SignatureScheme: hooklinev1.SignatureScheme_SIGNATURE_SCHEME_V1A}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a whsec_ secret for scheme V1A: %v, want INVALID_ARGUMENT", err)
 	}
 }
