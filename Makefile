@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-MODULES := gen platform services/ingest services/dispatcher services/scheduler cmd/hookline e2e bench deploy
+MODULES := gen platform sdk services/ingest services/dispatcher services/scheduler cmd/hookline e2e bench deploy
 TOOLS   := $(CURDIR)/bin/tools
 export PATH := $(TOOLS):$(PATH)
 

@@ -13,10 +13,8 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/config"
 	"github.com/hookline/hookline/platform/tlsconf"
+	sdk "github.com/hookline/hookline/sdk/client"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -39,28 +37,31 @@ type client struct {
 	conn *grpc.ClientConn
 }
 
+// call bounds one command's call, its retries included, by --timeout.
 func (c *client) call(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.cfg.APIKey)
 	return context.WithTimeout(ctx, c.cfg.Timeout)
 }
 
+// dial connects through the Go SDK: the API key on every call, and its
+// retry discipline (transient codes only, full jitter, the server's
+// delay, one idempotency key per publish) within --timeout.
 func dial(cfg Conn) (*client, error) {
 	if cfg.APIKey == "" {
 		return nil, errors.New("no API key: pass --api-key or set HOOKLINE_API_KEY (hookline dev prints one)")
 	}
-	creds := insecure.NewCredentials()
+	opts := []sdk.Option{sdk.WithAPIKey(cfg.APIKey), sdk.WithInsecure(), sdk.WithRetryPolicy(sdk.RetryPolicy{MaxElapsed: cfg.Timeout})}
 	if cfg.TLS || cfg.CA != "" || cfg.Cert != "" || cfg.Key != "" {
 		tc, err := tlsconf.Client(cfg.CA, cfg.Cert, cfg.Key)
 		if err != nil {
 			return nil, fmt.Errorf("--ca, --cert, --key: %w", err)
 		}
-		creds = credentials.NewTLS(tc)
+		opts = append(opts, sdk.WithTLS(tc))
 	}
-	conn, err := grpc.NewClient(cfg.Addr, grpc.WithTransportCredentials(creds))
+	c, err := sdk.Dial(cfg.Addr, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", cfg.Addr, err)
+		return nil, err
 	}
-	return &client{cfg: cfg, conn: conn}, nil
+	return &client{cfg: cfg, conn: c.Conn()}, nil
 }
 
 // parse loads cfg (a pointer to a struct embedding Conn or not)
@@ -233,7 +234,7 @@ type publishFlags struct {
 	Type      string   `flag:"type" usage:"event type, e.g. invoice.paid (required)"`
 	Data      string   `flag:"data" usage:"JSON payload, or @file to read it from a file, or @- for stdin (required)"`
 	Endpoints []string `flag:"endpoints" usage:"deliver only to these endpoint ids, comma-separated"`
-	Key       string   `flag:"idempotency-key" usage:"idempotency key: a repeat with the same key and event returns the first result"`
+	Key       string   `flag:"idempotency-key" usage:"idempotency key: a repeat with the same key and event returns the first result (default: a fresh key, reused on every retry of this publish)"`
 }
 
 func runPublish(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
