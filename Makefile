@@ -15,6 +15,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GRPC_VER   := v1.6.2
 GOLANGCI_VERSION      := v2.15.0
 HELM_VERSION          := v3.22.0
+GRPC_GATEWAY_VERSION  := v2.33.0
 
 # The real-broker tier: Apache Kafka 4.4 started by scripts/kafka.sh.
 REAL_KAFKA := 127.0.0.1:19092
@@ -37,17 +38,21 @@ $(TOOLS)/protoc-gen-go-grpc:
 	GOBIN=$(TOOLS) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GRPC_VER)
 $(TOOLS)/golangci-lint:
 	GOBIN=$(TOOLS) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+$(TOOLS)/protoc-gen-grpc-gateway:
+	GOBIN=$(TOOLS) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION)
+$(TOOLS)/protoc-gen-openapiv2:
+	GOBIN=$(TOOLS) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
 # helm: helm lint in make lint, helm template in the chart's tests.
 $(TOOLS)/helm:
 	GOBIN=$(TOOLS) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 .PHONY: tools
-tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/golangci-lint $(TOOLS)/helm ## install the pinned tools into bin/tools
+tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-grpc-gateway $(TOOLS)/protoc-gen-openapiv2 $(TOOLS)/golangci-lint $(TOOLS)/helm ## install the pinned tools into bin/tools
 
 ## ---- build and run -----------------------------------------------------
 
 .PHONY: gen
-gen: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## regenerate gen/ from proto/
+gen: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-grpc-gateway $(TOOLS)/protoc-gen-openapiv2 ## regenerate gen/ from proto/ (Go, gRPC, the HTTP/JSON gateway, gen/openapiv2/hookline.swagger.json)
 	buf generate
 
 .PHONY: gen-check

@@ -90,7 +90,7 @@ type stack struct {
 	t      *testing.T
 	kafka  hkafka.Config
 	conn   *grpc.ClientConn
-	addr   string // ingest's gRPC address
+	addr   string // ingest's port: gRPC and HTTP/JSON
 	apiKey string
 	topics hkafka.Topics
 	admin  *kadm.Client

@@ -7,6 +7,7 @@
 package hooklinev1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -872,7 +873,7 @@ var File_hookline_v1_delivery_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/delivery.proto\x12\vhookline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookline/v1/records.proto\"\xac\x03\n" +
+	"\x1ahookline/v1/delivery.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookline/v1/records.proto\"\xac\x03\n" +
 	"\x0eDeliveryStatus\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -949,14 +950,14 @@ const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1f\n" +
 	"\vdelivery_id\x18\x02 \x01(\tR\n" +
 	"deliveryId\x122\n" +
-	"\x06result\x18\x03 \x01(\v2\x1a.hookline.v1.AttemptResultR\x06result2\x9a\x04\n" +
-	"\x0fDeliveryService\x12G\n" +
-	"\bGetEvent\x12\x1c.hookline.v1.GetEventRequest\x1a\x1d.hookline.v1.GetEventResponse\x12Y\n" +
-	"\x0eListDeliveries\x12\".hookline.v1.ListDeliveriesRequest\x1a#.hookline.v1.ListDeliveriesResponse\x12P\n" +
-	"\vGetDelivery\x12\x1f.hookline.v1.GetDeliveryRequest\x1a .hookline.v1.GetDeliveryResponse\x12Y\n" +
-	"\x0eResendDelivery\x12\".hookline.v1.ResendDeliveryRequest\x1a#.hookline.v1.ResendDeliveryResponse\x12^\n" +
-	"\x0fRecoverEndpoint\x12#.hookline.v1.RecoverEndpointRequest\x1a$.hookline.v1.RecoverEndpointResponse0\x01\x12V\n" +
-	"\rSendTestEvent\x12!.hookline.v1.SendTestEventRequest\x1a\".hookline.v1.SendTestEventResponseB9Z7github.com/hookline/hookline/gen/hookline/v1;hooklinev1b\x06proto3"
+	"\x06result\x18\x03 \x01(\v2\x1a.hookline.v1.AttemptResultR\x06result2\x90\x06\n" +
+	"\x0fDeliveryService\x12f\n" +
+	"\bGetEvent\x12\x1c.hookline.v1.GetEventRequest\x1a\x1d.hookline.v1.GetEventResponse\"\x1d\x82\xd3\xe4\x93\x02\x17\x12\x15/v1/events/{event_id}\x12q\n" +
+	"\x0eListDeliveries\x12\".hookline.v1.ListDeliveriesRequest\x1a#.hookline.v1.ListDeliveriesResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/deliveries\x12v\n" +
+	"\vGetDelivery\x12\x1f.hookline.v1.GetDeliveryRequest\x1a .hookline.v1.GetDeliveryResponse\"$\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/deliveries/{delivery_id}\x12\x89\x01\n" +
+	"\x0eResendDelivery\x12\".hookline.v1.ResendDeliveryRequest\x1a#.hookline.v1.ResendDeliveryResponse\".\x82\xd3\xe4\x93\x02(:\x01*\"#/v1/deliveries/{delivery_id}:resend\x12\x8e\x01\n" +
+	"\x0fRecoverEndpoint\x12#.hookline.v1.RecoverEndpointRequest\x1a$.hookline.v1.RecoverEndpointResponse\".\x82\xd3\xe4\x93\x02(:\x01*\"#/v1/endpoints/{endpoint_id}:recover0\x01\x12\x8c\x01\n" +
+	"\rSendTestEvent\x12!.hookline.v1.SendTestEventRequest\x1a\".hookline.v1.SendTestEventResponse\"4\x82\xd3\xe4\x93\x02.:\x01*\")/v1/endpoints/{endpoint_id}:sendTestEventB9Z7github.com/hookline/hookline/gen/hookline/v1;hooklinev1b\x06proto3"
 
 var (
 	file_hookline_v1_delivery_proto_rawDescOnce sync.Once

@@ -7,6 +7,7 @@
 package hooklinev1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -1522,7 +1523,7 @@ var File_hookline_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x06\n" +
+	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x06\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x10\n" +
@@ -1641,16 +1642,16 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\x0fSignatureScheme\x12 \n" +
 	"\x1cSIGNATURE_SCHEME_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SIGNATURE_SCHEME_V1\x10\x01\x12\x18\n" +
-	"\x14SIGNATURE_SCHEME_V1A\x10\x022\xec\x05\n" +
-	"\x0fEndpointService\x12Y\n" +
-	"\x0eCreateEndpoint\x12\".hookline.v1.CreateEndpointRequest\x1a#.hookline.v1.CreateEndpointResponse\x12P\n" +
-	"\vGetEndpoint\x12\x1f.hookline.v1.GetEndpointRequest\x1a .hookline.v1.GetEndpointResponse\x12V\n" +
-	"\rListEndpoints\x12!.hookline.v1.ListEndpointsRequest\x1a\".hookline.v1.ListEndpointsResponse\x12Y\n" +
-	"\x0eUpdateEndpoint\x12\".hookline.v1.UpdateEndpointRequest\x1a#.hookline.v1.UpdateEndpointResponse\x12Y\n" +
-	"\x0eDeleteEndpoint\x12\".hookline.v1.DeleteEndpointRequest\x1a#.hookline.v1.DeleteEndpointResponse\x12V\n" +
-	"\rPauseEndpoint\x12!.hookline.v1.PauseEndpointRequest\x1a\".hookline.v1.PauseEndpointResponse\x12Y\n" +
-	"\x0eResumeEndpoint\x12\".hookline.v1.ResumeEndpointRequest\x1a#.hookline.v1.ResumeEndpointResponse\x12k\n" +
-	"\x14RotateEndpointSecret\x12(.hookline.v1.RotateEndpointSecretRequest\x1a).hookline.v1.RotateEndpointSecretResponseB9Z7github.com/hookline/hookline/gen/hookline/v1;hooklinev1b\x06proto3"
+	"\x14SIGNATURE_SCHEME_V1A\x10\x022\xfd\a\n" +
+	"\x0fEndpointService\x12s\n" +
+	"\x0eCreateEndpoint\x12\".hookline.v1.CreateEndpointRequest\x1a#.hookline.v1.CreateEndpointResponse\"\x18\x82\xd3\xe4\x93\x02\x12:\x01*\"\r/v1/endpoints\x12l\n" +
+	"\vGetEndpoint\x12\x1f.hookline.v1.GetEndpointRequest\x1a .hookline.v1.GetEndpointResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/endpoints/{id}\x12m\n" +
+	"\rListEndpoints\x12!.hookline.v1.ListEndpointsRequest\x1a\".hookline.v1.ListEndpointsResponse\"\x15\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/endpoints\x12\x88\x01\n" +
+	"\x0eUpdateEndpoint\x12\".hookline.v1.UpdateEndpointRequest\x1a#.hookline.v1.UpdateEndpointResponse\"-\x82\xd3\xe4\x93\x02':\bendpoint2\x1b/v1/endpoints/{endpoint.id}\x12u\n" +
+	"\x0eDeleteEndpoint\x12\".hookline.v1.DeleteEndpointRequest\x1a#.hookline.v1.DeleteEndpointResponse\"\x1a\x82\xd3\xe4\x93\x02\x14*\x12/v1/endpoints/{id}\x12{\n" +
+	"\rPauseEndpoint\x12!.hookline.v1.PauseEndpointRequest\x1a\".hookline.v1.PauseEndpointResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/endpoints/{id}:pause\x12\x7f\n" +
+	"\x0eResumeEndpoint\x12\".hookline.v1.ResumeEndpointRequest\x1a#.hookline.v1.ResumeEndpointResponse\"$\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/endpoints/{id}:resume\x12\x97\x01\n" +
+	"\x14RotateEndpointSecret\x12(.hookline.v1.RotateEndpointSecretRequest\x1a).hookline.v1.RotateEndpointSecretResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/endpoints/{id}:rotateSecretB9Z7github.com/hookline/hookline/gen/hookline/v1;hooklinev1b\x06proto3"
 
 var (
 	file_hookline_v1_endpoint_proto_rawDescOnce sync.Once

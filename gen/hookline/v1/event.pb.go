@@ -7,6 +7,7 @@
 package hooklinev1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -205,7 +206,7 @@ var File_hookline_v1_event_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x17hookline/v1/event.proto\x12\vhookline.v1\"\x9a\x01\n" +
+	"\x17hookline/v1/event.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\"\x9a\x01\n" +
 	"\x13PublishEventRequest\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x01 \x01(\tR\teventType\x12\x18\n" +
@@ -221,9 +222,10 @@ const file_hookline_v1_event_proto_rawDesc = "" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
-	"endpointId2c\n" +
-	"\fEventService\x12S\n" +
-	"\fPublishEvent\x12 .hookline.v1.PublishEventRequest\x1a!.hookline.v1.PublishEventResponseB9Z7github.com/hookline/hookline/gen/hookline/v1;hooklinev1b\x06proto3"
+	"endpointId2z\n" +
+	"\fEventService\x12j\n" +
+	"\fPublishEvent\x12 .hookline.v1.PublishEventRequest\x1a!.hookline.v1.PublishEventResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
+	"/v1/eventsB9Z7github.com/hookline/hookline/gen/hookline/v1;hooklinev1b\x06proto3"
 
 var (
 	file_hookline_v1_event_proto_rawDescOnce sync.Once

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/hookline/hookline/platform/connmux"
 	"github.com/hookline/hookline/platform/filewatch"
 	"github.com/hookline/hookline/platform/tlsconf"
 	"github.com/hookline/hookline/services/ingest/apikey"
@@ -61,5 +62,7 @@ func (s *Service) secureListener(ln net.Listener) net.Listener {
 		}
 		return ln
 	}
-	return tls.NewListener(ln, s.tls)
+	// ALPN gives h2 to gRPC clients and http/1.1 to HTTP clients that
+	// offer it, so each reaches its side of the port (platform/connmux).
+	return tls.NewListener(ln, connmux.ALPN(s.tls))
 }

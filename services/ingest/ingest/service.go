@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -24,6 +25,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/connmux"
 	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
@@ -267,29 +269,60 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	ln = s.secureListener(ln)
 	srv, hs := s.grpcServer()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	gw, err := s.newGateway(ctx, srv)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer gw.Close()
+	// One port: gRPC (HTTP/2) connections to srv, HTTP/1.1 to the
+	// HTTP/JSON gateway.
+	mux := connmux.New(ln, sniffTimeout)
+	httpSrv := &http.Server{
+		Handler:           gw,
+		ReadHeaderTimeout: sniffTimeout,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 3)
+	go func() { served <- srv.Serve(mux.GRPC()) }()
+	go func() { served <- httpSrv.Serve(mux.HTTP()) }()
+	go func() { served <- mux.Serve() }()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.log.Info("ingest serving", "addr", ln.Addr().String())
+	s.log.Info("ingest serving", "addr", ln.Addr().String(), "protocols", "gRPC, HTTP/JSON")
 
 	select {
 	case err := <-served:
+		srv.Stop()
+		_ = httpSrv.Close()
 		return fmt.Errorf("ingest: serve: %w", err)
 	case err := <-storeFailed:
 		srv.Stop()
+		_ = httpSrv.Close()
 		return fmt.Errorf("ingest: endpoints: %w", err)
 	case err := <-followFailed:
 		srv.Stop()
+		_ = httpSrv.Close()
 		return fmt.Errorf("ingest: %w", err)
 	case <-ctx.Done():
 	}
 	hs.Shutdown() // NOT_SERVING, so balancers move away first
 	stopped := make(chan struct{})
-	go func() { srv.GracefulStop(); close(stopped) }()
+	drainCtx, stopDrain := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer stopDrain()
+	go func() {
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = httpSrv.Shutdown(drainCtx) })
+		srv.GracefulStop()
+		wg.Wait()
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
-	case <-time.After(s.cfg.ShutdownTimeout):
+	case <-drainCtx.Done():
+		_ = httpSrv.Close()
 		srv.Stop()
+		<-stopped
 	}
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
@@ -360,6 +393,10 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 	reflection.Register(srv)
 	return srv, hs
 }
+
+// sniffTimeout bounds how long a new connection may take to show whether
+// it is gRPC or HTTP/1.1, and an HTTP request to send its headers.
+const sniffTimeout = 10 * time.Second
 
 // errPublishTimeout ends a publish that Kafka did not confirm within
 // --publish-timeout.

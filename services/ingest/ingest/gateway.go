@@ -1,0 +1,167 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// gateway is the HTTP/JSON face of ingest: the google.api.http mapping
+// of proto/hookline/v1 (grpc-gateway), served on the gRPC port for
+// HTTP/1.1 connections (platform/connmux). Each HTTP call becomes a gRPC
+// call to this same grpc.Server over an in-memory connection, so it
+// passes the same interceptors (tracing, logging, auth), validation and
+// limits; errors come back as the HTTP status of their gRPC code with a
+// google.rpc.Status JSON body.
+type gateway struct {
+	http.Handler
+	conn *grpc.ClientConn
+	mem  *bufconn.Listener
+}
+
+// newGateway serves srv on an in-memory listener and returns the HTTP
+// handler calling it. Close the gateway after srv has stopped.
+func (s *Service) newGateway(ctx context.Context, srv *grpc.Server) (*gateway, error) {
+	mem := bufconn.Listen(256 << 10)
+	go func() { _ = srv.Serve(mem) }() // ends when srv stops
+	msgLimit := s.cfg.MaxPayloadBytes + 1<<20
+	conn, err := grpc.NewClient("passthrough:///ingest-gateway",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return mem.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(msgLimit), grpc.MaxCallRecvMsgSize(msgLimit)),
+	)
+	if err != nil {
+		_ = mem.Close()
+		return nil, fmt.Errorf("ingest: gateway connection: %w", err)
+	}
+	jsonpb := &runtime.JSONPb{
+		MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
+		// A misspelt field is an error that names it, not a silent drop.
+		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+	}
+	mux := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, payloadJSON{jsonpb}),
+		runtime.WithIncomingHeaderMatcher(headerMatcher),
+		runtime.WithHealthzEndpoint(healthpb.NewHealthClient(conn)),
+	)
+	for _, register := range []func() error{
+		func() error {
+			return hooklinev1.RegisterEventServiceHandlerClient(ctx, mux, hooklinev1.NewEventServiceClient(conn))
+		},
+		func() error {
+			return hooklinev1.RegisterEndpointServiceHandlerClient(ctx, mux, hooklinev1.NewEndpointServiceClient(conn))
+		},
+		func() error {
+			return hooklinev1.RegisterDeliveryServiceHandlerClient(ctx, mux, hooklinev1.NewDeliveryServiceClient(conn))
+		},
+	} {
+		if err := register(); err != nil {
+			_ = conn.Close()
+			_ = mem.Close()
+			return nil, fmt.Errorf("ingest: gateway: %w", err)
+		}
+	}
+	// The body may hold the payload in base64 (4/3 of its size) beside
+	// the other fields: the same headroom gRPC's MaxRecvMsgSize gives.
+	bodyLimit := int64(s.cfg.MaxPayloadBytes)/3*4 + 4 + 1<<20
+	return &gateway{Handler: limitBody(mux, bodyLimit), conn: conn, mem: mem}, nil
+}
+
+// Close ends the in-memory connection.
+func (g *gateway) Close() {
+	_ = g.conn.Close()
+	_ = g.mem.Close()
+}
+
+// headerMatcher forwards what grpc-gateway forwards by default
+// (Authorization among it) and the W3C trace context, so an HTTP
+// caller's trace continues into the RPC's span.
+func headerMatcher(key string) (string, bool) {
+	switch k := strings.ToLower(key); k {
+	case "traceparent", "tracestate":
+		return k, true
+	}
+	return runtime.DefaultHeaderMatcher(key)
+}
+
+// limitBody answers 413 to a body over limit bytes: at once when
+// Content-Length says so, else when reading passes the limit (which
+// grpc-gateway reports as 400).
+func limitBody(h http.Handler, limit int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			_, _ = fmt.Fprintf(w, `{"code":3,"message":"request body is %d bytes, the limit is %d (--max-payload-bytes)","details":[]}`+"\n", r.ContentLength, limit)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// payloadJSON is the gateway's JSON codec: protojson, except that a
+// request's bytes field named "payload" may also be given as the JSON
+// document itself ({"payload":{"id":1}}) instead of its base64 (the
+// protojson form for bytes, which still works: a JSON string is taken as
+// base64).
+type payloadJSON struct{ *runtime.JSONPb }
+
+func (m payloadJSON) NewDecoder(r io.Reader) runtime.Decoder {
+	return runtime.DecoderFunc(func(v any) error {
+		pm, ok := v.(interface{ ProtoReflect() protoreflect.Message })
+		if !ok || !hasBytesPayload(pm.ProtoReflect().Descriptor()) {
+			return m.JSONPb.NewDecoder(r).Decode(v)
+		}
+		var raw json.RawMessage
+		if err := json.NewDecoder(r).Decode(&raw); err != nil {
+			return err
+		}
+		return m.Unmarshal(inlinePayload(raw), v)
+	})
+}
+
+func hasBytesPayload(d protoreflect.MessageDescriptor) bool {
+	f := d.Fields().ByName("payload")
+	return f != nil && f.Kind() == protoreflect.BytesKind && !f.IsList()
+}
+
+// inlinePayload rewrites {"payload": <JSON value>} to {"payload": "<base64
+// of that value>"} when the value is neither a string nor null; anything
+// else is returned unchanged for protojson to judge.
+func inlinePayload(body []byte) []byte {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return body
+	}
+	p, ok := fields["payload"]
+	if !ok {
+		return body
+	}
+	p = bytes.TrimSpace(p)
+	if len(p) == 0 || p[0] == '"' || string(p) == "null" {
+		return body
+	}
+	fields["payload"] = json.RawMessage(strconv.Quote(base64.StdEncoding.EncodeToString(p)))
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return body
+	}
+	return out
+}
