@@ -103,6 +103,19 @@ lint: $(TOOLS)/buf $(TOOLS)/golangci-lint $(TOOLS)/helm ## gofmt, go vet, golang
 	buf lint
 	buf format -d --exit-code
 	helm lint --strict deploy/helm/hookline
+	@$(MAKE) --no-print-directory buf-breaking
+
+# The protos of the commit scripts/breaking-base.sh names (the last v* tag,
+# else the merge base with main, else HEAD's parent), extracted with git
+# archive: works offline, detached, in worktrees and in a fresh clone.
+.PHONY: buf-breaking
+buf-breaking: $(TOOLS)/buf ## buf breaking: fail on an API change that breaks published clients
+	@base=$$(bash scripts/breaking-base.sh); \
+	  if [ -z "$$base" ]; then echo "buf breaking: no earlier commit to compare with; skipped"; exit 0; fi; \
+	  dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	  git archive "$$base" -- buf.yaml proto $$(git ls-tree -d --name-only "$$base" third_party) | tar -x -C "$$dir"; \
+	  echo "buf breaking: proto/ against $$(git log -1 --format='%h (%cs)' "$$base")"; \
+	  buf breaking proto --against "$$dir/proto"
 
 ## ---- tests -------------------------------------------------------------
 
