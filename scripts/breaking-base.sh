@@ -19,6 +19,11 @@ if tag=$(git describe --tags --abbrev=0 --match 'v[0-9]*' HEAD 2>/dev/null); the
   exit 0
 fi
 
+# A single-branch clone has no main: fetch it when a remote has it.
+if ! have refs/heads/main && ! have refs/remotes/origin/main; then
+  git fetch --quiet origin main:refs/remotes/origin/main 2>/dev/null || true
+fi
+
 head=$(git rev-parse HEAD)
 for main in refs/heads/main refs/remotes/origin/main; do
   if have "$main"; then
