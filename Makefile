@@ -120,7 +120,7 @@ buf-breaking: $(TOOLS)/buf ## buf breaking: fail on an API change that breaks pu
 ## ---- tests -------------------------------------------------------------
 
 .PHONY: test
-test: gen-check lint test-unit test-deploy test-fuzz test-real test-crash test-jaeger test-clients ## everything CI runs: gen check, lint, unit + kfake tier, images, fuzz smoke, real Kafka tier, crash run, traces in Jaeger, clients in other languages
+test: gen-check lint test-unit test-deploy test-fuzz test-real test-crash test-jaeger test-clients test-receivers ## everything CI runs: gen check, lint, unit + kfake tier, images, fuzz smoke, real Kafka tier, crash run, traces in Jaeger, clients in other languages, Standard Webhooks interop
 
 # Node.js verifies v1a (ed25519) signatures independently of Hookline's
 # Go code (platform/sign/signtest); those tests skip without it.
@@ -182,6 +182,26 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s; e.g. make fuzz FU
 .PHONY: test-fuzz
 test-fuzz: ## every fuzz target for 5 s each (part of make test)
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SMOKE_TIME)
+
+# The Standard Webhooks libraries for Python and Node, pinned in
+# e2e/testdata/standardwebhooks/ and installed here, not globally.
+RX_INTEROP     := $(CURDIR)/bin/rx-interop
+RX_INTEROP_SRC := e2e/testdata/standardwebhooks
+
+$(RX_INTEROP)/venv/.installed: $(RX_INTEROP_SRC)/requirements.txt
+	rm -rf $(RX_INTEROP)/venv && python3 -m venv $(RX_INTEROP)/venv
+	$(RX_INTEROP)/venv/bin/pip install --quiet --disable-pip-version-check -r $<
+	touch $@
+
+$(RX_INTEROP)/.npm-installed: $(RX_INTEROP_SRC)/package.json $(RX_INTEROP_SRC)/package-lock.json
+	mkdir -p $(RX_INTEROP) && cp $^ $(RX_INTEROP)/
+	cd $(RX_INTEROP) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+.PHONY: test-receivers
+test-receivers: node $(RX_INTEROP)/venv/.installed $(RX_INTEROP)/.npm-installed ## the Standard Webhooks libraries (Python, Node) and sdk/receiver verify a real Hookline delivery
+	cd e2e && HOOKLINE_TEST_KAFKA=kfake HOOKLINE_RX_PYTHON=$(RX_INTEROP)/venv/bin/python HOOKLINE_RX_NODE_MODULES=$(RX_INTEROP)/node_modules \
+	  go test -count=1 -run '^TestStandardWebhooksLibrariesVerifyHooklineSignatures$$' -v . | grep -E '^\s*(--- |ok|FAIL|PASS)|verified='
 
 # Ports of the Jaeger test-jaeger starts, away from a developer's own.
 JAEGER_TEST_ENV := HOOKLINE_JAEGER_OTLP_GRPC_PORT=24317 HOOKLINE_JAEGER_OTLP_HTTP_PORT=24318 \

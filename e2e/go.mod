@@ -61,6 +61,7 @@ require (
 
 require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
+	github.com/hookline/hookline/sdk v0.0.0
 	github.com/hookline/hookline/services/scheduler v0.0.0
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
@@ -80,3 +81,5 @@ replace github.com/hookline/hookline/services/ingest => ../services/ingest
 replace github.com/hookline/hookline/services/dispatcher => ../services/dispatcher
 
 replace github.com/hookline/hookline/services/scheduler => ../services/scheduler
+
+replace github.com/hookline/hookline/sdk => ../sdk
