@@ -8,6 +8,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/hookline/hookline/platform/tlsconf"
+	"github.com/hookline/hookline/platform/tlsconf/tlstest"
+	"google.golang.org/grpc/credentials"
 )
 
 // httpCall is the curl equivalent: method path on ingest's port, with
@@ -130,5 +134,46 @@ func TestHTTPHealthz(t *testing.T) {
 	b, _ := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusOK || !bytes.Contains(b, []byte("SERVING")) {
 		t.Fatalf("GET /healthz = %d %s", res.StatusCode, b)
+	}
+}
+
+// TestHTTPJSONAndGRPCShareTheTLSPort: behind ingest's TLS, a gRPC client
+// (ALPN h2 only) reaches gRPC and an HTTP client that offers both h2 and
+// http/1.1 (curl, browsers) is given http/1.1 and reaches the gateway.
+func TestHTTPJSONAndGRPCShareTheTLSPort(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "hookline test CA")
+	srv := ca.WriteFiles(dir, "ingest", "127.0.0.1")
+	cfg, err := tlsconf.Client(srv.CA, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := startStack(t, func(c *stackConfig) {
+		c.ingest.GRPCTLSCert, c.ingest.GRPCTLSKey = srv.Cert, srv.Key
+		c.clientCreds = credentials.NewTLS(cfg.Clone())
+	})
+	rx := newReceiver(t, http.StatusOK)
+	st.createEndpoint(rx.URL) // over gRPC
+
+	httpsCfg := cfg.Clone()
+	httpsCfg.NextProtos = []string{"h2", "http/1.1"}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: httpsCfg, ForceAttemptHTTP2: true}}
+	req, err := http.NewRequestWithContext(t.Context(), "POST", "https://"+st.addr+"/v1/events", strings.NewReader(`{"event_type":"invoice.paid","payload":{"over":"https"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+st.apiKey)
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Proto != "HTTP/1.1" || !bytes.Contains(body, []byte(`"event_id"`)) {
+		t.Fatalf("POST https://…/v1/events = %s %d %s", res.Proto, res.StatusCode, body)
+	}
+	st.deliveredAll(1)
+	if got := string(rx.got()[0].body); got != `{"over":"https"}` {
+		t.Fatalf("receiver got %s", got)
 	}
 }
