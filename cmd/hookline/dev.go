@@ -191,6 +191,7 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	}
 	fmt.Fprintf(out, `Hookline dev is running (Ctrl-C to stop).
   ingest gRPC   %s%s
+  ingest HTTP   %s   (JSON, same port: POST /v1/events)
   Kafka         %s   (topics %s*, read with any Kafka client)
   API key       %s   (tenant "dev")
   data dir      %s   (endpoint secrets sealed with %s)
@@ -201,8 +202,9 @@ Try it:
   export HOOKLINE_API_KEY=%s
   hookline endpoint create --url http://127.0.0.1:9000/webhooks
   hookline publish --type invoice.paid --data '{"invoice":"in_1","amount":4200}'
+  curl -H "authorization: Bearer $HOOKLINE_API_KEY" -d '{"event_type":"invoice.paid","payload":{"invoice":"in_2"}}' %s/v1/events
   hookline results tail --kafka-brokers %s
-`, ln.Addr(), tlsNote(f), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, f.KeyFile, metricsURL(metricsEnv), tracesTo(tel["ingest"]), key, strings.Join(brokers, ","))
+`, ln.Addr(), tlsNote(f), httpBase(f, ln.Addr().String()), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, f.KeyFile, metricsURL(metricsEnv), tracesTo(tel["ingest"]), key, httpBase(f, ln.Addr().String()), strings.Join(brokers, ","))
 	wg.Wait()
 	return errors.Join(errs...)
 }
@@ -248,6 +250,14 @@ func tracesTo(t *telemetry.Telemetry) string {
 }
 
 // tlsNote says how clients reach a dev ingest that serves TLS.
+// httpBase is the base URL of ingest's HTTP/JSON API.
+func httpBase(f devFlags, addr string) string {
+	if f.GRPCTLSCert != "" {
+		return "https://" + addr
+	}
+	return "http://" + addr
+}
+
 func tlsNote(f devFlags) string {
 	switch {
 	case f.GRPCClientCA != "":

@@ -58,6 +58,13 @@ func (s *Service) newGateway(ctx context.Context, srv *grpc.Server) (*gateway, e
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, payloadJSON{jsonpb}),
 		runtime.WithIncomingHeaderMatcher(headerMatcher),
+		// The in-memory hop's own content-type is no business of HTTP's.
+		runtime.WithOutgoingHeaderMatcher(func(key string) (string, bool) {
+			if key == "content-type" {
+				return "", false
+			}
+			return runtime.MetadataHeaderPrefix + key, true
+		}),
 		runtime.WithHealthzEndpoint(healthpb.NewHealthClient(conn)),
 	)
 	for _, register := range []func() error{
