@@ -104,3 +104,47 @@ func TestALPNGivesHTTP1ToClientsThatOfferIt(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkUnaryCall compares gRPC calls over one connection served
+// straight from the listener and through a Mux: the Mux only touches a
+// connection's first bytes, so the two should not differ.
+func BenchmarkUnaryCall(b *testing.B) {
+	for _, viaMux := range []bool{false, true} {
+		name := "direct"
+		if viaMux {
+			name = "connmux"
+		}
+		b.Run(name, func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			gs := grpc.NewServer()
+			healthpb.RegisterHealthServer(gs, health.NewServer())
+			defer gs.Stop()
+			if viaMux {
+				m := connmux.New(ln, 5*time.Second)
+				defer m.Close()
+				go func() { _ = m.Serve() }()
+				go func() { _ = gs.Serve(m.GRPC()) }()
+			} else {
+				go func() { _ = gs.Serve(ln) }()
+			}
+			cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cc.Close()
+			hc := healthpb.NewHealthClient(cc)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := hc.Check(b.Context(), &healthpb.HealthCheckRequest{}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
