@@ -47,7 +47,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	}
 	dopts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithChainUnaryInterceptor(s.retrier().intercept),
+		grpc.WithChainUnaryInterceptor(s.loop().intercept),
 	}, s.dialOpts...)
 	if s.apiKey != "" {
 		dopts = append(dopts, grpc.WithPerRPCCredentials(bearer{key: s.apiKey, secure: !s.insecure}))
@@ -120,23 +120,20 @@ type settings struct {
 	apiKey   string
 	insecure bool
 	tls      *tls.Config
-	policy   RetryPolicy
-	log      *slog.Logger
-	now      func() time.Time
-	sleep    func(context.Context, time.Duration) error
-	rand     backoff.Rand
-	newKey   func() string
 	dialOpts []grpc.DialOption
+	retrier  // what the retry loop is configured with
 }
 
 func newSettings(opts []Option) *settings {
 	s := &settings{
-		tls:    &tls.Config{MinVersion: tls.VersionTLS12},
-		policy: DefaultRetryPolicy,
-		log:    slog.Default(),
-		now:    time.Now,
-		sleep:  sleepCtx,
-		rand:   globalRand{},
+		tls: &tls.Config{MinVersion: tls.VersionTLS12},
+		retrier: retrier{
+			policy: DefaultRetryPolicy,
+			log:    slog.Default(),
+			now:    time.Now,
+			sleep:  sleepCtx,
+			rand:   globalRand{},
+		},
 	}
 	s.newKey = func() string { return ids.New("idem_", s.now()) }
 	for _, o := range opts {
@@ -146,8 +143,10 @@ func newSettings(opts []Option) *settings {
 	return s
 }
 
-func (s *settings) retrier() *retrier {
-	return &retrier{policy: s.policy, log: s.log, now: s.now, sleep: s.sleep, rand: s.rand, newKey: s.newKey}
+// loop returns the configured retry loop.
+func (s *settings) loop() *retrier {
+	r := s.retrier
+	return &r
 }
 
 // globalRand draws from math/rand/v2's global source, which is safe for

@@ -62,7 +62,7 @@ type retrier struct {
 // interceptor, for callers that build their own connection (Dial installs
 // it). It is safe for concurrent use.
 func UnaryInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
-	return newSettings(opts).retrier().intercept
+	return newSettings(opts).loop().intercept
 }
 
 func (r *retrier) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
