@@ -160,6 +160,7 @@ FUZZ_TARGETS := \
   services/dispatcher:./retryafter:FuzzParseHTTPDate \
   services/dispatcher:./dispatcher:FuzzPoisonDelivery \
   services/ingest:./ingest:FuzzValidateURL \
+  services/ingest:./ingest:FuzzInlinePayload \
   platform:./sign:FuzzVerifyNeverPanics \
   platform:./sign:FuzzSignVerifyRoundTrip \
   platform:./sign:FuzzParseSecret \
