@@ -1,6 +1,7 @@
 // Package receiver is the receiving end of Hookline's webhooks (SPEC
 // R-RX) as an http.Handler: it verifies the Standard Webhooks signature
-// (tolerance window; several secrets during a rotation), records the
+// (v1 HMAC or v1a ed25519; tolerance window; several secrets during a
+// rotation), records the
 // webhook-id in a Store, answers 2xx at once and hands the work to its
 // own workers. A duplicate (an id already taken) is answered 2xx and does
 // nothing: a 409 or 500 would only make Hookline spend an attempt.
@@ -99,7 +100,8 @@ func WithClock(now func() time.Time) Option { return func(r *Receiver) { r.now =
 // slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(r *Receiver) { r.log = l } }
 
-// New returns a Receiver that verifies with secrets ("whsec_…"; during a
+// New returns a Receiver that verifies with secrets ("whsec_…" HMAC
+// secrets for v1 signatures, "whpk_…" public keys for v1a; during a
 // rotation give both the new and the old one) and runs work for each new
 // event.
 func New(work Func, secrets []string, opts ...Option) (*Receiver, error) {
@@ -131,7 +133,7 @@ func New(work Func, secrets []string, opts ...Option) (*Receiver, error) {
 // to add the new one when Hookline rotates an endpoint's secret and drop
 // the old one after the grace period.
 func (r *Receiver) SetSecrets(secrets ...string) error {
-	s, err := sign.NewSigner(secrets...)
+	s, err := sign.NewVerifier(secrets...)
 	if err != nil {
 		return fmt.Errorf("receiver: %w", err)
 	}

@@ -16,9 +16,10 @@ import (
 )
 
 var (
-	oldSecret = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" // base64 of 24 bytes
-	newSecret = sign.GenerateSecret()
-	t0        = time.Unix(1_800_000_000, 0)
+	oldSecret          = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" // base64 of 24 bytes
+	newSecret          = sign.GenerateSecret()
+	privateKey, pubKey = sign.GenerateKeyPair()
+	t0                 = time.Unix(1_800_000_000, 0)
 )
 
 // delivery is one POST as Hookline's dispatcher makes it.
@@ -100,6 +101,15 @@ func TestReceiverVerifiesDeduplicatesAndHandsOff(t *testing.T) {
 			},
 			want:     []int{http.StatusAccepted},
 			wantWork: []string{"evt_3"},
+		},
+		{
+			name:    "v1a: the receiver holds only the public key",
+			secrets: []string{pubKey},
+			requests: []func(*testing.T) *http.Request{
+				func(t *testing.T) *http.Request { return delivery(t, "evt_11", t0, `{}`, privateKey) },
+			},
+			want:     []int{http.StatusAccepted},
+			wantWork: []string{"evt_11"},
 		},
 		{
 			name:    "wrong secret: refused, and the id is not taken",
