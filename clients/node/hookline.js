@@ -19,14 +19,21 @@ const files = fs
 // Field names as in the .proto (delivery_id), enums as their names.
 const loaderOptions = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true };
 
+// google/api/annotations.proto (the HTTP mapping's option) is vendored
+// beside proto/.
+const googleapisDir = process.env.HOOKLINE_GOOGLEAPIS_DIR || path.join(protoDir, '..', 'third_party', 'googleapis');
+
 const v1 = grpc.loadPackageDefinition(
-  protoLoader.loadSync(files, { ...loaderOptions, includeDirs: [protoDir] }),
+  protoLoader.loadSync(files, { ...loaderOptions, includeDirs: [protoDir, googleapisDir] }),
 ).hookline.v1;
 
 const root = new protobuf.Root();
-root.resolvePath = (_origin, target) =>
+root.resolvePath = (_origin, target) => {
   // google/protobuf/*.proto are built into protobufjs.
-  target.startsWith('google/protobuf/') ? target : path.join(protoDir, target);
+  if (target.startsWith('google/protobuf/')) return target;
+  if (target.startsWith('google/')) return path.join(googleapisDir, target);
+  return path.join(protoDir, target);
+};
 root.loadSync(files, { keepCase: true }).resolveAll();
 
 // Retries happen in gRPC itself, by the policy in this service config:
