@@ -95,7 +95,7 @@ run: build ## run all of Hookline on an embedded Kafka (hookline dev)
 ## ---- quality gates -----------------------------------------------------
 
 .PHONY: lint
-lint: $(TOOLS)/buf $(TOOLS)/golangci-lint $(TOOLS)/helm ## gofmt, go vet, golangci-lint (per module), buf lint and format, helm lint
+lint: $(TOOLS)/buf $(TOOLS)/golangci-lint $(TOOLS)/helm ## gofmt, go vet, golangci-lint (per module), buf lint, format and breaking, helm lint
 	@unformatted=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	@for m in $(MODULES); do echo "vet + golangci-lint: $$m"; \
