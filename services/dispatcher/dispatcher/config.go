@@ -22,6 +22,7 @@ type Config struct {
 	BatchSize       int           `flag:"batch-size" env:"HOOKLINE_DISPATCHER_BATCH_SIZE" default:"2000" usage:"deliveries taken per poll"`
 	CommitInterval  time.Duration `flag:"commit-interval" env:"HOOKLINE_DISPATCHER_COMMIT_INTERVAL" default:"20ms" usage:"how often completed deliveries' results and offsets are committed"`
 	DrainTimeout    time.Duration `flag:"drain-timeout" env:"HOOKLINE_DISPATCHER_DRAIN_TIMEOUT" default:"15s" usage:"on shutdown, how long in-flight attempts may finish"`
+	CopyLookback    time.Duration `flag:"copy-lookback" env:"HOOKLINE_DISPATCHER_COPY_LOOKBACK" default:"5m" usage:"on a partition assignment, how far back before the committed offset the dispatcher reads the deliveries it takes over, so a copy ingest writes later (a publish retried with its idempotency key) is not attempted again; at least the publish timeout times the producers' retries (0: not read)"`
 
 	AttemptTimeout time.Duration `flag:"attempt-timeout" env:"HOOKLINE_ATTEMPT_TIMEOUT" default:"10s" usage:"default per-attempt timeout; endpoints may override"`
 	MaxAttempts    uint32        `flag:"max-attempts" env:"HOOKLINE_MAX_ATTEMPTS" default:"16" usage:"default attempt budget of a delivery"`

@@ -17,8 +17,10 @@ import (
 // nothing written. The same record fetched again (after an aborted
 // commit or a rebalance rewound the partition) is not a copy: a copy is
 // at another offset. It is bounded (recentDeliveries), so it covers
-// copies written within a publish timeout of each other, not across a
-// restart of the dispatcher.
+// copies written within a publish timeout of each other. A dispatcher
+// that takes a partition over seeds it from the partition's recent
+// past before the committed offset (lookback.go), so it also covers a
+// copy written after a rebalance, restart or rolling upgrade.
 
 // recentDeliveries is how many placed deliveries the dispatcher
 // remembers: at 20,000 deliveries/s, ten seconds.

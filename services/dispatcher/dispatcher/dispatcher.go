@@ -297,8 +297,9 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
-		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
+		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 			s.reseedHealth(ctx, m)
+			s.seedCopies(ctx, cl, e, m)
 			s.probe.Assigned(m)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {

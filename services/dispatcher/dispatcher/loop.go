@@ -47,8 +47,10 @@ type engine struct {
 	lastPrune   time.Time
 	msgs        []msg
 	lag         *telemetry.Lag
-	// recent remembers the deliveries placed lately, to skip copies.
+	// recent remembers the deliveries placed lately, to skip copies;
+	// seeds are what assignments read of their partitions' past for it.
 	recent *recent
+	seeds  seeds
 }
 
 func (s *Service) newEngine() *engine {
@@ -166,6 +168,7 @@ func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now t
 			s.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 		}
 	})
+	e.seeds.takeInto(e.recent)
 	now = s.now()
 	fs.EachRecord(func(r *kgo.Record) {
 		if en := e.w.add(r, now, e.work); en != nil {
