@@ -194,7 +194,15 @@ func TestSchedulerRestartLosesNoTimer(t *testing.T) {
 	var at []time.Time
 	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		at = append(at, time.Now())
+		// Wall-clock readings (Round(0) drops the monotonic one): due
+		// times cross processes in Kafka records as wall-clock instants
+		// and every release is checked against the wall clock, so "never
+		// early" is a wall-clock promise. With monotonic readings the
+		// checks below would compare monotonic time, and a step of the
+		// wall clock (NTP, the hypervisor's time sync under load) between
+		// two attempts would show an on-time attempt as early: the 1.4 ms
+		// this test once saw.
+		at = append(at, time.Now().Round(0))
 		n := len(at)
 		mu.Unlock()
 		if n == 2 {
@@ -222,6 +230,13 @@ func TestSchedulerRestartLosesNoTimer(t *testing.T) {
 	for i := 1; i < len(at); i++ {
 		if due := at[i-1].Add(rungs[i-1]); at[i].Before(due) {
 			t.Fatalf("attempt %d fired %v early", i+1, due.Sub(at[i]))
+		}
+	}
+	// And never before the due time the dispatcher wrote for it.
+	for _, res := range decodeAll(t, st.readN(st.topics.Results, 4), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }) {
+		n := int(res.GetAttempt())
+		if next := res.GetNextAttemptAt(); next != nil && n < len(at) && at[n].Before(next.AsTime()) {
+			t.Fatalf("attempt %d arrived %v before its due time %v", n+1, next.AsTime().Sub(at[n]), next.AsTime())
 		}
 	}
 }
