@@ -184,6 +184,42 @@ func TestSchedulerRestartMidLadderLosesNoTimerAndFiresNoneEarly(t *testing.T) {
 	})
 }
 
+// TestSchedulerRestartDuringAShortWaitFiresNoneEarly is
+// TestSchedulerRestartLosesNoTimer in virtual time, deterministic: a
+// wait shorter than the smallest tier is held in place (in memory, the
+// offset uncommitted), the scheduler stops while holding it and a new
+// one reads it again; no attempt comes before its due time.
+func TestSchedulerRestartDuringAShortWaitFiresNoneEarly(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T) {
+		vs := startVirtual(t)
+		defer vs.stop()
+		vs.wait = time.Hour
+		second := make(chan struct{})
+		rx := vs.receiver(t, "8080", func(n int) int {
+			if n == 2 {
+				close(second)
+			}
+			return http.StatusServiceUnavailable
+		})
+		defer rx.srv.Close()
+		rungs := []time.Duration{time.Second, 3 * time.Second, 2 * time.Second}
+		vs.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.url, RetryPolicy: ladderPolicy(4, rungs...)})
+		vs.publish("invoice.paid", `{"n":1}`)
+
+		<-second
+		time.Sleep(time.Second)
+		vs.scheduler.halt() // attempt 3 is due in 2 s
+		vs.scheduler.start(vs.stack, vs.newScheduler().Run)
+
+		vs.readN(vs.topics.Dead, 1)
+		at := rx.times()
+		if len(at) != 4 {
+			t.Fatalf("receiver got %d requests, want 4", len(at))
+		}
+		checkFired(t, at, rungs)
+	})
+}
+
 // TestSchedulerRestartLosesNoTimer runs in real time on whichever broker
 // the suite targets (kfake or Apache Kafka): a short ladder, the scheduler
 // stopped while a timer is pending and started again.
