@@ -152,72 +152,57 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	}
 }
 
-func TestSchedulerRestartMidLadderLosesNoTimerAndFiresNoneEarly(t *testing.T) {
+// restartDuringAWait runs a ladder of rungs (len(rungs)+1 attempts, a
+// receiver that always answers 503) in virtual time; after attempt
+// `after` it lets `before` pass, stops the scheduler holding the next
+// timer, keeps it down for `down`, starts a new one, and checks that
+// no timer was lost or duplicated and none fired early or late.
+func restartDuringAWait(t *testing.T, rungs []time.Duration, after int, before, down time.Duration) {
 	inVirtualTime(t, func(t *testing.T) {
 		vs := startVirtual(t)
 		defer vs.stop()
 		vs.wait = 48 * time.Hour
-		third := make(chan struct{})
+		reached := make(chan struct{})
 		rx := vs.receiver(t, "8080", func(n int) int {
-			if n == 3 {
-				close(third)
+			if n == after {
+				close(reached)
 			}
 			return http.StatusServiceUnavailable
 		})
 		defer rx.srv.Close()
-		vs.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.url, RetryPolicy: ladderPolicy(7, sevenRungs...)})
+		want := len(rungs) + 1
+		vs.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.url, RetryPolicy: ladderPolicy(uint32(want), rungs...)})
 		vs.publish("invoice.paid", `{"n":1}`)
 
-		<-third
-		// Attempt 4 is due in 30 minutes. The scheduler goes down for
-		// 10 minutes holding that timer, then a new one takes over.
+		<-reached
+		time.Sleep(before)
 		vs.scheduler.halt()
-		time.Sleep(10 * time.Minute)
+		time.Sleep(down)
 		vs.scheduler.start(vs.stack, vs.newScheduler().Run)
 
 		vs.readN(vs.topics.Dead, 1)
 		at := rx.times()
-		if len(at) != 7 {
-			t.Fatalf("receiver got %d requests, want 7: a timer was lost or duplicated", len(at))
+		if len(at) != want {
+			t.Fatalf("receiver got %d requests, want %d: a timer was lost or duplicated", len(at), want)
 		}
-		checkFired(t, at, sevenRungs)
+		checkFired(t, at, rungs)
 	})
+}
+
+// Attempt 4 is due 30 minutes after attempt 3: the scheduler goes down
+// for 10 minutes holding that timer (in a tier), then a new one takes
+// over.
+func TestSchedulerRestartMidLadderLosesNoTimerAndFiresNoneEarly(t *testing.T) {
+	restartDuringAWait(t, sevenRungs, 3, 0, 10*time.Minute)
 }
 
 // TestSchedulerRestartDuringAShortWaitFiresNoneEarly is
 // TestSchedulerRestartLosesNoTimer in virtual time, deterministic: a
 // wait shorter than the smallest tier is held in place (in memory, the
-// offset uncommitted), the scheduler stops while holding it and a new
-// one reads it again; no attempt comes before its due time.
+// offset uncommitted), the scheduler stops 1 s into it and a new one
+// reads it again; no attempt comes before its due time.
 func TestSchedulerRestartDuringAShortWaitFiresNoneEarly(t *testing.T) {
-	inVirtualTime(t, func(t *testing.T) {
-		vs := startVirtual(t)
-		defer vs.stop()
-		vs.wait = time.Hour
-		second := make(chan struct{})
-		rx := vs.receiver(t, "8080", func(n int) int {
-			if n == 2 {
-				close(second)
-			}
-			return http.StatusServiceUnavailable
-		})
-		defer rx.srv.Close()
-		rungs := []time.Duration{time.Second, 3 * time.Second, 2 * time.Second}
-		vs.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.url, RetryPolicy: ladderPolicy(4, rungs...)})
-		vs.publish("invoice.paid", `{"n":1}`)
-
-		<-second
-		time.Sleep(time.Second)
-		vs.scheduler.halt() // attempt 3 is due in 2 s
-		vs.scheduler.start(vs.stack, vs.newScheduler().Run)
-
-		vs.readN(vs.topics.Dead, 1)
-		at := rx.times()
-		if len(at) != 4 {
-			t.Fatalf("receiver got %d requests, want 4", len(at))
-		}
-		checkFired(t, at, rungs)
-	})
+	restartDuringAWait(t, []time.Duration{time.Second, 3 * time.Second, 2 * time.Second}, 2, time.Second, 0)
 }
 
 // TestSchedulerRestartLosesNoTimer runs in real time on whichever broker
