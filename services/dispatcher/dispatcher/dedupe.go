@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // A delivery record can be on the deliveries topic twice: a publish whose
@@ -58,14 +59,20 @@ func (r *recent) copied(k string, where recordAt) bool {
 	return false
 }
 
+// recordCopyKey is the copy key of rec, which decodes to d.
+func recordCopyKey(rec *kgo.Record, d *hooklinev1.Delivery) string {
+	return copyKey(d, header(rec, headerFaults)+"|"+header(rec, headerPutBack))
+}
+
 // copyKey is what two records of one delivery share only when one is a
 // copy of the other: a retry, a deferral, a resend or a recovery differs
-// in attempt, kind or due time, and a delivery put back after a worker
-// fault in its fault count (faults, the record's header).
-func copyKey(d *hooklinev1.Delivery, faults string) string {
+// in attempt, kind or due time, a delivery put back after a worker fault
+// in its fault count, and one put back unchanged in its put-back mark
+// (marks: the records' headers).
+func copyKey(d *hooklinev1.Delivery, marks string) string {
 	var due int64
 	if t := d.GetDueAt(); t != nil {
 		due = t.AsTime().UnixNano()
 	}
-	return d.GetDeliveryId() + "/" + strconv.FormatUint(uint64(d.GetAttempt()), 10) + "/" + strconv.Itoa(int(d.GetKind())) + "/" + strconv.FormatInt(due, 10) + "/" + faults
+	return d.GetDeliveryId() + "/" + strconv.FormatUint(uint64(d.GetAttempt()), 10) + "/" + strconv.Itoa(int(d.GetKind())) + "/" + strconv.FormatInt(due, 10) + "/" + marks
 }

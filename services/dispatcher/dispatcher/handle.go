@@ -39,6 +39,12 @@ const (
 	headerPoison = "hookline-poison"
 	// headerFaults counts the worker faults a delivery record has caused.
 	headerFaults = "hookline-worker-faults"
+	// headerPutBack marks a record the dispatcher put back unchanged (an
+	// attempt interrupted by a shutdown, an endpoints view that would not
+	// sync): its value names where the record it copies was read
+	// ("partition/offset"), so a put-back never shares its original's
+	// copy key and is never skipped as a copy of it (I28).
+	headerPutBack = "hookline-put-back"
 )
 
 // verdict is triage's decision.
@@ -377,6 +383,14 @@ func (s *Service) workerFault(ctx context.Context, r *kgo.Record, why string) *k
 	return back
 }
 
+// requeue returns r for topic, unchanged but for its put-back mark.
 func requeue(r *kgo.Record, topic string) *kgo.Record {
-	return &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: r.Headers}
+	headers := make([]kgo.RecordHeader, 0, len(r.Headers)+1)
+	for _, h := range r.Headers {
+		if h.Key != headerPutBack {
+			headers = append(headers, h)
+		}
+	}
+	mark := strconv.Itoa(int(r.Partition)) + "/" + strconv.FormatInt(r.Offset, 10)
+	return &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: append(headers, kgo.RecordHeader{Key: headerPutBack, Value: []byte(mark)})}
 }

@@ -74,14 +74,14 @@ func (ss *seeds) takeInto(r *recent) {
 // copyable returns the copy key of r if ingest may have written a copy
 // of it (see above), or "".
 func copyable(r *kgo.Record) string {
-	if r.Attrs.IsControl() || header(r, headerFaults) != "" {
+	if r.Attrs.IsControl() || header(r, headerFaults) != "" || header(r, headerPutBack) != "" {
 		return ""
 	}
 	d, err := decodeDelivery(r)
 	if err != nil || d.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_FIRST || d.GetAttempt() != 1 || d.GetDueAt() != nil {
 		return ""
 	}
-	return copyKey(d, "")
+	return recordCopyKey(r, d)
 }
 
 // lookback reads the recent past of the deliveries partitions in
@@ -95,7 +95,11 @@ func (s *Service) lookback(ctx context.Context, cl *kgo.Client, assigned map[str
 	ctx, cancel := context.WithTimeout(ctx, lookbackTimeout)
 	defer cancel()
 	adm := kadm.NewClient(cl)
-	committed, err := adm.FetchOffsets(ctx, s.cfg.Group)
+	// Stable: an earlier owner's transaction may still hold offsets it
+	// never committed (it crashed mid-commit); those are not where this
+	// owner will start fetching, and reading up to them would remember
+	// records that are about to be fetched again as copies.
+	committed, err := adm.FetchOffsets(kadm.RequireStable(ctx), s.cfg.Group)
 	if err != nil {
 		return nil, fmt.Errorf("committed offsets: %w", err)
 	}

@@ -35,7 +35,7 @@ func (e *engine) place(en *entry, now time.Time) {
 		e.settle(en, func(ctx context.Context) []*kgo.Record { return s.settle(ctx, v, en.rec, en.d, ep, now) })
 		return
 	}
-	if e.recent.copied(copyKey(en.d, header(en.rec, headerFaults)), recordAt{en.rec.Partition, en.rec.Offset}) {
+	if e.recent.copied(recordCopyKey(en.rec, en.d), recordAt{en.rec.Partition, en.rec.Offset}) {
 		// A copy of a delivery placed moments ago (see dedupe.go):
 		// nothing to attempt, nothing to write.
 		s.log.Info("copy of a delivery already taken; skipped", "delivery_id", en.d.GetDeliveryId(), "endpoint_id", en.d.GetEndpointId(), "attempt", en.d.GetAttempt())
