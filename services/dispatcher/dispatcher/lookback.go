@@ -95,11 +95,7 @@ func (s *Service) lookback(ctx context.Context, cl *kgo.Client, assigned map[str
 	ctx, cancel := context.WithTimeout(ctx, lookbackTimeout)
 	defer cancel()
 	adm := kadm.NewClient(cl)
-	// Stable: an earlier owner's transaction may still hold offsets it
-	// never committed (it crashed mid-commit); those are not where this
-	// owner will start fetching, and reading up to them would remember
-	// records that are about to be fetched again as copies.
-	committed, err := adm.FetchOffsets(kadm.RequireStable(ctx), s.cfg.Group)
+	committed, err := adm.FetchOffsets(ctx, s.cfg.Group)
 	if err != nil {
 		return nil, fmt.Errorf("committed offsets: %w", err)
 	}
