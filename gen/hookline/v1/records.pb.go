@@ -369,7 +369,15 @@ type Delivery struct {
 	// spilled backlog) and kept while the hold goes on; meaningful only on a
 	// record of kind DEFERRED (any other kind starts afresh). A hold longer
 	// than the dispatcher's --max-hold ends the delivery EXPIRED.
-	HeldSince     *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=held_since,json=heldSince,proto3" json:"held_since,omitempty"`
+	HeldSince *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=held_since,json=heldSince,proto3" json:"held_since,omitempty"`
+	// The publish's ordering key (PublishEventRequest.ordering_key).
+	OrderingKey string `protobuf:"bytes,16,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	// The member's place in its ordered lane: the offset at which the
+	// dispatcher first read it in the deliveries partition. Set only for
+	// endpoints with ordering, kept on every later hop (retry, spill,
+	// hold), so a member coming back at a later offset sorts into its first
+	// place.
+	LaneSeq       *int64 `protobuf:"varint,17,opt,name=lane_seq,json=laneSeq,proto3,oneof" json:"lane_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -507,6 +515,20 @@ func (x *Delivery) GetHeldSince() *timestamppb.Timestamp {
 		return x.HeldSince
 	}
 	return nil
+}
+
+func (x *Delivery) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
+func (x *Delivery) GetLaneSeq() int64 {
+	if x != nil && x.LaneSeq != nil {
+		return *x.LaneSeq
+	}
+	return 0
 }
 
 // AttemptResult reports one attempt, or one terminal decision made without
@@ -1216,7 +1238,7 @@ var File_hookline_v1_records_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x19hookline/v1/records.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahookline/v1/endpoint.proto\x1a\x17hookline/v1/event.proto\"\x92\x05\n" +
+	"\x19hookline/v1/records.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahookline/v1/endpoint.proto\x1a\x17hookline/v1/event.proto\"\xe2\x05\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1240,7 +1262,10 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\n" +
 	"paused_for\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\tpausedFor\x129\n" +
 	"\n" +
-	"held_since\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\theldSince\"\x99\x05\n" +
+	"held_since\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\theldSince\x12!\n" +
+	"\fordering_key\x18\x10 \x01(\tR\vorderingKey\x12\x1e\n" +
+	"\blane_seq\x18\x11 \x01(\x03H\x00R\alaneSeq\x88\x01\x01B\v\n" +
+	"\t_lane_seq\"\x99\x05\n" +
 	"\rAttemptResult\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1427,6 +1452,7 @@ func file_hookline_v1_records_proto_init() {
 	}
 	file_hookline_v1_endpoint_proto_init()
 	file_hookline_v1_event_proto_init()
+	file_hookline_v1_records_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
