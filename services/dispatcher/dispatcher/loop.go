@@ -226,6 +226,7 @@ func (e *engine) sweep(now time.Time) {
 			}
 		}
 		pw.entries, pw.head = nil, 0
+		e.forgetOrdered(pw)
 	}
 }
 
@@ -249,6 +250,9 @@ func (e *engine) collect(now time.Time) error {
 			e.f.uncharge(l, en.cost)
 			if m.latency > 0 {
 				l.observe(m.latency)
+			}
+			if !en.part.dropped {
+				e.settledOrdered(en, m.outs, now)
 			}
 			e.f.touch(l, now)
 			e.f.requeue(l, now)

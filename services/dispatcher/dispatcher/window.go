@@ -52,8 +52,9 @@ type entry struct {
 	part     *partWindow
 	d        *hooklinev1.Delivery // nil when the record does not decode
 	lane     *lane
-	size     int64 // charged to the window
-	cost     int64 // attempt memory charged while in flight
+	key      *keyLane // its ordered lane, while it has a turn to end (ordered.go)
+	size     int64    // charged to the window
+	cost     int64    // attempt memory charged while in flight
 	state    entryState
 	outs     []*kgo.Record
 	queuedAt time.Time
