@@ -281,3 +281,82 @@ func orderedProperty(t *testing.T, seed uint64) {
 		}
 	}
 }
+
+// TestAFailingLaneHoldsOnlyItself: with key a's head out on a retry, its
+// follower waits in memory while every delivery of key b goes out, and
+// an unordered endpoint's lane is untouched by ordering.
+func TestAFailingLaneHoldsOnlyItself(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(raw))
+		mu.Unlock()
+		if string(raw) == `"a0"` {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer rx.Close()
+	s := newTestService(t)
+	ep := endpoint(rx.URL, sign.GenerateSecret())
+	ep.Endpoint.Ordering = hooklinev1.Ordering_ORDERING_PER_KEY
+	ep.Endpoint.OutageModeDisabled = true
+	ep.Endpoint.MaxInFlight = 2
+	s.store.Put(ep)
+	e := testEngine(t, s)
+	for i, p := range []struct{ key, body string }{{"a", `"a0"`}, {"a", `"a1"`}, {"b", `"b0"`}, {"b", `"b1"`}, {"b", `"b2"`}} {
+		d := &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", i), EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
+			Payload: []byte(p.body), Attempt: 1, OrderingKey: p.key}
+		r, err := hkafka.Record(s.topics.Deliveries, "ep_1", d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Offset = int64(i)
+		if en := e.w.add(r, s.now(), e.work); en != nil {
+			e.place(en, s.now())
+		}
+	}
+	for range 10 {
+		e.pump(s.now())
+		if e.outstanding == 0 {
+			break
+		}
+		e.waitOutstanding(t, 0)
+	}
+	l := e.f.lanes["ep_1"]
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(got) != `["a0" "b0" "b1" "b2"]` && fmt.Sprint(got) != `["b0" "a0" "b1" "b2"]` {
+		t.Fatalf("receiver got %v; want a0 (failing) and all of b, never a1", got)
+	}
+	if l.queued != 1 || l.ord.keys["a"].outside["dlv_0"].seq != 0 || len(l.ord.keys) != 1 {
+		t.Fatalf("waiting %d, keys %d; want a1 waiting behind a0, which is outside at lane_seq 0, and b forgotten", l.queued, len(l.ord.keys))
+	}
+	// a0 comes back from the retry path at a later offset: it keeps its
+	// place, goes first, and then a1.
+	retry := &hooklinev1.Delivery{DeliveryId: "dlv_0", EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
+		Payload: []byte(`"a0"`), Attempt: 2, OrderingKey: "a", LaneSeq: proto.Int64(0)}
+	r, err := hkafka.Record(s.topics.Deliveries, "ep_1", retry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Offset = 9
+	mu.Unlock()
+	if en := e.w.add(r, s.now(), e.work); en != nil {
+		e.place(en, s.now())
+	}
+	for range 10 {
+		e.pump(s.now())
+		if e.outstanding == 0 {
+			break
+		}
+		e.waitOutstanding(t, 0)
+	}
+	mu.Lock()
+	if n := len(got); n != 5 || got[4] != `"a0"` {
+		t.Fatalf("receiver got %v; want a0's retry next and a1 still behind it (a0 fails again)", got)
+	}
+}
