@@ -59,8 +59,14 @@ type outsider struct {
 	since time.Time
 }
 
-// isOrdered reports whether ep orders its deliveries.
-func isOrdered(ep *hooklinev1.EndpointRecord) bool {
+// isOrdered reports whether d takes its turn in an ordered lane of ep. An
+// operator's resend and a test event are one-off attempts outside any
+// lane: they neither wait for a lane nor hold one.
+func isOrdered(ep *hooklinev1.EndpointRecord, d *hooklinev1.Delivery) bool {
+	switch d.GetKind() {
+	case hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND, hooklinev1.DeliveryKind_DELIVERY_KIND_TEST:
+		return false
+	}
 	switch ep.GetEndpoint().GetOrdering() {
 	case hooklinev1.Ordering_ORDERING_PER_ENDPOINT, hooklinev1.Ordering_ORDERING_PER_KEY:
 		return true

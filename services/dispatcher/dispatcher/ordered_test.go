@@ -360,3 +360,23 @@ func TestAFailingLaneHoldsOnlyItself(t *testing.T) {
 		t.Fatalf("receiver got %v; want a0's retry next and a1 still behind it (a0 fails again)", got)
 	}
 }
+
+func TestResendsAndTestEventsTakeNoTurnInAnOrderedLane(t *testing.T) {
+	ep := endpoint("http://x")
+	ep.Endpoint.Ordering = hooklinev1.Ordering_ORDERING_PER_ENDPOINT
+	for kind, want := range map[hooklinev1.DeliveryKind]bool{
+		hooklinev1.DeliveryKind_DELIVERY_KIND_FIRST:    true,
+		hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY:    true,
+		hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED: true,
+		hooklinev1.DeliveryKind_DELIVERY_KIND_RECOVER:  true,
+		hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND:   false,
+		hooklinev1.DeliveryKind_DELIVERY_KIND_TEST:     false,
+	} {
+		if got := isOrdered(ep, &hooklinev1.Delivery{Kind: kind}); got != want {
+			t.Errorf("%v: ordered %v, want %v", kind, got, want)
+		}
+	}
+	if isOrdered(endpoint("http://x"), &hooklinev1.Delivery{}) {
+		t.Error("an endpoint without ordering is unordered")
+	}
+}

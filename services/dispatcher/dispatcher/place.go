@@ -44,7 +44,7 @@ func (e *engine) place(en *entry, now time.Time) {
 	}
 	l := e.f.lane(ep.GetEndpoint().GetId(), ep.GetEndpoint().GetTenantId())
 	e.configure(l, ep, now)
-	if isOrdered(ep) {
+	if isOrdered(ep, en.d) {
 		e.placeOrdered(en, l, ep, now)
 		return
 	}
