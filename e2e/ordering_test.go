@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -24,9 +25,9 @@ type laneReceiver struct {
 	order  map[string][]int // lane → i in the order delivered
 	sizes  map[string]int   // lane → events published
 	bad    []string
-	srv    *http.Server
-	url    string
 	remain int
+	// retryAfter is the Retry-After a 503 carries.
+	retryAfter string
 }
 
 type laneEvent struct {
@@ -58,10 +59,96 @@ func (rx *laneReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rx.mu.Unlock()
 	if code == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "90")
+		w.Header().Set("Retry-After", rx.retryAfter)
 	}
 	w.WriteHeader(code)
 }
+
+// newLaneReceiver plans the answers to events events over keys keys:
+// random transient failures (500, 429, 503 with Retry-After: retryAfter)
+// and some permanent ones (400), each event ending in a 200 or a 400.
+func newLaneReceiver(seed uint64, events, keys int, retryAfter string) (*laneReceiver, []laneEvent) {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	rx := &laneReceiver{plans: map[string][]int{}, tries: map[string]int{}, ended: map[string]bool{},
+		order: map[string][]int{}, sizes: map[string]int{}, remain: events, retryAfter: retryAfter}
+	var evs []laneEvent
+	for range events {
+		lane := fmt.Sprint("key-", rng.IntN(keys))
+		ev := laneEvent{Lane: lane, I: rx.sizes[lane]}
+		rx.sizes[lane]++
+		var plan []int
+		for rng.IntN(3) == 0 && len(plan) < 3 {
+			plan = append(plan, []int{http.StatusInternalServerError, http.StatusTooManyRequests, http.StatusServiceUnavailable}[rng.IntN(3)])
+		}
+		if rng.IntN(8) == 0 {
+			plan = append(plan, http.StatusBadRequest)
+		} else {
+			plan = append(plan, http.StatusOK)
+		}
+		rx.plans[fmt.Sprint(lane, "/", ev.I)] = plan
+		evs = append(evs, ev)
+	}
+	return rx, evs
+}
+
+// publishLanes publishes evs to the endpoint ordered per key, each with
+// its lane as the ordering key.
+func publishLanes(t *testing.T, st *stack, evs []laneEvent) {
+	t.Helper()
+	for _, ev := range evs {
+		body, _ := json.Marshal(ev)
+		if _, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: "order.updated", Payload: body, OrderingKey: ev.Lane}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (rx *laneReceiver) left() int {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	return rx.remain
+}
+
+// check asserts the lanes' order, the plans played out, and one terminal
+// result per delivery among results.
+func (rx *laneReceiver) check(t *testing.T, results []*hooklinev1.AttemptResult, events int) {
+	t.Helper()
+	terminal := map[string]int{}
+	for _, res := range results {
+		switch res.GetState() {
+		case hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED, hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED:
+			terminal[res.GetDeliveryId()]++
+		}
+	}
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	for _, b := range rx.bad {
+		t.Error(b)
+	}
+	if len(terminal) != events {
+		t.Errorf("%d deliveries with a terminal result, want %d", len(terminal), events)
+	}
+	for id, n := range terminal {
+		if n != 1 {
+			t.Errorf("%s has %d terminal results", id, n)
+		}
+	}
+	for lane, seq := range rx.order {
+		for i := 1; i < len(seq); i++ {
+			if seq[i] <= seq[i-1] {
+				t.Errorf("lane %s delivered out of order: %v", lane, seq)
+				break
+			}
+		}
+	}
+	for id, plan := range rx.plans {
+		if rx.tries[id] != len(plan) {
+			t.Errorf("%s answered %d times, planned %d", id, rx.tries[id], len(plan))
+		}
+	}
+}
+
+func newResult() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }
 
 // TestOrderedPerKeyDeliversEachLaneInPublishOrder is ordered delivery
 // end to end on kfake in virtual time (ingest, dispatcher, scheduler):
@@ -76,90 +163,67 @@ func TestOrderedPerKeyDeliversEachLaneInPublishOrder(t *testing.T) {
 		vs := startVirtual(t)
 		defer vs.stop()
 		vs.wait = 48 * time.Hour
-		rng := rand.New(rand.NewPCG(7, 7))
-		rx := &laneReceiver{plans: map[string][]int{}, tries: map[string]int{}, ended: map[string]bool{},
-			order: map[string][]int{}, sizes: map[string]int{}, url: "http://127.0.0.1:8081/hooks"}
+		const events = 60
+		rx, evs := newLaneReceiver(7, events, 4, "90")
 		ln, err := vs.vn.Listen("tcp", "127.0.0.1:8081")
 		if err != nil {
 			t.Fatal(err)
 		}
-		rx.srv = &http.Server{Handler: rx}
-		go func() { _ = rx.srv.Serve(ln) }()
-		defer rx.srv.Close()
+		srv := &http.Server{Handler: rx}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
 
-		ep := vs.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.url, Ordering: hooklinev1.Ordering_ORDERING_PER_KEY,
+		ep := vs.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: "http://127.0.0.1:8081/hooks", Ordering: hooklinev1.Ordering_ORDERING_PER_KEY,
 			MaxInFlight: 4, RetryPolicy: ladderPolicy(8, time.Minute, 2*time.Minute)}).GetEndpoint()
 		if ep.GetOrdering() != hooklinev1.Ordering_ORDERING_PER_KEY {
 			t.Fatalf("endpoint ordering %v", ep.GetOrdering())
 		}
-		const events = 60
-		rx.remain = events
-		for range events {
-			lane := fmt.Sprint("key-", rng.IntN(4))
-			i := rx.sizes[lane]
-			rx.sizes[lane]++
-			var plan []int
-			for rng.IntN(3) == 0 && len(plan) < 3 {
-				plan = append(plan, []int{http.StatusInternalServerError, http.StatusTooManyRequests, http.StatusServiceUnavailable}[rng.IntN(3)])
-			}
-			if rng.IntN(8) == 0 {
-				plan = append(plan, http.StatusBadRequest)
-			} else {
-				plan = append(plan, http.StatusOK)
-			}
-			rx.mu.Lock()
-			rx.plans[fmt.Sprint(lane, "/", i)] = plan
-			rx.mu.Unlock()
-			body, _ := json.Marshal(laneEvent{Lane: lane, I: i})
-			if _, err := vs.events().PublishEvent(vs.ctx(), &hooklinev1.PublishEventRequest{EventType: "order.updated", Payload: body, OrderingKey: lane}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for waited := time.Duration(0); ; waited += time.Minute {
-			rx.mu.Lock()
-			remain := rx.remain
-			rx.mu.Unlock()
-			if remain == 0 {
-				break
-			}
+		publishLanes(t, vs.stack, evs)
+		for waited := time.Duration(0); rx.left() > 0; waited += time.Minute {
 			if waited > 24*time.Hour {
-				t.Fatalf("%d events not ended after %v", remain, waited)
+				t.Fatalf("%d events not ended after %v", rx.left(), waited)
 			}
-			time.Sleep(time.Minute)
+			time.Sleep(time.Minute) // virtual time: a wait on the receiver's state
 		}
-		terminal := map[string]int{}
-		for _, res := range decodeAll(t, vs.readFor(vs.topics.Results, 10*time.Minute), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }) {
-			switch res.GetState() {
-			case hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED, hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED:
-				terminal[res.GetDeliveryId()]++
-			}
-		}
-
-		rx.mu.Lock()
-		defer rx.mu.Unlock()
-		for _, b := range rx.bad {
-			t.Error(b)
-		}
-		if len(terminal) != events {
-			t.Errorf("%d deliveries with a terminal result, want %d", len(terminal), events)
-		}
-		for id, n := range terminal {
-			if n != 1 {
-				t.Errorf("%s has %d terminal results", id, n)
-			}
-		}
-		for lane, seq := range rx.order {
-			for i := 1; i < len(seq); i++ {
-				if seq[i] <= seq[i-1] {
-					t.Errorf("lane %s delivered out of order: %v", lane, seq)
-					break
-				}
-			}
-		}
-		for id, plan := range rx.plans {
-			if rx.tries[id] != len(plan) {
-				t.Errorf("%s answered %d times, planned %d", id, rx.tries[id], len(plan))
-			}
-		}
+		rx.check(t, decodeAll(t, vs.readFor(vs.topics.Results, 10*time.Minute), newResult), events)
 	})
+}
+
+// TestOrderedPerKeyInRealTime is the same in real time, smaller (20
+// events over 3 keys, 1 s retries), so that it runs on Apache Kafka too.
+func TestOrderedPerKeyInRealTime(t *testing.T) {
+	st := startStack(t)
+	const events = 20
+	rx, evs := newLaneReceiver(3, events, 3, "1")
+	srv := httptest.NewServer(rx)
+	defer srv.Close()
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/hooks", Ordering: hooklinev1.Ordering_ORDERING_PER_KEY,
+		MaxInFlight: 4, RetryPolicy: ladderPolicy(8, time.Second), OutageModeDisabled: true}) // only attempts make results
+	publishLanes(t, st, evs)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(waitFor)
+	for rx.left() > 0 {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%d events not ended within %v", rx.left(), waitFor)
+		}
+	}
+	// Every attempt has a result; the last ones may still be committing.
+	n := 0
+	for _, tries := range rx.snapshotTries() {
+		n += tries
+	}
+	rx.check(t, decodeAll(t, st.readN(st.topics.Results, n), newResult), events)
+}
+
+func (rx *laneReceiver) snapshotTries() map[string]int {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	out := make(map[string]int, len(rx.tries))
+	for k, v := range rx.tries {
+		out[k] = v
+	}
+	return out
 }
