@@ -27,16 +27,18 @@ import (
 //     other outcome is terminal (delivered, or dead-lettered: on_head_failure
 //     skip) and lets the next member go.
 //
-// What is built is in memory only: after a dispatcher restart or a
-// rebalance the new owner does not know which members are outside, so
-// order is kept only while one dispatcher owns the endpoint (the lanes
-// topic of the design is not built yet).
+// Which members are outside is also durable: each member's change is
+// committed with the watermark that passes it, to the lanes topic
+// (lanes.go), and a new owner seeds an endpoint's lanes from it.
 //
 // Unordered lanes never touch any of this (lane.ord is nil).
 
 // ordering is an endpoint lane's ordered part.
 type ordering struct {
-	part    *partWindow // the partition the endpoint's deliveries come from
+	part *partWindow // the partition the endpoint's deliveries come from
+	// seeds are the lanes topic's members outside memory per key, as of
+	// the ordering's making; a keyLane takes its seed when it is made.
+	seeds   map[string]map[string]int64
 	keys    map[string]*keyLane
 	ready   fifo[*keyLane] // keyLanes that may be startable; checked when taken
 	waiting int            // members waiting in memory (counted in lane.queued too)
@@ -51,6 +53,11 @@ type keyLane struct {
 	head    *entry   // the member in flight (or being settled), if any
 	outside map[string]outsider
 	inReady bool
+	// committed is the outside list as of the committed watermark: what
+	// the lanes topic says (lanes.go); pending counts the lane changes of
+	// entries not committed yet.
+	committed map[string]int64
+	pending   int
 }
 
 // outsider is a member outside memory, by delivery id.
@@ -89,14 +96,21 @@ func seq(e *entry) int64 { return e.d.GetLaneSeq() }
 // or spills it when l is over its backlog budget (it is then outside).
 func (e *engine) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord, now time.Time) {
 	if l.ord == nil {
-		l.ord = &ordering{keys: map[string]*keyLane{}}
+		// The first of the endpoint's deliveries since an assignment (or
+		// a rewind): its lanes start from what the lanes topic says.
+		l.ord = &ordering{keys: map[string]*keyLane{}, seeds: e.s.lanes.snapshot(l.id)}
 	}
 	o := l.ord
 	o.part = en.part // an endpoint's deliveries come from one partition
 	key := laneKey(ep, en.d)
 	k := o.keys[key]
 	if k == nil {
-		k = &keyLane{lane: l, key: key, outside: map[string]outsider{}}
+		k = &keyLane{lane: l, key: key, outside: map[string]outsider{}, committed: map[string]int64{}}
+		for id, s := range o.seeds[key] {
+			k.outside[id] = outsider{seq: s, since: now}
+			k.committed[id] = s
+		}
+		delete(o.seeds, key)
 		o.keys[key] = k
 	}
 	id := en.d.GetDeliveryId()
@@ -148,7 +162,7 @@ func (k *keyLane) startable() bool {
 
 // idle reports whether k holds nothing: it can be forgotten.
 func (k *keyLane) idle() bool {
-	return k.head == nil && len(k.outside) == 0 && len(k.members) == 0
+	return k.head == nil && len(k.outside) == 0 && len(k.members) == 0 && len(k.committed) == 0 && k.pending == 0
 }
 
 // touch is called after k changed: a startable k is offered to the
@@ -226,12 +240,17 @@ func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) {
 	}
 	id := en.d.GetDeliveryId()
 	delete(k.outside, id)
+	en.opOut = false
 	for _, r := range outs {
 		if r.Topic == e.s.topics.Retries || r.Topic == e.s.topics.Deliveries {
 			k.outside[id] = outsider{seq: seq(en), since: now}
+			en.opOut = true
 			break
 		}
 	}
+	// The lanes topic learns of it when the watermark passes en.
+	en.opKey = k
+	k.pending++
 	if l := k.lane; l.ord != nil && l.ord.keys[k.key] == k {
 		l.ord.touch(k)
 		e.f.ready(l, now)
@@ -272,5 +291,5 @@ func (e *engine) expireOrdered(cutoff, now time.Time) {
 // holds reports whether the ordered part still remembers something the
 // lane must not be pruned with.
 func (o *ordering) holds() bool {
-	return o != nil && len(o.keys) > 0
+	return o != nil && (len(o.keys) > 0 || len(o.seeds) > 0)
 }
