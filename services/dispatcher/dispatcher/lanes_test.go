@@ -99,14 +99,7 @@ func TestTheLanesTopicFollowsTheWatermark(t *testing.T) {
 	back := &hooklinev1.Delivery{DeliveryId: "dlv_0", EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b", Payload: []byte(`{}`), Attempt: 2}
 	lseq := int64(0)
 	back.LaneSeq = &lseq
-	r, err := hkafka.Record(s.topics.Deliveries, "ep_1", back)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Offset = 5
-	if en := e.w.add(r, s.now(), e.work); en != nil {
-		e.place(en, s.now())
-	}
+	e.placeAt(t, back, 5)
 	if got, ok := e.lanesOf(t)[key]; ok {
 		t.Fatalf("a commit below the return wrote %v; the lane must stay as committed", got)
 	}

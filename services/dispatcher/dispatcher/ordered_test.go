@@ -310,14 +310,7 @@ func TestAFailingLaneHoldsOnlyItself(t *testing.T) {
 	for i, p := range []struct{ key, body string }{{"a", `"a0"`}, {"a", `"a1"`}, {"b", `"b0"`}, {"b", `"b1"`}, {"b", `"b2"`}} {
 		d := &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", i), EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
 			Payload: []byte(p.body), Attempt: 1, OrderingKey: p.key}
-		r, err := hkafka.Record(s.topics.Deliveries, "ep_1", d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Offset = int64(i)
-		if en := e.w.add(r, s.now(), e.work); en != nil {
-			e.place(en, s.now())
-		}
+		e.placeAt(t, d, int64(i))
 	}
 	e.runDry(t)
 	l := e.f.lanes["ep_1"]
@@ -333,15 +326,8 @@ func TestAFailingLaneHoldsOnlyItself(t *testing.T) {
 	// place, goes first, and then a1.
 	retry := &hooklinev1.Delivery{DeliveryId: "dlv_0", EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
 		Payload: []byte(`"a0"`), Attempt: 2, OrderingKey: "a", LaneSeq: proto.Int64(0)}
-	r, err := hkafka.Record(s.topics.Deliveries, "ep_1", retry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Offset = 9
 	mu.Unlock()
-	if en := e.w.add(r, s.now(), e.work); en != nil {
-		e.place(en, s.now())
-	}
+	e.placeAt(t, retry, 9)
 	e.runDry(t)
 	mu.Lock()
 	if n := len(got); n != 5 || got[4] != `"a0"` {
@@ -418,15 +404,8 @@ func BenchmarkOrderedLanes(b *testing.B) {
 			place := func(key string, body []byte) {
 				d := &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", offset), EventId: "evt", TenantId: "t", EndpointId: "ep_1",
 					EventType: "a.b", Payload: body, Attempt: 1, OrderingKey: key}
-				r, err := hkafka.Record(s.topics.Deliveries, "ep_1", d)
-				if err != nil {
-					b.Fatal(err)
-				}
-				r.Offset = offset
+				e.placeAt(b, d, offset)
 				offset++
-				if en := e.w.add(r, s.now(), e.work); en != nil {
-					e.place(en, s.now())
-				}
 			}
 			if c.blocked {
 				place("blocked", []byte(`"blocked"`))
@@ -448,5 +427,18 @@ func BenchmarkOrderedLanes(b *testing.B) {
 			}
 			b.ReportMetric(float64(delivered)/b.Elapsed().Seconds(), "deliveries/s")
 		})
+	}
+}
+
+// placeAt places d as read at offset of partition 0, as a poll would.
+func (e *engine) placeAt(t testing.TB, d *hooklinev1.Delivery, offset int64) {
+	t.Helper()
+	r, err := hkafka.Record(e.s.topics.Deliveries, d.GetEndpointId(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Offset = offset
+	if en := e.w.add(r, e.s.now(), e.work); en != nil {
+		e.place(en, e.s.now())
 	}
 }
