@@ -102,6 +102,20 @@ type endpointFlags struct {
 	Secret      string   `flag:"secret" usage:"whsec_… secret, or whsk_… ed25519 private key for v1a (default: generated)"`
 	Scheme      string   `flag:"signature-scheme" usage:"v1 (HMAC-SHA256, shared secret) or v1a (ed25519: receivers verify with the public key) (create default: v1; rotate-secret default: the endpoint's)"`
 	Reason      string   `flag:"reason" usage:"why the endpoint is paused (pause)"`
+	Ordering    string   `flag:"ordering" usage:"delivery order: unordered (default), per_endpoint or per_key"`
+}
+
+// orderingFlag maps --ordering to the API's enum.
+func orderingFlag(v string) (hooklinev1.Ordering, error) {
+	switch v {
+	case "", "unordered":
+		return hooklinev1.Ordering_ORDERING_UNORDERED, nil
+	case "per_endpoint":
+		return hooklinev1.Ordering_ORDERING_PER_ENDPOINT, nil
+	case "per_key":
+		return hooklinev1.Ordering_ORDERING_PER_KEY, nil
+	}
+	return 0, fmt.Errorf("--ordering %q: use unordered, per_endpoint or per_key", v)
 }
 
 // signatureScheme reads --signature-scheme.
@@ -151,7 +165,11 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 		if f.URL == "" {
 			return errors.New("--url is required")
 		}
-		resp, err = api.CreateEndpoint(cctx, &hooklinev1.CreateEndpointRequest{Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Secret: f.Secret, SignatureScheme: scheme})
+		ord, oerr := orderingFlag(f.Ordering)
+		if oerr != nil {
+			return oerr
+		}
+		resp, err = api.CreateEndpoint(cctx, &hooklinev1.CreateEndpointRequest{Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Secret: f.Secret, SignatureScheme: scheme, Ordering: ord})
 	case "get":
 		var eid string
 		if eid, err = id(); err == nil {
@@ -212,19 +230,23 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 
 // updateEndpoint sends the fields given as flags, and only those.
 func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, id string, f endpointFlags, args []string) (proto.Message, error) {
-	ep := &hooklinev1.Endpoint{Id: id, Url: f.URL, EventTypes: f.EventTypes, Description: f.Description}
+	ord, err := orderingFlag(f.Ordering)
+	if err != nil {
+		return nil, err
+	}
+	ep := &hooklinev1.Endpoint{Id: id, Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Ordering: ord}
 	var paths []string
 	for _, a := range args {
 		name := strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-")
 		switch name {
-		case "url", "description":
+		case "url", "description", "ordering":
 			paths = append(paths, name)
 		case "event-types":
 			paths = append(paths, "event_types")
 		}
 	}
 	if len(paths) == 0 {
-		return nil, errors.New("nothing to update: give --url, --description or --event-types")
+		return nil, errors.New("nothing to update: give --url, --description, --event-types or --ordering")
 	}
 	return api.UpdateEndpoint(ctx, &hooklinev1.UpdateEndpointRequest{Endpoint: ep, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
 }
@@ -235,6 +257,7 @@ type publishFlags struct {
 	Data      string   `flag:"data" usage:"JSON payload, or @file to read it from a file, or @- for stdin (required)"`
 	Endpoints []string `flag:"endpoints" usage:"deliver only to these endpoint ids, comma-separated"`
 	Key       string   `flag:"idempotency-key" usage:"idempotency key: a repeat with the same key and event returns the first result (default: a fresh key, reused on every retry of this publish)"`
+	Order     string   `flag:"ordering-key" usage:"ordering key: the lane this event joins at endpoints ordered per_key (ignored by others)"`
 }
 
 func runPublish(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
@@ -264,7 +287,7 @@ func runPublish(ctx context.Context, args []string, out io.Writer, getenv func(s
 	defer c.conn.Close()
 	cctx, cancel := c.call(ctx)
 	defer cancel()
-	resp, err := hooklinev1.NewEventServiceClient(c.conn).PublishEvent(cctx, &hooklinev1.PublishEventRequest{EventType: f.Type, Payload: payload, EndpointIds: f.Endpoints, IdempotencyKey: f.Key})
+	resp, err := hooklinev1.NewEventServiceClient(c.conn).PublishEvent(cctx, &hooklinev1.PublishEventRequest{EventType: f.Type, Payload: payload, EndpointIds: f.Endpoints, IdempotencyKey: f.Key, OrderingKey: f.Order})
 	if err != nil {
 		return callErr(err)
 	}

@@ -135,6 +135,7 @@ type Topics struct {
 	Results    string // one AttemptResult per attempt
 	Dead       string // dead letters
 	Notices    string // endpoint health notices
+	Lanes      string // ordered lanes' members outside memory (compacted)
 	// Idempotency holds claims on publish idempotency keys; ingest
 	// creates it with its own retention (twice the key TTL).
 	Idempotency string
@@ -152,6 +153,7 @@ func (c Config) Topics() Topics {
 		Results:     p + "results",
 		Dead:        p + "dead",
 		Notices:     p + "notices",
+		Lanes:       p + "lanes",
 		Idempotency: p + "idempotency",
 		DelayPrefix: p + "delay.",
 	}

@@ -44,6 +44,9 @@ func (c Config) Specs() []TopicSpec {
 		{Name: t.Retries, Configs: retain(c.Retention)},
 		{Name: t.Results, Configs: retain(c.Retention)},
 		{Name: t.Notices, Configs: retain(c.Retention)},
+		// The dispatcher's ordered lanes: a record per lane with members
+		// outside memory, a tombstone when none is (docs/DESIGN.md).
+		{Name: t.Lanes, Configs: map[string]string{"cleanup.policy": "compact"}},
 		{Name: t.Dead, Configs: retain(c.HoldRetention)},
 	}
 }

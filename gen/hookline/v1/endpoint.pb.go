@@ -131,6 +131,122 @@ func (SignatureScheme) EnumDescriptor() ([]byte, []int) {
 	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1}
 }
 
+// Ordering says whether an endpoint's deliveries are delivered in publish
+// order (docs/DESIGN.md, "Ordered delivery"). Publish order is the order
+// in which Kafka accepted the deliveries in the endpoint's partition.
+type Ordering int32
+
+const (
+	// Unordered: the default.
+	Ordering_ORDERING_UNSPECIFIED Ordering = 0
+	// Unordered: deliveries are attempted concurrently, up to the cap.
+	Ordering_ORDERING_UNORDERED Ordering = 1
+	// One lane per endpoint: a delivery's first attempt starts only after
+	// the one published before it reached a terminal outcome.
+	Ordering_ORDERING_PER_ENDPOINT Ordering = 2
+	// One lane per (endpoint, PublishEventRequest.ordering_key): lanes of
+	// different keys go on side by side within the endpoint's cap and rate.
+	Ordering_ORDERING_PER_KEY Ordering = 3
+)
+
+// Enum value maps for Ordering.
+var (
+	Ordering_name = map[int32]string{
+		0: "ORDERING_UNSPECIFIED",
+		1: "ORDERING_UNORDERED",
+		2: "ORDERING_PER_ENDPOINT",
+		3: "ORDERING_PER_KEY",
+	}
+	Ordering_value = map[string]int32{
+		"ORDERING_UNSPECIFIED":  0,
+		"ORDERING_UNORDERED":    1,
+		"ORDERING_PER_ENDPOINT": 2,
+		"ORDERING_PER_KEY":      3,
+	}
+)
+
+func (x Ordering) Enum() *Ordering {
+	p := new(Ordering)
+	*p = x
+	return p
+}
+
+func (x Ordering) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Ordering) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_endpoint_proto_enumTypes[2].Descriptor()
+}
+
+func (Ordering) Type() protoreflect.EnumType {
+	return &file_hookline_v1_endpoint_proto_enumTypes[2]
+}
+
+func (x Ordering) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Ordering.Descriptor instead.
+func (Ordering) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2}
+}
+
+// HeadFailure says what an ordered lane does when its head fails
+// permanently or runs out of attempts or time.
+type HeadFailure int32
+
+const (
+	// Skip: the default.
+	HeadFailure_HEAD_FAILURE_UNSPECIFIED HeadFailure = 0
+	// Dead-letter the head and go on with the next member.
+	HeadFailure_HEAD_FAILURE_SKIP HeadFailure = 1
+	// Hold the lane until an operator resends or skips the head. Not built
+	// yet: refused with UNIMPLEMENTED.
+	HeadFailure_HEAD_FAILURE_BLOCK HeadFailure = 2
+)
+
+// Enum value maps for HeadFailure.
+var (
+	HeadFailure_name = map[int32]string{
+		0: "HEAD_FAILURE_UNSPECIFIED",
+		1: "HEAD_FAILURE_SKIP",
+		2: "HEAD_FAILURE_BLOCK",
+	}
+	HeadFailure_value = map[string]int32{
+		"HEAD_FAILURE_UNSPECIFIED": 0,
+		"HEAD_FAILURE_SKIP":        1,
+		"HEAD_FAILURE_BLOCK":       2,
+	}
+)
+
+func (x HeadFailure) Enum() *HeadFailure {
+	p := new(HeadFailure)
+	*p = x
+	return p
+}
+
+func (x HeadFailure) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HeadFailure) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_endpoint_proto_enumTypes[3].Descriptor()
+}
+
+func (HeadFailure) Type() protoreflect.EnumType {
+	return &file_hookline_v1_endpoint_proto_enumTypes[3]
+}
+
+func (x HeadFailure) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HeadFailure.Descriptor instead.
+func (HeadFailure) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3}
+}
+
 // Jitter applied to every computed delay.
 type RetryPolicy_Jitter int32
 
@@ -171,11 +287,11 @@ func (x RetryPolicy_Jitter) String() string {
 }
 
 func (RetryPolicy_Jitter) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_endpoint_proto_enumTypes[2].Descriptor()
+	return file_hookline_v1_endpoint_proto_enumTypes[4].Descriptor()
 }
 
 func (RetryPolicy_Jitter) Type() protoreflect.EnumType {
-	return &file_hookline_v1_endpoint_proto_enumTypes[2]
+	return &file_hookline_v1_endpoint_proto_enumTypes[4]
 }
 
 func (x RetryPolicy_Jitter) Number() protoreflect.EnumNumber {
@@ -227,8 +343,13 @@ type Endpoint struct {
 	// Output only: the signature scheme of the endpoint's current secret.
 	// Chosen at creation; RotateEndpointSecret may change it.
 	SignatureScheme SignatureScheme `protobuf:"varint,18,opt,name=signature_scheme,json=signatureScheme,proto3,enum=hookline.v1.SignatureScheme" json:"signature_scheme,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Delivery order; unset means unordered.
+	Ordering Ordering `protobuf:"varint,19,opt,name=ordering,proto3,enum=hookline.v1.Ordering" json:"ordering,omitempty"`
+	// What an ordered lane does with a head that failed for good; unset
+	// means skip. Ignored for unordered endpoints.
+	OnHeadFailure HeadFailure `protobuf:"varint,20,opt,name=on_head_failure,json=onHeadFailure,proto3,enum=hookline.v1.HeadFailure" json:"on_head_failure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Endpoint) Reset() {
@@ -387,6 +508,20 @@ func (x *Endpoint) GetSignatureScheme() SignatureScheme {
 	return SignatureScheme_SIGNATURE_SCHEME_UNSPECIFIED
 }
 
+func (x *Endpoint) GetOrdering() Ordering {
+	if x != nil {
+		return x.Ordering
+	}
+	return Ordering_ORDERING_UNSPECIFIED
+}
+
+func (x *Endpoint) GetOnHeadFailure() HeadFailure {
+	if x != nil {
+		return x.OnHeadFailure
+	}
+	return HeadFailure_HEAD_FAILURE_UNSPECIFIED
+}
+
 // RetryPolicy says when a failed delivery is tried again and when it gives up.
 type RetryPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -512,6 +647,8 @@ type CreateEndpointRequest struct {
 	// How deliveries are signed; unset means V1. For V1A leave secret
 	// empty (Hookline makes the key pair) or give a "whsk_…" key.
 	SignatureScheme SignatureScheme `protobuf:"varint,11,opt,name=signature_scheme,json=signatureScheme,proto3,enum=hookline.v1.SignatureScheme" json:"signature_scheme,omitempty"`
+	Ordering        Ordering        `protobuf:"varint,12,opt,name=ordering,proto3,enum=hookline.v1.Ordering" json:"ordering,omitempty"`
+	OnHeadFailure   HeadFailure     `protobuf:"varint,13,opt,name=on_head_failure,json=onHeadFailure,proto3,enum=hookline.v1.HeadFailure" json:"on_head_failure,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -621,6 +758,20 @@ func (x *CreateEndpointRequest) GetSignatureScheme() SignatureScheme {
 		return x.SignatureScheme
 	}
 	return SignatureScheme_SIGNATURE_SCHEME_UNSPECIFIED
+}
+
+func (x *CreateEndpointRequest) GetOrdering() Ordering {
+	if x != nil {
+		return x.Ordering
+	}
+	return Ordering_ORDERING_UNSPECIFIED
+}
+
+func (x *CreateEndpointRequest) GetOnHeadFailure() HeadFailure {
+	if x != nil {
+		return x.OnHeadFailure
+	}
+	return HeadFailure_HEAD_FAILURE_UNSPECIFIED
 }
 
 type CreateEndpointResponse struct {
@@ -921,7 +1072,7 @@ type UpdateEndpointRequest struct {
 	Endpoint *Endpoint `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	// Fields to change: url, description, event_types, timeout,
 	// max_in_flight, rate_limit_per_second, retry_policy, metadata,
-	// outage_mode_disabled.
+	// outage_mode_disabled, ordering, on_head_failure.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1523,7 +1674,7 @@ var File_hookline_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x06\n" +
+	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe0\a\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x10\n" +
@@ -1546,7 +1697,9 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\bmetadata\x18\x0f \x03(\v2#.hookline.v1.Endpoint.MetadataEntryR\bmetadata\x120\n" +
 	"\x14outage_mode_disabled\x18\x10 \x01(\bR\x12outageModeDisabled\x12\x12\n" +
 	"\x04etag\x18\x11 \x01(\tR\x04etag\x12G\n" +
-	"\x10signature_scheme\x18\x12 \x01(\x0e2\x1c.hookline.v1.SignatureSchemeR\x0fsignatureScheme\x1a;\n" +
+	"\x10signature_scheme\x18\x12 \x01(\x0e2\x1c.hookline.v1.SignatureSchemeR\x0fsignatureScheme\x121\n" +
+	"\bordering\x18\x13 \x01(\x0e2\x15.hookline.v1.OrderingR\bordering\x12@\n" +
+	"\x0fon_head_failure\x18\x14 \x01(\x0e2\x18.hookline.v1.HeadFailureR\ronHeadFailure\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\x04\n" +
@@ -1568,7 +1721,7 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\vJITTER_FULL\x10\x02\x12\x0f\n" +
 	"\vJITTER_NONE\x10\x03B\n" +
 	"\n" +
-	"\bschedule\"\xd3\x04\n" +
+	"\bschedule\"\xc8\x05\n" +
 	"\x15CreateEndpointRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1f\n" +
@@ -1582,7 +1735,9 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\bmetadata\x18\t \x03(\v20.hookline.v1.CreateEndpointRequest.MetadataEntryR\bmetadata\x120\n" +
 	"\x14outage_mode_disabled\x18\n" +
 	" \x01(\bR\x12outageModeDisabled\x12G\n" +
-	"\x10signature_scheme\x18\v \x01(\x0e2\x1c.hookline.v1.SignatureSchemeR\x0fsignatureScheme\x1a;\n" +
+	"\x10signature_scheme\x18\v \x01(\x0e2\x1c.hookline.v1.SignatureSchemeR\x0fsignatureScheme\x121\n" +
+	"\bordering\x18\f \x01(\x0e2\x15.hookline.v1.OrderingR\bordering\x12@\n" +
+	"\x0fon_head_failure\x18\r \x01(\x0e2\x18.hookline.v1.HeadFailureR\ronHeadFailure\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
@@ -1642,7 +1797,16 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\x0fSignatureScheme\x12 \n" +
 	"\x1cSIGNATURE_SCHEME_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SIGNATURE_SCHEME_V1\x10\x01\x12\x18\n" +
-	"\x14SIGNATURE_SCHEME_V1A\x10\x022\xfd\a\n" +
+	"\x14SIGNATURE_SCHEME_V1A\x10\x02*m\n" +
+	"\bOrdering\x12\x18\n" +
+	"\x14ORDERING_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12ORDERING_UNORDERED\x10\x01\x12\x19\n" +
+	"\x15ORDERING_PER_ENDPOINT\x10\x02\x12\x14\n" +
+	"\x10ORDERING_PER_KEY\x10\x03*Z\n" +
+	"\vHeadFailure\x12\x1c\n" +
+	"\x18HEAD_FAILURE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11HEAD_FAILURE_SKIP\x10\x01\x12\x16\n" +
+	"\x12HEAD_FAILURE_BLOCK\x10\x022\xfd\a\n" +
 	"\x0fEndpointService\x12s\n" +
 	"\x0eCreateEndpoint\x12\".hookline.v1.CreateEndpointRequest\x1a#.hookline.v1.CreateEndpointResponse\"\x18\x82\xd3\xe4\x93\x02\x12:\x01*\"\r/v1/endpoints\x12l\n" +
 	"\vGetEndpoint\x12\x1f.hookline.v1.GetEndpointRequest\x1a .hookline.v1.GetEndpointResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/endpoints/{id}\x12m\n" +
@@ -1665,90 +1829,96 @@ func file_hookline_v1_endpoint_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_endpoint_proto_rawDescData
 }
 
-var file_hookline_v1_endpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_hookline_v1_endpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_hookline_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_hookline_v1_endpoint_proto_goTypes = []any{
 	(EndpointStatus)(0),                    // 0: hookline.v1.EndpointStatus
 	(SignatureScheme)(0),                   // 1: hookline.v1.SignatureScheme
-	(RetryPolicy_Jitter)(0),                // 2: hookline.v1.RetryPolicy.Jitter
-	(*Endpoint)(nil),                       // 3: hookline.v1.Endpoint
-	(*RetryPolicy)(nil),                    // 4: hookline.v1.RetryPolicy
-	(*CreateEndpointRequest)(nil),          // 5: hookline.v1.CreateEndpointRequest
-	(*CreateEndpointResponse)(nil),         // 6: hookline.v1.CreateEndpointResponse
-	(*GetEndpointRequest)(nil),             // 7: hookline.v1.GetEndpointRequest
-	(*GetEndpointResponse)(nil),            // 8: hookline.v1.GetEndpointResponse
-	(*ListEndpointsRequest)(nil),           // 9: hookline.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),          // 10: hookline.v1.ListEndpointsResponse
-	(*UpdateEndpointRequest)(nil),          // 11: hookline.v1.UpdateEndpointRequest
-	(*UpdateEndpointResponse)(nil),         // 12: hookline.v1.UpdateEndpointResponse
-	(*DeleteEndpointRequest)(nil),          // 13: hookline.v1.DeleteEndpointRequest
-	(*DeleteEndpointResponse)(nil),         // 14: hookline.v1.DeleteEndpointResponse
-	(*PauseEndpointRequest)(nil),           // 15: hookline.v1.PauseEndpointRequest
-	(*PauseEndpointResponse)(nil),          // 16: hookline.v1.PauseEndpointResponse
-	(*ResumeEndpointRequest)(nil),          // 17: hookline.v1.ResumeEndpointRequest
-	(*ResumeEndpointResponse)(nil),         // 18: hookline.v1.ResumeEndpointResponse
-	(*RotateEndpointSecretRequest)(nil),    // 19: hookline.v1.RotateEndpointSecretRequest
-	(*RotateEndpointSecretResponse)(nil),   // 20: hookline.v1.RotateEndpointSecretResponse
-	nil,                                    // 21: hookline.v1.Endpoint.MetadataEntry
-	(*RetryPolicy_ExponentialBackoff)(nil), // 22: hookline.v1.RetryPolicy.ExponentialBackoff
-	(*RetryPolicy_DelayLadder)(nil),        // 23: hookline.v1.RetryPolicy.DelayLadder
-	nil,                                    // 24: hookline.v1.CreateEndpointRequest.MetadataEntry
-	(*durationpb.Duration)(nil),            // 25: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),          // 26: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),          // 27: google.protobuf.FieldMask
+	(Ordering)(0),                          // 2: hookline.v1.Ordering
+	(HeadFailure)(0),                       // 3: hookline.v1.HeadFailure
+	(RetryPolicy_Jitter)(0),                // 4: hookline.v1.RetryPolicy.Jitter
+	(*Endpoint)(nil),                       // 5: hookline.v1.Endpoint
+	(*RetryPolicy)(nil),                    // 6: hookline.v1.RetryPolicy
+	(*CreateEndpointRequest)(nil),          // 7: hookline.v1.CreateEndpointRequest
+	(*CreateEndpointResponse)(nil),         // 8: hookline.v1.CreateEndpointResponse
+	(*GetEndpointRequest)(nil),             // 9: hookline.v1.GetEndpointRequest
+	(*GetEndpointResponse)(nil),            // 10: hookline.v1.GetEndpointResponse
+	(*ListEndpointsRequest)(nil),           // 11: hookline.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),          // 12: hookline.v1.ListEndpointsResponse
+	(*UpdateEndpointRequest)(nil),          // 13: hookline.v1.UpdateEndpointRequest
+	(*UpdateEndpointResponse)(nil),         // 14: hookline.v1.UpdateEndpointResponse
+	(*DeleteEndpointRequest)(nil),          // 15: hookline.v1.DeleteEndpointRequest
+	(*DeleteEndpointResponse)(nil),         // 16: hookline.v1.DeleteEndpointResponse
+	(*PauseEndpointRequest)(nil),           // 17: hookline.v1.PauseEndpointRequest
+	(*PauseEndpointResponse)(nil),          // 18: hookline.v1.PauseEndpointResponse
+	(*ResumeEndpointRequest)(nil),          // 19: hookline.v1.ResumeEndpointRequest
+	(*ResumeEndpointResponse)(nil),         // 20: hookline.v1.ResumeEndpointResponse
+	(*RotateEndpointSecretRequest)(nil),    // 21: hookline.v1.RotateEndpointSecretRequest
+	(*RotateEndpointSecretResponse)(nil),   // 22: hookline.v1.RotateEndpointSecretResponse
+	nil,                                    // 23: hookline.v1.Endpoint.MetadataEntry
+	(*RetryPolicy_ExponentialBackoff)(nil), // 24: hookline.v1.RetryPolicy.ExponentialBackoff
+	(*RetryPolicy_DelayLadder)(nil),        // 25: hookline.v1.RetryPolicy.DelayLadder
+	nil,                                    // 26: hookline.v1.CreateEndpointRequest.MetadataEntry
+	(*durationpb.Duration)(nil),            // 27: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),          // 28: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),          // 29: google.protobuf.FieldMask
 }
 var file_hookline_v1_endpoint_proto_depIdxs = []int32{
 	0,  // 0: hookline.v1.Endpoint.status:type_name -> hookline.v1.EndpointStatus
-	25, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
-	4,  // 2: hookline.v1.Endpoint.retry_policy:type_name -> hookline.v1.RetryPolicy
-	26, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	26, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	26, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
-	21, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
+	27, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
+	6,  // 2: hookline.v1.Endpoint.retry_policy:type_name -> hookline.v1.RetryPolicy
+	28, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	28, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	28, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
+	23, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
 	1,  // 7: hookline.v1.Endpoint.signature_scheme:type_name -> hookline.v1.SignatureScheme
-	22, // 8: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
-	23, // 9: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
-	2,  // 10: hookline.v1.RetryPolicy.jitter:type_name -> hookline.v1.RetryPolicy.Jitter
-	25, // 11: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
-	25, // 12: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
-	4,  // 13: hookline.v1.CreateEndpointRequest.retry_policy:type_name -> hookline.v1.RetryPolicy
-	24, // 14: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
-	1,  // 15: hookline.v1.CreateEndpointRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
-	3,  // 16: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	3,  // 17: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	3,  // 18: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
-	3,  // 19: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
-	27, // 20: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	3,  // 21: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	3,  // 22: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	3,  // 23: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	25, // 24: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
-	1,  // 25: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
-	3,  // 26: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	25, // 27: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
-	25, // 28: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
-	25, // 29: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
-	5,  // 30: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	7,  // 31: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	9,  // 32: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	11, // 33: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	13, // 34: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	15, // 35: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	17, // 36: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	19, // 37: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
-	6,  // 38: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	8,  // 39: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
-	10, // 40: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	12, // 41: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
-	14, // 42: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
-	16, // 43: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
-	18, // 44: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
-	20, // 45: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
-	38, // [38:46] is the sub-list for method output_type
-	30, // [30:38] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	2,  // 8: hookline.v1.Endpoint.ordering:type_name -> hookline.v1.Ordering
+	3,  // 9: hookline.v1.Endpoint.on_head_failure:type_name -> hookline.v1.HeadFailure
+	24, // 10: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
+	25, // 11: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
+	4,  // 12: hookline.v1.RetryPolicy.jitter:type_name -> hookline.v1.RetryPolicy.Jitter
+	27, // 13: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
+	27, // 14: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
+	6,  // 15: hookline.v1.CreateEndpointRequest.retry_policy:type_name -> hookline.v1.RetryPolicy
+	26, // 16: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
+	1,  // 17: hookline.v1.CreateEndpointRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
+	2,  // 18: hookline.v1.CreateEndpointRequest.ordering:type_name -> hookline.v1.Ordering
+	3,  // 19: hookline.v1.CreateEndpointRequest.on_head_failure:type_name -> hookline.v1.HeadFailure
+	5,  // 20: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 21: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 22: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
+	5,  // 23: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
+	29, // 24: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	5,  // 25: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 26: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 27: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	27, // 28: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
+	1,  // 29: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
+	5,  // 30: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
+	27, // 31: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
+	27, // 32: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
+	27, // 33: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
+	7,  // 34: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	9,  // 35: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	11, // 36: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	13, // 37: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	15, // 38: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	17, // 39: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	19, // 40: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	21, // 41: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
+	8,  // 42: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	10, // 43: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
+	12, // 44: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	14, // 45: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
+	16, // 46: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
+	18, // 47: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
+	20, // 48: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
+	22, // 49: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
+	42, // [42:50] is the sub-list for method output_type
+	34, // [34:42] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_endpoint_proto_init() }
@@ -1765,7 +1935,7 @@ func file_hookline_v1_endpoint_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_endpoint_proto_rawDesc), len(file_hookline_v1_endpoint_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      5,
 			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,

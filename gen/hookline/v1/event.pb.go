@@ -32,7 +32,11 @@ type PublishEventRequest struct {
 	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Optional: deliver only to these endpoints (they must exist and be
 	// the caller's) instead of every matching one.
-	EndpointIds   []string `protobuf:"bytes,4,rep,name=endpoint_ids,json=endpointIds,proto3" json:"endpoint_ids,omitempty"`
+	EndpointIds []string `protobuf:"bytes,4,rep,name=endpoint_ids,json=endpointIds,proto3" json:"endpoint_ids,omitempty"`
+	// Optional: the lane of an endpoint ordered per key (Ordering
+	// ORDERING_PER_KEY) this event joins; at most 128 bytes of printable
+	// ASCII. Accepted and ignored for endpoints that are not ordered per key.
+	OrderingKey   string `protobuf:"bytes,5,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -93,6 +97,13 @@ func (x *PublishEventRequest) GetEndpointIds() []string {
 		return x.EndpointIds
 	}
 	return nil
+}
+
+func (x *PublishEventRequest) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
 }
 
 type PublishEventResponse struct {
@@ -206,13 +217,14 @@ var File_hookline_v1_event_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x17hookline/v1/event.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\"\x9a\x01\n" +
+	"\x17hookline/v1/event.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\"\xbd\x01\n" +
 	"\x13PublishEventRequest\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x01 \x01(\tR\teventType\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12'\n" +
 	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12!\n" +
-	"\fendpoint_ids\x18\x04 \x03(\tR\vendpointIds\"k\n" +
+	"\fendpoint_ids\x18\x04 \x03(\tR\vendpointIds\x12!\n" +
+	"\fordering_key\x18\x05 \x01(\tR\vorderingKey\"k\n" +
 	"\x14PublishEventResponse\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x128\n" +
 	"\n" +

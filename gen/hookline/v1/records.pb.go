@@ -369,7 +369,15 @@ type Delivery struct {
 	// spilled backlog) and kept while the hold goes on; meaningful only on a
 	// record of kind DEFERRED (any other kind starts afresh). A hold longer
 	// than the dispatcher's --max-hold ends the delivery EXPIRED.
-	HeldSince     *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=held_since,json=heldSince,proto3" json:"held_since,omitempty"`
+	HeldSince *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=held_since,json=heldSince,proto3" json:"held_since,omitempty"`
+	// The publish's ordering key (PublishEventRequest.ordering_key).
+	OrderingKey string `protobuf:"bytes,16,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	// The member's place in its ordered lane: the offset at which the
+	// dispatcher first read it in the deliveries partition. Set only for
+	// endpoints with ordering, kept on every later hop (retry, spill,
+	// hold), so a member coming back at a later offset sorts into its first
+	// place.
+	LaneSeq       *int64 `protobuf:"varint,17,opt,name=lane_seq,json=laneSeq,proto3,oneof" json:"lane_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -507,6 +515,20 @@ func (x *Delivery) GetHeldSince() *timestamppb.Timestamp {
 		return x.HeldSince
 	}
 	return nil
+}
+
+func (x *Delivery) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
+func (x *Delivery) GetLaneSeq() int64 {
+	if x != nil && x.LaneSeq != nil {
+		return *x.LaneSeq
+	}
+	return 0
 }
 
 // AttemptResult reports one attempt, or one terminal decision made without
@@ -1212,11 +1234,130 @@ func (x *IdempotencyRecord) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// LaneRecord is the durable part of an ordered lane (docs/DESIGN.md,
+// "Ordered delivery"): the members that are outside the dispatcher's
+// memory (in the retry path), written in the same transaction as the
+// records that took them out and the offsets that let the watermark pass
+// them. Topic: <prefix>lanes (compacted); key: LaneKey(endpoint, key); a
+// tombstone when no member is outside.
+type LaneRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EndpointId    string                 `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	OrderingKey   string                 `protobuf:"bytes,2,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	Outside       []*LaneMember          `protobuf:"bytes,3,rep,name=outside,proto3" json:"outside,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LaneRecord) Reset() {
+	*x = LaneRecord{}
+	mi := &file_hookline_v1_records_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LaneRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LaneRecord) ProtoMessage() {}
+
+func (x *LaneRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_records_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LaneRecord.ProtoReflect.Descriptor instead.
+func (*LaneRecord) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *LaneRecord) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *LaneRecord) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
+func (x *LaneRecord) GetOutside() []*LaneMember {
+	if x != nil {
+		return x.Outside
+	}
+	return nil
+}
+
+// LaneMember is one member of a lane outside memory.
+type LaneMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DeliveryId    string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	LaneSeq       int64                  `protobuf:"varint,2,opt,name=lane_seq,json=laneSeq,proto3" json:"lane_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LaneMember) Reset() {
+	*x = LaneMember{}
+	mi := &file_hookline_v1_records_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LaneMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LaneMember) ProtoMessage() {}
+
+func (x *LaneMember) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_records_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LaneMember.ProtoReflect.Descriptor instead.
+func (*LaneMember) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *LaneMember) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
+func (x *LaneMember) GetLaneSeq() int64 {
+	if x != nil {
+		return x.LaneSeq
+	}
+	return 0
+}
+
 var File_hookline_v1_records_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x19hookline/v1/records.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahookline/v1/endpoint.proto\x1a\x17hookline/v1/event.proto\"\x92\x05\n" +
+	"\x19hookline/v1/records.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahookline/v1/endpoint.proto\x1a\x17hookline/v1/event.proto\"\xe2\x05\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1240,7 +1381,10 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\n" +
 	"paused_for\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\tpausedFor\x129\n" +
 	"\n" +
-	"held_since\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\theldSince\"\x99\x05\n" +
+	"held_since\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\theldSince\x12!\n" +
+	"\fordering_key\x18\x10 \x01(\tR\vorderingKey\x12\x1e\n" +
+	"\blane_seq\x18\x11 \x01(\x03H\x00R\alaneSeq\x88\x01\x01B\v\n" +
+	"\t_lane_seq\"\x99\x05\n" +
 	"\rAttemptResult\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1317,7 +1461,18 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"expires_at\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt*\xe4\x01\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x83\x01\n" +
+	"\n" +
+	"LaneRecord\x12\x1f\n" +
+	"\vendpoint_id\x18\x01 \x01(\tR\n" +
+	"endpointId\x12!\n" +
+	"\fordering_key\x18\x02 \x01(\tR\vorderingKey\x121\n" +
+	"\aoutside\x18\x03 \x03(\v2\x17.hookline.v1.LaneMemberR\aoutside\"H\n" +
+	"\n" +
+	"LaneMember\x12\x1f\n" +
+	"\vdelivery_id\x18\x01 \x01(\tR\n" +
+	"deliveryId\x12\x19\n" +
+	"\blane_seq\x18\x02 \x01(\x03R\alaneSeq*\xe4\x01\n" +
 	"\fDeliveryKind\x12\x1d\n" +
 	"\x19DELIVERY_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13DELIVERY_KIND_FIRST\x10\x01\x12\x17\n" +
@@ -1366,7 +1521,7 @@ func file_hookline_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_hookline_v1_records_proto_goTypes = []any{
 	(DeliveryKind)(0),             // 0: hookline.v1.DeliveryKind
 	(OutcomeClass)(0),             // 1: hookline.v1.OutcomeClass
@@ -1381,43 +1536,46 @@ var file_hookline_v1_records_proto_goTypes = []any{
 	(*SealedSecret)(nil),          // 10: hookline.v1.SealedSecret
 	(*Notice)(nil),                // 11: hookline.v1.Notice
 	(*IdempotencyRecord)(nil),     // 12: hookline.v1.IdempotencyRecord
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(*Endpoint)(nil),              // 15: hookline.v1.Endpoint
-	(*DeliveryRef)(nil),           // 16: hookline.v1.DeliveryRef
+	(*LaneRecord)(nil),            // 13: hookline.v1.LaneRecord
+	(*LaneMember)(nil),            // 14: hookline.v1.LaneMember
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(*Endpoint)(nil),              // 17: hookline.v1.Endpoint
+	(*DeliveryRef)(nil),           // 18: hookline.v1.DeliveryRef
 }
 var file_hookline_v1_records_proto_depIdxs = []int32{
-	13, // 0: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
-	13, // 1: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
-	13, // 2: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
-	13, // 3: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
+	15, // 0: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
+	15, // 1: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
+	15, // 2: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
+	15, // 3: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
 	0,  // 4: hookline.v1.Delivery.kind:type_name -> hookline.v1.DeliveryKind
-	14, // 5: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
-	13, // 6: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
+	16, // 5: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
+	15, // 6: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
 	1,  // 7: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
-	14, // 8: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
-	13, // 9: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
+	16, // 8: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
+	15, // 9: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
 	2,  // 10: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
-	13, // 11: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
+	15, // 11: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
 	5,  // 12: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
 	6,  // 13: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
-	13, // 14: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	15, // 15: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
+	15, // 14: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	17, // 15: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
 	9,  // 16: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
-	13, // 17: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
-	13, // 18: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 17: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
+	15, // 18: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
 	10, // 19: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
 	3,  // 20: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
-	13, // 21: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	15, // 21: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
 	4,  // 22: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
-	16, // 23: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
-	13, // 24: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
-	13, // 25: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	18, // 23: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
+	15, // 24: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
+	15, // 25: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 26: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }
@@ -1427,13 +1585,14 @@ func file_hookline_v1_records_proto_init() {
 	}
 	file_hookline_v1_endpoint_proto_init()
 	file_hookline_v1_event_proto_init()
+	file_hookline_v1_records_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_records_proto_rawDesc), len(file_hookline_v1_records_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

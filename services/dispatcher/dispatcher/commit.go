@@ -45,6 +45,7 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		marks[k.topic][k.partition] = kgo.EpochOffset{Epoch: pw.epoch, Offset: mark}
 	}
 	e.w.done = 0
+	outs = e.laneOutputs(outs)
 	if len(outs) == 0 {
 		return
 	}
@@ -79,6 +80,11 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		e.s.pausesCommitted(ctx, outs, committed && err == nil)
 		e.in.post(msg{kind: msgCommitted, committed: committed, produceErr: perr, err: err, records: len(outs), took: time.Since(began)})
 		if aborted {
+			// The window starts over, its ordered lanes seeded from the
+			// lanes view again: it must hold every committed record.
+			if err := e.s.syncLanes(ctx); err != nil && ctx.Err() == nil {
+				e.s.log.Warn("lanes view not caught up after an aborted commit", "err", err)
+			}
 			// Back off before the window is consumed again; the loop
 			// stays committing (no poll) until this ends.
 			t := time.NewTimer(wait)
@@ -106,6 +112,7 @@ func (e *engine) committed(m *msg, now time.Time) error {
 		return nil
 	}
 	e.lastCommit = now
+	e.lanesCommitted(m.committed && m.err == nil)
 	e.s.log.Debug("commit ended", "records", m.records, "took", m.took, "committed", m.committed)
 	if m.err != nil {
 		return fmt.Errorf("dispatcher: %w", m.err)

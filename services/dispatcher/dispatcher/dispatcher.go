@@ -62,6 +62,9 @@ type Service struct {
 	// feeds it.
 	notices      *noticeView
 	noticeFollow *hkafka.Follower
+	// lanes seeds ordered lanes after an assignment; laneFollow feeds it.
+	lanes      *laneView
+	laneFollow *hkafka.Follower
 
 	tp      trace.TracerProvider
 	mp      metric.MeterProvider
@@ -148,6 +151,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		rcv:          newReceivers(),
 		signers:      newSigners(keys),
 		notices:      newNoticeView(),
+		lanes:        newLaneView(),
 		pauseOutcome: defaultPauseOutcome,
 		probe:        &health.Probe{},
 		tp:           otel.GetTracerProvider(),
@@ -158,6 +162,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	s.rcv.seed, s.rcv.seedOutage = s.notices.lookup, cfg.OutageAfter > 0
 	s.noticeFollow = hkafka.NewFollower(s.notices.apply, s.topics.Notices)
+	s.laneFollow = hkafka.NewFollower(s.lanes.apply, s.topics.Lanes)
 	s.tracer = s.tp.Tracer(scope)
 	s.processSpan = "process " + s.topics.Deliveries
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
@@ -224,16 +229,20 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		case <-ctx.Done():
 		}
 	}()
-	// The notices view: endpoint health that outlives this process.
-	followDone := make(chan struct{})
-	go func() {
-		defer close(followDone)
-		if err := s.noticeFollow.Run(ctx, s.cfg.Kafka); err != nil {
-			cancel(fmt.Errorf("dispatcher: notices: %w", err))
-		}
-	}()
+	// The notices view: endpoint health that outlives this process; the
+	// lanes view: ordered lanes' members outside memory.
+	followDone := make(chan struct{}, 2)
+	for name, f := range map[string]*hkafka.Follower{"notices": s.noticeFollow, "lanes": s.laneFollow} {
+		go func() {
+			defer func() { followDone <- struct{}{} }()
+			if err := f.Run(ctx, s.cfg.Kafka); err != nil {
+				cancel(fmt.Errorf("dispatcher: %s: %w", name, err))
+			}
+		}()
+	}
 	defer func() {
 		cancel(nil)
+		<-followDone
 		<-followDone
 	}()
 
@@ -355,6 +364,11 @@ func (s *Service) reseedHealth(ctx context.Context, assigned map[string][]int32)
 	defer cancel()
 	if err := s.noticeFollow.Sync(ctx, s.topics.Notices); err != nil {
 		s.log.Warn("notices view not caught up; endpoint health seeded from what it holds", "err", err)
+	}
+	// Ordered lanes of the new partitions are seeded from the lanes
+	// view when their first delivery is placed (ordered.go).
+	if err := s.syncLanes(ctx); err != nil {
+		s.log.Warn("lanes view not caught up; ordered lanes seeded from what it holds", "err", err)
 	}
 	s.dropHealth(assigned)
 }

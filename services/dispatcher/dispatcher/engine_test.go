@@ -20,7 +20,7 @@ import (
 
 // testEngine is an engine with no Kafka session: records are placed by
 // hand, as a poll would.
-func testEngine(t *testing.T, s *Service) *engine {
+func testEngine(t testing.TB, s *Service) *engine {
 	t.Helper()
 	e := s.newEngine()
 	lag, err := telemetry.NewLag(metricnoop.NewMeterProvider(), "test")
@@ -58,7 +58,7 @@ func (e *engine) pollID(t *testing.T, p int32, offset int64, id string) {
 
 // waitMsgs collects the inbox until n goroutines have reported or the
 // test's deadline passes.
-func (e *engine) waitOutstanding(t *testing.T, n int) {
+func (e *engine) waitOutstanding(t testing.TB, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

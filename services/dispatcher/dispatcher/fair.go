@@ -95,7 +95,7 @@ func (f *fair) touch(l *lane, now time.Time) {
 // start now, in the wake heap when only its rate holds it back; a lane
 // held by its cap waits for a completion.
 func (f *fair) ready(l *lane, now time.Time) {
-	if l.inRing || l.queued == 0 || !l.capOK() {
+	if l.inRing || !l.runnable() || !l.capOK() {
 		return
 	}
 	if ok, at := l.rateReady(now); !ok {
@@ -207,7 +207,7 @@ func (f *fair) uncharge(l *lane, cost int64) {
 func (f *fair) prune(cutoff time.Time) []string {
 	var gone []string
 	for id, l := range f.lanes {
-		if l.working || l.inRing || l.heapIdx >= 0 || l.idleSince.After(cutoff) {
+		if l.working || l.inRing || l.heapIdx >= 0 || l.idleSince.After(cutoff) || l.ord.holds() {
 			continue
 		}
 		delete(f.lanes, id)

@@ -47,6 +47,10 @@ type lane struct {
 	latency time.Duration
 	// idleSince is when the lane last had no work, for pruning.
 	idleSince time.Time
+
+	// ord is the ordered part of an ordered endpoint's lane (ordered.go);
+	// nil for an unordered one.
+	ord *ordering
 }
 
 func newLane(id string, t *tenant) *lane {
@@ -84,8 +88,14 @@ func (l *lane) push(e *entry, now time.Time) {
 	l.qbytes += e.size
 }
 
-// peek returns the oldest live waiting entry, or nil.
+// peek returns the oldest live waiting entry (of an ordered lane: the
+// head of a keyLane that may start), or nil.
 func (l *lane) peek() *entry {
+	if l.ord != nil {
+		if e := l.ord.peek(); e != nil {
+			return e
+		}
+	}
 	for l.qhead < len(l.queue) {
 		if e := l.queue[l.qhead]; e.state == entryQueued {
 			return e
@@ -99,6 +109,13 @@ func (l *lane) peek() *entry {
 
 // pop removes and returns the oldest live waiting entry, or nil.
 func (l *lane) pop() *entry {
+	if l.ord != nil {
+		if e := l.ord.pop(); e != nil {
+			l.queued--
+			l.qbytes -= e.size
+			return e
+		}
+	}
 	e := l.peek()
 	if e == nil {
 		return nil
@@ -118,6 +135,19 @@ func (l *lane) pop() *entry {
 func (l *lane) unqueue(e *entry) {
 	l.queued--
 	l.qbytes -= e.size
+	if e.key != nil && l.ord != nil {
+		l.ord.waiting--
+	}
+}
+
+// runnable reports whether something waiting may start, cap and rate
+// aside: any waiting delivery of an unordered lane, a startable keyLane's
+// head of an ordered one.
+func (l *lane) runnable() bool {
+	if l.ord == nil {
+		return l.queued > 0
+	}
+	return l.queued > l.ord.waiting || l.ord.peek() != nil
 }
 
 func (l *lane) compact() {

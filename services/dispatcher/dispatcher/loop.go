@@ -51,11 +51,15 @@ type engine struct {
 	// seeds are what assignments read of their partitions' past for it.
 	recent *recent
 	seeds  seeds
+	// popped are the entries with a lane change the commit being built
+	// popped; undo takes a commit's lane changes back (lanes.go).
+	popped []*entry
+	undo   []laneUndo
 }
 
 func (s *Service) newEngine() *engine {
 	work, cancel := context.WithCancel(context.Background())
-	return &engine{
+	e := &engine{
 		s:          s,
 		w:          newWindow(s.cfg.WindowRecords, s.cfg.WindowBytes),
 		f:          newFair(s.cfg.AttemptMemory),
@@ -64,6 +68,12 @@ func (s *Service) newEngine() *engine {
 		cancelWork: cancel,
 		recent:     newRecent(recentDeliveries),
 	}
+	e.w.popped = func(en *entry) {
+		if en.opKey != nil {
+			e.popped = append(e.popped, en)
+		}
+	}
+	return e
 }
 
 // dropped is the partition callback for revoked and lost partitions: their
@@ -226,6 +236,7 @@ func (e *engine) sweep(now time.Time) {
 			}
 		}
 		pw.entries, pw.head = nil, 0
+		e.forgetOrdered(pw)
 	}
 }
 
@@ -249,6 +260,9 @@ func (e *engine) collect(now time.Time) error {
 			e.f.uncharge(l, en.cost)
 			if m.latency > 0 {
 				l.observe(m.latency)
+			}
+			if !en.part.dropped {
+				e.settledOrdered(en, m.outs, now)
 			}
 			e.f.touch(l, now)
 			e.f.requeue(l, now)

@@ -44,6 +44,10 @@ func (e *engine) place(en *entry, now time.Time) {
 	}
 	l := e.f.lane(ep.GetEndpoint().GetId(), ep.GetEndpoint().GetTenantId())
 	e.configure(l, ep, now)
+	if isOrdered(ep, en.d) {
+		e.placeOrdered(en, l, ep, now)
+		return
+	}
 	if l.queued >= e.queueLimit(l) || l.qbytes+en.size > s.cfg.QueueBytes {
 		e.spillOne(en, l, now, "backlog")
 		return
@@ -80,7 +84,9 @@ func (e *engine) queueLimit(l *lane) int {
 // settle finishes en now with the outputs fn returns, inside its process
 // span.
 func (e *engine) settle(en *entry, fn func(context.Context) []*kgo.Record) {
-	e.w.finish(en, e.s.process(context.Background(), en.rec, fn))
+	outs := e.s.process(context.Background(), en.rec, fn)
+	e.settledOrdered(en, outs, e.s.now())
+	e.w.finish(en, outs)
 }
 
 // resolve syncs the endpoints view for en on a goroutine of its own and

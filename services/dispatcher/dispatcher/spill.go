@@ -53,6 +53,7 @@ func (e *engine) relieve(now time.Time) {
 	}
 	if now.Sub(e.lastPrune) >= laneIdleFor {
 		e.lastPrune = now
+		e.expireOrdered(now.Add(-e.s.cfg.MaxHold), now)
 		e.s.signers.forget(e.f.prune(now.Add(-laneIdleFor)))
 	}
 }
@@ -61,6 +62,13 @@ func (e *engine) relieve(now time.Time) {
 func (e *engine) spillLane(l *lane, now time.Time) {
 	e.s.log.Warn("endpoint backlog holds its partition back; spilling its waiting deliveries to the retry path",
 		"endpoint_id", l.id, "waiting", l.queued, "in_flight", l.inFlight)
+	if l.ord != nil {
+		for _, en := range l.ord.drain() {
+			l.queued--
+			l.qbytes -= en.size
+			e.spillOne(en, l, now, "stuck partition")
+		}
+	}
 	for en := l.pop(); en != nil; en = l.pop() {
 		e.spillOne(en, l, now, "stuck partition")
 	}

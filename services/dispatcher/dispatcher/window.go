@@ -52,8 +52,11 @@ type entry struct {
 	part     *partWindow
 	d        *hooklinev1.Delivery // nil when the record does not decode
 	lane     *lane
-	size     int64 // charged to the window
-	cost     int64 // attempt memory charged while in flight
+	key      *keyLane // its ordered lane, while it has a turn to end (ordered.go)
+	opKey    *keyLane // its ordered lane, until its lane change is committed (lanes.go)
+	opOut    bool     // the change: outside (true) or not
+	size     int64    // charged to the window
+	cost     int64    // attempt memory charged while in flight
 	state    entryState
 	outs     []*kgo.Record
 	queuedAt time.Time
@@ -90,6 +93,9 @@ type window struct {
 
 	mu      sync.Mutex
 	dropped map[tp]bool
+
+	// popped, when set, is told of every entry popDone removes.
+	popped func(*entry)
 }
 
 func newWindow(maxRecords int, maxBytes int64) *window {
@@ -184,6 +190,9 @@ func (w *window) popDone(pw *partWindow, now time.Time, outs []*kgo.Record) ([]*
 	for pw.head < len(pw.entries) && pw.entries[pw.head].state == entryDone {
 		e := pw.entries[pw.head]
 		outs = append(outs, e.outs...)
+		if w.popped != nil {
+			w.popped(e)
+		}
 		w.records--
 		w.bytes -= e.size
 		pw.entries[pw.head] = nil

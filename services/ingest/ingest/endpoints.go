@@ -199,6 +199,8 @@ func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndp
 		validateMetadata(req.GetMetadata()),
 		validateMaxInFlight(req.GetMaxInFlight()),
 		validateRate(req.GetRateLimitPerSecond()),
+		validateOrdering(req.GetOrdering()),
+		validateHeadFailure(req.GetOnHeadFailure()),
 	} {
 		if err != nil {
 			return nil, err
@@ -237,6 +239,8 @@ func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndp
 			UpdatedAt:          now,
 			Metadata:           req.GetMetadata(),
 			OutageModeDisabled: req.GetOutageModeDisabled(),
+			Ordering:           req.GetOrdering(),
+			OnHeadFailure:      req.GetOnHeadFailure(),
 		},
 		Version: 1,
 	}
@@ -468,8 +472,12 @@ func (s *Service) UpdateEndpoint(ctx context.Context, req *hooklinev1.UpdateEndp
 				err, ep.Metadata = validateMetadata(in.GetMetadata()), in.GetMetadata()
 			case "outage_mode_disabled":
 				ep.OutageModeDisabled = in.GetOutageModeDisabled()
+			case "ordering":
+				err, ep.Ordering = validateOrdering(in.GetOrdering()), in.GetOrdering()
+			case "on_head_failure":
+				err, ep.OnHeadFailure = validateHeadFailure(in.GetOnHeadFailure()), in.GetOnHeadFailure()
 			default:
-				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled (status and secret have their own calls)", p)
+				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure (status and secret have their own calls)", p)
 			}
 			if err != nil {
 				return err

@@ -58,6 +58,9 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 	if k := req.GetIdempotencyKey(); len(k) > maxIdempotencyKeyLen {
 		return nil, invalid("idempotency_key", "is %d bytes, the limit is %d", len(k), maxIdempotencyKeyLen)
 	}
+	if err := validateOrderingKey(req.GetOrderingKey()); err != nil {
+		return nil, err
+	}
 	// Bounded memory: a call waits for Kafka only within the bytes every
 	// call in flight may hold together; beyond them it waits its turn
 	// briefly or is pushed back (the fan-out is the endpoints known now:
@@ -90,15 +93,16 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 	if err := s.writeDeliveries(ctx, len(targets), func(i int) *hooklinev1.Delivery {
 		ref := resp.GetDeliveries()[i]
 		return &hooklinev1.Delivery{
-			DeliveryId: ref.GetDeliveryId(),
-			EventId:    eventID,
-			TenantId:   tenant,
-			EndpointId: ref.GetEndpointId(),
-			EventType:  req.GetEventType(),
-			Payload:    payload,
-			Attempt:    1,
-			CreatedAt:  created,
-			Kind:       hooklinev1.DeliveryKind_DELIVERY_KIND_FIRST,
+			DeliveryId:  ref.GetDeliveryId(),
+			EventId:     eventID,
+			TenantId:    tenant,
+			EndpointId:  ref.GetEndpointId(),
+			EventType:   req.GetEventType(),
+			Payload:     payload,
+			Attempt:     1,
+			CreatedAt:   created,
+			Kind:        hooklinev1.DeliveryKind_DELIVERY_KIND_FIRST,
+			OrderingKey: req.GetOrderingKey(),
 		}
 	}); err != nil {
 		return nil, err

@@ -128,7 +128,8 @@ func IdempotencyRecordKey(tenant, key string) string {
 }
 
 // RequestHash identifies what a publish asks for: the event type, the
-// payload and the sorted, deduplicated endpoint ids, each length-prefixed.
+// payload, the sorted, deduplicated endpoint ids and the ordering key
+// (when set), each length-prefixed.
 // Two requests with the same hash are the same request for an idempotency
 // key. It is safe for concurrent use.
 func RequestHash(req *hooklinev1.PublishEventRequest) []byte {
@@ -145,6 +146,11 @@ func RequestHash(req *hooklinev1.PublishEventRequest) []byte {
 	_ = binary.Write(h, binary.BigEndian, uint64(len(named)))
 	for _, id := range named {
 		write([]byte(id))
+	}
+	if k := req.GetOrderingKey(); k != "" {
+		// Only when set, so hashes of claims made before ordering keys
+		// existed are unchanged.
+		write([]byte(k))
 	}
 	return h.Sum(nil)
 }
@@ -279,6 +285,7 @@ func (s *Service) completeClaim(ctx context.Context, k string, c *hooklinev1.Ide
 			CreatedAt:      c.GetCreatedAt(),
 			Kind:           hooklinev1.DeliveryKind_DELIVERY_KIND_FIRST,
 			IdempotencyKey: c.GetIdempotencyKey(),
+			OrderingKey:    req.GetOrderingKey(),
 		}
 	}); err != nil {
 		return nil, err

@@ -1,0 +1,295 @@
+package dispatcher
+
+import (
+	"slices"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Ordered delivery (docs/DESIGN.md, "Ordered delivery"). An endpoint
+// ordered per_endpoint has one ordered lane, one ordered per_key has one
+// per ordering key; here both are a keyLane inside the endpoint's lane,
+// which keeps the endpoint's cap and rate limiter, so every keyLane of an
+// endpoint shares them and the fair scheduler serves the endpoint as
+// before. A keyLane has an effective cap of 1:
+//
+//   - its members wait sorted by lane_seq, the offset at which the
+//     dispatcher first read them, kept on every later hop (retry, spill,
+//     hold) so a member that comes back at a later offset sorts into its
+//     first place;
+//   - its head starts only when no attempt of the lane is in flight and
+//     no member with a smaller lane_seq is outside memory (in the retry
+//     path: a retry, a spill, a hold, a worker fault's requeue);
+//   - a member whose attempt (or settlement) wrote a delivery record back
+//     (retries or deliveries topic) is outside until it is read again; any
+//     other outcome is terminal (delivered, or dead-lettered: on_head_failure
+//     skip) and lets the next member go.
+//
+// Which members are outside is also durable: each member's change is
+// committed with the watermark that passes it, to the lanes topic
+// (lanes.go), and a new owner seeds an endpoint's lanes from it.
+//
+// Unordered lanes never touch any of this (lane.ord is nil).
+
+// ordering is an endpoint lane's ordered part.
+type ordering struct {
+	part *partWindow // the partition the endpoint's deliveries come from
+	// seeds are the lanes topic's members outside memory per key, as of
+	// the ordering's making; a keyLane takes its seed when it is made.
+	seeds   map[string]map[string]int64
+	keys    map[string]*keyLane
+	ready   fifo[*keyLane] // keyLanes that may be startable; checked when taken
+	waiting int            // members waiting in memory (counted in lane.queued too)
+}
+
+// keyLane is one ordered lane: an ordered endpoint, or an (endpoint,
+// ordering key) pair.
+type keyLane struct {
+	lane    *lane
+	key     string
+	members []*entry // waiting in memory, sorted by lane_seq; dropped ones are skipped
+	head    *entry   // the member in flight (or being settled), if any
+	outside map[string]outsider
+	inReady bool
+	// committed is the outside list as of the committed watermark: what
+	// the lanes topic says (lanes.go); pending counts the lane changes of
+	// entries not committed yet.
+	committed map[string]int64
+	pending   int
+}
+
+// outsider is a member outside memory, by delivery id.
+type outsider struct {
+	seq   int64
+	since time.Time
+}
+
+// isOrdered reports whether d takes its turn in an ordered lane of ep. An
+// operator's resend and a test event are one-off attempts outside any
+// lane: they neither wait for a lane nor hold one.
+func isOrdered(ep *hooklinev1.EndpointRecord, d *hooklinev1.Delivery) bool {
+	switch d.GetKind() {
+	case hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND, hooklinev1.DeliveryKind_DELIVERY_KIND_TEST:
+		return false
+	}
+	switch ep.GetEndpoint().GetOrdering() {
+	case hooklinev1.Ordering_ORDERING_PER_ENDPOINT, hooklinev1.Ordering_ORDERING_PER_KEY:
+		return true
+	}
+	return false
+}
+
+// laneKey is d's ordered lane within endpoint ep.
+func laneKey(ep *hooklinev1.EndpointRecord, d *hooklinev1.Delivery) string {
+	if ep.GetEndpoint().GetOrdering() == hooklinev1.Ordering_ORDERING_PER_KEY {
+		return d.GetOrderingKey()
+	}
+	return ""
+}
+
+// seq is e's place in its lane.
+func seq(e *entry) int64 { return e.d.GetLaneSeq() }
+
+// placeOrdered puts en, of an ordered endpoint, into its keyLane of l,
+// or spills it when l is over its backlog budget (it is then outside).
+func (e *engine) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord, now time.Time) {
+	if l.ord == nil {
+		// The first of the endpoint's deliveries since an assignment (or
+		// a rewind): its lanes start from what the lanes topic says.
+		l.ord = &ordering{keys: map[string]*keyLane{}, seeds: e.s.lanes.snapshot(l.id)}
+	}
+	o := l.ord
+	o.part = en.part // an endpoint's deliveries come from one partition
+	key := laneKey(ep, en.d)
+	k := o.keys[key]
+	if k == nil {
+		k = &keyLane{lane: l, key: key, outside: map[string]outsider{}, committed: map[string]int64{}}
+		for id, s := range o.seeds[key] {
+			k.outside[id] = outsider{seq: s, since: now}
+			k.committed[id] = s
+		}
+		delete(o.seeds, key)
+		o.keys[key] = k
+	}
+	id := en.d.GetDeliveryId()
+	if en.d.LaneSeq == nil {
+		// First read, or back from a path that kept the raw record (a
+		// worker fault's requeue): the lane's memory knows its place.
+		s := en.rec.Offset
+		if out, ok := k.outside[id]; ok {
+			s = out.seq
+		}
+		en.d.LaneSeq = &s
+	}
+	delete(k.outside, id)
+	en.key = k
+	if l.queued >= e.queueLimit(l) || l.qbytes+en.size > e.s.cfg.QueueBytes {
+		e.spillOne(en, l, now, "backlog") // settledOrdered notes it outside
+		return
+	}
+	en.state, en.lane, en.queuedAt = entryQueued, l, now
+	i, _ := slices.BinarySearchFunc(k.members, seq(en), func(m *entry, s int64) int {
+		return int(min(max(seq(m)-s, -1), 1))
+	})
+	k.members = slices.Insert(k.members, i, en)
+	l.queued++
+	l.qbytes += en.size
+	o.waiting++
+	o.touch(k)
+	e.f.touch(l, now)
+	e.f.ready(l, now)
+}
+
+// startable reports whether k's head may start now.
+func (k *keyLane) startable() bool {
+	for len(k.members) > 0 && k.members[0].state != entryQueued {
+		k.members[0] = nil
+		k.members = k.members[1:]
+	}
+	if k.head != nil || len(k.members) == 0 {
+		return false
+	}
+	first := seq(k.members[0])
+	for _, out := range k.outside {
+		if out.seq < first {
+			return false
+		}
+	}
+	return true
+}
+
+// idle reports whether k holds nothing: it can be forgotten.
+func (k *keyLane) idle() bool {
+	return k.head == nil && len(k.outside) == 0 && len(k.members) == 0 && len(k.committed) == 0 && k.pending == 0
+}
+
+// touch is called after k changed: a startable k is offered to the
+// scheduler, an idle one forgotten.
+func (o *ordering) touch(k *keyLane) {
+	if k.startable() {
+		if !k.inReady {
+			k.inReady = true
+			o.ready.push(k)
+		}
+		return
+	}
+	if k.idle() && o.keys[k.key] == k {
+		delete(o.keys, k.key)
+	}
+}
+
+// peek returns the head of the first startable keyLane, or nil.
+func (o *ordering) peek() *entry {
+	for o.ready.len() > 0 {
+		k := o.ready.items[o.ready.head]
+		if k.startable() {
+			return k.members[0]
+		}
+		o.ready.pop()
+		k.inReady = false
+	}
+	return nil
+}
+
+// pop takes the head peek returned: its keyLane is busy until the head's
+// outcome is known (settled).
+func (o *ordering) pop() *entry {
+	en := o.peek()
+	if en == nil {
+		return nil
+	}
+	k := o.ready.pop()
+	k.inReady = false
+	k.members[0] = nil
+	k.members = k.members[1:]
+	k.head = en
+	o.waiting--
+	return en
+}
+
+// drain takes every waiting member, each keyLane's in lane_seq order:
+// the lane is being spilled.
+func (o *ordering) drain() []*entry {
+	var out []*entry
+	for _, k := range o.keys {
+		for _, en := range k.members {
+			if en.state == entryQueued {
+				out = append(out, en) // outside once spilled (settledOrdered)
+			}
+		}
+		clear(k.members)
+		k.members = k.members[:0]
+	}
+	o.waiting = 0
+	return out
+}
+
+// settledOrdered notes how a member of an ordered lane ended its turn:
+// outside when its outputs send the delivery round again, otherwise
+// terminal. Either way its keyLane is no longer busy with it.
+func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) {
+	k := en.key
+	if k == nil {
+		return
+	}
+	en.key = nil
+	if k.head == en {
+		k.head = nil
+	}
+	id := en.d.GetDeliveryId()
+	delete(k.outside, id)
+	en.opOut = false
+	for _, r := range outs {
+		if r.Topic == e.s.topics.Retries || r.Topic == e.s.topics.Deliveries {
+			k.outside[id] = outsider{seq: seq(en), since: now}
+			en.opOut = true
+			break
+		}
+	}
+	// The lanes topic learns of it when the watermark passes en.
+	en.opKey = k
+	k.pending++
+	if l := k.lane; l.ord != nil && l.ord.keys[k.key] == k {
+		l.ord.touch(k)
+		e.f.ready(l, now)
+	}
+}
+
+// forgetOrdered drops the ordered state of the lanes fed by partition pw,
+// which this dispatcher no longer owns (or rewound): what it knew is
+// stale. Their waiting members were unqueued already.
+func (e *engine) forgetOrdered(pw *partWindow) {
+	for _, l := range e.f.lanes {
+		if l.ord != nil && l.ord.part == pw {
+			l.ord = nil
+		}
+	}
+}
+
+// expireOrdered forgets members outside since before cutoff (--max-hold):
+// every hold ends by then, so such an entry is a member that ended
+// elsewhere (its endpoint deleted or re-moded, its partition moved).
+func (e *engine) expireOrdered(cutoff, now time.Time) {
+	for _, l := range e.f.lanes {
+		if l.ord == nil {
+			continue
+		}
+		for _, k := range l.ord.keys {
+			for id, out := range k.outside {
+				if out.since.Before(cutoff) {
+					delete(k.outside, id)
+				}
+			}
+			l.ord.touch(k)
+		}
+		e.f.ready(l, now)
+	}
+}
+
+// holds reports whether the ordered part still remembers something the
+// lane must not be pruned with.
+func (o *ordering) holds() bool {
+	return o != nil && (len(o.keys) > 0 || len(o.seeds) > 0)
+}
