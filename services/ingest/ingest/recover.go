@@ -45,7 +45,11 @@ func (s *Service) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest, stream
 	if err := s.syncIndex(ctx); err != nil {
 		return err
 	}
-	todo, unavailable := s.index.failedIn(apikey.TenantFrom(ctx), req.GetEndpointId(), since, until)
+	tenant := apikey.TenantFrom(ctx)
+	todo, unavailable, err := s.history.FailedIn(tenant, req.GetEndpointId(), since, until)
+	if err != nil {
+		return historyStatus(err)
+	}
 	if len(todo) > s.cfg.RecoverMaxDeliveries {
 		return status.Errorf(codes.ResourceExhausted, "%d deliveries failed in the window, the limit per call is %d (--recover-max-deliveries); recover a shorter window, in parts", len(todo), s.cfg.RecoverMaxDeliveries)
 	}
@@ -70,8 +74,10 @@ func (s *Service) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest, stream
 		changed := s.indexFollow.Changed()
 		p := &hooklinev1.RecoverEndpointResponse{Total: uint32(len(todo)), Unavailable: uint32(unavailable)}
 		for _, d := range todo {
-			state, ok := s.index.outcomeOf(d.GetDeliveryId(), d.GetAttempt())
+			state, ok, err := s.history.OutcomeOf(tenant, d.GetDeliveryId(), d.GetAttempt())
 			switch {
+			case err != nil:
+				return historyStatus(err)
 			case !ok:
 			case state == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED:
 				p.Delivered++

@@ -1,0 +1,3 @@
+package ingest
+
+func (s *Service) startConsole(served chan<- error) (func(), error) { return func() {}, nil }
