@@ -2,6 +2,7 @@ package history
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"time"
 
@@ -204,7 +205,7 @@ func (s *Store) list(p []byte, idPrefix string, since, until time.Time, after st
 	}
 	scanned, prev := 0, ""
 	return s.scan(lo, hi, func(k, v []byte) (bool, error) {
-		if scanned++; scanned > MaxScan {
+		if scanned++; scanned > s.maxScan {
 			*more, *last = true, prev // go on from the first unread
 			return false, nil
 		}
@@ -257,7 +258,7 @@ func (s *Store) OwnsEndpoint(tenant, endpoint string) (bool, error) {
 
 func (s *Store) has(k []byte) (bool, error) {
 	_, closer, err := s.db.Get(k)
-	if err == pebble.ErrNotFound {
+	if errors.Is(err, pebble.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {

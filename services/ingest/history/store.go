@@ -33,6 +33,8 @@ type Store struct {
 	topics Topics
 	dir    string
 	temp   bool // dir was made by Open and is removed by Close
+	// maxScan is MaxScan; tests lower it.
+	maxScan int
 
 	// writeMu serialises Apply and Sweep: both read a delivery's summary
 	// before changing its index entries.
@@ -92,7 +94,7 @@ func Open(dir string, topics Topics, opts ...Option) (*Store, error) {
 		}
 		return nil, fmt.Errorf("history: open index in %s: %w", dir, err)
 	}
-	return &Store{db: db, topics: topics, dir: dir, temp: temp}, nil
+	return &Store{db: db, topics: topics, dir: dir, temp: temp, maxScan: MaxScan}, nil
 }
 
 // Dir returns the directory the index lives in.
