@@ -128,11 +128,19 @@ test: gen-check lint test-unit test-deploy test-fuzz test-real test-crash test-j
 node: ## Node.js for the independent ed25519 signature check, installed with apt-get when missing
 	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs; }
 
+# The delivery console's browser test (services/ingest) drives Debian's
+# Chromium headless; it is installed here when missing, and required.
+.PHONY: chromium
+chromium: ## install Debian's chromium for the console's browser test, when missing
+	@command -v chromium >/dev/null || { echo "installing chromium (apt)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver; }; }
+
 .PHONY: test-unit
-test-unit: $(TOOLS)/helm node ## unit tests and the integration suite on kfake, with -race (the chart's tests run helm template)
+test-unit: $(TOOLS)/helm node chromium ## unit tests and the integration suite on kfake, with -race (the chart's tests run helm template; the console's Chromium test writes bin/console-timeline.png)
 	@mkdir -p $(TEST_LOG)
 	@for m in $(MODULES); do echo "go test -race: $$m (kafka: kfake)"; \
-	  (cd $$m && HOOKLINE_TEST_KAFKA=kfake go test -race -count=1 -timeout 30m ./...); done
+	  (cd $$m && HOOKLINE_TEST_KAFKA=kfake HOOKLINE_REQUIRE_CHROMIUM=1 go test -race -count=1 -timeout 30m ./...); done
 	@echo "go test: e2e virtual-time tests (testing/synctest; without -race, see e2e/virtual_test.go)"
 	@cd e2e && HOOKLINE_TEST_KAFKA=kfake go test -count=1 -timeout 30m ./...
 

@@ -328,3 +328,26 @@ func (s *Store) OutcomeOf(tenant, id string, attempt uint32) (hooklinev1.Deliver
 	})
 	return state, found, err
 }
+
+// Recent returns the tenant's n latest deliveries to endpoint, newest
+// first.
+func (s *Store) Recent(tenant, endpoint string, n int) ([]*hooklinev1.DeliveryStatus, error) {
+	p := prefix(tagByEndpoint, tenant, endpoint)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upperBound(p)})
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	defer it.Close()
+	var out []*hooklinev1.DeliveryStatus
+	for it.Last(); it.Valid() && len(out) < n; it.Prev() {
+		st := &hooklinev1.DeliveryStatus{}
+		ok, err := getProto(s.db, key(tagStatus, tenant, lastPart(it.Key())), st)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, st)
+		}
+	}
+	return out, it.Error()
+}

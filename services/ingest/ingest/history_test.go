@@ -23,6 +23,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -55,7 +56,7 @@ func newHistoryRig(t *testing.T) *historyRig {
 
 // start runs an ingest on the rig's data dir until the returned stop is
 // called, and returns a client connection once it is SERVING.
-func (r *historyRig) start() (hooklinev1.DeliveryServiceClient, func()) {
+func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, func()) {
 	t := r.t
 	t.Helper()
 	ic, err := config.Defaults[Config]()
@@ -67,7 +68,7 @@ func (r *historyRig) start() (hooklinev1.DeliveryServiceClient, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(ic, WithListener(ln))
+	svc, err := New(ic, append([]Option{WithListener(ln)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,10 @@ func (r *historyRig) produceHistory(n int, at time.Time) {
 					Attempt: attempt, State: st, StatusCode: code, StartedAt: timestamppb.New(now.Add(time.Duration(attempt) * time.Second))}
 			}
 			if ep == "ep_a" {
-				add(r.topics.Results, ep, res(1, hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED, 503))
+				retry := res(1, hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED, 503)
+				retry.Class, retry.Latency, retry.ResponseExcerpt = hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT, durationpb.New(120*time.Millisecond), []byte("upstream unavailable")
+				retry.NextAttemptAt = timestamppb.New(now.Add(2 * time.Second))
+				add(r.topics.Results, ep, retry)
 				add(r.topics.Results, ep, res(2, hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED, 200))
 			} else {
 				last := res(1, hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, 410)

@@ -1,3 +1,0 @@
-package ingest
-
-func (s *Service) startConsole(served chan<- error) (func(), error) { return func() {}, nil }
