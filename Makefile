@@ -339,10 +339,23 @@ KAFKA       ?= embedded
 bench-bins: build
 	go build -o bin/loadbench ./bench/loadbench
 	go build -o bin/schedbench ./bench/schedbench
+	go build -o bin/historybench ./bench/historybench
+
+# The delivery history bench (bench/historybench): 1,000,000 deliveries of
+# 2 KB written straight to its own Apache Kafka 4.4 (ports 19396-19398),
+# indexed by bin/ingest; RSS, GetDelivery and ListDeliveries p99, restart
+# to SERVING. HISTORY_BENCH_FLAGS adds flags, e.g. '--deliveries 100000'.
+HISTORY_BENCH_OUT   := bin/bench/history.md
+HISTORY_BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: bench-bins ## load harness on hookline dev (KAFKA=real for Apache Kafka 4.4) + scheduler bench; table in bin/bench/results.md
+bench: bench-bins ## load harness on hookline dev (KAFKA=real for Apache Kafka 4.4) + scheduler bench + delivery history at 1M deliveries; tables in bin/bench/
 	bin/loadbench --kafka $(KAFKA) --out $(BENCH_OUT) $(BENCH_FLAGS)
+	$(MAKE) --no-print-directory bench-history
+
+.PHONY: bench-history
+bench-history: bench-bins ## the delivery history bench alone (1M deliveries; table in bin/bench/history.md)
+	bin/historybench --out $(HISTORY_BENCH_OUT) $(HISTORY_BENCH_FLAGS)
 
 .PHONY: bench-real
 bench-real: bench-bins ## the same harness on Apache Kafka 4.4 with ingest, dispatcher and scheduler as separate processes

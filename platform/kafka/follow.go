@@ -89,6 +89,9 @@ func NewFollower(apply func(*kgo.Record), topics ...string) *Follower {
 	}
 }
 
+// batchFetchMaxBytes bounds one fetch of a batch follower.
+const batchFetchMaxBytes = 4 << 20
+
 // Offsets maps topic → partition → the next offset to read.
 type Offsets map[string]map[int32]int64
 
@@ -142,12 +145,19 @@ func (f *Follower) Run(ctx context.Context, cfg Config) error {
 		}
 		consume = kgo.ConsumePartitions(start)
 	}
+	// A batch follower's poll is applied whole (one write batch), so its
+	// fetches are kept smaller: what it holds at once stays bounded. A
+	// record larger than that is still fetched whole.
+	fetchMax := int32(2 * MaxRecordBytes)
+	if f.batch != nil {
+		fetchMax = batchFetchMaxBytes
+	}
 	cl, err := kgo.NewClient(append(opts,
 		consume,
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
-		kgo.FetchMaxBytes(int32(2*MaxRecordBytes)),
+		kgo.FetchMaxBytes(fetchMax),
 	)...)
 	if err != nil {
 		return fmt.Errorf("follow %v: %w", f.topics, err)

@@ -18,6 +18,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 )
 
@@ -81,13 +82,20 @@ func Open(dir string, topics Topics, opts ...Option) (*Store, error) {
 	}
 	cache := pebble.NewCache(o.cacheBytes)
 	defer cache.Unref() // the DB holds its own reference
-	db, err := pebble.Open(dir, &pebble.Options{
+	popts := &pebble.Options{
 		Cache:                       cache,
 		MemTableSize:                o.memtableBytes,
 		MemTableStopWritesThreshold: 2,
 		MaxOpenFiles:                256,
 		Logger:                      pebbleLogger{o.log},
-	})
+	}
+	// Applying a record looks its delivery up first, and most look-ups
+	// are of deliveries not seen yet: bloom filters answer those without
+	// reading a block.
+	for i := range popts.Levels {
+		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		if temp {
 			_ = os.RemoveAll(dir)
