@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -176,5 +177,57 @@ func TestListStopsAfterMaxScanAndResumesWhereItStopped(t *testing.T) {
 	page, err = s.Deliveries("t", Filter{EndpointID: "ep_1", EventType: "c.d"}, page.After, 100)
 	if err != nil || len(page.Items) != 10 || page.More {
 		t.Fatalf("second call: %d items, more %v, %v; want the 10 c.d deliveries, last page", len(page.Items), page.More, err)
+	}
+}
+
+func TestFailedInPicksFailuresInsideTheWindowOnly(t *testing.T) {
+	s := openTest(t)
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	var give []rec
+	add := func(id string, state hooklinev1.DeliveryState, at time.Time, withPayload bool) {
+		d := &hooklinev1.Delivery{DeliveryId: id, EventId: "evt_" + id, TenantId: "t", EndpointId: "ep_1", Payload: []byte(`{}`), Attempt: 1}
+		if withPayload {
+			give = append(give, rec{testTopics.Deliveries, d})
+		}
+		give = append(give, rec{testTopics.Results, &hooklinev1.AttemptResult{DeliveryId: id, EventId: d.GetEventId(), TenantId: "t", EndpointId: "ep_1", Attempt: 1, State: state, StartedAt: timestamppb.New(at)}})
+	}
+	add("a", hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, t0, true)
+	add("b", hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED, t0.Add(time.Minute), true)
+	add("c", hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED, t0.Add(time.Minute), true)
+	add("d", hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, t0.Add(-time.Second), true)
+	add("e", hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, t0.Add(time.Hour), true)
+	add("f", hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, t0.Add(time.Minute), false)
+	add("g", hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED, t0.Add(time.Minute), true)
+	applyAll(t, s, give...)
+
+	tests := []struct {
+		name            string
+		tenant          string
+		since, until    time.Time
+		want            []string
+		wantUnavailable int
+	}{
+		{"failed and expired in [since, until)", "t", t0, t0.Add(time.Hour), []string{"a", "b"}, 1},
+		{"until is exclusive, since inclusive", "t", t0.Add(-time.Second), t0.Add(time.Second), []string{"a", "d"}, 0},
+		{"another tenant", "u", t0.Add(-time.Hour), t0.Add(2 * time.Hour), nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, unavailable, err := s.FailedIn(tt.tenant, "ep_1", tt.since, tt.until)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, d := range got {
+				ids = append(ids, d.GetDeliveryId())
+				if d.GetAttempt() != 2 || len(d.GetPayload()) == 0 {
+					t.Fatalf("%s: attempt %d with payload %q, want attempt 2 with the payload", d.GetDeliveryId(), d.GetAttempt(), d.GetPayload())
+				}
+			}
+			slices.Sort(ids)
+			if !slices.Equal(ids, tt.want) || unavailable != tt.wantUnavailable {
+				t.Fatalf("got %v (%d unavailable), want %v (%d)", ids, unavailable, tt.want, tt.wantUnavailable)
+			}
+		})
 	}
 }
