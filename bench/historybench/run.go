@@ -5,13 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookline/hookline/bench/harness"
 )
 
 // run is the whole bench: Kafka up, ingest up, load, catch up, measure,
@@ -24,41 +24,34 @@ func run(ctx context.Context, args []string) error {
 	if err := os.RemoveAll(cfg.workDir); err != nil {
 		return err
 	}
-	kafkaDir := filepath.Join(cfg.workDir, "kafka")
-	kenv := []string{
-		"HOOKLINE_KAFKA_DIR=" + kafkaDir,
-		"HOOKLINE_KAFKA_PORT=" + strconv.Itoa(cfg.kafkaPort),
-		"HOOKLINE_KAFKA_CONTROLLER_PORT=" + strconv.Itoa(cfg.kafkaPort+1),
-		"HOOKLINE_KAFKA_TLS_PORT=" + strconv.Itoa(cfg.kafkaPort+2),
-	}
-	if err := kafkaScript(kenv, "up"); err != nil {
-		_ = kafkaScript(kenv, "down")
-		return err
-	}
-	if !cfg.keepKafka {
-		defer func() { _ = kafkaScript(kenv, "down") }()
-	}
-	brokers := "127.0.0.1:" + strconv.Itoa(cfg.kafkaPort)
-
-	var raw [16]byte
-	_, _ = rand.Read(raw[:])
-	key := "bench-" + hex.EncodeToString(raw[:])
-	addr, err := freeAddr()
+	k := &harness.Kafka{RepoDir: ".", Dir: filepath.Join(cfg.workDir, "kafka"), Port: cfg.kafkaPort, ControllerPort: cfg.kafkaPort + 1, TLSPort: cfg.kafkaPort + 2}
+	brokers, err := k.Up(ctx)
 	if err != nil {
 		return err
 	}
-	in := ingestProc{
-		bin: cfg.ingestBin, logDir: cfg.workDir, addr: addr,
-		args: []string{"--grpc-addr", addr, "--kafka-brokers", brokers, "--api-keys", "bench:" + key,
-			"--data-dir", filepath.Join(cfg.workDir, "index"), "--topic-partitions", "6", "--topic-replication-factor", "1"},
+	if !cfg.keepKafka {
+		defer func() { _ = k.Down() }()
 	}
+
+	var raw [32]byte
+	_, _ = rand.Read(raw[:])
+	key := "hk_" + hex.EncodeToString(raw[:])
+	port, err := harness.FreePort()
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	var env []string
 	if cfg.memLimit != "" {
-		in.env = []string{"GOMEMLIMIT=" + cfg.memLimit}
+		env = []string{"GOMEMLIMIT=" + cfg.memLimit}
 	}
+	in := &ingestProc{addr: addr, proc: harness.NewProc(cfg.workDir, "ingest", cfg.ingestBin, env,
+		"--grpc-addr", addr, "--kafka-brokers", brokers, "--api-keys", "bench:read:"+key,
+		"--data-dir", filepath.Join(cfg.workDir, "index"), "--topic-partitions", "6", "--topic-replication-factor", "1")}
 	rep := report{cfg: cfg}
 
 	// First start: creates the topics, empty index.
-	if _, err := in.start(ctx, "ingest-1"); err != nil {
+	if _, err := in.start(ctx); err != nil {
 		return err
 	}
 	defer in.stop()
@@ -82,20 +75,20 @@ func run(ctx context.Context, args []string) error {
 	}
 	rep.catchUp = time.Since(start)
 	rep.records = loaded.records
-	rep.peakCatchUp = in.mem.peak()
+	rep.peakCatchUp = in.peakMiB()
 
 	fmt.Fprintln(os.Stderr, "timing queries …")
 	if rep.get, rep.list, err = cl.measure(ctx, loaded, cfg.queries); err != nil {
 		return err
 	}
-	rep.rss = in.mem.now()
+	rep.rss = in.rssMiB()
 	rep.disk = dirBytes(filepath.Join(cfg.workDir, "index"))
 
 	fmt.Fprintln(os.Stderr, "restarting ingest …")
 	in.stop()
 	cl.close()
 	t0 := time.Now()
-	if rep.restartServing, err = in.start(ctx, "ingest-2"); err != nil {
+	if rep.restartServing, err = in.start(ctx); err != nil {
 		return err
 	}
 	if cl, err = dial(addr, key); err != nil {
@@ -108,8 +101,8 @@ func run(ctx context.Context, args []string) error {
 	if rep.getAfter, rep.listAfter, err = cl.measure(ctx, loaded, cfg.queries/4); err != nil {
 		return err
 	}
-	rep.rssAfter = in.mem.now()
-	rep.resumedLine = grepLog(filepath.Join(cfg.workDir, "ingest-2.log"), "history index open")
+	rep.rssAfter = in.rssMiB()
+	rep.resumedLine = grepLog(in.proc.LogPath(), "history index open")
 
 	out := rep.markdown()
 	fmt.Print(out)
@@ -117,25 +110,6 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	return os.WriteFile(cfg.out, []byte(out), 0o644)
-}
-
-func kafkaScript(env []string, verb string) error {
-	cmd := exec.Command("bash", "scripts/kafka.sh", verb)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("scripts/kafka.sh %s: %w", verb, err)
-	}
-	return nil
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 func dirBytes(dir string) int64 {

@@ -169,16 +169,9 @@ func (f *Follower) Run(ctx context.Context, cfg Config) error {
 		return f.runBatches(ctx, cl)
 	}
 	for {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil //nolint:nilerr // stopping is not a failure
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			ferr = fmt.Errorf("follow %s/%d: %w", t, p, err)
-		})
-		if ferr != nil {
-			return ferr
+		fs, err := poll(ctx, cl)
+		if fs == nil {
+			return err
 		}
 		f.mu.Lock()
 		fs.EachRecord(func(r *kgo.Record) {
@@ -189,6 +182,23 @@ func (f *Follower) Run(ctx context.Context, cfg Config) error {
 		})
 		f.mu.Unlock()
 	}
+}
+
+// poll returns the next fetches, or nil and why Run ends: nil when ctx
+// ended (stopping is not a failure), the first fetch error otherwise.
+func poll(ctx context.Context, cl *kgo.Client) (kgo.Fetches, error) {
+	fs := cl.PollFetches(ctx)
+	if ctx.Err() != nil {
+		return nil, nil
+	}
+	var ferr error
+	fs.EachError(func(t string, p int32, err error) {
+		ferr = fmt.Errorf("follow %s/%d: %w", t, p, err)
+	})
+	if ferr != nil {
+		return nil, ferr
+	}
+	return fs, nil
 }
 
 // startOffsets returns where each partition of the topics is read from:
@@ -221,16 +231,9 @@ func (f *Follower) startOffsets(ctx context.Context) (map[string]map[int32]kgo.O
 // to f.batch in one call, and the position moves once it returned.
 func (f *Follower) runBatches(ctx context.Context, cl *kgo.Client) error {
 	for {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil //nolint:nilerr // stopping is not a failure
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			ferr = fmt.Errorf("follow %s/%d: %w", t, p, err)
-		})
-		if ferr != nil {
-			return ferr
+		fs, err := poll(ctx, cl)
+		if fs == nil {
+			return err
 		}
 		var recs []*kgo.Record
 		next := Offsets{}

@@ -39,20 +39,13 @@ func (s *Store) Sweep(cutoff time.Time) (deliveries, events int, err error) {
 }
 
 func (s *Store) sweepDeliveries(below string) (int, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	b := s.db.NewBatch()
-	defer b.Close()
-	n := 0
-	p := prefix(tagAgeDlv)
-	err := s.scan(p, key(tagAgeDlv, below), func(k, _ []byte) (bool, error) {
-		id, tenant, _ := cutPart(k[len(p):])
+	return s.sweepAge(tagAgeDlv, below, func(b *pebble.Batch, id, tenant string) error {
 		st := &hooklinev1.DeliveryStatus{}
 		if _, err := getProto(s.db, key(tagStatus, tenant, id), st); err != nil {
-			return false, err
+			return err
 		}
 		state := stateByte(int32(st.GetState()))
-		errs := []error{
+		return errors.Join(
 			b.Delete(key(tagStatus, tenant, id), nil),
 			b.Delete(key(tagMeta, tenant, id), nil),
 			b.DeleteRange(prefix(tagAttempt, tenant, id), upperBound(prefix(tagAttempt, tenant, id)), nil),
@@ -61,37 +54,40 @@ func (s *Store) sweepDeliveries(below string) (int, error) {
 			b.Delete(key(tagByEpState, tenant, st.GetEndpointId(), state, id), nil),
 			b.Delete(key(tagByType, tenant, st.GetEventType(), id), nil),
 			b.Delete(key(tagByState, tenant, state, id), nil),
-			b.Delete(k, nil),
-		}
-		n++
-		return n < sweepBatch, errors.Join(errs...)
+		)
 	})
-	if err != nil {
-		return n, fmt.Errorf("history: sweep: %w", err)
-	}
-	return n, commit(b)
 }
 
 func (s *Store) sweepEvents(below string) (int, error) {
+	return s.sweepAge(tagAgeEvent, below, func(b *pebble.Batch, id, tenant string) error {
+		ev := &hooklinev1.GetEventResponse{}
+		if _, err := getProto(s.db, key(tagEvent, tenant, id), ev); err != nil {
+			return err
+		}
+		return errors.Join(
+			b.Delete(key(tagEvent, tenant, id), nil),
+			b.Delete(key(tagEvByType, tenant, ev.GetEventType(), id), nil),
+		)
+	})
+}
+
+// sweepAge deletes, in one batch, up to sweepBatch entries of the age
+// index tag whose id sorts below below: drop adds the deletions of what
+// the entry names, sweepAge the entry itself.
+func (s *Store) sweepAge(tag, below string, drop func(b *pebble.Batch, id, tenant string) error) (int, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	b := s.db.NewBatch()
 	defer b.Close()
 	n := 0
-	p := prefix(tagAgeEvent)
-	err := s.scan(p, key(tagAgeEvent, below), func(k, _ []byte) (bool, error) {
+	p := prefix(tag)
+	err := s.scan(p, key(tag, below), func(k, _ []byte) (bool, error) {
 		id, tenant, _ := cutPart(k[len(p):])
-		ev := &hooklinev1.GetEventResponse{}
-		if _, err := getProto(s.db, key(tagEvent, tenant, id), ev); err != nil {
+		if err := drop(b, id, tenant); err != nil {
 			return false, err
 		}
-		errs := []error{
-			b.Delete(key(tagEvent, tenant, id), nil),
-			b.Delete(key(tagEvByType, tenant, ev.GetEventType(), id), nil),
-			b.Delete(k, nil),
-		}
 		n++
-		return n < sweepBatch, errors.Join(errs...)
+		return n < sweepBatch, b.Delete(k, nil)
 	})
 	if err != nil {
 		return n, fmt.Errorf("history: sweep: %w", err)

@@ -111,9 +111,8 @@ func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, fu
 	return hooklinev1.NewDeliveryServiceClient(conn), stop
 }
 
-// topicNames maps the cluster's topic IDs to names (fetches name topics
-// by ID).
-func (r *historyRig) topicNames() map[[16]byte]string {
+// admin returns an admin client of the rig's cluster, closed with the test.
+func (r *historyRig) admin() *kadm.Client {
 	r.t.Helper()
 	opts, err := r.kafka.Opts()
 	if err != nil {
@@ -123,8 +122,15 @@ func (r *historyRig) topicNames() map[[16]byte]string {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	defer cl.Close()
-	ts, err := kadm.NewClient(cl).ListTopics(r.t.Context())
+	r.t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// topicNames maps the cluster's topic IDs to names (fetches name topics
+// by ID).
+func (r *historyRig) topicNames() map[[16]byte]string {
+	r.t.Helper()
+	ts, err := r.admin().ListTopics(r.t.Context())
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -138,16 +144,7 @@ func (r *historyRig) topicNames() map[[16]byte]string {
 // endOffsets lists the end of every partition of the history topics.
 func (r *historyRig) endOffsets() kadm.ListedOffsets {
 	r.t.Helper()
-	opts, err := r.kafka.Opts()
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(r.t.Context(), r.topics.Deliveries, r.topics.Results, r.topics.Dead)
+	ends, err := r.admin().ListEndOffsets(r.t.Context(), r.topics.Deliveries, r.topics.Results, r.topics.Dead)
 	if err == nil {
 		err = ends.Error()
 	}
