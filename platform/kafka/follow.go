@@ -189,7 +189,7 @@ func (f *Follower) Run(ctx context.Context, cfg Config) error {
 func poll(ctx context.Context, cl *kgo.Client) (kgo.Fetches, error) {
 	fs := cl.PollFetches(ctx)
 	if ctx.Err() != nil {
-		return nil, nil
+		return nil, nil //nolint:nilerr // stopping is not a failure
 	}
 	var ferr error
 	fs.EachError(func(t string, p int32, err error) {
