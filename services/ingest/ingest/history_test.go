@@ -27,7 +27,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-const historyTestKey = "history-test-key-0123456789"
+const historyTestKey = "hk_5f0c9e1a7d3b48e2a6c1f09b7e4d2a8c3b6f1e0d9a7c5b3e1f2d4a6c8e0b2d4f"
 
 // historyRig is one kfake cluster and the ingest instances a test starts
 // on it, one at a time, each on the same --data-dir.
@@ -64,6 +64,7 @@ func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, fu
 		t.Fatal(err)
 	}
 	ic.Kafka, ic.DataDir, ic.APIKeys = r.kafka, r.dir, []string{"acme:" + historyTestKey}
+	ic.Secrets.InsecurePlaintext = true // the history needs no endpoint secrets
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
