@@ -2,11 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hookline/hookline/bench/harness"
 )
 
 // report is the bench's findings.
@@ -43,7 +44,7 @@ func (r report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Delivery history at %d deliveries (bench/historybench)\n\n", r.cfg.deliveries)
 	fmt.Fprintf(&b, "%d deliveries of %d-byte payloads (one event each) and one result each, %d records, written straight to Apache Kafka 4.4 (one local broker, 6 partitions); bin/ingest with --data-dir (GOMEMLIMIT=%s) indexed them; %d CPUs, load average %s at the end, %s.\n\n",
-		r.cfg.deliveries, r.cfg.payload, r.records, orNone(r.cfg.memLimit), runtime.NumCPU(), loadAvg(), time.Now().UTC().Format("2006-01-02 15:04 MST"))
+		r.cfg.deliveries, r.cfg.payload, r.records, orNone(r.cfg.memLimit), runtime.NumCPU(), harness.LoadAvg(), time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintln(&b, "| figure | measured | target | |")
 	fmt.Fprintln(&b, "|---|---|---|---|")
 	fmt.Fprintf(&b, "| ingest RSS with the whole history indexed, after the queries | %.0f MiB | ≤ 150 MiB | %s |\n", r.rss, verdict(r.rss <= 150))
@@ -68,18 +69,4 @@ func orNone(s string) string {
 		return "unset"
 	}
 	return s
-}
-
-// loadAvg is /proc/loadavg's first three figures: how busy the machine
-// was, which the latencies depend on.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
