@@ -5,13 +5,14 @@ import (
 	"bytes"
 	"debug/buildinfo"
 	"fmt"
-	"github.com/hookline/hookline/bench/harness"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/hookline/hookline/bench/harness"
 )
 
 // report collects the table's rows. Not safe for concurrent use.
