@@ -2,6 +2,8 @@ package ingest
 
 import (
 	"context"
+	"errors"
+	"sync"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/ids"
@@ -14,11 +16,18 @@ import (
 // syncIndex waits until the delivery index holds every delivery, result
 // and dead letter committed before the call, so an answer reflects at
 // least what was in Kafka when the call arrived.
+// The three topics are waited for at once: each wait starts with a round
+// trip to Kafka, and reads are served behind all three.
 func (s *Service) syncIndex(ctx context.Context) error {
-	for _, t := range []string{s.topics.Deliveries, s.topics.Results, s.topics.Dead} {
-		if err := s.indexFollow.Sync(ctx, t); err != nil {
-			return kafkaStatus(ctx, "delivery index", err)
-		}
+	topics := []string{s.topics.Deliveries, s.topics.Results, s.topics.Dead}
+	errs := make([]error, len(topics))
+	var wg sync.WaitGroup
+	for i, t := range topics {
+		wg.Go(func() { errs[i] = s.indexFollow.Sync(ctx, t) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return kafkaStatus(ctx, "delivery index", err)
 	}
 	return nil
 }
