@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -10,42 +11,34 @@ import (
 	"github.com/hookline/hookline/platform/ids"
 )
 
-// sweepBatch is how many deliveries or events one Sweep batch deletes:
-// Apply waits at most one batch.
+// sweepBatch is how many age entries one Sweep batch reads: Apply waits
+// at most one batch.
 const sweepBatch = 1000
 
-// Sweep deletes every delivery and event created before cutoff, with
-// its attempts, payload and index entries, and returns how many of each
-// it deleted. Ids sort by creation time, so it reads only what it
-// deletes. It runs in batches of sweepBatch between which Apply may run.
-func (s *Store) Sweep(cutoff time.Time) (deliveries, events int, err error) {
-	for {
-		n, err := s.sweepDeliveries(ids.Floor(ids.Delivery, cutoff))
-		deliveries += n
-		if err != nil {
-			return deliveries, events, err
-		}
-		if n < sweepBatch {
-			break
-		}
-	}
-	for {
-		n, err := s.sweepEvents(ids.Floor(ids.Event, cutoff))
-		events += n
-		if err != nil || n < sweepBatch {
-			return deliveries, events, err
-		}
-	}
-}
-
-func (s *Store) sweepDeliveries(below string) (int, error) {
-	return s.sweepAge(tagAgeDlv, below, func(b *pebble.Batch, id, tenant string) error {
+// Sweep deletes what the topics no longer hold: every delivery created
+// before cutoff (the deliveries and results topics' retention), except
+// dead-lettered ones (FAILED or EXPIRED), which the dead-letter topic
+// keeps until deadCutoff; and every event created before cutoff that has
+// no delivery left, or before deadCutoff. Attempts, payloads and index
+// entries go with them. It returns how many deliveries and events it
+// deleted. Ids sort by creation time, so it reads only entries older
+// than cutoff. It runs in batches of sweepBatch between which Apply may
+// run.
+func (s *Store) Sweep(cutoff, deadCutoff time.Time) (deliveries, events int, err error) {
+	keepDead := ids.Floor(ids.Delivery, deadCutoff)
+	deliveries, err = s.sweepAll(tagAgeDlv, ids.Floor(ids.Delivery, cutoff), func(b *pebble.Batch, id, tenant string) (bool, error) {
 		st := &hooklinev1.DeliveryStatus{}
 		if _, err := getProto(s.db, key(tagStatus, tenant, id), st); err != nil {
-			return err
+			return false, err
+		}
+		switch st.GetState() {
+		case hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED:
+			if id >= keepDead {
+				return false, nil // its dead letter is still in Kafka
+			}
 		}
 		state := stateByte(int32(st.GetState()))
-		return errors.Join(
+		return true, errors.Join(
 			b.Delete(key(tagStatus, tenant, id), nil),
 			b.Delete(key(tagMeta, tenant, id), nil),
 			b.DeleteRange(prefix(tagAttempt, tenant, id), upperBound(prefix(tagAttempt, tenant, id)), nil),
@@ -56,43 +49,77 @@ func (s *Store) sweepDeliveries(below string) (int, error) {
 			b.Delete(key(tagByState, tenant, state, id), nil),
 		)
 	})
-}
-
-func (s *Store) sweepEvents(below string) (int, error) {
-	return s.sweepAge(tagAgeEvent, below, func(b *pebble.Batch, id, tenant string) error {
+	if err != nil {
+		return deliveries, 0, err
+	}
+	keepEvent := ids.Floor(ids.Event, deadCutoff)
+	events, err = s.sweepAll(tagAgeEvent, ids.Floor(ids.Event, cutoff), func(b *pebble.Batch, id, tenant string) (bool, error) {
+		if id >= keepEvent {
+			left := false
+			err := s.scan(prefix(tagEventDlv, tenant, id), nil, func(_, _ []byte) (bool, error) {
+				left = true
+				return false, nil
+			})
+			if err != nil || left {
+				return false, err // a dead letter still needs its payload
+			}
+		}
 		ev := &hooklinev1.GetEventResponse{}
 		if _, err := getProto(s.db, key(tagEvent, tenant, id), ev); err != nil {
-			return err
+			return false, err
 		}
-		return errors.Join(
+		return true, errors.Join(
 			b.Delete(key(tagEvent, tenant, id), nil),
 			b.Delete(key(tagEvByType, tenant, ev.GetEventType(), id), nil),
 		)
 	})
+	return deliveries, events, err
 }
 
-// sweepAge deletes, in one batch, up to sweepBatch entries of the age
-// index tag whose id sorts below below: drop adds the deletions of what
-// the entry names, sweepAge the entry itself.
-func (s *Store) sweepAge(tag, below string, drop func(b *pebble.Batch, id, tenant string) error) (int, error) {
+// sweepAll walks the age index tag below the id below in batches,
+// deleting each entry drop says to (drop adds the deletions of what the
+// entry names), and returns how many it deleted.
+func (s *Store) sweepAll(tag, below string, drop func(b *pebble.Batch, id, tenant string) (bool, error)) (int, error) {
+	from, deleted := prefix(tag), 0
+	for {
+		scanned, n, last, err := s.sweepOnce(tag, from, below, drop)
+		deleted += n
+		if err != nil || scanned < sweepBatch {
+			return deleted, err
+		}
+		from = append(last, 0) // go on after the last entry read
+	}
+}
+
+// sweepOnce reads up to sweepBatch entries of the age index tag from
+// the key from up to the id below, and deletes in one batch those drop
+// says to. It returns how many it read and deleted, and the last key.
+func (s *Store) sweepOnce(tag string, from []byte, below string, drop func(b *pebble.Batch, id, tenant string) (bool, error)) (scanned, deleted int, last []byte, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	b := s.db.NewBatch()
 	defer b.Close()
-	n := 0
 	p := prefix(tag)
-	err := s.scan(p, key(tag, below), func(k, _ []byte) (bool, error) {
+	err = s.scan(from, key(tag, below), func(k, _ []byte) (bool, error) {
+		scanned++
+		last = bytes.Clone(k)
 		id, tenant, _ := cutPart(k[len(p):])
-		if err := drop(b, id, tenant); err != nil {
+		gone, err := drop(b, id, tenant)
+		if err != nil {
 			return false, err
 		}
-		n++
-		return n < sweepBatch, b.Delete(k, nil)
+		if gone {
+			deleted++
+			if err := b.Delete(k, nil); err != nil {
+				return false, err
+			}
+		}
+		return scanned < sweepBatch, nil
 	})
 	if err != nil {
-		return n, fmt.Errorf("history: sweep: %w", err)
+		return scanned, deleted, last, fmt.Errorf("history: sweep: %w", err)
 	}
-	return n, commit(b)
+	return scanned, deleted, last, commit(b)
 }
 
 func commit(b *pebble.Batch) error {

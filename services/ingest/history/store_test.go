@@ -128,32 +128,52 @@ func TestOnePayloadPerEventWhateverTheDeliveries(t *testing.T) {
 	}
 }
 
-func TestSweepDeletesWhatIsOlderThanTheCutoffOnly(t *testing.T) {
+func TestSweepDeletesWhatTheTopicsNoLongerHold(t *testing.T) {
 	s := openTest(t)
-	old, recent := time.Now().Add(-48*time.Hour), time.Now()
+	now := time.Now()
+	old, recent := now.Add(-48*time.Hour), now
 	var give []rec
-	for _, at := range []time.Time{old, recent} {
+	var dlvs []string
+	add := func(at time.Time, state hooklinev1.DeliveryState) {
 		d := &hooklinev1.Delivery{DeliveryId: ids.New(ids.Delivery, at), EventId: ids.New(ids.Event, at), TenantId: "t", EndpointId: "ep_1",
 			EventType: "a.b", Payload: []byte(`{}`), CreatedAt: timestamppb.New(at)}
+		dlvs = append(dlvs, d.GetDeliveryId())
 		give = append(give, rec{testTopics.Deliveries, d}, rec{testTopics.Results, &hooklinev1.AttemptResult{DeliveryId: d.GetDeliveryId(),
-			EventId: d.GetEventId(), TenantId: "t", EndpointId: "ep_1", EventType: "a.b", Attempt: 1, State: hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED}})
+			EventId: d.GetEventId(), TenantId: "t", EndpointId: "ep_1", EventType: "a.b", Attempt: 1, State: state}})
 	}
+	add(old, hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED)
+	add(old, hooklinev1.DeliveryState_DELIVERY_STATE_FAILED) // dead-lettered: kept while the dead topic has it
+	add(recent, hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED)
 	applyAll(t, s, give...)
-	nd, ne, err := s.Sweep(time.Now().Add(-24 * time.Hour))
+
+	// Deliveries and results kept a day, dead letters a week.
+	nd, ne, err := s.Sweep(now.Add(-24*time.Hour), now.Add(-7*24*time.Hour))
 	if err != nil || nd != 1 || ne != 1 {
 		t.Fatalf("Sweep deleted %d deliveries, %d events, %v; want 1, 1", nd, ne, err)
 	}
 	page, err := s.Deliveries("t", Filter{}, "", 10)
-	if err != nil || len(page.Items) != 1 || page.Items[0].GetDeliveryId() != give[2].m.(*hooklinev1.Delivery).GetDeliveryId() {
-		t.Fatalf("after the sweep: %v, %v; want the recent delivery only", page.Items, err)
+	if err != nil || len(page.Items) != 2 || page.Items[0].GetDeliveryId() != dlvs[1] || page.Items[1].GetDeliveryId() != dlvs[2] {
+		t.Fatalf("after the sweep: %v, %v; want the dead-lettered and the recent delivery", page.Items, err)
+	}
+	if _, _, d, ok, err := s.Delivery("t", dlvs[1]); err != nil || !ok || d == nil {
+		t.Fatalf("the dead-lettered delivery is no longer resendable: %v, %v, %v", d, ok, err)
 	}
 	for _, f := range []Filter{{EndpointID: "ep_1"}, {EventType: "a.b"}, {State: hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED}, {EndpointID: "ep_1", State: hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED}} {
-		if page, err := s.Deliveries("t", f, "", 10); err != nil || len(page.Items) != 1 {
-			t.Fatalf("index %+v after the sweep: %d entries, %v; want 1", f, len(page.Items), err)
+		want := 2
+		if f.State != 0 {
+			want = 1
+		}
+		if page, err := s.Deliveries("t", f, "", 10); err != nil || len(page.Items) != want {
+			t.Fatalf("index %+v after the sweep: %d entries, %v; want %d", f, len(page.Items), err, want)
 		}
 	}
-	if evs, err := s.Events("t", EventFilter{}, "", 10); err != nil || len(evs.Items) != 1 {
-		t.Fatalf("events after the sweep: %d, %v; want 1", len(evs.Items), err)
+	if evs, err := s.Events("t", EventFilter{}, "", 10); err != nil || len(evs.Items) != 2 {
+		t.Fatalf("events after the sweep: %d, %v; want 2", len(evs.Items), err)
+	}
+
+	// Past the dead letters' retention too: only the recent one is left.
+	if nd, ne, err := s.Sweep(now.Add(-24*time.Hour), now.Add(-24*time.Hour)); err != nil || nd != 1 || ne != 1 {
+		t.Fatalf("second Sweep deleted %d deliveries, %d events, %v; want 1, 1", nd, ne, err)
 	}
 }
 

@@ -41,14 +41,15 @@ func (s *Service) openHistory() (*history.Store, error) {
 }
 
 // sweepHistory deletes what the topics no longer hold from the index,
-// at start and every sweepEvery, until ctx ends. The dead-letter topic
-// keeps records longest, so that is the horizon.
+// at start and every sweepEvery, until ctx ends: deliveries and events
+// older than --topic-retention, dead-lettered ones (and their events)
+// older than --topic-hold-retention.
 func (s *Service) sweepHistory(ctx context.Context) {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	for {
-		keep := max(s.cfg.Kafka.Retention, s.cfg.Kafka.HoldRetention)
-		if d, e, err := s.history.Sweep(s.now().Add(-keep)); err != nil {
+		now := s.now()
+		if d, e, err := s.history.Sweep(now.Add(-s.cfg.Kafka.Retention), now.Add(-max(s.cfg.Kafka.Retention, s.cfg.Kafka.HoldRetention))); err != nil {
 			s.log.Warn("history: retention sweep", "err", err)
 		} else if d+e > 0 {
 			s.log.Info("history: retention sweep", "deliveries", d, "events", e)
