@@ -128,11 +128,19 @@ test: gen-check lint test-unit test-deploy test-fuzz test-real test-crash test-j
 node: ## Node.js for the independent ed25519 signature check, installed with apt-get when missing
 	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs; }
 
+# The delivery console's browser test (services/ingest) drives Debian's
+# Chromium headless; it is installed here when missing, and required.
+.PHONY: chromium
+chromium: ## install Debian's chromium for the console's browser test, when missing
+	@command -v chromium >/dev/null || { echo "installing chromium (apt)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver; }; }
+
 .PHONY: test-unit
-test-unit: $(TOOLS)/helm node ## unit tests and the integration suite on kfake, with -race (the chart's tests run helm template)
+test-unit: $(TOOLS)/helm node chromium ## unit tests and the integration suite on kfake, with -race (the chart's tests run helm template; the console's Chromium test writes bin/console-timeline.png)
 	@mkdir -p $(TEST_LOG)
 	@for m in $(MODULES); do echo "go test -race: $$m (kafka: kfake)"; \
-	  (cd $$m && HOOKLINE_TEST_KAFKA=kfake go test -race -count=1 -timeout 30m ./...); done
+	  (cd $$m && HOOKLINE_TEST_KAFKA=kfake HOOKLINE_REQUIRE_CHROMIUM=1 go test -race -count=1 -timeout 30m ./...); done
 	@echo "go test: e2e virtual-time tests (testing/synctest; without -race, see e2e/virtual_test.go)"
 	@cd e2e && HOOKLINE_TEST_KAFKA=kfake go test -count=1 -timeout 30m ./...
 
@@ -331,10 +339,23 @@ KAFKA       ?= embedded
 bench-bins: build
 	go build -o bin/loadbench ./bench/loadbench
 	go build -o bin/schedbench ./bench/schedbench
+	go build -o bin/historybench ./bench/historybench
+
+# The delivery history bench (bench/historybench): 1,000,000 deliveries of
+# 2 KB written straight to its own Apache Kafka 4.4 (ports 19396-19398),
+# indexed by bin/ingest; RSS, GetDelivery and ListDeliveries p99, restart
+# to SERVING. HISTORY_BENCH_FLAGS adds flags, e.g. '--deliveries 100000'.
+HISTORY_BENCH_OUT   := bin/bench/history.md
+HISTORY_BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: bench-bins ## load harness on hookline dev (KAFKA=real for Apache Kafka 4.4) + scheduler bench; table in bin/bench/results.md
+bench: bench-bins ## load harness on hookline dev (KAFKA=real for Apache Kafka 4.4) + scheduler bench + delivery history at 1M deliveries; tables in bin/bench/
 	bin/loadbench --kafka $(KAFKA) --out $(BENCH_OUT) $(BENCH_FLAGS)
+	$(MAKE) --no-print-directory bench-history
+
+.PHONY: bench-history
+bench-history: bench-bins ## the delivery history bench alone (1M deliveries; table in bin/bench/history.md)
+	bin/historybench --out $(HISTORY_BENCH_OUT) $(HISTORY_BENCH_FLAGS)
 
 .PHONY: bench-real
 bench-real: bench-bins ## the same harness on Apache Kafka 4.4 with ingest, dispatcher and scheduler as separate processes

@@ -121,6 +121,11 @@ func TestListDeliveriesByEventEndpointAndStatePaginates(t *testing.T) {
 		{"by endpoint and state", &hooklinev1.ListDeliveriesRequest{EndpointId: goneEP, State: hooklinev1.DeliveryState_DELIVERY_STATE_FAILED}, 3},
 		{"a state none is in", &hooklinev1.ListDeliveriesRequest{EndpointId: okEP, State: hooklinev1.DeliveryState_DELIVERY_STATE_FAILED}, 0},
 		{"by endpoint, one a page", &hooklinev1.ListDeliveriesRequest{EndpointId: okEP, PageSize: 1}, 3},
+		{"by event type", &hooklinev1.ListDeliveriesRequest{EventType: "invoice.paid", PageSize: 2}, 6},
+		{"by another event type", &hooklinev1.ListDeliveriesRequest{EventType: "invoice.void"}, 0},
+		{"by state alone", &hooklinev1.ListDeliveriesRequest{State: hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED}, 3},
+		{"created in a range holding all", &hooklinev1.ListDeliveriesRequest{Since: timestamppb.New(time.Now().Add(-time.Hour)), Until: timestamppb.New(time.Now().Add(time.Hour))}, 6},
+		{"created in a range holding none", &hooklinev1.ListDeliveriesRequest{Until: timestamppb.New(time.Now().Add(-time.Hour))}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,8 +155,30 @@ func TestListDeliveriesByEventEndpointAndStatePaginates(t *testing.T) {
 			}
 		})
 	}
-	if _, err := api.ListDeliveries(st.ctx(), &hooklinev1.ListDeliveriesRequest{}); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("no filter: want InvalidArgument, got %v", err)
+	if resp, err := api.ListDeliveries(st.ctx(), &hooklinev1.ListDeliveriesRequest{PageSize: 1000}); err != nil || len(resp.GetDeliveries()) != 6 {
+		t.Fatalf("no filter: %d deliveries, %v; want all 6 of the tenant's", len(resp.GetDeliveries()), err)
+	}
+	first, err := api.ListDeliveries(st.ctx(), &hooklinev1.ListDeliveriesRequest{EndpointId: okEP, PageSize: 1})
+	if err != nil || first.GetNextPageToken() == "" {
+		t.Fatalf("first page: %v, %v; want a next page", first, err)
+	}
+	tok := []byte(first.GetNextPageToken())
+	tok[len(tok)/2] ^= 1
+	for name, give := range map[string]*hooklinev1.ListDeliveriesRequest{
+		"a tampered token":           {EndpointId: okEP, PageSize: 1, PageToken: string(tok)},
+		"a token with other filters": {EndpointId: goneEP, PageSize: 1, PageToken: first.GetNextPageToken()},
+	} {
+		if _, err := api.ListDeliveries(st.ctx(), give); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: %v, want InvalidArgument", name, err)
+		}
+	}
+	evs, err := api.ListEvents(st.ctx(), &hooklinev1.ListEventsRequest{EventType: "invoice.paid", PageSize: 2})
+	if err != nil || len(evs.GetEvents()) != 2 || evs.GetNextPageToken() == "" {
+		t.Fatalf("ListEvents page 1: %v, %v; want 2 events and a next page", evs, err)
+	}
+	evs, err = api.ListEvents(st.ctx(), &hooklinev1.ListEventsRequest{EventType: "invoice.paid", PageSize: 2, PageToken: evs.GetNextPageToken()})
+	if err != nil || len(evs.GetEvents()) != 1 || evs.GetEvents()[0].GetEventId() != pubs[2].GetEventId() || evs.GetNextPageToken() != "" {
+		t.Fatalf("ListEvents page 2: %v, %v; want the last event only", evs, err)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/hookline/hookline/bench/harness"
 )
 
 // report collects the table's rows. Not safe for concurrent use.
@@ -38,7 +40,7 @@ func newReport(cfg config, mode string) *report {
 		fmt.Sprintf("- run: %s; warm-up %s, measuring window %s; payload 512-byte JSON; everything on 127.0.0.1; receiver, load and Hookline share the cores",
 			time.Now().UTC().Format("2006-01-02 15:04 UTC"), cfg.Warmup, cfg.Window),
 	}
-	r.header = append(r.header, "- load average (1/5/15 min) at start: "+loadAvg()+
+	r.header = append(r.header, "- load average (1/5/15 min) at start: "+harness.LoadAvg()+
 		" — other work on the machine takes cores from the measurement; check it is near 0")
 	if cfg.Quick {
 		r.header = append(r.header, "- **quick smoke run**: durations and counts shortened, numbers are not comparable")
@@ -75,24 +77,11 @@ func (r *report) markdown() string {
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
-	b.WriteString("\nload average at end: " + loadAvg() + "\n")
+	b.WriteString("\nload average at end: " + harness.LoadAvg() + "\n")
 	for _, e := range r.extra {
 		b.WriteString("\n" + e)
 	}
 	return b.String()
-}
-
-// loadAvg reads the 1, 5 and 15 minute load averages.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " / ")
 }
 
 // cpuModel reads the first "model name" of /proc/cpuinfo.

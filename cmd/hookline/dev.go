@@ -29,12 +29,13 @@ import (
 )
 
 type devFlags struct {
-	DataDir   string `flag:"data-dir" env:"HOOKLINE_DEV_DATA_DIR" default:".hookline-dev" usage:"where the embedded Kafka keeps its data and the API key"`
-	GRPCAddr  string `flag:"grpc-addr" env:"HOOKLINE_DEV_GRPC_ADDR" default:"127.0.0.1:7070" usage:"gRPC listen address of ingest"`
-	KafkaAddr string `flag:"kafka-addr" env:"HOOKLINE_DEV_KAFKA_ADDR" default:"127.0.0.1:9092" usage:"listen address of the embedded Kafka (loopback only); any Kafka client can read the topics there"`
-	APIKey    string `flag:"api-key" env:"HOOKLINE_DEV_API_KEY" usage:"API key of tenant \"dev\" (default: generated once and kept in the data dir)"`
-	KeyFile   string `flag:"secrets-key-file" env:"HOOKLINE_SECRETS_KEY_FILE" usage:"key file that seals endpoint secrets at rest (default: <data-dir>/secrets.keys, made once with one key and kept)"`
-	LogLevel  string `flag:"log-level" env:"HOOKLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
+	DataDir     string `flag:"data-dir" env:"HOOKLINE_DEV_DATA_DIR" default:".hookline-dev" usage:"where the embedded Kafka keeps its data and the API key"`
+	GRPCAddr    string `flag:"grpc-addr" env:"HOOKLINE_DEV_GRPC_ADDR" default:"127.0.0.1:7070" usage:"gRPC listen address of ingest"`
+	KafkaAddr   string `flag:"kafka-addr" env:"HOOKLINE_DEV_KAFKA_ADDR" default:"127.0.0.1:9092" usage:"listen address of the embedded Kafka (loopback only); any Kafka client can read the topics there"`
+	ConsoleAddr string `flag:"console-addr" env:"HOOKLINE_DEV_CONSOLE_ADDR" default:"127.0.0.1:7071" usage:"listen address of the delivery console (loopback; empty: none)"`
+	APIKey      string `flag:"api-key" env:"HOOKLINE_DEV_API_KEY" usage:"API key of tenant \"dev\" (default: generated once and kept in the data dir)"`
+	KeyFile     string `flag:"secrets-key-file" env:"HOOKLINE_SECRETS_KEY_FILE" usage:"key file that seals endpoint secrets at rest (default: <data-dir>/secrets.keys, made once with one key and kept)"`
+	LogLevel    string `flag:"log-level" env:"HOOKLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
 	// One /metrics for the three services: their metric names differ.
 	MetricsAddr string `flag:"metrics-addr" env:"HOOKLINE_DEV_METRICS_ADDR" default:"127.0.0.1:9464" usage:"listen address of the Prometheus /metrics endpoint of all three services (empty: none)"`
 	// TLS for ingest, as the standalone service takes it (default: plaintext on loopback).
@@ -128,6 +129,9 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 		return err
 	}
 	ic.Kafka, ic.GRPCAddr = kc, f.GRPCAddr
+	// The delivery history index lives beside the embedded Kafka's data,
+	// so a restarted dev resumes it.
+	ic.DataDir, ic.ConsoleAddr = filepath.Join(f.DataDir, "ingest-index"), f.ConsoleAddr
 	ic.APIKeys = []string{"dev:" + key}
 	ic.AllowHTTP, ic.AllowPrivate = true, true
 	ic.DevMode = true // a --api-key of any strength
@@ -192,6 +196,7 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	fmt.Fprintf(out, `Hookline dev is running (Ctrl-C to stop).
   ingest gRPC   %s%s
   ingest HTTP   %s   (JSON, same port: POST /v1/events)
+  console       %s   (sign in with the API key)
   Kafka         %s   (topics %s*, read with any Kafka client)
   API key       %s   (tenant "dev")
   data dir      %s   (endpoint secrets sealed with %s)
@@ -204,9 +209,16 @@ Try it:
   hookline publish --type invoice.paid --data '{"invoice":"in_1","amount":4200}'
   curl -H "authorization: Bearer $HOOKLINE_API_KEY" -d '{"event_type":"invoice.paid","payload":{"invoice":"in_2"}}' %s/v1/events
   hookline results tail --kafka-brokers %s
-`, ln.Addr(), tlsNote(f), httpBase(f, ln.Addr().String()), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, f.KeyFile, metricsURL(metricsEnv), tracesTo(tel["ingest"]), key, httpBase(f, ln.Addr().String()), strings.Join(brokers, ","))
+`, ln.Addr(), tlsNote(f), httpBase(f, ln.Addr().String()), consoleURL(f.ConsoleAddr), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, f.KeyFile, metricsURL(metricsEnv), tracesTo(tel["ingest"]), key, httpBase(f, ln.Addr().String()), strings.Join(brokers, ","))
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+func consoleURL(addr string) string {
+	if addr == "" {
+		return "off"
+	}
+	return "http://" + addr + "/"
 }
 
 // devAPIKey returns the given key, or the one kept in dir, or a new one

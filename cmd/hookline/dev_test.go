@@ -62,7 +62,7 @@ func startDev(t *testing.T, dir string, args ...string) devAddrs {
 	devDone := make(chan error, 1)
 	noEnv := func(string) string { return "" }
 	go func() {
-		devDone <- run(ctx, append([]string{"dev", "--data-dir", dir, "--grpc-addr", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--log-level", "warn"}, args...), pw, noEnv)
+		devDone <- run(ctx, append([]string{"dev", "--data-dir", dir, "--grpc-addr", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0", "--log-level", "warn"}, args...), pw, noEnv)
 		pw.Close()
 	}()
 	var a devAddrs

@@ -26,6 +26,33 @@ func New(prefix string, now time.Time) string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
 	_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails (Go 1.24+).
+	return encode(prefix, b)
+}
+
+// Floor returns the smallest id of prefix made at time t or later: every
+// id New makes at t or after sorts at or above it, every id made before
+// t below it. It is a bound for ranges of ids by time, not an id.
+func Floor(prefix string, t time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(max(t.UnixMilli(), 0))<<16)
+	return encode(prefix, b)
+}
+
+// Time returns the millisecond an id of prefix was made at, and false
+// if id is not such an id.
+func Time(prefix, id string) (time.Time, bool) {
+	if !Valid(prefix, id) {
+		return time.Time{}, false
+	}
+	// The first 10 digits carry 3+45 bits: the 48-bit timestamp.
+	var ms uint64
+	for i := range 10 {
+		ms = ms<<5 | uint64(strings.IndexByte(alphabet, id[len(prefix)+i]))
+	}
+	return time.UnixMilli(int64(ms)), true
+}
+
+func encode(prefix string, b [16]byte) string {
 	var sb strings.Builder
 	sb.Grow(len(prefix) + 26)
 	sb.WriteString(prefix)

@@ -33,3 +33,21 @@ func TestValidRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestFloorAndTimeBoundIdsByTime(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_123)
+	id := New(Delivery, at)
+	got, ok := Time(Delivery, id)
+	if !ok || !got.Equal(at) {
+		t.Fatalf("Time(%q) = %v, %v; want %v", id, got, ok, at)
+	}
+	if lo := Floor(Delivery, at); lo > id {
+		t.Fatalf("Floor at the id's time %q sorts above the id %q", lo, id)
+	}
+	if hi := Floor(Delivery, at.Add(time.Millisecond)); hi <= id {
+		t.Fatalf("Floor a millisecond later %q sorts at or below the id %q", hi, id)
+	}
+	if _, ok := Time(Delivery, "dlv_nope"); ok {
+		t.Fatal("Time accepted an invalid id")
+	}
+}

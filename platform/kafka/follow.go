@@ -49,6 +49,10 @@ var ErrSyncTimeout = errors.New("follower did not catch up in time")
 type Follower struct {
 	topics []string
 	apply  func(*kgo.Record)
+	// batch, when set (NewBatchFollower), takes each poll's records
+	// instead of apply; from holds where reading starts.
+	batch BatchApply
+	from  Offsets
 
 	// syncTimeout and probeAfter are DefaultSyncTimeout and
 	// defaultProbeAfter; tests shorten them.
@@ -85,23 +89,41 @@ func NewFollower(apply func(*kgo.Record), topics ...string) *Follower {
 	}
 }
 
+// batchFetchMaxBytes bounds one fetch of a batch follower.
+const batchFetchMaxBytes = 4 << 20
+
+// Offsets maps topic → partition → the next offset to read.
+type Offsets map[string]map[int32]int64
+
+// BatchApply takes the records of one poll (control records left out)
+// and next, the position each partition the poll touched reaches once
+// they are applied (control records included). A view that persists
+// stores next with the records, atomically, to resume from it. An error
+// ends Run with it; the position does not move.
+type BatchApply func(recs []*kgo.Record, next Offsets) error
+
+// NewBatchFollower returns a Follower of topics that hands each poll's
+// records to apply and starts reading each partition at from (a
+// partition missing from from, or whose offset retention deleted, is
+// read from its start). Sync and WaitPast count from's offsets as read.
+func NewBatchFollower(apply BatchApply, from Offsets, topics ...string) *Follower {
+	f := NewFollower(nil, topics...)
+	f.batch = apply
+	f.from = from
+	for t, ps := range from {
+		for p, o := range ps {
+			f.advanceLocked(t, p, o)
+		}
+	}
+	return f
+}
+
 // Run consumes until ctx ends; a fetch error ends it with that error.
 func (f *Follower) Run(ctx context.Context, cfg Config) error {
 	opts, err := cfg.Opts()
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(append(opts,
-		kgo.ConsumeTopics(f.topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxBytes(int32(2*MaxRecordBytes)),
-	)...)
-	if err != nil {
-		return fmt.Errorf("follow %v: %w", f.topics, err)
-	}
-	defer cl.Close()
 	// Waits ask Kafka through a client of their own: a broker answers a
 	// connection's requests in order, and the consumer's connection is
 	// held by long-polling fetches.
@@ -110,21 +132,46 @@ func (f *Follower) Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("follow %v: %w", f.topics, err)
 	}
 	defer wcl.Close()
-	f.cl = cl
 	f.wcl = wcl
 	f.adm = kadm.NewClient(wcl)
-	close(f.admReady)
-	for {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil //nolint:nilerr // stopping is not a failure
+	consume := kgo.ConsumeTopics(f.topics...)
+	if f.from != nil {
+		start, err := f.startOffsets(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil //nolint:nilerr // stopping is not a failure
+			}
+			return fmt.Errorf("follow %v: %w", f.topics, err)
 		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			ferr = fmt.Errorf("follow %s/%d: %w", t, p, err)
-		})
-		if ferr != nil {
-			return ferr
+		consume = kgo.ConsumePartitions(start)
+	}
+	// A batch follower's poll is applied whole (one write batch), so its
+	// fetches are kept smaller: what it holds at once stays bounded. A
+	// record larger than that is still fetched whole.
+	fetchMax := int32(2 * MaxRecordBytes)
+	if f.batch != nil {
+		fetchMax = batchFetchMaxBytes
+	}
+	cl, err := kgo.NewClient(append(opts,
+		consume,
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxBytes(fetchMax),
+	)...)
+	if err != nil {
+		return fmt.Errorf("follow %v: %w", f.topics, err)
+	}
+	defer cl.Close()
+	f.cl = cl
+	close(f.admReady)
+	if f.batch != nil {
+		return f.runBatches(ctx, cl)
+	}
+	for {
+		fs, err := poll(ctx, cl)
+		if fs == nil {
+			return err
 		}
 		f.mu.Lock()
 		fs.EachRecord(func(r *kgo.Record) {
@@ -133,6 +180,86 @@ func (f *Follower) Run(ctx context.Context, cfg Config) error {
 			}
 			f.advanceLocked(r.Topic, r.Partition, r.Offset+1)
 		})
+		f.mu.Unlock()
+	}
+}
+
+// poll returns the next fetches, or nil and why Run ends: nil when ctx
+// ended (stopping is not a failure), the first fetch error otherwise.
+func poll(ctx context.Context, cl *kgo.Client) (kgo.Fetches, error) {
+	fs := cl.PollFetches(ctx)
+	if ctx.Err() != nil {
+		return nil, nil //nolint:nilerr // stopping is not a failure
+	}
+	var ferr error
+	fs.EachError(func(t string, p int32, err error) {
+		ferr = fmt.Errorf("follow %s/%d: %w", t, p, err)
+	})
+	if ferr != nil {
+		return nil, ferr
+	}
+	return fs, nil
+}
+
+// startOffsets returns where each partition of the topics is read from:
+// its offset in f.from, else its start. Hookline never adds partitions
+// (see lastStable), so the list is fixed for the run.
+func (f *Follower) startOffsets(ctx context.Context) (map[string]map[int32]kgo.Offset, error) {
+	ts, err := f.adm.ListTopics(ctx, f.topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list partitions: %w", err)
+	}
+	out := map[string]map[int32]kgo.Offset{}
+	for _, t := range f.topics {
+		d, ok := ts[t]
+		if !ok || d.Err != nil {
+			return nil, fmt.Errorf("partitions of %s: not found (%w)", t, d.Err)
+		}
+		ps := map[int32]kgo.Offset{}
+		for _, p := range d.Partitions.Numbers() {
+			ps[p] = kgo.NewOffset().AtStart()
+			if o, ok := f.from[t][p]; ok {
+				ps[p] = kgo.NewOffset().At(o)
+			}
+		}
+		out[t] = ps
+	}
+	return out, nil
+}
+
+// runBatches is Run's loop for a batch Follower: each poll's records go
+// to f.batch in one call, and the position moves once it returned.
+func (f *Follower) runBatches(ctx context.Context, cl *kgo.Client) error {
+	for {
+		fs, err := poll(ctx, cl)
+		if fs == nil {
+			return err
+		}
+		var recs []*kgo.Record
+		next := Offsets{}
+		fs.EachRecord(func(r *kgo.Record) {
+			if !r.Attrs.IsControl() {
+				recs = append(recs, r)
+			}
+			ps := next[r.Topic]
+			if ps == nil {
+				ps = map[int32]int64{}
+				next[r.Topic] = ps
+			}
+			ps[r.Partition] = r.Offset + 1
+		})
+		if len(next) == 0 {
+			continue
+		}
+		if err := f.batch(recs, next); err != nil {
+			return fmt.Errorf("follow %v: apply: %w", f.topics, err)
+		}
+		f.mu.Lock()
+		for t, ps := range next {
+			for p, o := range ps {
+				f.advanceLocked(t, p, o)
+			}
+		}
 		f.mu.Unlock()
 	}
 }

@@ -267,15 +267,21 @@ func (x *GetEventResponse) GetDeliveries() []*DeliveryStatus {
 
 type ListDeliveriesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Filters; at least one of event_id and endpoint_id is required. An
-	// unspecified state matches every state.
+	// Filters, all optional and combined with AND; none lists every
+	// delivery of the tenant. An unspecified state matches every state.
 	EventId    string        `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	EndpointId string        `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
 	State      DeliveryState `protobuf:"varint,3,opt,name=state,proto3,enum=hookline.v1.DeliveryState" json:"state,omitempty"`
 	// At most this many; 0 means 100, the maximum is 1000.
 	PageSize uint32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// From a previous response's next_page_token.
-	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// From a previous response's next_page_token, with the same filters.
+	// Tokens are opaque, signed, and valid only for the tenant and the
+	// filters they were issued for.
+	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	EventType string `protobuf:"bytes,6,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	// Created at or after since and before until; unset means unbounded.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=since,proto3" json:"since,omitempty"`
+	Until         *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=until,proto3" json:"until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -345,10 +351,33 @@ func (x *ListDeliveriesRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListDeliveriesRequest) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *ListDeliveriesRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListDeliveriesRequest) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
 type ListDeliveriesResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Deliveries []*DeliveryStatus      `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
-	// Empty on the last page.
+	// Empty on the last page. A page may hold fewer than page_size (even
+	// none) and still have a next page: each call reads a bounded part of
+	// the index.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -398,6 +427,201 @@ func (x *ListDeliveriesResponse) GetNextPageToken() string {
 	return ""
 }
 
+type ListEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Filters, all optional: the event type, and created at or after since
+	// and before until.
+	EventType string                 `protobuf:"bytes,1,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	Since     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	Until     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
+	// At most this many; 0 means 100, the maximum is 1000.
+	PageSize uint32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token, with the same filters.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventsRequest) Reset() {
+	*x = ListEventsRequest{}
+	mi := &file_hookline_v1_delivery_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventsRequest) ProtoMessage() {}
+
+func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_delivery_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListEventsRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListEventsRequest) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *ListEventsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListEventsRequest) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *ListEventsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListEventsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// EventSummary is one event in a list; GetEvent has its payload and
+// deliveries.
+type EventSummary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	EventType     string                 `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventSummary) Reset() {
+	*x = EventSummary{}
+	mi := &file_hookline_v1_delivery_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventSummary) ProtoMessage() {}
+
+func (x *EventSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_delivery_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventSummary.ProtoReflect.Descriptor instead.
+func (*EventSummary) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *EventSummary) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *EventSummary) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *EventSummary) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type ListEventsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*EventSummary        `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventsResponse) Reset() {
+	*x = ListEventsResponse{}
+	mi := &file_hookline_v1_delivery_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventsResponse) ProtoMessage() {}
+
+func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_delivery_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListEventsResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListEventsResponse) GetEvents() []*EventSummary {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ListEventsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 type GetDeliveryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	DeliveryId    string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
@@ -407,7 +631,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_hookline_v1_delivery_proto_msgTypes[5]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +643,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_delivery_proto_msgTypes[5]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +656,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{5}
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetDeliveryRequest) GetDeliveryId() string {
@@ -454,7 +678,7 @@ type GetDeliveryResponse struct {
 
 func (x *GetDeliveryResponse) Reset() {
 	*x = GetDeliveryResponse{}
-	mi := &file_hookline_v1_delivery_proto_msgTypes[6]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -466,7 +690,7 @@ func (x *GetDeliveryResponse) String() string {
 func (*GetDeliveryResponse) ProtoMessage() {}
 
 func (x *GetDeliveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_delivery_proto_msgTypes[6]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -479,7 +703,7 @@ func (x *GetDeliveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryResponse.ProtoReflect.Descriptor instead.
 func (*GetDeliveryResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetDeliveryResponse) GetDelivery() *DeliveryStatus {
@@ -505,7 +729,7 @@ type ResendDeliveryRequest struct {
 
 func (x *ResendDeliveryRequest) Reset() {
 	*x = ResendDeliveryRequest{}
-	mi := &file_hookline_v1_delivery_proto_msgTypes[7]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +741,7 @@ func (x *ResendDeliveryRequest) String() string {
 func (*ResendDeliveryRequest) ProtoMessage() {}
 
 func (x *ResendDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_delivery_proto_msgTypes[7]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +754,7 @@ func (x *ResendDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResendDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*ResendDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ResendDeliveryRequest) GetDeliveryId() string {
@@ -551,7 +775,7 @@ type ResendDeliveryResponse struct {
 
 func (x *ResendDeliveryResponse) Reset() {
 	*x = ResendDeliveryResponse{}
-	mi := &file_hookline_v1_delivery_proto_msgTypes[8]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +787,7 @@ func (x *ResendDeliveryResponse) String() string {
 func (*ResendDeliveryResponse) ProtoMessage() {}
 
 func (x *ResendDeliveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_delivery_proto_msgTypes[8]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +800,7 @@ func (x *ResendDeliveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResendDeliveryResponse.ProtoReflect.Descriptor instead.
 func (*ResendDeliveryResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ResendDeliveryResponse) GetDelivery() *DeliveryStatus {
@@ -606,7 +830,7 @@ type RecoverEndpointRequest struct {
 
 func (x *RecoverEndpointRequest) Reset() {
 	*x = RecoverEndpointRequest{}
-	mi := &file_hookline_v1_delivery_proto_msgTypes[9]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +842,7 @@ func (x *RecoverEndpointRequest) String() string {
 func (*RecoverEndpointRequest) ProtoMessage() {}
 
 func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_delivery_proto_msgTypes[9]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +855,7 @@ func (x *RecoverEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverEndpointRequest.ProtoReflect.Descriptor instead.
 func (*RecoverEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RecoverEndpointRequest) GetEndpointId() string {
@@ -676,7 +900,7 @@ type RecoverEndpointResponse struct {
 
 func (x *RecoverEndpointResponse) Reset() {
 	*x = RecoverEndpointResponse{}
-	mi := &file_hookline_v1_delivery_proto_msgTypes[10]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +912,7 @@ func (x *RecoverEndpointResponse) String() string {
 func (*RecoverEndpointResponse) ProtoMessage() {}
 
 func (x *RecoverEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_delivery_proto_msgTypes[10]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +925,7 @@ func (x *RecoverEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverEndpointResponse.ProtoReflect.Descriptor instead.
 func (*RecoverEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RecoverEndpointResponse) GetTotal() uint32 {
@@ -759,7 +983,7 @@ type SendTestEventRequest struct {
 
 func (x *SendTestEventRequest) Reset() {
 	*x = SendTestEventRequest{}
-	mi := &file_hookline_v1_delivery_proto_msgTypes[11]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +995,7 @@ func (x *SendTestEventRequest) String() string {
 func (*SendTestEventRequest) ProtoMessage() {}
 
 func (x *SendTestEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_delivery_proto_msgTypes[11]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +1008,7 @@ func (x *SendTestEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendTestEventRequest.ProtoReflect.Descriptor instead.
 func (*SendTestEventRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SendTestEventRequest) GetEndpointId() string {
@@ -820,7 +1044,7 @@ type SendTestEventResponse struct {
 
 func (x *SendTestEventResponse) Reset() {
 	*x = SendTestEventResponse{}
-	mi := &file_hookline_v1_delivery_proto_msgTypes[12]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +1056,7 @@ func (x *SendTestEventResponse) String() string {
 func (*SendTestEventResponse) ProtoMessage() {}
 
 func (x *SendTestEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_delivery_proto_msgTypes[12]
+	mi := &file_hookline_v1_delivery_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +1069,7 @@ func (x *SendTestEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendTestEventResponse.ProtoReflect.Descriptor instead.
 func (*SendTestEventResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_delivery_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SendTestEventResponse) GetEventId() string {
@@ -902,7 +1126,7 @@ const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12;\n" +
 	"\n" +
 	"deliveries\x18\x05 \x03(\v2\x1b.hookline.v1.DeliveryStatusR\n" +
-	"deliveries\"\xc1\x01\n" +
+	"deliveries\"\xc4\x02\n" +
 	"\x15ListDeliveriesRequest\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -910,11 +1134,32 @@ const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\x0e2\x1a.hookline.v1.DeliveryStateR\x05state\x12\x1b\n" +
 	"\tpage_size\x18\x04 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageToken\"}\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x06 \x01(\tR\teventType\x120\n" +
+	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05until\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x05until\"}\n" +
 	"\x16ListDeliveriesResponse\x12;\n" +
 	"\n" +
 	"deliveries\x18\x01 \x03(\v2\x1b.hookline.v1.DeliveryStatusR\n" +
 	"deliveries\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd2\x01\n" +
+	"\x11ListEventsRequest\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x01 \x01(\tR\teventType\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\x83\x01\n" +
+	"\fEventSummary\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x02 \x01(\tR\teventType\x129\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"o\n" +
+	"\x12ListEventsResponse\x121\n" +
+	"\x06events\x18\x01 \x03(\v2\x19.hookline.v1.EventSummaryR\x06events\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"5\n" +
 	"\x12GetDeliveryRequest\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
@@ -950,10 +1195,13 @@ const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1f\n" +
 	"\vdelivery_id\x18\x02 \x01(\tR\n" +
 	"deliveryId\x122\n" +
-	"\x06result\x18\x03 \x01(\v2\x1a.hookline.v1.AttemptResultR\x06result2\x90\x06\n" +
+	"\x06result\x18\x03 \x01(\v2\x1a.hookline.v1.AttemptResultR\x06result2\xf3\x06\n" +
 	"\x0fDeliveryService\x12f\n" +
 	"\bGetEvent\x12\x1c.hookline.v1.GetEventRequest\x1a\x1d.hookline.v1.GetEventResponse\"\x1d\x82\xd3\xe4\x93\x02\x17\x12\x15/v1/events/{event_id}\x12q\n" +
-	"\x0eListDeliveries\x12\".hookline.v1.ListDeliveriesRequest\x1a#.hookline.v1.ListDeliveriesResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/deliveries\x12v\n" +
+	"\x0eListDeliveries\x12\".hookline.v1.ListDeliveriesRequest\x1a#.hookline.v1.ListDeliveriesResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/deliveries\x12a\n" +
+	"\n" +
+	"ListEvents\x12\x1e.hookline.v1.ListEventsRequest\x1a\x1f.hookline.v1.ListEventsResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/events\x12v\n" +
 	"\vGetDelivery\x12\x1f.hookline.v1.GetDeliveryRequest\x1a .hookline.v1.GetDeliveryResponse\"$\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/deliveries/{delivery_id}\x12\x89\x01\n" +
 	"\x0eResendDelivery\x12\".hookline.v1.ResendDeliveryRequest\x1a#.hookline.v1.ResendDeliveryResponse\".\x82\xd3\xe4\x93\x02(:\x01*\"#/v1/deliveries/{delivery_id}:resend\x12\x8e\x01\n" +
 	"\x0fRecoverEndpoint\x12#.hookline.v1.RecoverEndpointRequest\x1a$.hookline.v1.RecoverEndpointResponse\".\x82\xd3\xe4\x93\x02(:\x01*\"#/v1/endpoints/{endpoint_id}:recover0\x01\x12\x8c\x01\n" +
@@ -971,57 +1219,68 @@ func file_hookline_v1_delivery_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_delivery_proto_rawDescData
 }
 
-var file_hookline_v1_delivery_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_hookline_v1_delivery_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_hookline_v1_delivery_proto_goTypes = []any{
 	(*DeliveryStatus)(nil),          // 0: hookline.v1.DeliveryStatus
 	(*GetEventRequest)(nil),         // 1: hookline.v1.GetEventRequest
 	(*GetEventResponse)(nil),        // 2: hookline.v1.GetEventResponse
 	(*ListDeliveriesRequest)(nil),   // 3: hookline.v1.ListDeliveriesRequest
 	(*ListDeliveriesResponse)(nil),  // 4: hookline.v1.ListDeliveriesResponse
-	(*GetDeliveryRequest)(nil),      // 5: hookline.v1.GetDeliveryRequest
-	(*GetDeliveryResponse)(nil),     // 6: hookline.v1.GetDeliveryResponse
-	(*ResendDeliveryRequest)(nil),   // 7: hookline.v1.ResendDeliveryRequest
-	(*ResendDeliveryResponse)(nil),  // 8: hookline.v1.ResendDeliveryResponse
-	(*RecoverEndpointRequest)(nil),  // 9: hookline.v1.RecoverEndpointRequest
-	(*RecoverEndpointResponse)(nil), // 10: hookline.v1.RecoverEndpointResponse
-	(*SendTestEventRequest)(nil),    // 11: hookline.v1.SendTestEventRequest
-	(*SendTestEventResponse)(nil),   // 12: hookline.v1.SendTestEventResponse
-	(DeliveryState)(0),              // 13: hookline.v1.DeliveryState
-	(*timestamppb.Timestamp)(nil),   // 14: google.protobuf.Timestamp
-	(*AttemptResult)(nil),           // 15: hookline.v1.AttemptResult
+	(*ListEventsRequest)(nil),       // 5: hookline.v1.ListEventsRequest
+	(*EventSummary)(nil),            // 6: hookline.v1.EventSummary
+	(*ListEventsResponse)(nil),      // 7: hookline.v1.ListEventsResponse
+	(*GetDeliveryRequest)(nil),      // 8: hookline.v1.GetDeliveryRequest
+	(*GetDeliveryResponse)(nil),     // 9: hookline.v1.GetDeliveryResponse
+	(*ResendDeliveryRequest)(nil),   // 10: hookline.v1.ResendDeliveryRequest
+	(*ResendDeliveryResponse)(nil),  // 11: hookline.v1.ResendDeliveryResponse
+	(*RecoverEndpointRequest)(nil),  // 12: hookline.v1.RecoverEndpointRequest
+	(*RecoverEndpointResponse)(nil), // 13: hookline.v1.RecoverEndpointResponse
+	(*SendTestEventRequest)(nil),    // 14: hookline.v1.SendTestEventRequest
+	(*SendTestEventResponse)(nil),   // 15: hookline.v1.SendTestEventResponse
+	(DeliveryState)(0),              // 16: hookline.v1.DeliveryState
+	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
+	(*AttemptResult)(nil),           // 18: hookline.v1.AttemptResult
 }
 var file_hookline_v1_delivery_proto_depIdxs = []int32{
-	13, // 0: hookline.v1.DeliveryStatus.state:type_name -> hookline.v1.DeliveryState
-	14, // 1: hookline.v1.DeliveryStatus.created_at:type_name -> google.protobuf.Timestamp
-	14, // 2: hookline.v1.DeliveryStatus.updated_at:type_name -> google.protobuf.Timestamp
-	14, // 3: hookline.v1.DeliveryStatus.next_attempt_at:type_name -> google.protobuf.Timestamp
-	14, // 4: hookline.v1.GetEventResponse.created_at:type_name -> google.protobuf.Timestamp
+	16, // 0: hookline.v1.DeliveryStatus.state:type_name -> hookline.v1.DeliveryState
+	17, // 1: hookline.v1.DeliveryStatus.created_at:type_name -> google.protobuf.Timestamp
+	17, // 2: hookline.v1.DeliveryStatus.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 3: hookline.v1.DeliveryStatus.next_attempt_at:type_name -> google.protobuf.Timestamp
+	17, // 4: hookline.v1.GetEventResponse.created_at:type_name -> google.protobuf.Timestamp
 	0,  // 5: hookline.v1.GetEventResponse.deliveries:type_name -> hookline.v1.DeliveryStatus
-	13, // 6: hookline.v1.ListDeliveriesRequest.state:type_name -> hookline.v1.DeliveryState
-	0,  // 7: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.DeliveryStatus
-	0,  // 8: hookline.v1.GetDeliveryResponse.delivery:type_name -> hookline.v1.DeliveryStatus
-	15, // 9: hookline.v1.GetDeliveryResponse.attempts:type_name -> hookline.v1.AttemptResult
-	0,  // 10: hookline.v1.ResendDeliveryResponse.delivery:type_name -> hookline.v1.DeliveryStatus
-	14, // 11: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
-	14, // 12: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
-	15, // 13: hookline.v1.SendTestEventResponse.result:type_name -> hookline.v1.AttemptResult
-	1,  // 14: hookline.v1.DeliveryService.GetEvent:input_type -> hookline.v1.GetEventRequest
-	3,  // 15: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
-	5,  // 16: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
-	7,  // 17: hookline.v1.DeliveryService.ResendDelivery:input_type -> hookline.v1.ResendDeliveryRequest
-	9,  // 18: hookline.v1.DeliveryService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
-	11, // 19: hookline.v1.DeliveryService.SendTestEvent:input_type -> hookline.v1.SendTestEventRequest
-	2,  // 20: hookline.v1.DeliveryService.GetEvent:output_type -> hookline.v1.GetEventResponse
-	4,  // 21: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
-	6,  // 22: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.GetDeliveryResponse
-	8,  // 23: hookline.v1.DeliveryService.ResendDelivery:output_type -> hookline.v1.ResendDeliveryResponse
-	10, // 24: hookline.v1.DeliveryService.RecoverEndpoint:output_type -> hookline.v1.RecoverEndpointResponse
-	12, // 25: hookline.v1.DeliveryService.SendTestEvent:output_type -> hookline.v1.SendTestEventResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	16, // 6: hookline.v1.ListDeliveriesRequest.state:type_name -> hookline.v1.DeliveryState
+	17, // 7: hookline.v1.ListDeliveriesRequest.since:type_name -> google.protobuf.Timestamp
+	17, // 8: hookline.v1.ListDeliveriesRequest.until:type_name -> google.protobuf.Timestamp
+	0,  // 9: hookline.v1.ListDeliveriesResponse.deliveries:type_name -> hookline.v1.DeliveryStatus
+	17, // 10: hookline.v1.ListEventsRequest.since:type_name -> google.protobuf.Timestamp
+	17, // 11: hookline.v1.ListEventsRequest.until:type_name -> google.protobuf.Timestamp
+	17, // 12: hookline.v1.EventSummary.created_at:type_name -> google.protobuf.Timestamp
+	6,  // 13: hookline.v1.ListEventsResponse.events:type_name -> hookline.v1.EventSummary
+	0,  // 14: hookline.v1.GetDeliveryResponse.delivery:type_name -> hookline.v1.DeliveryStatus
+	18, // 15: hookline.v1.GetDeliveryResponse.attempts:type_name -> hookline.v1.AttemptResult
+	0,  // 16: hookline.v1.ResendDeliveryResponse.delivery:type_name -> hookline.v1.DeliveryStatus
+	17, // 17: hookline.v1.RecoverEndpointRequest.since:type_name -> google.protobuf.Timestamp
+	17, // 18: hookline.v1.RecoverEndpointRequest.until:type_name -> google.protobuf.Timestamp
+	18, // 19: hookline.v1.SendTestEventResponse.result:type_name -> hookline.v1.AttemptResult
+	1,  // 20: hookline.v1.DeliveryService.GetEvent:input_type -> hookline.v1.GetEventRequest
+	3,  // 21: hookline.v1.DeliveryService.ListDeliveries:input_type -> hookline.v1.ListDeliveriesRequest
+	5,  // 22: hookline.v1.DeliveryService.ListEvents:input_type -> hookline.v1.ListEventsRequest
+	8,  // 23: hookline.v1.DeliveryService.GetDelivery:input_type -> hookline.v1.GetDeliveryRequest
+	10, // 24: hookline.v1.DeliveryService.ResendDelivery:input_type -> hookline.v1.ResendDeliveryRequest
+	12, // 25: hookline.v1.DeliveryService.RecoverEndpoint:input_type -> hookline.v1.RecoverEndpointRequest
+	14, // 26: hookline.v1.DeliveryService.SendTestEvent:input_type -> hookline.v1.SendTestEventRequest
+	2,  // 27: hookline.v1.DeliveryService.GetEvent:output_type -> hookline.v1.GetEventResponse
+	4,  // 28: hookline.v1.DeliveryService.ListDeliveries:output_type -> hookline.v1.ListDeliveriesResponse
+	7,  // 29: hookline.v1.DeliveryService.ListEvents:output_type -> hookline.v1.ListEventsResponse
+	9,  // 30: hookline.v1.DeliveryService.GetDelivery:output_type -> hookline.v1.GetDeliveryResponse
+	11, // 31: hookline.v1.DeliveryService.ResendDelivery:output_type -> hookline.v1.ResendDeliveryResponse
+	13, // 32: hookline.v1.DeliveryService.RecoverEndpoint:output_type -> hookline.v1.RecoverEndpointResponse
+	15, // 33: hookline.v1.DeliveryService.SendTestEvent:output_type -> hookline.v1.SendTestEventResponse
+	27, // [27:34] is the sub-list for method output_type
+	20, // [20:27] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_delivery_proto_init() }
@@ -1036,7 +1295,7 @@ func file_hookline_v1_delivery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_delivery_proto_rawDesc), len(file_hookline_v1_delivery_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	DeliveryService_GetEvent_FullMethodName        = "/hookline.v1.DeliveryService/GetEvent"
 	DeliveryService_ListDeliveries_FullMethodName  = "/hookline.v1.DeliveryService/ListDeliveries"
+	DeliveryService_ListEvents_FullMethodName      = "/hookline.v1.DeliveryService/ListEvents"
 	DeliveryService_GetDelivery_FullMethodName     = "/hookline.v1.DeliveryService/GetDelivery"
 	DeliveryService_ResendDelivery_FullMethodName  = "/hookline.v1.DeliveryService/ResendDelivery"
 	DeliveryService_RecoverEndpoint_FullMethodName = "/hookline.v1.DeliveryService/RecoverEndpoint"
@@ -39,9 +40,13 @@ const (
 type DeliveryServiceClient interface {
 	// GetEvent returns an event with its payload and its deliveries.
 	GetEvent(ctx context.Context, in *GetEventRequest, opts ...grpc.CallOption) (*GetEventResponse, error)
-	// ListDeliveries lists deliveries by event, by endpoint and/or by state,
-	// ordered by delivery id (creation time), paginated.
+	// ListDeliveries lists deliveries by event, endpoint, event type, state
+	// and creation time range (any combination, or none: all of the
+	// tenant's), ordered by delivery id (creation time), paginated.
 	ListDeliveries(ctx context.Context, in *ListDeliveriesRequest, opts ...grpc.CallOption) (*ListDeliveriesResponse, error)
+	// ListEvents lists events by event type and creation time range,
+	// ordered by event id (creation time), paginated; without payloads.
+	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
 	// GetDelivery returns one delivery with every attempt and decision.
 	GetDelivery(ctx context.Context, in *GetDeliveryRequest, opts ...grpc.CallOption) (*GetDeliveryResponse, error)
 	// ResendDelivery makes exactly one more attempt now, outside the retry
@@ -85,6 +90,16 @@ func (c *deliveryServiceClient) ListDeliveries(ctx context.Context, in *ListDeli
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListDeliveriesResponse)
 	err := c.cc.Invoke(ctx, DeliveryService_ListDeliveries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *deliveryServiceClient) ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListEventsResponse)
+	err := c.cc.Invoke(ctx, DeliveryService_ListEvents_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -152,9 +167,13 @@ func (c *deliveryServiceClient) SendTestEvent(ctx context.Context, in *SendTestE
 type DeliveryServiceServer interface {
 	// GetEvent returns an event with its payload and its deliveries.
 	GetEvent(context.Context, *GetEventRequest) (*GetEventResponse, error)
-	// ListDeliveries lists deliveries by event, by endpoint and/or by state,
-	// ordered by delivery id (creation time), paginated.
+	// ListDeliveries lists deliveries by event, endpoint, event type, state
+	// and creation time range (any combination, or none: all of the
+	// tenant's), ordered by delivery id (creation time), paginated.
 	ListDeliveries(context.Context, *ListDeliveriesRequest) (*ListDeliveriesResponse, error)
+	// ListEvents lists events by event type and creation time range,
+	// ordered by event id (creation time), paginated; without payloads.
+	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
 	// GetDelivery returns one delivery with every attempt and decision.
 	GetDelivery(context.Context, *GetDeliveryRequest) (*GetDeliveryResponse, error)
 	// ResendDelivery makes exactly one more attempt now, outside the retry
@@ -189,6 +208,9 @@ func (UnimplementedDeliveryServiceServer) GetEvent(context.Context, *GetEventReq
 }
 func (UnimplementedDeliveryServiceServer) ListDeliveries(context.Context, *ListDeliveriesRequest) (*ListDeliveriesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListDeliveries not implemented")
+}
+func (UnimplementedDeliveryServiceServer) ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListEvents not implemented")
 }
 func (UnimplementedDeliveryServiceServer) GetDelivery(context.Context, *GetDeliveryRequest) (*GetDeliveryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetDelivery not implemented")
@@ -255,6 +277,24 @@ func _DeliveryService_ListDeliveries_Handler(srv interface{}, ctx context.Contex
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(DeliveryServiceServer).ListDeliveries(ctx, req.(*ListDeliveriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DeliveryService_ListEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DeliveryServiceServer).ListEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DeliveryService_ListEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DeliveryServiceServer).ListEvents(ctx, req.(*ListEventsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -338,6 +378,10 @@ var DeliveryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListDeliveries",
 			Handler:    _DeliveryService_ListDeliveries_Handler,
+		},
+		{
+			MethodName: "ListEvents",
+			Handler:    _DeliveryService_ListEvents_Handler,
 		},
 		{
 			MethodName: "GetDelivery",

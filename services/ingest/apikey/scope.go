@@ -47,6 +47,7 @@ var scopes = map[string]Scope{
 	hooklinev1.DeliveryService_GetEvent_FullMethodName:       ScopeRead,
 	hooklinev1.DeliveryService_ListDeliveries_FullMethodName: ScopeRead,
 	hooklinev1.DeliveryService_GetDelivery_FullMethodName:    ScopeRead,
+	hooklinev1.DeliveryService_ListEvents_FullMethodName:     ScopeRead,
 }
 
 // adminOnly lists the RPCs only an admin key may call; with scopes it

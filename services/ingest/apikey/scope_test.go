@@ -88,7 +88,7 @@ func TestAuthFuncAdmitsEachRPCForItsScopesOnly(t *testing.T) {
 	for _, m := range []string{
 		hooklinev1.EndpointService_GetEndpoint_FullMethodName, hooklinev1.EndpointService_ListEndpoints_FullMethodName,
 		hooklinev1.DeliveryService_GetEvent_FullMethodName, hooklinev1.DeliveryService_GetDelivery_FullMethodName,
-		hooklinev1.DeliveryService_ListDeliveries_FullMethodName,
+		hooklinev1.DeliveryService_ListDeliveries_FullMethodName, hooklinev1.DeliveryService_ListEvents_FullMethodName,
 	} {
 		want[m] = []Scope{ScopeAdmin, ScopeRead}
 	}

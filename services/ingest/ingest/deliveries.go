@@ -2,6 +2,8 @@ package ingest
 
 import (
 	"context"
+	"errors"
+	"sync"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/ids"
@@ -14,13 +16,26 @@ import (
 // syncIndex waits until the delivery index holds every delivery, result
 // and dead letter committed before the call, so an answer reflects at
 // least what was in Kafka when the call arrived.
+// The three topics are waited for at once: each wait starts with a round
+// trip to Kafka, and reads are served behind all three.
 func (s *Service) syncIndex(ctx context.Context) error {
-	for _, t := range []string{s.topics.Deliveries, s.topics.Results, s.topics.Dead} {
-		if err := s.indexFollow.Sync(ctx, t); err != nil {
-			return kafkaStatus(ctx, "delivery index", err)
-		}
+	topics := []string{s.topics.Deliveries, s.topics.Results, s.topics.Dead}
+	errs := make([]error, len(topics))
+	var wg sync.WaitGroup
+	for i, t := range topics {
+		wg.Go(func() { errs[i] = s.indexFollow.Sync(ctx, t) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return kafkaStatus(ctx, "delivery index", err)
 	}
 	return nil
+}
+
+// historyStatus is the caller's status for a failed read of the history
+// index (a disk fault): INTERNAL, logged by the interceptor.
+func historyStatus(err error) error {
+	return status.Errorf(codes.Internal, "delivery history: %v", err)
 }
 
 // GetEvent returns one of the caller's events with its payload and the
@@ -36,7 +51,10 @@ func (s *Service) GetEvent(ctx context.Context, req *hooklinev1.GetEventRequest)
 	if err := s.syncIndex(ctx); err != nil {
 		return nil, err
 	}
-	resp, ok := s.index.event(apikey.TenantFrom(ctx), id)
+	resp, ok, err := s.history.Event(apikey.TenantFrom(ctx), id)
+	if err != nil {
+		return nil, historyStatus(err)
+	}
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "event %q not found", id)
 	}
@@ -62,50 +80,14 @@ func (s *Service) lookupDelivery(ctx context.Context, id string) (*hooklinev1.De
 	if err := s.syncIndex(ctx); err != nil {
 		return nil, nil, nil, err
 	}
-	st, attempts, d, ok := s.index.delivery(apikey.TenantFrom(ctx), id)
+	st, attempts, d, ok, err := s.history.Delivery(apikey.TenantFrom(ctx), id)
+	if err != nil {
+		return nil, nil, nil, historyStatus(err)
+	}
 	if !ok {
 		return nil, nil, nil, status.Errorf(codes.NotFound, "delivery %q not found", id)
 	}
 	return st, attempts, d, nil
-}
-
-// ListDeliveries lists the caller's deliveries of an event or an
-// endpoint, optionally in one state, ordered by id, paginated.
-func (s *Service) ListDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest) (*hooklinev1.ListDeliveriesResponse, error) {
-	if req.GetEventId() == "" && req.GetEndpointId() == "" {
-		return nil, invalid("event_id", "or endpoint_id is required")
-	}
-	size := int(req.GetPageSize())
-	switch {
-	case size == 0:
-		size = defaultPageSize
-	case size > maxPageSize:
-		return nil, invalid("page_size", "is %d, the limit is %d", size, maxPageSize)
-	}
-	if _, ok := hooklinev1.DeliveryState_name[int32(req.GetState())]; !ok {
-		return nil, invalid("state", "%d is not a DeliveryState", req.GetState())
-	}
-	if err := s.syncIndex(ctx); err != nil {
-		return nil, err
-	}
-	tenant := apikey.TenantFrom(ctx)
-	// Another tenant's event or endpoint is NOT_FOUND, like a missing one.
-	// An endpoint is known from the endpoints view or, once deleted, from
-	// its deliveries.
-	switch {
-	case req.GetEventId() != "" && !s.index.owns(tenant, req.GetEventId(), ""):
-		return nil, status.Errorf(codes.NotFound, "event %q not found", req.GetEventId())
-	case req.GetEndpointId() != "" && req.GetEventId() == "" && !s.index.owns(tenant, "", req.GetEndpointId()):
-		if ep := s.store.Get(req.GetEndpointId()); ep == nil || ep.GetEndpoint().GetTenantId() != tenant {
-			return nil, status.Errorf(codes.NotFound, "endpoint %q not found", req.GetEndpointId())
-		}
-	}
-	out, more := s.index.list(tenant, req.GetEventId(), req.GetEndpointId(), req.GetState(), req.GetPageToken(), size)
-	resp := &hooklinev1.ListDeliveriesResponse{Deliveries: out}
-	if more {
-		resp.NextPageToken = out[len(out)-1].GetDeliveryId()
-	}
-	return resp, nil
 }
 
 // ResendDelivery writes the delivery once more to the deliveries topic,

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -39,30 +40,10 @@ func (s *Service) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest, stream
 	if !since.Before(until) {
 		return invalid("until", "must be after since")
 	}
-	if w := until.Sub(since); w > s.cfg.RecoverMaxWindow {
-		return invalid("since", "the window since..until is %v, the limit is %v (--recover-max-window); recover it in parts", w.Round(time.Second), s.cfg.RecoverMaxWindow)
-	}
-	if err := s.syncIndex(ctx); err != nil {
+	tenant := apikey.TenantFrom(ctx)
+	todo, unavailable, err := s.redeliverFailed(ctx, tenant, req.GetEndpointId(), since, until)
+	if err != nil {
 		return err
-	}
-	todo, unavailable := s.index.failedIn(apikey.TenantFrom(ctx), req.GetEndpointId(), since, until)
-	if len(todo) > s.cfg.RecoverMaxDeliveries {
-		return status.Errorf(codes.ResourceExhausted, "%d deliveries failed in the window, the limit per call is %d (--recover-max-deliveries); recover a shorter window, in parts", len(todo), s.cfg.RecoverMaxDeliveries)
-	}
-	recs := make([]*kgo.Record, 0, len(todo))
-	for _, d := range todo {
-		d.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RECOVER
-		d.DueAt = nil
-		r, err := hkafka.Record(s.topics.Deliveries, d.GetEndpointId(), d)
-		if err != nil {
-			return status.Errorf(codes.Internal, "encode delivery: %v", err)
-		}
-		recs = append(recs, r)
-	}
-	if len(recs) > 0 {
-		if err := s.produce(ctx, recs...); err != nil {
-			return kafkaStatus(ctx, "recovery not accepted", err)
-		}
 	}
 
 	var last *hooklinev1.RecoverEndpointResponse
@@ -70,8 +51,10 @@ func (s *Service) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest, stream
 		changed := s.indexFollow.Changed()
 		p := &hooklinev1.RecoverEndpointResponse{Total: uint32(len(todo)), Unavailable: uint32(unavailable)}
 		for _, d := range todo {
-			state, ok := s.index.outcomeOf(d.GetDeliveryId(), d.GetAttempt())
+			state, ok, err := s.history.OutcomeOf(tenant, d.GetDeliveryId(), d.GetAttempt())
 			switch {
+			case err != nil:
+				return historyStatus(err)
 			case !ok:
 			case state == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED:
 				p.Delivered++
@@ -97,4 +80,40 @@ func (s *Service) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest, stream
 			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
+}
+
+// redeliverFailed writes, once each, the tenant's deliveries to endpoint
+// that failed or expired in [since, until) again (kind RECOVER, due now,
+// the next attempt number), and returns them and how many more matched
+// but have no payload left. The caller checked the endpoint.
+func (s *Service) redeliverFailed(ctx context.Context, tenant, endpoint string, since, until time.Time) ([]*hooklinev1.Delivery, int, error) {
+	if w := until.Sub(since); w > s.cfg.RecoverMaxWindow {
+		return nil, 0, invalid("since", "the window since..until is %v, the limit is %v (--recover-max-window); recover it in parts", w.Round(time.Second), s.cfg.RecoverMaxWindow)
+	}
+	if err := s.syncIndex(ctx); err != nil {
+		return nil, 0, err
+	}
+	todo, unavailable, err := s.history.FailedIn(tenant, endpoint, since, until)
+	if err != nil {
+		return nil, 0, historyStatus(err)
+	}
+	if len(todo) > s.cfg.RecoverMaxDeliveries {
+		return nil, 0, status.Errorf(codes.ResourceExhausted, "%d deliveries failed in the window, the limit per call is %d (--recover-max-deliveries); recover a shorter window, in parts", len(todo), s.cfg.RecoverMaxDeliveries)
+	}
+	recs := make([]*kgo.Record, 0, len(todo))
+	for _, d := range todo {
+		d.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RECOVER
+		d.DueAt = nil
+		r, err := hkafka.Record(s.topics.Deliveries, d.GetEndpointId(), d)
+		if err != nil {
+			return nil, 0, status.Errorf(codes.Internal, "encode delivery: %v", err)
+		}
+		recs = append(recs, r)
+	}
+	if len(recs) > 0 {
+		if err := s.produce(ctx, recs...); err != nil {
+			return nil, 0, kafkaStatus(ctx, "recovery not accepted", err)
+		}
+	}
+	return todo, unavailable, nil
 }

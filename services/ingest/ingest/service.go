@@ -33,6 +33,8 @@ import (
 	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/ingest/apikey"
+	"github.com/hookline/hookline/services/ingest/history"
+	"github.com/hookline/hookline/services/ingest/pagetoken"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -74,9 +76,13 @@ type Service struct {
 	instanceID string
 	idem       *idemView
 	idemFollow *hkafka.Follower
-	// index serves DeliveryService, fed by indexFollow.
-	index       *deliveryIndex
+	// history serves DeliveryService and the console, fed by
+	// indexFollow; both are set by Run before it serves.
+	history     *history.Store
 	indexFollow *hkafka.Follower
+	tokens      *pagetoken.Codec
+	// consoleLn, when set, is where the console serves.
+	consoleLn net.Listener
 	// flight counts, per claim id, the completions running here.
 	flightMu sync.Mutex
 	flight   map[string]int
@@ -107,6 +113,10 @@ func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
 func WithTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) Option {
 	return func(s *Service) { s.tp, s.mp = tp, mp }
 }
+
+// WithConsoleListener serves the console on ln instead of listening on
+// Config.ConsoleAddr.
+func WithConsoleListener(ln net.Listener) Option { return func(s *Service) { s.consoleLn = ln } }
 
 // WithListener serves on ln instead of listening on Config.GRPCAddr.
 func WithListener(ln net.Listener) Option { return func(s *Service) { s.ln = ln } }
@@ -174,8 +184,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.publishLimits = newPublishLimits(cfg.PublishRate, cfg.PublishBurst, s.now)
 	s.idem = newIdemView(s.now, cfg.IdempotencyTTL)
 	s.idemFollow = hkafka.NewFollower(s.idem.apply, s.topics.Idempotency)
-	s.index = newDeliveryIndex(s.topics)
-	s.indexFollow = hkafka.NewFollower(s.index.apply, s.topics.Deliveries, s.topics.Results, s.topics.Dead)
+	s.tokens = pagetoken.New(pageTokenKey(cfg))
 	return s, nil
 }
 
@@ -244,6 +253,15 @@ func (s *Service) Run(ctx context.Context) error {
 	})
 	defer func() { stopRepair(); repair.Wait() }()
 
+	hist, err := s.openHistory()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := hist.Close(); err != nil {
+			s.log.Warn("history: close", "err", err)
+		}
+	}()
 	// The followers feed the idempotency view and the delivery index;
 	// they stop after the server.
 	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
@@ -260,6 +278,7 @@ func (s *Service) Run(ctx context.Context) error {
 		})
 	}
 	defer func() { stopFollow(); follows.Wait() }()
+	follows.Go(func() { s.sweepHistory(followCtx) })
 
 	ln := s.ln
 	if ln == nil {
@@ -288,6 +307,12 @@ func (s *Service) Run(ctx context.Context) error {
 	go func() { served <- srv.Serve(mux.GRPC()) }()
 	go func() { served <- httpSrv.Serve(mux.HTTP()) }()
 	go func() { served <- mux.Serve() }()
+	stopConsole, err := s.startConsole(served)
+	if err != nil {
+		srv.Stop()
+		return err
+	}
+	defer stopConsole()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.log.Info("ingest serving", "addr", ln.Addr().String(), "protocols", "gRPC, HTTP/JSON")
 

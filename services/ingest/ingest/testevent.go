@@ -75,7 +75,9 @@ func (s *Service) SendTestEvent(ctx context.Context, req *hooklinev1.SendTestEve
 	defer cancel()
 	for {
 		changed := s.indexFollow.Changed()
-		if _, attempts, _, ok := s.index.delivery(d.GetTenantId(), d.GetDeliveryId()); ok && len(attempts) > 0 {
+		if _, attempts, _, ok, err := s.history.Delivery(d.GetTenantId(), d.GetDeliveryId()); err != nil {
+			return nil, historyStatus(err)
+		} else if ok && len(attempts) > 0 {
 			resp.Result = attempts[0]
 			return resp, nil
 		}

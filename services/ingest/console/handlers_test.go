@@ -1,0 +1,172 @@
+package console
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/services/ingest/apikey"
+)
+
+// fakeBackend answers for tenant "acme"; key "admin-key" may act,
+// "reader-key" only read. It records the tenant of each call.
+type fakeBackend struct {
+	tenants []string
+	resent  []string
+}
+
+func (f *fakeBackend) SignIn(key string) (string, bool, bool) {
+	switch key {
+	case "admin-key":
+		return "acme", true, true
+	case "reader-key":
+		return "acme", false, true
+	}
+	return "", false, false
+}
+
+func (f *fakeBackend) Endpoints(ctx context.Context) ([]EndpointHealth, error) {
+	f.tenants = append(f.tenants, apikey.TenantFrom(ctx))
+	return []EndpointHealth{{Endpoint: &hooklinev1.Endpoint{Id: "ep_1", Url: "https://example.com/h"}, Health: HealthOutage, Detail: "the last 5 deliveries failed"}}, nil
+}
+
+func (f *fakeBackend) ListDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest) (*hooklinev1.ListDeliveriesResponse, error) {
+	f.tenants = append(f.tenants, apikey.TenantFrom(ctx))
+	return &hooklinev1.ListDeliveriesResponse{Deliveries: []*hooklinev1.DeliveryStatus{{DeliveryId: "dlv_1", EndpointId: req.GetEndpointId(), State: req.GetState()}}, NextPageToken: "tok"}, nil
+}
+
+func (f *fakeBackend) GetDelivery(ctx context.Context, id string) (*hooklinev1.GetDeliveryResponse, error) {
+	return &hooklinev1.GetDeliveryResponse{Delivery: &hooklinev1.DeliveryStatus{DeliveryId: id}}, nil
+}
+
+func (f *fakeBackend) Resend(_ context.Context, id string) (uint32, error) {
+	f.resent = append(f.resent, id)
+	return 3, nil
+}
+
+func (f *fakeBackend) Recover(context.Context, string, time.Time) (int, int, error) { return 0, 0, nil }
+
+// signIn returns a client with a session for key, and the page it lands on.
+func signIn(t *testing.T, srv *httptest.Server, key string) (*http.Client, string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	resp, err := c.PostForm(srv.URL+"/login", url.Values{"api_key": {key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return c, string(body)
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+func TestConsoleSignInScopesToTheTenantAndGuardsActions(t *testing.T) {
+	be := &fakeBackend{}
+	srv := httptest.NewServer(New(be).Handler())
+	defer srv.Close()
+
+	resp, err := http.Get(srv.URL + "/deliveries")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Request.URL.Path != "/login" {
+		t.Fatalf("signed out: landed on %v; want /login", resp.Request.URL)
+	}
+	if _, page := signIn(t, srv, "wrong-key"); !strings.Contains(page, "not valid") {
+		t.Fatal("a wrong key was not refused")
+	}
+	c, page := signIn(t, srv, "admin-key")
+	if !strings.Contains(page, "outage mode") || !strings.Contains(page, "ep_1") {
+		t.Fatalf("endpoints page after sign-in lacks the endpoint and its health:\n%s", page)
+	}
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no CSRF token on the page")
+	}
+	resp, err = c.Get(srv.URL + "/deliveries?endpoint=ep_1&state=failed")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("delivery log: %v, %v", resp.Status, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "dlv_1") || !strings.Contains(string(body), "page=tok") {
+		t.Fatalf("delivery log lacks the delivery or the next page link:\n%s", body)
+	}
+	for _, tenant := range be.tenants {
+		if tenant != "acme" {
+			t.Fatalf("a backend call ran for tenant %q", tenant)
+		}
+	}
+
+	resp, err = c.PostForm(srv.URL+"/deliveries/dlv_1/resend", url.Values{"csrf": {"forged"}})
+	if err == nil {
+		resp.Body.Close()
+	}
+	if err != nil || resp.StatusCode != http.StatusForbidden || len(be.resent) != 0 {
+		t.Fatalf("resend with a wrong CSRF token: %v, %v, resent %v; want 403 and nothing resent", resp.Status, err, be.resent)
+	}
+	resp, err = c.PostForm(srv.URL+"/deliveries/dlv_1/resend", url.Values{"csrf": {m[1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(be.resent) != 1 {
+		t.Fatalf("resend: %v, resent %v", resp.Status, be.resent)
+	}
+	if !strings.Contains(string(body), "attempt 3") {
+		t.Fatalf("the page after a resend does not say so:\n%s", body)
+	}
+
+	reader, page := signIn(t, srv, "reader-key")
+	m = csrfRE.FindStringSubmatch(page)
+	if strings.Contains(page, "Recover") || m == nil {
+		t.Fatal("a read-only key is offered recover, or has no CSRF token")
+	}
+	resp, err = reader.PostForm(srv.URL+"/deliveries/dlv_1/resend", url.Values{"csrf": {m[1]}})
+	if err == nil {
+		resp.Body.Close()
+	}
+	if err != nil || resp.StatusCode != http.StatusForbidden || len(be.resent) != 1 {
+		t.Fatalf("resend by a read-only key: %v, %v; want 403", resp.Status, err)
+	}
+}
+
+func TestConsoleCookieIsHttpOnlyStrictAndSecureUnderTLS(t *testing.T) {
+	for _, tls := range []bool{false, true} {
+		var opts []Option
+		if tls {
+			opts = append(opts, WithTLS())
+		}
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader("api_key=admin-key"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		New(&fakeBackend{}, opts...).Handler().ServeHTTP(rec, req)
+		c := rec.Result().Cookies()
+		if len(c) != 1 || !c[0].HttpOnly || c[0].SameSite != http.SameSiteStrictMode || c[0].Secure != tls {
+			t.Fatalf("TLS %v: cookie %+v", tls, c)
+		}
+	}
+}
+
+func TestConsoleRefusesACrossSitePost(t *testing.T) {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader("api_key=admin-key"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	New(&fakeBackend{}).Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden || len(rec.Result().Cookies()) != 0 {
+		t.Fatalf("cross-site sign-in: %d, cookies %v; want 403 and no session", rec.Code, rec.Result().Cookies())
+	}
+}

@@ -1,0 +1,52 @@
+package console
+
+import (
+	"html/template"
+	"strings"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// pageNames are the pages, each templates/<name>.html over layout.html.
+var pageNames = []string{"login", "endpoints", "deliveries", "delivery", "error"}
+
+var funcs = template.FuncMap{
+	"slug": func(h Health) string { return strings.ReplaceAll(string(h), " ", "-") },
+	"when": func(ts *timestamppb.Timestamp) string {
+		if ts == nil {
+			return "—"
+		}
+		return ts.AsTime().UTC().Format("2006-01-02 15:04:05.000Z")
+	},
+	"ms": func(d *durationpb.Duration) string {
+		if d == nil {
+			return "—"
+		}
+		return d.AsDuration().Round(time.Millisecond).String()
+	},
+	"state": func(s hooklinev1.DeliveryState) string {
+		return strings.ToLower(strings.TrimPrefix(s.String(), "DELIVERY_STATE_"))
+	},
+	"class": func(c hooklinev1.OutcomeClass) string {
+		return strings.ToLower(strings.TrimPrefix(c.String(), "OUTCOME_CLASS_"))
+	},
+	"excerpt": func(b []byte) string {
+		const limit = 300
+		s := strings.ToValidUTF8(string(b), "�")
+		if len(s) > limit {
+			return s[:limit] + "…"
+		}
+		return s
+	},
+}
+
+func parsePages() map[string]*template.Template {
+	out := map[string]*template.Template{}
+	for _, name := range pageNames {
+		out[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+package history
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/ids"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// BenchmarkApply measures indexing a delivery and its result (two
+// records, 2 KB payload), in polls of 500 records.
+func BenchmarkApply(b *testing.B) {
+	s, err := Open(b.TempDir(), testTopics)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	payload := make([]byte, 2048)
+	now := time.Now()
+	var recs []*kgo.Record
+	var off int64
+	b.ResetTimer()
+	for i := range b.N {
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		d := &hooklinev1.Delivery{DeliveryId: ids.New(ids.Delivery, at), EventId: ids.New(ids.Event, at), TenantId: "t",
+			EndpointId: fmt.Sprint("ep_", i%20), EventType: "a.b", Payload: payload, CreatedAt: timestamppb.New(at)}
+		res := &hooklinev1.AttemptResult{DeliveryId: d.GetDeliveryId(), EventId: d.GetEventId(), TenantId: "t", EndpointId: d.GetEndpointId(),
+			EventType: "a.b", Attempt: 1, State: hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED, StartedAt: timestamppb.New(at)}
+		for _, r := range []struct {
+			topic string
+			m     interface{}
+		}{{testTopics.Deliveries, d}, {testTopics.Results, res}} {
+			var kr *kgo.Record
+			switch m := r.m.(type) {
+			case *hooklinev1.Delivery:
+				kr, _ = hkafka.Record(r.topic, "k", m)
+			case *hooklinev1.AttemptResult:
+				kr, _ = hkafka.Record(r.topic, "k", m)
+			}
+			kr.Offset = off
+			off++
+			recs = append(recs, kr)
+		}
+		if len(recs) >= 500 || i == b.N-1 {
+			if err := s.Apply(recs, hkafka.Offsets{testTopics.Results: {0: off}}); err != nil {
+				b.Fatal(err)
+			}
+			recs = recs[:0]
+		}
+	}
+	b.ReportMetric(float64(2*b.N)/b.Elapsed().Seconds(), "records/s")
+}

@@ -1,0 +1,229 @@
+package history
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/cockroachdb/pebble/v2"
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+)
+
+// Apply writes recs (one poll of the deliveries, results and dead-letter
+// topics, in offset order per partition) and next, the offsets they
+// reach, in one atomic batch: after a crash the index holds a batch
+// whole with its offsets or not at all, so resuming from Offsets neither
+// skips nor doubles a record (and applying a record twice changes
+// nothing). It has the signature of hkafka.BatchApply.
+func (s *Store) Apply(recs []*kgo.Record, next hkafka.Offsets) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	b := s.db.NewIndexedBatch()
+	defer b.Close()
+	for _, r := range recs {
+		if err := s.applyOne(b, r); err != nil {
+			return err
+		}
+	}
+	for t, ps := range next {
+		for p, o := range ps {
+			if err := b.Set(offsetKey(t, p), binary.BigEndian.AppendUint64(nil, uint64(o)), nil); err != nil {
+				return fmt.Errorf("history: %w", err)
+			}
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("history: commit: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) applyOne(b *pebble.Batch, r *kgo.Record) error {
+	switch r.Topic {
+	case s.topics.Deliveries:
+		var d hooklinev1.Delivery
+		if hkafka.Decode(r, &d) == nil && d.GetDeliveryId() != "" {
+			return putDelivery(b, &d)
+		}
+	case s.topics.Dead:
+		var dl hooklinev1.DeadLetter
+		// Poison records (raw, undecodable input) carry no delivery.
+		if hkafka.Decode(r, &dl) == nil && dl.GetDelivery().GetDeliveryId() != "" {
+			return putDelivery(b, dl.GetDelivery())
+		}
+	case s.topics.Results:
+		var res hooklinev1.AttemptResult
+		if hkafka.Decode(r, &res) == nil && res.GetDeliveryId() != "" {
+			return putResult(b, &res, r.Partition, r.Offset)
+		}
+	}
+	return nil
+}
+
+// row is what the index knows of one delivery while a batch changes it.
+type row struct {
+	tenant, id string
+	status     *hooklinev1.DeliveryStatus
+	isNew      bool
+}
+
+// loadRow reads the delivery's summary (through the batch), or starts
+// one from what the record says.
+func loadRow(b *pebble.Batch, tenant, id, eventID, endpoint, typ string) (*row, error) {
+	st := &hooklinev1.DeliveryStatus{}
+	found, err := getProto(b, key(tagStatus, tenant, id), st)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		st = &hooklinev1.DeliveryStatus{
+			DeliveryId: id, EventId: eventID, EndpointId: endpoint, EventType: typ,
+			State: hooklinev1.DeliveryState_DELIVERY_STATE_PENDING,
+		}
+	}
+	return &row{tenant: tenant, id: id, status: st, isNew: !found}, nil
+}
+
+// save writes the summary and, for a new delivery or a changed state,
+// the index entries that name it.
+func (w *row) save(b *pebble.Batch, oldState hooklinev1.DeliveryState) error {
+	st := w.status
+	var errs []error
+	set := func(k, v []byte) { errs = append(errs, b.Set(k, v, nil)) }
+	del := func(k []byte) { errs = append(errs, b.Delete(k, nil)) }
+	v, err := proto.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("history: encode status: %w", err)
+	}
+	set(key(tagStatus, w.tenant, w.id), v)
+	if w.isNew {
+		set(key(tagEventDlv, w.tenant, st.GetEventId(), w.id), nil)
+		set(key(tagByEndpoint, w.tenant, st.GetEndpointId(), w.id), nil)
+		set(key(tagByType, w.tenant, st.GetEventType(), w.id), nil)
+		set(key(tagAgeDlv, w.id, w.tenant), nil)
+	} else if oldState != st.GetState() {
+		del(key(tagByState, w.tenant, stateByte(int32(oldState)), w.id))
+		del(key(tagByEpState, w.tenant, st.GetEndpointId(), stateByte(int32(oldState)), w.id))
+	}
+	if w.isNew || oldState != st.GetState() {
+		set(key(tagByState, w.tenant, stateByte(int32(st.GetState())), w.id), nil)
+		set(key(tagByEpState, w.tenant, st.GetEndpointId(), stateByte(int32(st.GetState())), w.id), nil)
+	}
+	return errors.Join(errs...)
+}
+
+func putDelivery(b *pebble.Batch, d *hooklinev1.Delivery) error {
+	tenant, id := d.GetTenantId(), d.GetDeliveryId()
+	w, err := loadRow(b, tenant, id, d.GetEventId(), d.GetEndpointId(), d.GetEventType())
+	if err != nil {
+		return err
+	}
+	old := w.status.GetState()
+	if w.status.GetCreatedAt() == nil {
+		w.status.CreatedAt = d.GetCreatedAt()
+	}
+	if err := w.save(b, old); err != nil {
+		return err
+	}
+	if err := putEvent(b, tenant, d.GetEventId(), d.GetEventType(), d); err != nil {
+		return err
+	}
+	// The latest record, for a resend; the payload lives with the event.
+	last := proto.Clone(d).(*hooklinev1.Delivery)
+	last.Payload = nil
+	return setProto(b, key(tagMeta, tenant, id), last)
+}
+
+// putEvent records the event once, and its payload the first time a
+// record carrying it is seen (d nil: a result, no payload).
+func putEvent(b *pebble.Batch, tenant, eventID, typ string, d *hooklinev1.Delivery) error {
+	ev := &hooklinev1.GetEventResponse{}
+	found, err := getProto(b, key(tagEvent, tenant, eventID), ev)
+	if err != nil {
+		return err
+	}
+	if found && (ev.GetPayload() != nil || d.GetPayload() == nil) {
+		return nil
+	}
+	if !found {
+		ev = &hooklinev1.GetEventResponse{EventId: eventID, EventType: typ}
+		if err := errors.Join(
+			b.Set(key(tagEvByType, tenant, typ, eventID), nil, nil),
+			b.Set(key(tagAgeEvent, eventID, tenant), nil, nil),
+		); err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+	}
+	if d.GetPayload() != nil {
+		ev.Payload, ev.CreatedAt = d.GetPayload(), d.GetCreatedAt()
+	}
+	return setProto(b, key(tagEvent, tenant, eventID), ev)
+}
+
+func putResult(b *pebble.Batch, res *hooklinev1.AttemptResult, partition int32, offset int64) error {
+	tenant, id := res.GetTenantId(), res.GetDeliveryId()
+	ak := attemptKey(tenant, id, partition, offset)
+	if _, closer, err := b.Get(ak); err == nil {
+		_ = closer.Close()
+		return nil // applied before (a batch replayed after a crash)
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("history: %w", err)
+	}
+	w, err := loadRow(b, tenant, id, res.GetEventId(), res.GetEndpointId(), res.GetEventType())
+	if err != nil {
+		return err
+	}
+	old := w.status.GetState()
+	st := w.status
+	if res.GetAttempt() > 0 {
+		st.Attempts++
+	}
+	st.State = res.GetState()
+	st.UpdatedAt = res.GetStartedAt()
+	st.NextAttemptAt = res.GetNextAttemptAt()
+	st.Reason = res.GetReason()
+	if err := w.save(b, old); err != nil {
+		return err
+	}
+	if w.isNew {
+		if err := putEvent(b, tenant, res.GetEventId(), res.GetEventType(), nil); err != nil {
+			return err
+		}
+	}
+	return setProto(b, ak, res)
+}
+
+// reader is a *pebble.DB or an indexed *pebble.Batch.
+type reader interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+}
+
+func getProto(b reader, k []byte, m proto.Message) (bool, error) {
+	v, closer, err := b.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("history: read %q: %w", k, err)
+	}
+	defer closer.Close()
+	if err := proto.Unmarshal(v, m); err != nil {
+		return false, fmt.Errorf("history: decode %q: %w", k, err)
+	}
+	return true, nil
+}
+
+func setProto(b *pebble.Batch, k []byte, m proto.Message) error {
+	v, err := proto.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("history: encode %q: %w", k, err)
+	}
+	if err := b.Set(k, v, nil); err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	return nil
+}

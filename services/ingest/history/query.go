@@ -1,0 +1,353 @@
+package history
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/ids"
+	"google.golang.org/protobuf/proto"
+)
+
+// MaxScan bounds the index entries one List call reads: a page whose
+// filters match few entries ends early, short (even empty) but with More
+// set and After where the scan stopped, so every call answers in bounded
+// time.
+const MaxScan = 20000
+
+// Delivery returns the tenant's delivery id: its status, every attempt
+// oldest first, and the Delivery to resend (its latest record with the
+// event's payload; nil when the topics no longer hold one).
+func (s *Store) Delivery(tenant, id string) (*hooklinev1.DeliveryStatus, []*hooklinev1.AttemptResult, *hooklinev1.Delivery, bool, error) {
+	st := &hooklinev1.DeliveryStatus{}
+	found, err := getProto(s.db, key(tagStatus, tenant, id), st)
+	if err != nil || !found {
+		return nil, nil, nil, false, err
+	}
+	attempts, err := s.attempts(tenant, id)
+	if err != nil {
+		return nil, nil, nil, false, err
+	}
+	d, err := s.resendable(tenant, id, st.GetEventId())
+	if err != nil {
+		return nil, nil, nil, false, err
+	}
+	return st, attempts, d, true, nil
+}
+
+// resendable returns the delivery's latest record with its event's
+// payload, or nil if either is gone.
+func (s *Store) resendable(tenant, id, eventID string) (*hooklinev1.Delivery, error) {
+	d := &hooklinev1.Delivery{}
+	found, err := getProto(s.db, key(tagMeta, tenant, id), d)
+	if err != nil || !found {
+		return nil, err
+	}
+	ev := &hooklinev1.GetEventResponse{}
+	found, err = getProto(s.db, key(tagEvent, tenant, eventID), ev)
+	if err != nil || !found || ev.GetPayload() == nil {
+		return nil, err
+	}
+	d.Payload = ev.GetPayload()
+	return d, nil
+}
+
+func (s *Store) attempts(tenant, id string) ([]*hooklinev1.AttemptResult, error) {
+	var out []*hooklinev1.AttemptResult
+	err := s.scan(prefix(tagAttempt, tenant, id), nil, func(_, v []byte) (bool, error) {
+		a := &hooklinev1.AttemptResult{}
+		if err := proto.Unmarshal(v, a); err != nil {
+			return false, fmt.Errorf("history: decode attempt: %w", err)
+		}
+		out = append(out, a)
+		return true, nil
+	})
+	return out, err
+}
+
+// Event returns the tenant's event id with its deliveries' statuses.
+func (s *Store) Event(tenant, id string) (*hooklinev1.GetEventResponse, bool, error) {
+	ev := &hooklinev1.GetEventResponse{}
+	found, err := getProto(s.db, key(tagEvent, tenant, id), ev)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	err = s.scan(prefix(tagEventDlv, tenant, id), nil, func(k, _ []byte) (bool, error) {
+		st := &hooklinev1.DeliveryStatus{}
+		ok, err := getProto(s.db, key(tagStatus, tenant, lastPart(k)), st)
+		if ok {
+			ev.Deliveries = append(ev.Deliveries, st)
+		}
+		return true, err
+	})
+	return ev, true, err
+}
+
+// Filter selects deliveries; zero fields match everything.
+type Filter struct {
+	EventID, EndpointID, EventType string
+	State                          hooklinev1.DeliveryState
+	// Created in [Since, Until); zero means unbounded.
+	Since, Until time.Time
+}
+
+// Page is one page of a list.
+type Page[T any] struct {
+	Items []T
+	// More says another page may follow, from After (the last id read).
+	More  bool
+	After string
+}
+
+// Deliveries lists the tenant's deliveries matching f, ordered by id
+// (creation time), after the id after, at most size of them. It walks
+// the narrowest index the filter allows and checks the rest per entry.
+func (s *Store) Deliveries(tenant string, f Filter, after string, size int) (Page[*hooklinev1.DeliveryStatus], error) {
+	var p []byte
+	state := stateByte(int32(f.State))
+	switch {
+	case f.EventID != "":
+		p = prefix(tagEventDlv, tenant, f.EventID)
+	case f.EndpointID != "" && f.State != 0:
+		p = prefix(tagByEpState, tenant, f.EndpointID, state)
+	case f.EndpointID != "":
+		p = prefix(tagByEndpoint, tenant, f.EndpointID)
+	case f.State != 0:
+		p = prefix(tagByState, tenant, state)
+	case f.EventType != "":
+		p = prefix(tagByType, tenant, f.EventType)
+	default:
+		p = prefix(tagStatus, tenant)
+	}
+	inline := bytes.HasPrefix(p, []byte(tagStatus+"\x00"))
+	var page Page[*hooklinev1.DeliveryStatus]
+	err := s.list(p, ids.Delivery, f.Since, f.Until, after, func(id string, v []byte) (bool, error) {
+		st := &hooklinev1.DeliveryStatus{}
+		if inline {
+			if err := proto.Unmarshal(v, st); err != nil {
+				return false, fmt.Errorf("history: decode status: %w", err)
+			}
+		} else if ok, err := getProto(s.db, key(tagStatus, tenant, id), st); err != nil || !ok {
+			return true, err
+		}
+		if !f.matches(st) {
+			return true, nil
+		}
+		if len(page.Items) == size {
+			page.More = true
+			return false, nil
+		}
+		page.Items = append(page.Items, st)
+		page.After = id
+		return true, nil
+	}, &page.More, &page.After)
+	return page, err
+}
+
+func (f Filter) matches(st *hooklinev1.DeliveryStatus) bool {
+	return (f.EventID == "" || st.GetEventId() == f.EventID) &&
+		(f.EndpointID == "" || st.GetEndpointId() == f.EndpointID) &&
+		(f.EventType == "" || st.GetEventType() == f.EventType) &&
+		(f.State == 0 || st.GetState() == f.State)
+}
+
+// EventFilter selects events; zero fields match everything.
+type EventFilter struct {
+	EventType    string
+	Since, Until time.Time
+}
+
+// Events lists the tenant's events matching f (without payloads),
+// ordered by id, after the id after, at most size of them.
+func (s *Store) Events(tenant string, f EventFilter, after string, size int) (Page[*hooklinev1.GetEventResponse], error) {
+	p := prefix(tagEvent, tenant)
+	if f.EventType != "" {
+		p = prefix(tagEvByType, tenant, f.EventType)
+	}
+	var page Page[*hooklinev1.GetEventResponse]
+	err := s.list(p, ids.Event, f.Since, f.Until, after, func(id string, _ []byte) (bool, error) {
+		ev := &hooklinev1.GetEventResponse{}
+		if ok, err := getProto(s.db, key(tagEvent, tenant, id), ev); err != nil || !ok {
+			return true, err
+		}
+		if len(page.Items) == size {
+			page.More = true
+			return false, nil
+		}
+		ev.Payload = nil
+		page.Items = append(page.Items, ev)
+		page.After = id
+		return true, nil
+	}, &page.More, &page.After)
+	return page, err
+}
+
+// list walks the keys under p whose last part (an id of kind idPrefix)
+// is above after and inside [since, until), calling fn with each id and
+// value until fn says stop. Past MaxScan entries it stops and sets
+// *more, *last to go on from where it stopped.
+func (s *Store) list(p []byte, idPrefix string, since, until time.Time, after string, fn func(id string, v []byte) (bool, error), more *bool, last *string) error {
+	lo := p
+	if !since.IsZero() {
+		lo = append(bytes.Clone(p), ids.Floor(idPrefix, since)...)
+	}
+	if after != "" {
+		if a := append(append(bytes.Clone(p), after...), 0); bytes.Compare(a, lo) > 0 {
+			lo = a // the first key above after
+		}
+	}
+	hi := upperBound(p)
+	if !until.IsZero() {
+		hi = append(bytes.Clone(p), ids.Floor(idPrefix, until)...)
+	}
+	scanned, prev := 0, ""
+	return s.scan(lo, hi, func(k, v []byte) (bool, error) {
+		if scanned++; scanned > s.maxScan {
+			*more, *last = true, prev // go on from the first unread
+			return false, nil
+		}
+		prev = lastPart(k)
+		return fn(prev, v)
+	})
+}
+
+// scan calls fn with each key and value in [lo, hi) (hi nil: every key
+// starting with lo) until fn says stop. The slices are valid only during
+// the call.
+func (s *Store) scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
+	if hi == nil {
+		hi = upperBound(lo)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("history: %w", err)
+		}
+		goOn, err := fn(it.Key(), v)
+		if err != nil || !goOn {
+			_ = it.Close()
+			return err
+		}
+	}
+	return it.Close()
+}
+
+// OwnsEvent reports whether the tenant has the event in the index.
+func (s *Store) OwnsEvent(tenant, eventID string) (bool, error) {
+	return s.has(key(tagEvent, tenant, eventID))
+}
+
+// OwnsEndpoint reports whether the tenant has deliveries to endpoint in
+// the index.
+func (s *Store) OwnsEndpoint(tenant, endpoint string) (bool, error) {
+	found := false
+	err := s.scan(prefix(tagByEndpoint, tenant, endpoint), nil, func(_, _ []byte) (bool, error) {
+		found = true
+		return false, nil
+	})
+	return found, err
+}
+
+func (s *Store) has(k []byte) (bool, error) {
+	_, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("history: %w", err)
+	}
+	return true, closer.Close()
+}
+
+// FailedIn returns the tenant's deliveries to endpoint whose latest
+// result is FAILED or EXPIRED and was made in [since, until): each ready
+// to send again (with payload and the next attempt number), and how many
+// more matched but have no payload left. Test deliveries are left out.
+func (s *Store) FailedIn(tenant, endpoint string, since, until time.Time) (out []*hooklinev1.Delivery, unavailable int, err error) {
+	for _, state := range []hooklinev1.DeliveryState{hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED} {
+		err := s.scan(prefix(tagByEpState, tenant, endpoint, stateByte(int32(state))), nil, func(k, _ []byte) (bool, error) {
+			id := lastPart(k)
+			st := &hooklinev1.DeliveryStatus{}
+			if ok, err := getProto(s.db, key(tagStatus, tenant, id), st); err != nil || !ok {
+				return true, err
+			}
+			if at := st.GetUpdatedAt().AsTime(); at.Before(since) || !at.Before(until) {
+				return true, nil
+			}
+			d, err := s.resendable(tenant, id, st.GetEventId())
+			if err != nil {
+				return false, err
+			}
+			if d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST {
+				return true, nil // a failed test event is not a delivery to recover
+			}
+			if d == nil {
+				unavailable++
+				return true, nil
+			}
+			attempts, err := s.attempts(tenant, id)
+			if err != nil {
+				return false, err
+			}
+			for _, a := range attempts {
+				d.Attempt = max(d.Attempt, a.GetAttempt()+1)
+			}
+			out = append(out, d)
+			return true, nil
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	return out, unavailable, nil
+}
+
+// OutcomeOf returns the state of the delivery's first result for attempt
+// or a later one, and whether there is one.
+func (s *Store) OutcomeOf(tenant, id string, attempt uint32) (hooklinev1.DeliveryState, bool, error) {
+	var state hooklinev1.DeliveryState
+	found := false
+	err := s.scan(prefix(tagAttempt, tenant, id), nil, func(_, v []byte) (bool, error) {
+		a := &hooklinev1.AttemptResult{}
+		if err := proto.Unmarshal(v, a); err != nil {
+			return false, fmt.Errorf("history: decode attempt: %w", err)
+		}
+		if a.GetAttempt() >= attempt {
+			state, found = a.GetState(), true
+			return false, nil
+		}
+		return true, nil
+	})
+	return state, found, err
+}
+
+// Recent returns the tenant's n latest deliveries to endpoint, newest
+// first.
+func (s *Store) Recent(tenant, endpoint string, n int) ([]*hooklinev1.DeliveryStatus, error) {
+	p := prefix(tagByEndpoint, tenant, endpoint)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upperBound(p)})
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	defer it.Close()
+	var out []*hooklinev1.DeliveryStatus
+	for it.Last(); it.Valid() && len(out) < n; it.Prev() {
+		st := &hooklinev1.DeliveryStatus{}
+		ok, err := getProto(s.db, key(tagStatus, tenant, lastPart(it.Key())), st)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, st)
+		}
+	}
+	return out, it.Error()
+}

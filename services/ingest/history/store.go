@@ -1,0 +1,173 @@
+// Package history is ingest's delivery history: a Pebble index of every
+// delivery, event and attempt the deliveries, results and dead-letter
+// topics hold, on disk under a data directory. It is a view, never a
+// second truth: it is materialised from those topics (Apply), it stores
+// with each batch the topic offsets that batch reached (Offsets), so a
+// restart resumes there, and deleting its directory rebuilds it from the
+// topics with the same answers. Entries older than the topics' retention
+// are deleted (Sweep). Reads (query.go) are served from disk through a
+// bounded block cache, so memory does not grow with history.
+package history
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+)
+
+// Topics names the topics the index is materialised from.
+type Topics struct {
+	Deliveries, Results, Dead string
+}
+
+// Store is the on-disk index. Apply and Sweep write (one at a time);
+// every read is safe for concurrent use with them and with each other.
+type Store struct {
+	db     *pebble.DB
+	topics Topics
+	dir    string
+	temp   bool // dir was made by Open and is removed by Close
+	// maxScan is MaxScan; tests lower it.
+	maxScan int
+
+	// writeMu serialises Apply and Sweep: both read a delivery's summary
+	// before changing its index entries.
+	writeMu sync.Mutex
+}
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	cacheBytes    int64
+	memtableBytes uint64
+	log           *slog.Logger
+}
+
+// WithCacheBytes sets the block cache (default 32 MiB): what reads keep
+// in memory, whatever the history's size.
+func WithCacheBytes(n int64) Option { return func(o *options) { o.cacheBytes = n } }
+
+// WithMemtableBytes sets the size of one memtable (default 16 MiB; at
+// most two are held before writes wait for a flush).
+func WithMemtableBytes(n uint64) Option { return func(o *options) { o.memtableBytes = n } }
+
+// WithLogger sets where Pebble's own messages go (default slog.Default,
+// at debug level).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// Open opens (creating if needed) the index under dir. An empty dir
+// means a fresh temporary directory, removed by Close: the index is then
+// rebuilt from the topics at every start. Only one process may hold a
+// directory at a time (Pebble locks it).
+func Open(dir string, topics Topics, opts ...Option) (*Store, error) {
+	o := options{cacheBytes: 32 << 20, memtableBytes: 16 << 20, log: slog.Default()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	temp := dir == ""
+	if temp {
+		d, err := os.MkdirTemp("", "hookline-history-")
+		if err != nil {
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		dir = d
+	}
+	cache := pebble.NewCache(o.cacheBytes)
+	defer cache.Unref() // the DB holds its own reference
+	popts := &pebble.Options{
+		Cache:                       cache,
+		MemTableSize:                o.memtableBytes,
+		MemTableStopWritesThreshold: 2,
+		MaxOpenFiles:                256,
+		Logger:                      pebbleLogger{o.log},
+		// No write-ahead log: the index is a view of the topics, and every
+		// batch carries the offsets it reached, so a crash loses the
+		// unflushed memtables and their offsets together, and the
+		// follower reads those records again (applying one twice changes
+		// nothing). Close flushes first. Writes then cost no log I/O.
+		DisableWAL: true,
+	}
+	// Applying a record looks its delivery up first, and most look-ups
+	// are of deliveries not seen yet: bloom filters answer those without
+	// reading a block.
+	for i := range popts.Levels {
+		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, popts)
+	if err != nil {
+		if temp {
+			_ = os.RemoveAll(dir)
+		}
+		return nil, fmt.Errorf("history: open index in %s: %w", dir, err)
+	}
+	return &Store{db: db, topics: topics, dir: dir, temp: temp, maxScan: MaxScan}, nil
+}
+
+// Dir returns the directory the index lives in.
+func (s *Store) Dir() string { return s.dir }
+
+// Close closes the index (and removes it if Open made it temporary).
+// Nothing may use the Store after.
+func (s *Store) Close() error {
+	err := errors.Join(s.db.Flush(), s.db.Close())
+	if s.temp {
+		err = errors.Join(err, os.RemoveAll(s.dir))
+	}
+	return err
+}
+
+// Offsets returns, per topic and partition, the next offset to read:
+// where the last applied batch ended.
+func (s *Store) Offsets() (hkafka.Offsets, error) {
+	lo := []byte(tagOffset + "\x00")
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: upperBound(lo)})
+	if err != nil {
+		return nil, fmt.Errorf("history: offsets: %w", err)
+	}
+	defer it.Close()
+	out := hkafka.Offsets{}
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) < len(lo)+5 || len(it.Value()) != 8 {
+			return nil, fmt.Errorf("history: offsets: malformed key %q", k)
+		}
+		topic := string(k[len(lo) : len(k)-5])
+		p := int32(binary.BigEndian.Uint32(k[len(k)-4:]))
+		if out[topic] == nil {
+			out[topic] = map[int32]int64{}
+		}
+		out[topic][p] = int64(binary.BigEndian.Uint64(it.Value()))
+	}
+	return out, it.Error()
+}
+
+// DiskBytes returns the index's size on disk.
+func (s *Store) DiskBytes() uint64 {
+	return s.db.Metrics().DiskSpaceUsage()
+}
+
+// pebbleLogger sends Pebble's messages to slog; Fatalf panics, as
+// Pebble's own default does after logging.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug("history: pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("history: pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error("history: pebble: " + msg)
+	panic(msg)
+}

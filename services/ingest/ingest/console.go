@@ -1,0 +1,181 @@
+package ingest
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/services/ingest/apikey"
+	"github.com/hookline/hookline/services/ingest/console"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// startConsole serves the delivery console on --console-addr (or the
+// WithConsoleListener listener) until the returned stop is called; a
+// serving failure is sent on failed. Off when neither is set.
+func (s *Service) startConsole(failed chan<- error) (func(), error) {
+	ln := s.consoleLn
+	tlsOn := s.cfg.ConsoleTLSCert != ""
+	if ln == nil {
+		if s.cfg.ConsoleAddr == "" {
+			return func() {}, nil
+		}
+		if err := consoleAddrAllowed(s.cfg.ConsoleAddr, tlsOn); err != nil {
+			return nil, err
+		}
+		var err error
+		if ln, err = net.Listen("tcp", s.cfg.ConsoleAddr); err != nil {
+			return nil, fmt.Errorf("ingest: --console-addr: %w", err)
+		}
+	}
+	var opts []console.Option
+	if tlsOn {
+		cert, err := tls.LoadX509KeyPair(s.cfg.ConsoleTLSCert, s.cfg.ConsoleTLSKey)
+		if err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("ingest: --console-tls-cert/--console-tls-key: %w", err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		opts = append(opts, console.WithTLS())
+	}
+	srv := &http.Server{
+		Handler:           console.New(consoleBackend{s}, append(opts, console.WithLogger(s.log), console.WithClock(s.now))...).Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			select {
+			case failed <- fmt.Errorf("console: %w", err):
+			default:
+			}
+		}
+	}()
+	s.log.Info("delivery console serving", "addr", ln.Addr().String(), "tls", tlsOn)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
+
+// consoleAddrAllowed keeps a console without TLS on loopback.
+func consoleAddrAllowed(addr string, tlsOn bool) error {
+	if tlsOn {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("ingest: --console-addr %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("ingest: --console-addr %q is not a loopback address: a console without TLS serves loopback only; set --console-tls-cert and --console-tls-key to serve it further", addr)
+}
+
+// consoleBackend is the console's view of the Service: the same calls
+// the gRPC API makes, for the tenant in the context.
+type consoleBackend struct{ s *Service }
+
+// SignIn admits keys that may read deliveries (scope read or admin);
+// admin keys may also resend and recover, as through the API.
+func (b consoleBackend) SignIn(key string) (string, bool, bool) {
+	p, ok := b.s.keys.Resolve(key)
+	if !ok || !p.Scope.Allows(hooklinev1.DeliveryService_ListDeliveries_FullMethodName) {
+		return "", false, false
+	}
+	return p.Tenant, p.Scope == apikey.ScopeAdmin, true
+}
+
+// recentForHealth is how many of an endpoint's latest deliveries its
+// health is judged on.
+const recentForHealth = 5
+
+func (b consoleBackend) Endpoints(ctx context.Context) ([]console.EndpointHealth, error) {
+	resp, err := b.s.ListEndpoints(ctx, &hooklinev1.ListEndpointsRequest{PageSize: maxPageSize})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.s.syncIndex(ctx); err != nil {
+		return nil, err
+	}
+	tenant := apikey.TenantFrom(ctx)
+	out := make([]console.EndpointHealth, 0, len(resp.GetEndpoints()))
+	for _, ep := range resp.GetEndpoints() {
+		recent, err := b.s.history.Recent(tenant, ep.GetId(), recentForHealth)
+		if err != nil {
+			return nil, historyStatus(err)
+		}
+		out = append(out, healthOf(ep, recent))
+	}
+	return out, nil
+}
+
+// healthOf judges an endpoint by its status and its latest deliveries:
+// paused; failing when the latest settled one failed; in outage mode
+// when the last recentForHealth all failed and outage mode is on (the
+// dispatcher then holds deliveries and probes); active otherwise.
+func healthOf(ep *hooklinev1.Endpoint, recent []*hooklinev1.DeliveryStatus) console.EndpointHealth {
+	h := console.EndpointHealth{Endpoint: ep, Health: console.HealthActive}
+	if ep.GetStatus() == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
+		h.Health, h.Detail = console.HealthPaused, ep.GetPausedReason()
+		return h
+	}
+	failing := 0
+recent:
+	for _, d := range recent {
+		switch d.GetState() {
+		case hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED, hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED:
+			failing++
+			continue
+		case hooklinev1.DeliveryState_DELIVERY_STATE_PENDING, hooklinev1.DeliveryState_DELIVERY_STATE_PARKED:
+			continue // not settled: says nothing yet
+		}
+		break recent
+	}
+	switch {
+	case failing == recentForHealth && !ep.GetOutageModeDisabled():
+		h.Health, h.Detail = console.HealthOutage, fmt.Sprintf("the last %d deliveries failed", failing)
+	case failing > 0:
+		h.Health, h.Detail = console.HealthFailing, fmt.Sprintf("the latest %d deliveries failed", failing)
+	}
+	return h
+}
+
+func (b consoleBackend) ListDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest) (*hooklinev1.ListDeliveriesResponse, error) {
+	return b.s.ListDeliveries(ctx, req)
+}
+
+func (b consoleBackend) GetDelivery(ctx context.Context, id string) (*hooklinev1.GetDeliveryResponse, error) {
+	return b.s.GetDelivery(ctx, &hooklinev1.GetDeliveryRequest{DeliveryId: id})
+}
+
+func (b consoleBackend) Resend(ctx context.Context, id string) (uint32, error) {
+	resp, err := b.s.ResendDelivery(ctx, &hooklinev1.ResendDeliveryRequest{DeliveryId: id})
+	return resp.GetAttempt(), err
+}
+
+func (b consoleBackend) Recover(ctx context.Context, endpointID string, since time.Time) (int, int, error) {
+	ep, err := b.s.owned(ctx, endpointID)
+	if err != nil {
+		return 0, 0, err
+	}
+	if ep.GetEndpoint().GetStatus() == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
+		return 0, 0, status.Errorf(codes.FailedPrecondition, "endpoint %s is paused; resume it before recovering", endpointID)
+	}
+	until := b.s.now()
+	if !since.Before(until) {
+		return 0, 0, invalid("since", "must be in the past")
+	}
+	todo, unavailable, err := b.s.redeliverFailed(ctx, apikey.TenantFrom(ctx), endpointID, since, until)
+	return len(todo), unavailable, err
+}
