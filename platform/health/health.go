@@ -366,3 +366,26 @@ func (s *Server) Close() {
 	}
 	<-s.done
 }
+
+// Run is the part of a service's Run that serves health: with addr set it
+// serves p on addr; /readyz answers 503 "draining" from the moment ctx
+// ends. The returned end must be deferred with the Run's error: it
+// marks a failed run on p, stops watching ctx and closes the server.
+func Run(ctx context.Context, addr string, p *Probe) (end func(err error), err error) {
+	var srv *Server
+	if addr != "" {
+		if srv, err = Serve(addr, p); err != nil {
+			return nil, err
+		}
+	}
+	stopDrain := context.AfterFunc(ctx, p.Draining)
+	return func(err error) {
+		if err != nil {
+			p.Failed(err)
+		}
+		stopDrain()
+		if srv != nil {
+			srv.Close()
+		}
+	}, nil
+}

@@ -190,20 +190,11 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if s.cfg.Health.Addr != "" {
-		hs, err := health.Serve(s.cfg.Health.Addr, s.probe)
-		if err != nil {
-			return fmt.Errorf("dispatcher: %w", err)
-		}
-		defer hs.Close()
+	endHealth, err := health.Run(ctx, s.cfg.Health.Addr, s.probe)
+	if err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
 	}
-	stopDrain := context.AfterFunc(ctx, s.probe.Draining)
-	defer stopDrain()
-	defer func() {
-		if err != nil {
-			s.probe.Failed(err)
-		}
-	}()
+	defer func() { endHealth(err) }()
 	if err := s.cfg.Kafka.Ensure(ctx, s.cfg.Kafka.Specs()); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
