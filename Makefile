@@ -281,7 +281,7 @@ test-clients: build clients ## the Python, Node and Java clients and results con
 # (ports 19500-19502 for one node, 19510-19518 for three; data under
 # /tmp/hookline-chaos-kafka*), steady load through gRPC to healthy, slow,
 # 50%-503, dead and hanging loopback receivers, kill -9 of services and
-# brokers, then the ledger check. Table in bin/chaos/; how to read it in
+# brokers, then the ledger check. Table in bin/chaos-logs/; how to read it in
 # docs/reliability.md. CHAOS_FLAGS adds flags, e.g. CHAOS_FLAGS='--load 90s'
 # or CHAOS_FLAGS='--scenarios kill-broker'; bin/chaos -h lists them.
 CHAOS_FLAGS ?=
@@ -292,12 +292,12 @@ chaos-bin: build
 	go build -o bin/chaos ./bench/chaos
 
 .PHONY: chaos
-chaos: chaos-bin ## crash suite on a 3-broker Kafka 4.4 (CHAOS_NODES=1 for one): kill -9 every service kind and brokers under load, reconcile; table in bin/chaos/results.md
-	bin/chaos --nodes $(CHAOS_NODES) --out bin/chaos/results.md $(CHAOS_FLAGS)
+chaos: chaos-bin ## crash suite on a 3-broker Kafka 4.4 (CHAOS_NODES=1 for one): kill -9 every service kind and brokers under load, reconcile; table in bin/chaos-logs/results.md
+	bin/chaos --nodes $(CHAOS_NODES) --out bin/chaos-logs/results.md $(CHAOS_FLAGS)
 
 .PHONY: test-crash
 test-crash: chaos-bin ## the short crash run of make test: one broker; kill -9 a dispatcher, an ingest, then the broker under load; a rolling upgrade of every process; ledger check
-	bin/chaos --nodes 1 --scenarios quick,rolling-upgrade --load 40s --settle 90s --out bin/chaos/quick.md
+	bin/chaos --nodes 1 --scenarios quick,rolling-upgrade --load 40s --settle 90s --out bin/chaos-logs/quick.md
 
 ## ---- tracing -----------------------------------------------------------
 

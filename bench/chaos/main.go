@@ -57,7 +57,7 @@ func run() int {
 	flag.DurationVar(&cfg.Load, "load", 45*time.Second, "how long each scenario publishes")
 	flag.DurationVar(&cfg.Settle, "settle", 2*time.Minute, "how long to wait after the load for every accepted delivery to end")
 	flag.StringVar(&scen, "scenarios", "", "comma-separated scenarios (default: every one the --nodes allow); 'quick' = the make test run")
-	flag.StringVar(&cfg.Out, "out", "bin/chaos/results.md", "where the table is also written")
+	flag.StringVar(&cfg.Out, "out", "bin/chaos-logs/results.md", "where the table is also written (not under bin/chaos: that is this binary)")
 	flag.Parse()
 	for _, p := range []*string{&cfg.RepoDir, &cfg.BinDir, &cfg.LogDir, &cfg.Out} {
 		if a, err := filepath.Abs(*p); err == nil {
