@@ -287,6 +287,16 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 	if err != nil {
 		return fmt.Errorf("dispatcher: %w", err)
 	}
+	// An earlier instance killed mid-commit left its transaction open,
+	// and nothing behind it in the partitions it wrote to (results,
+	// retries, deliveries) is readable until it ends: end it now, not
+	// after the rebalance or the transaction timeout.
+	if err := s.cfg.Kafka.Fence(ctx, s.cfg.TransactionalID, s.cfg.TxnTimeout); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
+		return fmt.Errorf("dispatcher: %w", err)
+	}
 	sess, err := kgo.NewGroupTransactSession(append(append(opts, popts...),
 		kgo.TransactionalID(s.cfg.TransactionalID),
 		kgo.TransactionTimeout(s.cfg.TxnTimeout),

@@ -190,6 +190,15 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("scheduler: metrics: %w", err)
 	}
 	defer lag.Close()
+	// An earlier instance killed mid-hop left its transaction open, and
+	// nothing behind its releases in the deliveries partitions is
+	// readable until it ends: end it now, not after the rebalance.
+	if err := s.cfg.Kafka.Fence(ctx, s.cfg.TransactionalID, s.cfg.TxnTimeout); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
+		return fmt.Errorf("scheduler: %w", err)
+	}
 	sess, err := s.newSession(opts, lag)
 	if err != nil {
 		return err
@@ -251,6 +260,8 @@ func (s *Service) newSession(opts []kgo.Opt, lag *telemetry.Lag) (*kgo.GroupTran
 	sess, err := kgo.NewGroupTransactSession(append(append(opts, popts...),
 		kgo.TransactionalID(s.cfg.TransactionalID),
 		kgo.TransactionTimeout(s.cfg.TxnTimeout),
+		kgo.SessionTimeout(s.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(max(s.cfg.SessionTimeout/10, 100*time.Millisecond)),
 		kgo.ConsumerGroup(s.cfg.Group),
 		kgo.ConsumeTopics(s.consumed()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
