@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -35,7 +36,7 @@ func Fence(ctx context.Context, cl *kgo.Client, transactionalID string, txnTimeo
 		}
 		// The coordinator answers CONCURRENT_TRANSACTIONS while it
 		// aborts the open transaction, and may still be loading.
-		if !kerr.IsRetriable(err) && err != kerr.ConcurrentTransactions {
+		if !kerr.IsRetriable(err) && !errors.Is(err, kerr.ConcurrentTransactions) {
 			return fmt.Errorf("fence transactional id %q: %w", transactionalID, err)
 		}
 		t := time.NewTimer(100 * time.Millisecond)
