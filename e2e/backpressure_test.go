@@ -36,7 +36,11 @@ func TestPublishPushesBackWhenKafkaBacksUp(t *testing.T) {
 		c.ingest.MaxInFlightBytes = limit
 	})
 	rx := newReceiver(t, http.StatusOK)
-	st.createEndpoint(rx.URL) // a produce: its connection now freezes with the others
+	// A produce: its connection now freezes with the others. Written under
+	// the short publish timeout, a fresh stack's first endpoint write may
+	// not be confirmed in time on a loaded machine; it may still apply, so
+	// read before retrying, as the error says.
+	createPatiently(t, st, &hooklinev1.CreateEndpointRequest{Url: rx.URL})
 	payload := fmt.Sprintf(`{"pad":%q}`, strings.Repeat("x", 8<<10))
 	req := func(i int) *hooklinev1.PublishEventRequest {
 		return &hooklinev1.PublishEventRequest{EventType: "invoice.paid", Payload: []byte(payload), IdempotencyKey: fmt.Sprintf("bp-%d", i)}
@@ -102,6 +106,30 @@ func TestPublishPushesBackWhenKafkaBacksUp(t *testing.T) {
 	for _, r := range res {
 		if r.GetClass() != hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
 			t.Fatalf("result %v, want every event delivered", r)
+		}
+	}
+}
+
+// createPatiently creates the endpoint req describes, retrying a change
+// that was not confirmed in time only once a read shows it did not apply.
+func createPatiently(t *testing.T, st *stack, req *hooklinev1.CreateEndpointRequest) {
+	t.Helper()
+	for try := 1; ; try++ {
+		_, err := st.endpoints().CreateEndpoint(st.ctx(), req)
+		if err == nil {
+			return
+		}
+		if status.Code(err) != codes.Unavailable || try == 5 {
+			t.Fatalf("create endpoint, try %d: %v", try, err)
+		}
+		list, lerr := st.endpoints().ListEndpoints(st.ctx(), &hooklinev1.ListEndpointsRequest{})
+		if lerr != nil {
+			continue
+		}
+		for _, ep := range list.GetEndpoints() {
+			if ep.GetUrl() == req.GetUrl() {
+				return
+			}
 		}
 	}
 }
