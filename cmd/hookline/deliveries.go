@@ -10,22 +10,26 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 type deliveriesFlags struct {
 	Conn
+	PageFlags
 	Event    string `flag:"event" usage:"list the deliveries of this event id"`
 	Endpoint string `flag:"endpoint" usage:"list the deliveries to this endpoint id"`
 	State    string `flag:"state" usage:"list only deliveries in this state: pending, delivered, retry_scheduled, failed, expired, parked, endpoint_deleted"`
+	Type     string `flag:"type" usage:"list only deliveries of events of this type"`
 }
 
+const deliveriesUsage = "usage: hookline deliveries get DELIVERY_ID | list [--event ID] [--endpoint ID] [--state S] [--type T] [--since T] [--until T] [--limit N] [--page-token TOKEN]"
+
 // runDeliveries is "hookline deliveries get ID" and "hookline deliveries
-// list --event ID | --endpoint ID [--state S]" (every page).
+// list [filters]" (pages until --limit; the printed next_page_token goes
+// on from there).
 func runDeliveries(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
 	if len(args) == 0 {
-		return errors.New("usage: hookline deliveries get DELIVERY_ID | list --event ID | --endpoint ID [--state S]")
+		return errors.New(deliveriesUsage)
 	}
 	sub := args[0]
 	var f deliveriesFlags
@@ -40,10 +44,13 @@ func runDeliveries(ctx context.Context, args []string, out io.Writer, getenv fun
 			return errors.New("usage: hookline deliveries get DELIVERY_ID")
 		}
 	case "list":
-		if f.Event == "" && f.Endpoint == "" {
-			return errors.New("--event or --endpoint is required")
+		if len(rest) != 0 {
+			return errors.New(deliveriesUsage)
 		}
-		req = &hooklinev1.ListDeliveriesRequest{EventId: f.Event, EndpointId: f.Endpoint}
+		req = &hooklinev1.ListDeliveriesRequest{EventId: f.Event, EndpointId: f.Endpoint, EventType: f.Type, PageToken: f.PageToken}
+		if req.Since, req.Until, err = f.window(time.Now()); err != nil {
+			return err
+		}
 		if f.State != "" {
 			v, ok := hooklinev1.DeliveryState_value["DELIVERY_STATE_"+strings.ToUpper(f.State)]
 			if !ok {
@@ -62,27 +69,24 @@ func runDeliveries(ctx context.Context, args []string, out io.Writer, getenv fun
 	api := hooklinev1.NewDeliveryServiceClient(c.conn)
 	cctx, cancel := c.call(ctx)
 	defer cancel()
-	var resp proto.Message
 	if req == nil {
-		resp, err = api.GetDelivery(cctx, &hooklinev1.GetDeliveryRequest{DeliveryId: rest[0]})
-	} else {
-		all := &hooklinev1.ListDeliveriesResponse{}
-		for {
-			page, perr := api.ListDeliveries(cctx, req)
-			if perr != nil {
-				return callErr(perr)
-			}
-			all.Deliveries = append(all.Deliveries, page.GetDeliveries()...)
-			if req.PageToken = page.GetNextPageToken(); req.PageToken == "" {
-				break
-			}
+		resp, err := api.GetDelivery(cctx, &hooklinev1.GetDeliveryRequest{DeliveryId: rest[0]})
+		if err != nil {
+			return callErr(err)
 		}
-		resp = all
+		return printJSON(out, resp)
 	}
+	all := &hooklinev1.ListDeliveriesResponse{}
+	all.NextPageToken, err = f.pages(func(size uint32, token string) (int, string, error) {
+		req.PageSize, req.PageToken = size, token
+		page, err := api.ListDeliveries(cctx, req)
+		all.Deliveries = append(all.Deliveries, page.GetDeliveries()...)
+		return len(page.GetDeliveries()), page.GetNextPageToken(), err
+	})
 	if err != nil {
 		return callErr(err)
 	}
-	return printJSON(out, resp)
+	return printJSON(out, all)
 }
 
 // runResend is "hookline resend DELIVERY_ID": one more attempt, now.

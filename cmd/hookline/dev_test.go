@@ -182,6 +182,40 @@ func TestDevQuickStart(t *testing.T) {
 	if err := protojson.Unmarshal(out.Bytes(), &listed); err != nil || len(listed.GetDeliveries()) != 1 || listed.GetDeliveries()[0].GetDeliveryId() != dlv {
 		t.Fatalf("deliveries list printed %q (%v)", out.String(), err)
 	}
+	// The history's search from the command line: by type and time, a
+	// page at a time, and events.
+	out.Reset()
+	if err := run(t.Context(), []string{"deliveries", "list", "--type", "invoice.paid", "--since", "1h", "--limit", "1"}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	listed.Reset()
+	if err := protojson.Unmarshal(out.Bytes(), &listed); err != nil || len(listed.GetDeliveries()) != 1 || listed.GetDeliveries()[0].GetDeliveryId() != dlv {
+		t.Fatalf("deliveries list --type --since --limit 1 printed %q (%v)", out.String(), err)
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"deliveries", "list", "--type", "other.type"}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	listed.Reset()
+	if err := protojson.Unmarshal(out.Bytes(), &listed); err != nil || len(listed.GetDeliveries()) != 0 {
+		t.Fatalf("deliveries list --type other.type printed %q (%v)", out.String(), err)
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"events", "list", "--type", "invoice.paid", "--until", "0s"}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	var events hooklinev1.ListEventsResponse
+	if err := protojson.Unmarshal(out.Bytes(), &events); err != nil || len(events.GetEvents()) != 1 || events.GetEvents()[0].GetEventId() != pub.GetEventId() {
+		t.Fatalf("events list printed %q (%v)", out.String(), err)
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"events", "get", pub.GetEventId()}, &out, getenv); err != nil {
+		t.Fatal(err)
+	}
+	var event hooklinev1.GetEventResponse
+	if err := protojson.Unmarshal(out.Bytes(), &event); err != nil || len(event.GetDeliveries()) != 1 || len(event.GetPayload()) == 0 {
+		t.Fatalf("events get printed %q (%v)", out.String(), err)
+	}
 	out.Reset()
 	if err := run(t.Context(), []string{"resend", dlv}, &out, getenv); err != nil {
 		t.Fatal(err)
@@ -228,7 +262,15 @@ func TestClientCommandsExplainMissingSettings(t *testing.T) {
 		{[]string{"results"}, "results tail"},
 		{[]string{"resend"}, "usage: hookline resend DELIVERY_ID"},
 		{[]string{"resend", "dlv_x"}, "HOOKLINE_API_KEY"},
-		{[]string{"deliveries", "list"}, "--event or --endpoint is required"},
+		{[]string{"deliveries", "list"}, "HOOKLINE_API_KEY"},
+		{[]string{"deliveries", "list", "extra"}, "usage: hookline deliveries"},
+		{[]string{"deliveries", "list", "--since", "yesterday"}, `--since "yesterday"`},
+		{[]string{"deliveries", "list", "--since", "1h", "--until", "2h"}, "is not after --since"},
+		{[]string{"deliveries", "list", "--limit", "-1"}, "--limit -1"},
+		{[]string{"events"}, "usage: hookline events"},
+		{[]string{"events", "get"}, "usage: hookline events get EVENT_ID"},
+		{[]string{"events", "list", "--until", "soon"}, `--until "soon"`},
+		{[]string{"events", "frob"}, `unknown events command "frob"`},
 		{[]string{"deliveries", "list", "--event", "evt_x", "--state", "lost"}, `--state "lost"`},
 		{[]string{"deliveries", "get", "dlv_x"}, "HOOKLINE_API_KEY"},
 		{[]string{"recover", "ep_x"}, "usage: hookline recover"},

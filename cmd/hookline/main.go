@@ -35,8 +35,12 @@ Usage:
   hookline secrets rekey --secrets-key-file F
                                             reseal every endpoint secret under F's first key
   hookline deliveries get ID                a delivery with every attempt
-  hookline deliveries list --event ID | --endpoint ID [--state S]
-                                            list deliveries
+  hookline deliveries list [--event ID] [--endpoint ID] [--state S] [--type T]
+                          [--since T] [--until T] [--limit N] [--page-token P]
+                                            list deliveries, oldest first
+  hookline events get ID                    an event with its payload and deliveries
+  hookline events list [--type T] [--since T] [--until T] [--limit N] [--page-token P]
+                                            list events, oldest first
   hookline resend ID                        one more attempt of a delivery, now
   hookline recover EP_ID --since T          redeliver an endpoint's failed deliveries since T
 
@@ -71,6 +75,8 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 		return runPublish(ctx, rest, out, getenv)
 	case "deliveries", "delivery":
 		return runDeliveries(ctx, rest, out, getenv)
+	case "events", "event":
+		return runEvents(ctx, rest, out, getenv)
 	case "resend":
 		return runResend(ctx, rest, out, getenv)
 	case "recover":
