@@ -134,7 +134,8 @@ func (s *Service) gate(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, no
 	if ep.GetEndpoint().GetOutageModeDisabled() || oneOff {
 		return gatePass, time.Time{}
 	}
-	return s.rcv.outageGate(ep.GetEndpoint().GetId(), now, d.GetAttempt(), s.cfg.OutageRecheck)
+	preferred := d.GetAttempt() == 1 || isOrdered(ep, d)
+	return s.rcv.outageGate(ep.GetEndpoint().GetId(), now, preferred, s.cfg.OutageRecheck)
 }
 
 // hold defers d while its endpoint is in outage mode: no attempt spent.

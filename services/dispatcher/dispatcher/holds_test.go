@@ -142,18 +142,18 @@ func TestAnOutageAlwaysHasAProbe(t *testing.T) {
 	recheck := 2 * time.Minute
 	rs.observe("ep", "a", false, false, now, 5, 2, 0, 0)
 	rs.observe("ep", "b", false, false, now, 5, 2, 0, 0)
-	g, until := rs.outageGate("ep", now, 3, recheck)
+	g, until := rs.outageGate("ep", now, false, recheck)
 	if g != gateHold || !until.Equal(now.Add(recheck)) {
 		t.Fatalf("a retry when the outage begins: %v until %v; want held for a recheck (a first attempt is preferred)", g, until)
 	}
-	if g, _ := rs.outageGate("ep", until, 3, recheck); g != gateProbe {
+	if g, _ := rs.outageGate("ep", until, false, recheck); g != gateProbe {
 		t.Fatalf("a retry a recheck after the probe fell due, no first attempt seen: %v, want the probe", g)
 	}
-	if g, _ := rs.outageGate("ep", until, 1, recheck); g != gateHold {
+	if g, _ := rs.outageGate("ep", until, true, recheck); g != gateHold {
 		t.Fatalf("while the probe is out: %v, want hold", g)
 	}
 	rs.probed("ep", until, func(int) time.Duration { return time.Minute })
-	if g, at := rs.outageGate("ep", until, 5, recheck); g != gateHold || !at.Equal(until.Add(time.Minute)) {
+	if g, at := rs.outageGate("ep", until, false, recheck); g != gateHold || !at.Equal(until.Add(time.Minute)) {
 		t.Fatalf("after a failed probe: %v until %v, want hold until the next probe", g, at)
 	}
 }
@@ -166,13 +166,13 @@ func TestAProbeThatPanicsIsOver(t *testing.T) {
 	now := time.Now()
 	s.rcv.observe("ep_1", "a", false, false, now, 5, 2, 0, 0)
 	s.rcv.observe("ep_1", "b", false, false, now, 5, 2, 0, 0)
-	if g, _ := s.rcv.outageGate("ep_1", now, 1, time.Minute); g != gateProbe {
+	if g, _ := s.rcv.outageGate("ep_1", now, true, time.Minute); g != gateProbe {
 		t.Fatalf("gate %v, want the probe", g)
 	}
 	r := deliveryRecord(t, s)
 	d, _ := decodeDelivery(r)
 	s.process(t.Context(), r, func(ctx context.Context) []*kgo.Record { return s.attempt(ctx, r, d, s.store.Get("ep_1"), true) })
-	if g, _ := s.rcv.outageGate("ep_1", time.Now(), 1, time.Minute); g != gateProbe {
+	if g, _ := s.rcv.outageGate("ep_1", time.Now(), true, time.Minute); g != gateProbe {
 		t.Fatalf("after a probe that panicked: gate %v, want another probe", g)
 	}
 }
@@ -192,18 +192,18 @@ func TestHealthSurvivesAnAssignmentOfOtherPartitions(t *testing.T) {
 	}
 	rs.home("kept", 0)
 	rs.home("moved", 1)
-	if g, _ := rs.outageGate("kept", now, 1, time.Minute); g != gateProbe {
+	if g, _ := rs.outageGate("kept", now, true, time.Minute); g != gateProbe {
 		t.Fatal("no probe")
 	}
 	rs.forget(map[int32]bool{1: true})
-	if g, _ := rs.outageGate("kept", now, 1, time.Minute); g != gateHold {
+	if g, _ := rs.outageGate("kept", now, true, time.Minute); g != gateHold {
 		t.Fatalf("endpoint of a kept partition after an assignment: %v, want still in outage with its probe out", g)
 	}
-	if g, _ := rs.outageGate("moved", now, 1, time.Minute); g != gatePass {
+	if g, _ := rs.outageGate("moved", now, true, time.Minute); g != gatePass {
 		t.Fatalf("endpoint of an assigned partition: %v, want its health seeded again (none in the view)", g)
 	}
 	rs.forget(map[int32]bool{0: true})
-	if g, _ := rs.outageGate("kept", now, 1, time.Minute); g != gateHold {
+	if g, _ := rs.outageGate("kept", now, true, time.Minute); g != gateHold {
 		t.Fatalf("probe in flight forgotten: gate %v, want hold while it is out", g)
 	}
 }

@@ -442,3 +442,38 @@ func (e *engine) placeAt(t testing.TB, d *hooklinev1.Delivery, offset int64) {
 		e.place(en, e.s.now())
 	}
 }
+
+// TestAnOrderedLanesRetriedHeadMayProbeAnOutage: outage mode prefers a
+// first attempt as its probe, so no event spends two attempts probing,
+// and lets a retry probe only after a whole recheck without one. An
+// ordered lane's followers never reach the gate before their head ends,
+// so its head, retried or not, is as good a probe as a first attempt:
+// otherwise every lane of an ordered endpoint in an outage waited a
+// whole --outage-recheck (2 min) for each head.
+func TestAnOrderedLanesRetriedHeadMayProbeAnOutage(t *testing.T) {
+	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := newTestService(t, clock.option())
+	ordered := endpoint("http://127.0.0.1:1/h", sign.GenerateSecret())
+	ordered.Endpoint.Ordering = hooklinev1.Ordering_ORDERING_PER_KEY
+	unordered := proto.Clone(ordered).(*hooklinev1.EndpointRecord)
+	unordered.Endpoint.Id, unordered.Endpoint.Ordering = "ep_unordered", hooklinev1.Ordering_ORDERING_UNORDERED
+	now := clock.Now()
+	for _, ep := range []*hooklinev1.EndpointRecord{ordered, unordered} {
+		for _, dlv := range []string{"d1", "d2"} {
+			s.rcv.observe(ep.GetEndpoint().GetId(), dlv, false, false, now, 5, 2, 0, 0)
+		}
+	}
+	retry := func(ep *hooklinev1.EndpointRecord) *hooklinev1.Delivery {
+		return &hooklinev1.Delivery{DeliveryId: "d1", EndpointId: ep.GetEndpoint().GetId(), Attempt: 2, OrderingKey: "k",
+			Kind: hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY}
+	}
+	if g, _ := s.gate(retry(unordered), unordered, now); g != gateHold {
+		t.Fatalf("an unordered endpoint's retry in an outage: gate %v, want a hold (a first attempt probes)", g)
+	}
+	if g, _ := s.gate(retry(ordered), ordered, now); g != gateProbe {
+		t.Fatalf("an ordered lane's retried head in an outage: gate %v, want the probe", g)
+	}
+	if g, _ := s.gate(retry(ordered), ordered, now); g != gateHold {
+		t.Fatalf("a second head while the probe is out: gate %v, want a hold", g)
+	}
+}

@@ -55,15 +55,16 @@ const (
 )
 
 // outageGate decides, while endpoint id is failing, whether a delivery
-// (at its attempt number) is the one probe or is held until holdUntil.
-// A delivery not attempted before is preferred as the probe, so that no
-// event spends more than one attempt on probing; but an outage always
+// is the one probe or is held until holdUntil. A preferred delivery (one
+// not attempted before, or an ordered lane's head: its followers cannot
+// probe before it ends) may probe as soon as the probe is due, so that
+// no event spends more than one attempt on probing; but an outage always
 // has a probe: when no first attempt has come along within one recheck
 // of the probe falling due (the endpoint's pending deliveries are all
 // retries or recoveries), the next delivery to come back probes,
 // whatever its attempt number. Held deliveries come back in the order
 // they were held, so that is the one held longest.
-func (rs *receivers) outageGate(id string, now time.Time, attempt uint32, recheck time.Duration) (g gate, holdUntil time.Time) {
+func (rs *receivers) outageGate(id string, now time.Time, preferred bool, recheck time.Duration) (g gate, holdUntil time.Time) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	r := rs.get(id)
@@ -74,7 +75,7 @@ func (rs *receivers) outageGate(id string, now time.Time, attempt uint32, rechec
 		r.nextProbe = now // an outage seeded from the notices view
 	}
 	anyAt := r.nextProbe.Add(recheck) // from then on any delivery may probe
-	if !r.probing && !now.Before(r.nextProbe) && (attempt == 1 || !now.Before(anyAt)) {
+	if !r.probing && !now.Before(r.nextProbe) && (preferred || !now.Before(anyAt)) {
 		r.probing = true
 		return gateProbe, time.Time{}
 	}

@@ -53,25 +53,25 @@ func TestOutageModeStartsAfterDistinctDeliveriesAndProbesOneAtATime(t *testing.T
 	now := time.Unix(1_700_000_000, 0)
 	rs.observe("ep", "a", false, false, now, 5, 2, 0, 0)
 	rs.observe("ep", "a", false, false, now, 5, 2, 0, 0) // same delivery again: not yet
-	if g, _ := rs.outageGate("ep", now, 1, time.Minute); g != gatePass {
+	if g, _ := rs.outageGate("ep", now, true, time.Minute); g != gatePass {
 		t.Fatalf("one failing delivery must not start outage mode, got %v", g)
 	}
 	rs.observe("ep", "b", false, false, now, 5, 2, 0, 0)
-	if g, _ := rs.outageGate("ep", now, 1, time.Minute); g != gateProbe {
+	if g, _ := rs.outageGate("ep", now, true, time.Minute); g != gateProbe {
 		t.Fatalf("first delivery in an outage: %v, want the probe", g)
 	}
-	if g, until := rs.outageGate("ep", now, 1, time.Minute); g != gateHold || !until.Equal(now.Add(time.Minute)) {
+	if g, until := rs.outageGate("ep", now, true, time.Minute); g != gateHold || !until.Equal(now.Add(time.Minute)) {
 		t.Fatalf("while a probe is out: %v until %v, want hold for the recheck", g, until)
 	}
 	rs.probed("ep", now, func(int) time.Duration { return 30 * time.Second })
-	if g, until := rs.outageGate("ep", now, 1, time.Minute); g != gateHold || !until.Equal(now.Add(30*time.Second)) {
+	if g, until := rs.outageGate("ep", now, true, time.Minute); g != gateHold || !until.Equal(now.Add(30*time.Second)) {
 		t.Fatalf("after a failed probe: %v until %v, want hold until the next probe", g, until)
 	}
-	if g, _ := rs.outageGate("ep", now.Add(30*time.Second), 2, time.Minute); g != gateHold {
+	if g, _ := rs.outageGate("ep", now.Add(30*time.Second), false, time.Minute); g != gateHold {
 		t.Fatal("a delivery attempted before must not be the probe")
 	}
 	rs.observe("ep", "c", true, false, now, 5, 2, 0, 0)
-	if g, _ := rs.outageGate("ep", now, 3, time.Minute); g != gatePass {
+	if g, _ := rs.outageGate("ep", now, false, time.Minute); g != gatePass {
 		t.Fatal("a success ends outage mode")
 	}
 }
@@ -91,7 +91,7 @@ func TestHealthIsSeededFromNotices(t *testing.T) {
 			t.Fatalf("failure %d of a seeded failing endpoint: event %v, want none", i+1, ev)
 		}
 	}
-	if g, _ := rs.outageGate("ep", now, 2, time.Minute); g != gateHold {
+	if g, _ := rs.outageGate("ep", now, false, time.Minute); g != gateHold {
 		t.Fatalf("seeded failing endpoint not in outage mode: gate %v", g)
 	}
 	if ev := rs.observe("ep", "d", false, false, since.Add(6*time.Hour), 5, 2, 100, 6*time.Hour); ev != healthReminder {
@@ -100,12 +100,12 @@ func TestHealthIsSeededFromNotices(t *testing.T) {
 	if ev := rs.observe("ep", "d", true, false, now, 5, 2, 100, 6*time.Hour); ev != healthRecovered {
 		t.Fatalf("success after a seeded outage: event %v, want recovered", ev)
 	}
-	if g, _ := rs.outageGate("other", now, 1, time.Minute); g != gatePass {
+	if g, _ := rs.outageGate("other", now, true, time.Minute); g != gatePass {
 		t.Fatalf("an endpoint the view does not list is gated: %v", g)
 	}
 	// After its partition is assigned again, health is seeded again.
 	rs.forget(map[int32]bool{0: true})
-	if g, _ := rs.outageGate("ep", now, 2, time.Minute); g != gateHold {
+	if g, _ := rs.outageGate("ep", now, false, time.Minute); g != gateHold {
 		t.Fatalf("not re-seeded after forgetHealth: gate %v", g)
 	}
 }
