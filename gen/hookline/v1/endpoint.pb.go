@@ -201,8 +201,8 @@ const (
 	HeadFailure_HEAD_FAILURE_UNSPECIFIED HeadFailure = 0
 	// Dead-letter the head and go on with the next member.
 	HeadFailure_HEAD_FAILURE_SKIP HeadFailure = 1
-	// Hold the lane until an operator resends or skips the head. Not built
-	// yet: refused with UNIMPLEMENTED.
+	// Hold the lane until an operator resends or skips the head
+	// (LaneService); a lane.blocked notice says so. Other lanes go on.
 	HeadFailure_HEAD_FAILURE_BLOCK HeadFailure = 2
 )
 

@@ -42,6 +42,12 @@ const (
 	DeliveryKind_DELIVERY_KIND_UNPARKED DeliveryKind = 6
 	// A test event sent to check an endpoint.
 	DeliveryKind_DELIVERY_KIND_TEST DeliveryKind = 7
+	// Not a delivery: an operator's command on an ordered lane's blocked
+	// head (Delivery.lane_command), written by ingest's LaneService to the
+	// deliveries topic keyed by endpoint id, so the dispatcher that owns the
+	// lane applies it in log order, in the transaction that commits it.
+	// delivery_id names the head it is for; it carries no payload.
+	DeliveryKind_DELIVERY_KIND_LANE_COMMAND DeliveryKind = 8
 )
 
 // Enum value maps for DeliveryKind.
@@ -55,16 +61,18 @@ var (
 		5: "DELIVERY_KIND_DEFERRED",
 		6: "DELIVERY_KIND_UNPARKED",
 		7: "DELIVERY_KIND_TEST",
+		8: "DELIVERY_KIND_LANE_COMMAND",
 	}
 	DeliveryKind_value = map[string]int32{
-		"DELIVERY_KIND_UNSPECIFIED": 0,
-		"DELIVERY_KIND_FIRST":       1,
-		"DELIVERY_KIND_RETRY":       2,
-		"DELIVERY_KIND_RESEND":      3,
-		"DELIVERY_KIND_RECOVER":     4,
-		"DELIVERY_KIND_DEFERRED":    5,
-		"DELIVERY_KIND_UNPARKED":    6,
-		"DELIVERY_KIND_TEST":        7,
+		"DELIVERY_KIND_UNSPECIFIED":  0,
+		"DELIVERY_KIND_FIRST":        1,
+		"DELIVERY_KIND_RETRY":        2,
+		"DELIVERY_KIND_RESEND":       3,
+		"DELIVERY_KIND_RECOVER":      4,
+		"DELIVERY_KIND_DEFERRED":     5,
+		"DELIVERY_KIND_UNPARKED":     6,
+		"DELIVERY_KIND_TEST":         7,
+		"DELIVERY_KIND_LANE_COMMAND": 8,
 	}
 )
 
@@ -93,6 +101,60 @@ func (x DeliveryKind) Number() protoreflect.EnumNumber {
 // Deprecated: Use DeliveryKind.Descriptor instead.
 func (DeliveryKind) EnumDescriptor() ([]byte, []int) {
 	return file_hookline_v1_records_proto_rawDescGZIP(), []int{0}
+}
+
+// LaneOp is what a lane command does to a blocked head.
+type LaneOp int32
+
+const (
+	LaneOp_LANE_OP_UNSPECIFIED LaneOp = 0
+	// Dead-letter the head (FAILED, "skipped by an operator") and release
+	// the lane.
+	LaneOp_LANE_OP_SKIP LaneOp = 1
+	// Attempt the head again with a fresh attempt budget; the lane stays
+	// ordered behind it.
+	LaneOp_LANE_OP_RESEND LaneOp = 2
+)
+
+// Enum value maps for LaneOp.
+var (
+	LaneOp_name = map[int32]string{
+		0: "LANE_OP_UNSPECIFIED",
+		1: "LANE_OP_SKIP",
+		2: "LANE_OP_RESEND",
+	}
+	LaneOp_value = map[string]int32{
+		"LANE_OP_UNSPECIFIED": 0,
+		"LANE_OP_SKIP":        1,
+		"LANE_OP_RESEND":      2,
+	}
+)
+
+func (x LaneOp) Enum() *LaneOp {
+	p := new(LaneOp)
+	*p = x
+	return p
+}
+
+func (x LaneOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LaneOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_hookline_v1_records_proto_enumTypes[1].Descriptor()
+}
+
+func (LaneOp) Type() protoreflect.EnumType {
+	return &file_hookline_v1_records_proto_enumTypes[1]
+}
+
+func (x LaneOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LaneOp.Descriptor instead.
+func (LaneOp) EnumDescriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{1}
 }
 
 // OutcomeClass classifies one attempt's outcome (SPEC R-CLASS).
@@ -139,11 +201,11 @@ func (x OutcomeClass) String() string {
 }
 
 func (OutcomeClass) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_records_proto_enumTypes[1].Descriptor()
+	return file_hookline_v1_records_proto_enumTypes[2].Descriptor()
 }
 
 func (OutcomeClass) Type() protoreflect.EnumType {
-	return &file_hookline_v1_records_proto_enumTypes[1]
+	return &file_hookline_v1_records_proto_enumTypes[2]
 }
 
 func (x OutcomeClass) Number() protoreflect.EnumNumber {
@@ -152,7 +214,7 @@ func (x OutcomeClass) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OutcomeClass.Descriptor instead.
 func (OutcomeClass) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{1}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{2}
 }
 
 // DeliveryState is where a delivery stands after an attempt.
@@ -174,6 +236,12 @@ const (
 	DeliveryState_DELIVERY_STATE_PARKED DeliveryState = 6
 	// Ended because its endpoint was deleted. Terminal.
 	DeliveryState_DELIVERY_STATE_ENDPOINT_DELETED DeliveryState = 7
+	// The head of an ordered lane of an endpoint with on_head_failure
+	// BLOCK failed permanently or ran out of attempts or time: it is not
+	// dead-lettered, and its lane holds until an operator resends or skips
+	// it (LaneService). class, status_code and error are the failed
+	// attempt's.
+	DeliveryState_DELIVERY_STATE_BLOCKED DeliveryState = 8
 )
 
 // Enum value maps for DeliveryState.
@@ -187,6 +255,7 @@ var (
 		5: "DELIVERY_STATE_EXPIRED",
 		6: "DELIVERY_STATE_PARKED",
 		7: "DELIVERY_STATE_ENDPOINT_DELETED",
+		8: "DELIVERY_STATE_BLOCKED",
 	}
 	DeliveryState_value = map[string]int32{
 		"DELIVERY_STATE_UNSPECIFIED":      0,
@@ -197,6 +266,7 @@ var (
 		"DELIVERY_STATE_EXPIRED":          5,
 		"DELIVERY_STATE_PARKED":           6,
 		"DELIVERY_STATE_ENDPOINT_DELETED": 7,
+		"DELIVERY_STATE_BLOCKED":          8,
 	}
 )
 
@@ -211,11 +281,11 @@ func (x DeliveryState) String() string {
 }
 
 func (DeliveryState) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_records_proto_enumTypes[2].Descriptor()
+	return file_hookline_v1_records_proto_enumTypes[3].Descriptor()
 }
 
 func (DeliveryState) Type() protoreflect.EnumType {
-	return &file_hookline_v1_records_proto_enumTypes[2]
+	return &file_hookline_v1_records_proto_enumTypes[3]
 }
 
 func (x DeliveryState) Number() protoreflect.EnumNumber {
@@ -224,7 +294,7 @@ func (x DeliveryState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeliveryState.Descriptor instead.
 func (DeliveryState) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{2}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{3}
 }
 
 // NoticeType names an endpoint health notice (SPEC R-ENDPOINT-3).
@@ -235,6 +305,9 @@ const (
 	NoticeType_NOTICE_TYPE_ENDPOINT_FAILING   NoticeType = 1
 	NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED    NoticeType = 2
 	NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED NoticeType = 3
+	// An ordered lane blocked behind its head (on_head_failure BLOCK):
+	// ordering_key and delivery_id name it, detail says why.
+	NoticeType_NOTICE_TYPE_LANE_BLOCKED NoticeType = 4
 )
 
 // Enum value maps for NoticeType.
@@ -244,12 +317,14 @@ var (
 		1: "NOTICE_TYPE_ENDPOINT_FAILING",
 		2: "NOTICE_TYPE_ENDPOINT_PAUSED",
 		3: "NOTICE_TYPE_ENDPOINT_RECOVERED",
+		4: "NOTICE_TYPE_LANE_BLOCKED",
 	}
 	NoticeType_value = map[string]int32{
 		"NOTICE_TYPE_UNSPECIFIED":        0,
 		"NOTICE_TYPE_ENDPOINT_FAILING":   1,
 		"NOTICE_TYPE_ENDPOINT_PAUSED":    2,
 		"NOTICE_TYPE_ENDPOINT_RECOVERED": 3,
+		"NOTICE_TYPE_LANE_BLOCKED":       4,
 	}
 )
 
@@ -264,11 +339,11 @@ func (x NoticeType) String() string {
 }
 
 func (NoticeType) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_records_proto_enumTypes[3].Descriptor()
+	return file_hookline_v1_records_proto_enumTypes[4].Descriptor()
 }
 
 func (NoticeType) Type() protoreflect.EnumType {
-	return &file_hookline_v1_records_proto_enumTypes[3]
+	return &file_hookline_v1_records_proto_enumTypes[4]
 }
 
 func (x NoticeType) Number() protoreflect.EnumNumber {
@@ -277,7 +352,7 @@ func (x NoticeType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NoticeType.Descriptor instead.
 func (NoticeType) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{3}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{4}
 }
 
 // IdempotencyState says what an IdempotencyRecord announces.
@@ -319,11 +394,11 @@ func (x IdempotencyState) String() string {
 }
 
 func (IdempotencyState) Descriptor() protoreflect.EnumDescriptor {
-	return file_hookline_v1_records_proto_enumTypes[4].Descriptor()
+	return file_hookline_v1_records_proto_enumTypes[5].Descriptor()
 }
 
 func (IdempotencyState) Type() protoreflect.EnumType {
-	return &file_hookline_v1_records_proto_enumTypes[4]
+	return &file_hookline_v1_records_proto_enumTypes[5]
 }
 
 func (x IdempotencyState) Number() protoreflect.EnumNumber {
@@ -332,7 +407,70 @@ func (x IdempotencyState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use IdempotencyState.Descriptor instead.
 func (IdempotencyState) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{4}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{5}
+}
+
+// LaneCommand is an operator's command on a blocked lane.
+type LaneCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Op    LaneOp                 `protobuf:"varint,1,opt,name=op,proto3,enum=hookline.v1.LaneOp" json:"op,omitempty"`
+	// "lcm_…", unique per command; for logs.
+	CommandId string `protobuf:"bytes,2,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	// When the command was written.
+	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LaneCommand) Reset() {
+	*x = LaneCommand{}
+	mi := &file_hookline_v1_records_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LaneCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LaneCommand) ProtoMessage() {}
+
+func (x *LaneCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_records_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LaneCommand.ProtoReflect.Descriptor instead.
+func (*LaneCommand) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *LaneCommand) GetOp() LaneOp {
+	if x != nil {
+		return x.Op
+	}
+	return LaneOp_LANE_OP_UNSPECIFIED
+}
+
+func (x *LaneCommand) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *LaneCommand) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
 }
 
 // Delivery is one event to one endpoint: the unit that is attempted,
@@ -377,14 +515,16 @@ type Delivery struct {
 	// endpoints with ordering, kept on every later hop (retry, spill,
 	// hold), so a member coming back at a later offset sorts into its first
 	// place.
-	LaneSeq       *int64 `protobuf:"varint,17,opt,name=lane_seq,json=laneSeq,proto3,oneof" json:"lane_seq,omitempty"`
+	LaneSeq *int64 `protobuf:"varint,17,opt,name=lane_seq,json=laneSeq,proto3,oneof" json:"lane_seq,omitempty"`
+	// Set on a record of kind LANE_COMMAND only.
+	LaneCommand   *LaneCommand `protobuf:"bytes,18,opt,name=lane_command,json=laneCommand,proto3" json:"lane_command,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_hookline_v1_records_proto_msgTypes[0]
+	mi := &file_hookline_v1_records_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -396,7 +536,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[0]
+	mi := &file_hookline_v1_records_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -409,7 +549,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{0}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -531,6 +671,13 @@ func (x *Delivery) GetLaneSeq() int64 {
 	return 0
 }
 
+func (x *Delivery) GetLaneCommand() *LaneCommand {
+	if x != nil {
+		return x.LaneCommand
+	}
+	return nil
+}
+
 // AttemptResult reports one attempt, or one terminal decision made without
 // an attempt. Topic: <prefix>results; key: endpoint_id.
 type AttemptResult struct {
@@ -569,7 +716,7 @@ type AttemptResult struct {
 
 func (x *AttemptResult) Reset() {
 	*x = AttemptResult{}
-	mi := &file_hookline_v1_records_proto_msgTypes[1]
+	mi := &file_hookline_v1_records_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +728,7 @@ func (x *AttemptResult) String() string {
 func (*AttemptResult) ProtoMessage() {}
 
 func (x *AttemptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[1]
+	mi := &file_hookline_v1_records_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +741,7 @@ func (x *AttemptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptResult.ProtoReflect.Descriptor instead.
 func (*AttemptResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{1}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AttemptResult) GetDeliveryId() string {
@@ -736,7 +883,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	mi := &file_hookline_v1_records_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +895,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	mi := &file_hookline_v1_records_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +908,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{2}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DeadLetter) GetDelivery() *Delivery {
@@ -802,7 +949,7 @@ type EndpointRecord struct {
 
 func (x *EndpointRecord) Reset() {
 	*x = EndpointRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[3]
+	mi := &file_hookline_v1_records_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +961,7 @@ func (x *EndpointRecord) String() string {
 func (*EndpointRecord) ProtoMessage() {}
 
 func (x *EndpointRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[3]
+	mi := &file_hookline_v1_records_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +974,7 @@ func (x *EndpointRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointRecord.ProtoReflect.Descriptor instead.
 func (*EndpointRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{3}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EndpointRecord) GetEndpoint() *Endpoint {
@@ -873,7 +1020,7 @@ type EndpointSecret struct {
 
 func (x *EndpointSecret) Reset() {
 	*x = EndpointSecret{}
-	mi := &file_hookline_v1_records_proto_msgTypes[4]
+	mi := &file_hookline_v1_records_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1032,7 @@ func (x *EndpointSecret) String() string {
 func (*EndpointSecret) ProtoMessage() {}
 
 func (x *EndpointSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[4]
+	mi := &file_hookline_v1_records_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1045,7 @@ func (x *EndpointSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSecret.ProtoReflect.Descriptor instead.
 func (*EndpointSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{4}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EndpointSecret) GetSecret() string {
@@ -954,7 +1101,7 @@ type SealedSecret struct {
 
 func (x *SealedSecret) Reset() {
 	*x = SealedSecret{}
-	mi := &file_hookline_v1_records_proto_msgTypes[5]
+	mi := &file_hookline_v1_records_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1113,7 @@ func (x *SealedSecret) String() string {
 func (*SealedSecret) ProtoMessage() {}
 
 func (x *SealedSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[5]
+	mi := &file_hookline_v1_records_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1126,7 @@ func (x *SealedSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedSecret.ProtoReflect.Descriptor instead.
 func (*SealedSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SealedSecret) GetKeyId() string {
@@ -1015,15 +1162,19 @@ type Notice struct {
 	// Consecutive failed attempts when the notice was sent.
 	ConsecutiveFailures uint32 `protobuf:"varint,6,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
 	// Whether this is a reminder of an ongoing outage.
-	Reminder      bool   `protobuf:"varint,7,opt,name=reminder,proto3" json:"reminder,omitempty"`
-	Detail        string `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
+	Reminder bool   `protobuf:"varint,7,opt,name=reminder,proto3" json:"reminder,omitempty"`
+	Detail   string `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
+	// For NOTICE_TYPE_LANE_BLOCKED: the lane's ordering key (empty for an
+	// endpoint ordered per_endpoint) and its blocked head.
+	OrderingKey   string `protobuf:"bytes,9,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	DeliveryId    string `protobuf:"bytes,10,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Notice) Reset() {
 	*x = Notice{}
-	mi := &file_hookline_v1_records_proto_msgTypes[6]
+	mi := &file_hookline_v1_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1186,7 @@ func (x *Notice) String() string {
 func (*Notice) ProtoMessage() {}
 
 func (x *Notice) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[6]
+	mi := &file_hookline_v1_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1199,7 @@ func (x *Notice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notice.ProtoReflect.Descriptor instead.
 func (*Notice) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Notice) GetNoticeId() string {
@@ -1107,6 +1258,20 @@ func (x *Notice) GetDetail() string {
 	return ""
 }
 
+func (x *Notice) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
+func (x *Notice) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
 // IdempotencyRecord is one claim on, or the commit of, an idempotency key.
 // Topic: <prefix>idempotency (time retention, at least twice the key TTL);
 // key: the tenant and idempotency key, so every record of one key lands in
@@ -1136,7 +1301,7 @@ type IdempotencyRecord struct {
 
 func (x *IdempotencyRecord) Reset() {
 	*x = IdempotencyRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[7]
+	mi := &file_hookline_v1_records_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1313,7 @@ func (x *IdempotencyRecord) String() string {
 func (*IdempotencyRecord) ProtoMessage() {}
 
 func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[7]
+	mi := &file_hookline_v1_records_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1326,7 @@ func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
 func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *IdempotencyRecord) GetTenantId() string {
@@ -1251,7 +1416,7 @@ type LaneRecord struct {
 
 func (x *LaneRecord) Reset() {
 	*x = LaneRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[8]
+	mi := &file_hookline_v1_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1428,7 @@ func (x *LaneRecord) String() string {
 func (*LaneRecord) ProtoMessage() {}
 
 func (x *LaneRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[8]
+	mi := &file_hookline_v1_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1441,7 @@ func (x *LaneRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneRecord.ProtoReflect.Descriptor instead.
 func (*LaneRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LaneRecord) GetEndpointId() string {
@@ -1302,16 +1467,21 @@ func (x *LaneRecord) GetOutside() []*LaneMember {
 
 // LaneMember is one member of a lane outside memory.
 type LaneMember struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	DeliveryId    string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
-	LaneSeq       int64                  `protobuf:"varint,2,opt,name=lane_seq,json=laneSeq,proto3" json:"lane_seq,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	DeliveryId string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	LaneSeq    int64                  `protobuf:"varint,2,opt,name=lane_seq,json=laneSeq,proto3" json:"lane_seq,omitempty"`
+	// Set when the member is the lane's blocked head (on_head_failure
+	// BLOCK): the delivery as it was at its failed attempt, payload
+	// included, so the lane holds it durably until an operator resends or
+	// skips it; it is in no other topic's retry path.
+	Blocked       *BlockedHead `protobuf:"bytes,3,opt,name=blocked,proto3" json:"blocked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LaneMember) Reset() {
 	*x = LaneMember{}
-	mi := &file_hookline_v1_records_proto_msgTypes[9]
+	mi := &file_hookline_v1_records_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1493,7 @@ func (x *LaneMember) String() string {
 func (*LaneMember) ProtoMessage() {}
 
 func (x *LaneMember) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[9]
+	mi := &file_hookline_v1_records_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1506,7 @@ func (x *LaneMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneMember.ProtoReflect.Descriptor instead.
 func (*LaneMember) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LaneMember) GetDeliveryId() string {
@@ -1353,11 +1523,85 @@ func (x *LaneMember) GetLaneSeq() int64 {
 	return 0
 }
 
+func (x *LaneMember) GetBlocked() *BlockedHead {
+	if x != nil {
+		return x.Blocked
+	}
+	return nil
+}
+
+// BlockedHead is what a lane keeps of its blocked head.
+type BlockedHead struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Delivery *Delivery              `protobuf:"bytes,1,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	// The result of the attempt that blocked the lane (state BLOCKED).
+	LastResult    *AttemptResult         `protobuf:"bytes,2,opt,name=last_result,json=lastResult,proto3" json:"last_result,omitempty"`
+	BlockedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=blocked_at,json=blockedAt,proto3" json:"blocked_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlockedHead) Reset() {
+	*x = BlockedHead{}
+	mi := &file_hookline_v1_records_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlockedHead) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlockedHead) ProtoMessage() {}
+
+func (x *BlockedHead) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_records_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlockedHead.ProtoReflect.Descriptor instead.
+func (*BlockedHead) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *BlockedHead) GetDelivery() *Delivery {
+	if x != nil {
+		return x.Delivery
+	}
+	return nil
+}
+
+func (x *BlockedHead) GetLastResult() *AttemptResult {
+	if x != nil {
+		return x.LastResult
+	}
+	return nil
+}
+
+func (x *BlockedHead) GetBlockedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BlockedAt
+	}
+	return nil
+}
+
 var File_hookline_v1_records_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x19hookline/v1/records.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahookline/v1/endpoint.proto\x1a\x17hookline/v1/event.proto\"\xe2\x05\n" +
+	"\x19hookline/v1/records.proto\x12\vhookline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahookline/v1/endpoint.proto\x1a\x17hookline/v1/event.proto\"}\n" +
+	"\vLaneCommand\x12#\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x13.hookline.v1.LaneOpR\x02op\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x02 \x01(\tR\tcommandId\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x9f\x06\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1383,7 +1627,8 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\n" +
 	"held_since\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\theldSince\x12!\n" +
 	"\fordering_key\x18\x10 \x01(\tR\vorderingKey\x12\x1e\n" +
-	"\blane_seq\x18\x11 \x01(\x03H\x00R\alaneSeq\x88\x01\x01B\v\n" +
+	"\blane_seq\x18\x11 \x01(\x03H\x00R\alaneSeq\x88\x01\x01\x12;\n" +
+	"\flane_command\x18\x12 \x01(\v2\x18.hookline.v1.LaneCommandR\vlaneCommandB\v\n" +
 	"\t_lane_seq\"\x99\x05\n" +
 	"\rAttemptResult\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
@@ -1434,7 +1679,7 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x05nonce\x18\x02 \x01(\fR\x05nonce\x12\x1e\n" +
 	"\n" +
 	"ciphertext\x18\x03 \x01(\fR\n" +
-	"ciphertext\"\xa3\x02\n" +
+	"ciphertext\"\xe7\x02\n" +
 	"\x06Notice\x12\x1b\n" +
 	"\tnotice_id\x18\x01 \x01(\tR\bnoticeId\x12+\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x17.hookline.v1.NoticeTypeR\x04type\x12\x1b\n" +
@@ -1444,7 +1689,11 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x121\n" +
 	"\x14consecutive_failures\x18\x06 \x01(\rR\x13consecutiveFailures\x12\x1a\n" +
 	"\breminder\x18\a \x01(\bR\breminder\x12\x16\n" +
-	"\x06detail\x18\b \x01(\tR\x06detail\"\xb8\x03\n" +
+	"\x06detail\x18\b \x01(\tR\x06detail\x12!\n" +
+	"\fordering_key\x18\t \x01(\tR\vorderingKey\x12\x1f\n" +
+	"\vdelivery_id\x18\n" +
+	" \x01(\tR\n" +
+	"deliveryId\"\xb8\x03\n" +
 	"\x11IdempotencyRecord\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x19\n" +
@@ -1467,12 +1716,19 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +
 	"endpointId\x12!\n" +
 	"\fordering_key\x18\x02 \x01(\tR\vorderingKey\x121\n" +
-	"\aoutside\x18\x03 \x03(\v2\x17.hookline.v1.LaneMemberR\aoutside\"H\n" +
+	"\aoutside\x18\x03 \x03(\v2\x17.hookline.v1.LaneMemberR\aoutside\"|\n" +
 	"\n" +
 	"LaneMember\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
-	"\blane_seq\x18\x02 \x01(\x03R\alaneSeq*\xe4\x01\n" +
+	"\blane_seq\x18\x02 \x01(\x03R\alaneSeq\x122\n" +
+	"\ablocked\x18\x03 \x01(\v2\x18.hookline.v1.BlockedHeadR\ablocked\"\xb8\x01\n" +
+	"\vBlockedHead\x121\n" +
+	"\bdelivery\x18\x01 \x01(\v2\x15.hookline.v1.DeliveryR\bdelivery\x12;\n" +
+	"\vlast_result\x18\x02 \x01(\v2\x1a.hookline.v1.AttemptResultR\n" +
+	"lastResult\x129\n" +
+	"\n" +
+	"blocked_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tblockedAt*\x84\x02\n" +
 	"\fDeliveryKind\x12\x1d\n" +
 	"\x19DELIVERY_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13DELIVERY_KIND_FIRST\x10\x01\x12\x17\n" +
@@ -1481,13 +1737,18 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x15DELIVERY_KIND_RECOVER\x10\x04\x12\x1a\n" +
 	"\x16DELIVERY_KIND_DEFERRED\x10\x05\x12\x1a\n" +
 	"\x16DELIVERY_KIND_UNPARKED\x10\x06\x12\x16\n" +
-	"\x12DELIVERY_KIND_TEST\x10\a*\x9f\x01\n" +
+	"\x12DELIVERY_KIND_TEST\x10\a\x12\x1e\n" +
+	"\x1aDELIVERY_KIND_LANE_COMMAND\x10\b*G\n" +
+	"\x06LaneOp\x12\x17\n" +
+	"\x13LANE_OP_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fLANE_OP_SKIP\x10\x01\x12\x12\n" +
+	"\x0eLANE_OP_RESEND\x10\x02*\x9f\x01\n" +
 	"\fOutcomeClass\x12\x1d\n" +
 	"\x19OUTCOME_CLASS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15OUTCOME_CLASS_SUCCESS\x10\x01\x12\x1b\n" +
 	"\x17OUTCOME_CLASS_TRANSIENT\x10\x02\x12\x1b\n" +
 	"\x17OUTCOME_CLASS_PERMANENT\x10\x03\x12\x1b\n" +
-	"\x17OUTCOME_CLASS_AMBIGUOUS\x10\x04*\x84\x02\n" +
+	"\x17OUTCOME_CLASS_AMBIGUOUS\x10\x04*\xa0\x02\n" +
 	"\rDeliveryState\x12\x1e\n" +
 	"\x1aDELIVERY_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DELIVERY_STATE_PENDING\x10\x01\x12\x1c\n" +
@@ -1496,13 +1757,15 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x15DELIVERY_STATE_FAILED\x10\x04\x12\x1a\n" +
 	"\x16DELIVERY_STATE_EXPIRED\x10\x05\x12\x19\n" +
 	"\x15DELIVERY_STATE_PARKED\x10\x06\x12#\n" +
-	"\x1fDELIVERY_STATE_ENDPOINT_DELETED\x10\a*\x90\x01\n" +
+	"\x1fDELIVERY_STATE_ENDPOINT_DELETED\x10\a\x12\x1a\n" +
+	"\x16DELIVERY_STATE_BLOCKED\x10\b*\xae\x01\n" +
 	"\n" +
 	"NoticeType\x12\x1b\n" +
 	"\x17NOTICE_TYPE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cNOTICE_TYPE_ENDPOINT_FAILING\x10\x01\x12\x1f\n" +
 	"\x1bNOTICE_TYPE_ENDPOINT_PAUSED\x10\x02\x12\"\n" +
-	"\x1eNOTICE_TYPE_ENDPOINT_RECOVERED\x10\x03*u\n" +
+	"\x1eNOTICE_TYPE_ENDPOINT_RECOVERED\x10\x03\x12\x1c\n" +
+	"\x18NOTICE_TYPE_LANE_BLOCKED\x10\x04*u\n" +
 	"\x10IdempotencyState\x12!\n" +
 	"\x1dIDEMPOTENCY_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19IDEMPOTENCY_STATE_CLAIMED\x10\x01\x12\x1f\n" +
@@ -1520,62 +1783,72 @@ func file_hookline_v1_records_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_records_proto_rawDescData
 }
 
-var file_hookline_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_hookline_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_hookline_v1_records_proto_goTypes = []any{
 	(DeliveryKind)(0),             // 0: hookline.v1.DeliveryKind
-	(OutcomeClass)(0),             // 1: hookline.v1.OutcomeClass
-	(DeliveryState)(0),            // 2: hookline.v1.DeliveryState
-	(NoticeType)(0),               // 3: hookline.v1.NoticeType
-	(IdempotencyState)(0),         // 4: hookline.v1.IdempotencyState
-	(*Delivery)(nil),              // 5: hookline.v1.Delivery
-	(*AttemptResult)(nil),         // 6: hookline.v1.AttemptResult
-	(*DeadLetter)(nil),            // 7: hookline.v1.DeadLetter
-	(*EndpointRecord)(nil),        // 8: hookline.v1.EndpointRecord
-	(*EndpointSecret)(nil),        // 9: hookline.v1.EndpointSecret
-	(*SealedSecret)(nil),          // 10: hookline.v1.SealedSecret
-	(*Notice)(nil),                // 11: hookline.v1.Notice
-	(*IdempotencyRecord)(nil),     // 12: hookline.v1.IdempotencyRecord
-	(*LaneRecord)(nil),            // 13: hookline.v1.LaneRecord
-	(*LaneMember)(nil),            // 14: hookline.v1.LaneMember
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
-	(*Endpoint)(nil),              // 17: hookline.v1.Endpoint
-	(*DeliveryRef)(nil),           // 18: hookline.v1.DeliveryRef
+	(LaneOp)(0),                   // 1: hookline.v1.LaneOp
+	(OutcomeClass)(0),             // 2: hookline.v1.OutcomeClass
+	(DeliveryState)(0),            // 3: hookline.v1.DeliveryState
+	(NoticeType)(0),               // 4: hookline.v1.NoticeType
+	(IdempotencyState)(0),         // 5: hookline.v1.IdempotencyState
+	(*LaneCommand)(nil),           // 6: hookline.v1.LaneCommand
+	(*Delivery)(nil),              // 7: hookline.v1.Delivery
+	(*AttemptResult)(nil),         // 8: hookline.v1.AttemptResult
+	(*DeadLetter)(nil),            // 9: hookline.v1.DeadLetter
+	(*EndpointRecord)(nil),        // 10: hookline.v1.EndpointRecord
+	(*EndpointSecret)(nil),        // 11: hookline.v1.EndpointSecret
+	(*SealedSecret)(nil),          // 12: hookline.v1.SealedSecret
+	(*Notice)(nil),                // 13: hookline.v1.Notice
+	(*IdempotencyRecord)(nil),     // 14: hookline.v1.IdempotencyRecord
+	(*LaneRecord)(nil),            // 15: hookline.v1.LaneRecord
+	(*LaneMember)(nil),            // 16: hookline.v1.LaneMember
+	(*BlockedHead)(nil),           // 17: hookline.v1.BlockedHead
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*Endpoint)(nil),              // 20: hookline.v1.Endpoint
+	(*DeliveryRef)(nil),           // 21: hookline.v1.DeliveryRef
 }
 var file_hookline_v1_records_proto_depIdxs = []int32{
-	15, // 0: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
-	15, // 1: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
-	15, // 2: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
-	15, // 3: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
-	0,  // 4: hookline.v1.Delivery.kind:type_name -> hookline.v1.DeliveryKind
-	16, // 5: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
-	15, // 6: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
-	1,  // 7: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
-	16, // 8: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
-	15, // 9: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
-	2,  // 10: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
-	15, // 11: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
-	5,  // 12: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
-	6,  // 13: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
-	15, // 14: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	17, // 15: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
-	9,  // 16: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
-	15, // 17: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
-	15, // 18: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 19: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
-	3,  // 20: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
-	15, // 21: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	4,  // 22: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
-	18, // 23: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
-	15, // 24: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
-	15, // 25: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 26: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	1,  // 0: hookline.v1.LaneCommand.op:type_name -> hookline.v1.LaneOp
+	18, // 1: hookline.v1.LaneCommand.at:type_name -> google.protobuf.Timestamp
+	18, // 2: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
+	18, // 3: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
+	18, // 4: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
+	18, // 5: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
+	0,  // 6: hookline.v1.Delivery.kind:type_name -> hookline.v1.DeliveryKind
+	19, // 7: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
+	18, // 8: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
+	6,  // 9: hookline.v1.Delivery.lane_command:type_name -> hookline.v1.LaneCommand
+	2,  // 10: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
+	19, // 11: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
+	18, // 12: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 13: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
+	18, // 14: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
+	7,  // 15: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
+	8,  // 16: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
+	18, // 17: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	20, // 18: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
+	11, // 19: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
+	18, // 20: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
+	18, // 21: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 22: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
+	4,  // 23: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
+	18, // 24: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	5,  // 25: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
+	21, // 26: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
+	18, // 27: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
+	18, // 28: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 29: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
+	17, // 30: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
+	7,  // 31: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
+	8,  // 32: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
+	18, // 33: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }
@@ -1585,14 +1858,14 @@ func file_hookline_v1_records_proto_init() {
 	}
 	file_hookline_v1_endpoint_proto_init()
 	file_hookline_v1_event_proto_init()
-	file_hookline_v1_records_proto_msgTypes[0].OneofWrappers = []any{}
+	file_hookline_v1_records_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_records_proto_rawDesc), len(file_hookline_v1_records_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   10,
+			NumEnums:      6,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
