@@ -22,6 +22,7 @@ import (
 	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/health"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/lanes"
 	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/platform/sign"
 	"github.com/hookline/hookline/platform/telemetry"
@@ -63,7 +64,7 @@ type Service struct {
 	notices      *noticeView
 	noticeFollow *hkafka.Follower
 	// lanes seeds ordered lanes after an assignment; laneFollow feeds it.
-	lanes      *laneView
+	lanes      *lanes.View
 	laneFollow *hkafka.Follower
 
 	tp      trace.TracerProvider
@@ -151,7 +152,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		rcv:          newReceivers(),
 		signers:      newSigners(keys),
 		notices:      newNoticeView(),
-		lanes:        newLaneView(),
+		lanes:        lanes.NewView(),
 		pauseOutcome: defaultPauseOutcome,
 		probe:        &health.Probe{},
 		tp:           otel.GetTracerProvider(),
@@ -162,7 +163,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	s.rcv.seed, s.rcv.seedOutage = s.notices.lookup, cfg.OutageAfter > 0
 	s.noticeFollow = hkafka.NewFollower(s.notices.apply, s.topics.Notices)
-	s.laneFollow = hkafka.NewFollower(s.lanes.apply, s.topics.Lanes)
+	s.laneFollow = hkafka.NewFollower(s.lanes.Apply, s.topics.Lanes)
 	s.tracer = s.tp.Tracer(scope)
 	s.processSpan = "process " + s.topics.Deliveries
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)

@@ -8,35 +8,10 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/lanes"
 	"github.com/hookline/hookline/platform/sign"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-func TestLaneRecordKeysRoundTripAndTheViewAppliesTombstones(t *testing.T) {
-	for _, c := range [][2]string{{"ep_1", ""}, {"ep_1", "a:b"}, {"ep:x", "7"}} {
-		ep, key, ok := parseLaneRecordKey(laneRecordKey(c[0], c[1]))
-		if !ok || ep != c[0] || key != c[1] {
-			t.Errorf("%q: parsed %q %q %v", c, ep, key, ok)
-		}
-	}
-	if _, _, ok := parseLaneRecordKey("9:short"); ok {
-		t.Error("a malformed key parsed")
-	}
-	v := newLaneView()
-	r, err := hkafka.Record("lanes", laneRecordKey("ep_1", "k"), &hooklinev1.LaneRecord{EndpointId: "ep_1", OrderingKey: "k",
-		Outside: []*hooklinev1.LaneMember{{DeliveryId: "dlv_1", LaneSeq: 4}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.apply(r)
-	if got := v.snapshot("ep_1")["k"]["dlv_1"]; got != 4 {
-		t.Fatalf("snapshot %v", v.snapshot("ep_1"))
-	}
-	v.apply(&kgo.Record{Key: []byte(laneRecordKey("ep_1", "k"))})
-	if got := v.snapshot("ep_1"); got != nil {
-		t.Fatalf("after the tombstone: %v", got)
-	}
-}
 
 // lanesOf builds a commit's outputs as commit does and returns its
 // lanes records by key (nil value: a tombstone).
@@ -87,7 +62,7 @@ func TestTheLanesTopicFollowsTheWatermark(t *testing.T) {
 	ep.Endpoint.OutageModeDisabled = true
 	s.store.Put(ep)
 	e := testEngine(t, s)
-	key := laneRecordKey("ep_1", "")
+	key := lanes.RecordKey("ep_1", "")
 
 	e.pollN(t, 0, 0, 2) // dlv_0 (fails once), dlv_1
 	e.runDry(t)
@@ -103,7 +78,7 @@ func TestTheLanesTopicFollowsTheWatermark(t *testing.T) {
 	if got, ok := e.lanesOf(t)[key]; ok {
 		t.Fatalf("a commit below the return wrote %v; the lane must stay as committed", got)
 	}
-	if k := e.f.lanes["ep_1"].ord.keys[""]; k.committed["dlv_0"] != 0 || len(k.committed) != 1 {
+	if k := e.f.lanes["ep_1"].ord.keys[""]; k.committed["dlv_0"].GetLaneSeq() != 0 || len(k.committed) != 1 {
 		t.Fatalf("committed %v; want dlv_0 still outside as of the watermark", k.committed)
 	}
 	e.runDry(t) // dlv_0 delivered, then dlv_1

@@ -262,7 +262,7 @@ func (e *engine) collect(now time.Time) error {
 				l.observe(m.latency)
 			}
 			if !en.part.dropped {
-				e.settledOrdered(en, m.outs, now)
+				m.outs = e.settledOrdered(en, m.outs, now)
 			}
 			e.f.touch(l, now)
 			e.f.requeue(l, now)

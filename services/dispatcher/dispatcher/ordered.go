@@ -5,6 +5,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/lanes"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -25,7 +26,10 @@ import (
 //   - a member whose attempt (or settlement) wrote a delivery record back
 //     (retries or deliveries topic) is outside until it is read again; any
 //     other outcome is terminal (delivered, or dead-lettered: on_head_failure
-//     skip) and lets the next member go.
+//     skip) and lets the next member go;
+//   - with on_head_failure block, a head that fails for good is blocked
+//     instead (block.go): it stays outside, kept whole in the lanes topic,
+//     until an operator's command (lanecmd.go) resends or skips it.
 //
 // Which members are outside is also durable: each member's change is
 // committed with the watermark that passes it, to the lanes topic
@@ -38,7 +42,7 @@ type ordering struct {
 	part *partWindow // the partition the endpoint's deliveries come from
 	// seeds are the lanes topic's members outside memory per key, as of
 	// the ordering's making; a keyLane takes its seed when it is made.
-	seeds   map[string]map[string]int64
+	seeds   map[string]lanes.Members
 	keys    map[string]*keyLane
 	ready   fifo[*keyLane] // keyLanes that may be startable; checked when taken
 	waiting int            // members waiting in memory (counted in lane.queued too)
@@ -56,7 +60,7 @@ type keyLane struct {
 	// committed is the outside list as of the committed watermark: what
 	// the lanes topic says (lanes.go); pending counts the lane changes of
 	// entries not committed yet.
-	committed map[string]int64
+	committed lanes.Members
 	pending   int
 }
 
@@ -64,6 +68,9 @@ type keyLane struct {
 type outsider struct {
 	seq   int64
 	since time.Time
+	// blocked is set for a blocked head: it does not come back by
+	// itself, only through an operator's command.
+	blocked *hooklinev1.BlockedHead
 }
 
 // isOrdered reports whether d takes its turn in an ordered lane of ep. An
@@ -95,24 +102,8 @@ func seq(e *entry) int64 { return e.d.GetLaneSeq() }
 // placeOrdered puts en, of an ordered endpoint, into its keyLane of l,
 // or spills it when l is over its backlog budget (it is then outside).
 func (e *engine) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord, now time.Time) {
-	if l.ord == nil {
-		// The first of the endpoint's deliveries since an assignment (or
-		// a rewind): its lanes start from what the lanes topic says.
-		l.ord = &ordering{keys: map[string]*keyLane{}, seeds: e.s.lanes.snapshot(l.id)}
-	}
+	k := e.keyLaneOf(l, en.part, laneKey(ep, en.d), now)
 	o := l.ord
-	o.part = en.part // an endpoint's deliveries come from one partition
-	key := laneKey(ep, en.d)
-	k := o.keys[key]
-	if k == nil {
-		k = &keyLane{lane: l, key: key, outside: map[string]outsider{}, committed: map[string]int64{}}
-		for id, s := range o.seeds[key] {
-			k.outside[id] = outsider{seq: s, since: now}
-			k.committed[id] = s
-		}
-		delete(o.seeds, key)
-		o.keys[key] = k
-	}
 	id := en.d.GetDeliveryId()
 	if en.d.LaneSeq == nil {
 		// First read, or back from a path that kept the raw record (a
@@ -140,6 +131,29 @@ func (e *engine) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord,
 	o.touch(k)
 	e.f.touch(l, now)
 	e.f.ready(l, now)
+}
+
+// keyLaneOf returns l's keyLane of key, fed by partition part, making
+// it (and l's ordering) from the lanes topic's view when this
+// dispatcher has none: the first of the endpoint's deliveries (or
+// commands) since an assignment or a rewind.
+func (e *engine) keyLaneOf(l *lane, part *partWindow, key string, now time.Time) *keyLane {
+	if l.ord == nil {
+		l.ord = &ordering{keys: map[string]*keyLane{}, seeds: e.s.lanes.Snapshot(l.id)}
+	}
+	o := l.ord
+	o.part = part // an endpoint's deliveries come from one partition
+	k := o.keys[key]
+	if k == nil {
+		k = &keyLane{lane: l, key: key, outside: map[string]outsider{}, committed: lanes.Members{}}
+		for id, m := range o.seeds[key] {
+			k.outside[id] = outsider{seq: m.GetLaneSeq(), since: now, blocked: m.GetBlocked()}
+			k.committed[id] = m
+		}
+		delete(o.seeds, key)
+		o.keys[key] = k
+	}
+	return k
 }
 
 // startable reports whether k's head may start now.
@@ -227,12 +241,15 @@ func (o *ordering) drain() []*entry {
 }
 
 // settledOrdered notes how a member of an ordered lane ended its turn:
-// outside when its outputs send the delivery round again, otherwise
-// terminal. Either way its keyLane is no longer busy with it.
-func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) {
+// outside when its outputs send the delivery round again, blocked when
+// they block its lane (block.go), otherwise terminal. Either way its
+// keyLane is no longer busy with it. It returns the outputs to write:
+// a block's mark is taken out of them.
+func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) []*kgo.Record {
+	blocked, outs := e.takeBlockMark(en, outs)
 	k := en.key
 	if k == nil {
-		return
+		return outs
 	}
 	en.key = nil
 	if k.head == en {
@@ -240,15 +257,27 @@ func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) {
 	}
 	id := en.d.GetDeliveryId()
 	delete(k.outside, id)
-	en.opOut = false
-	for _, r := range outs {
-		if r.Topic == e.s.topics.Retries || r.Topic == e.s.topics.Deliveries {
-			k.outside[id] = outsider{seq: seq(en), since: now}
-			en.opOut = true
-			break
+	en.opMember = nil
+	switch {
+	case blocked != nil:
+		k.outside[id] = outsider{seq: seq(en), since: now, blocked: blocked}
+		en.opMember = &hooklinev1.LaneMember{DeliveryId: id, LaneSeq: seq(en), Blocked: blocked}
+	default:
+		for _, r := range outs {
+			if r.Topic == e.s.topics.Retries || r.Topic == e.s.topics.Deliveries {
+				k.outside[id] = outsider{seq: seq(en), since: now}
+				en.opMember = &hooklinev1.LaneMember{DeliveryId: id, LaneSeq: seq(en)}
+				break
+			}
 		}
 	}
-	// The lanes topic learns of it when the watermark passes en.
+	e.laneChanged(en, k, now)
+	return outs
+}
+
+// laneChanged notes that en's settlement changed k (en.opMember): the
+// lanes topic learns of it when the watermark passes en.
+func (e *engine) laneChanged(en *entry, k *keyLane, now time.Time) {
 	en.opKey = k
 	k.pending++
 	if l := k.lane; l.ord != nil && l.ord.keys[k.key] == k {
@@ -278,7 +307,8 @@ func (e *engine) expireOrdered(cutoff, now time.Time) {
 		}
 		for _, k := range l.ord.keys {
 			for id, out := range k.outside {
-				if out.since.Before(cutoff) {
+				// A blocked head waits for an operator, however long.
+				if out.blocked == nil && out.since.Before(cutoff) {
 					delete(k.outside, id)
 				}
 			}

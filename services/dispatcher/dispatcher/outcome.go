@@ -57,8 +57,7 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 	case !classify.Retryable(ar.Class):
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 		res.Reason = "permanent failure"
-		log.InfoContext(ctx, "delivery failed permanently; dead-lettered", "err", res.Error)
-		return append(s.deadLetter(rctx, d, res), notices...)
+		return append(s.headFailed(ctx, rctx, log, "delivery failed permanently", d, ep, res), notices...)
 	case d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND, d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST:
 		// A manual resend or a test event is exactly one attempt (R-REPLAY-1): never retried.
 		res.State, res.Reason = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, "one-off attempt failed; resends and test events are not retried"
@@ -71,8 +70,7 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 	if d.GetAttempt() >= maxAttempts {
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 		res.Reason = fmt.Sprintf("gave up after %d attempts", d.GetAttempt())
-		log.InfoContext(ctx, "delivery out of attempts; dead-lettered", "err", res.Error)
-		return append(s.deadLetter(rctx, d, res), notices...)
+		return append(s.headFailed(ctx, rctx, log, "delivery out of attempts", d, ep, res), notices...)
 	}
 	wait := policy.Delay(d.GetAttempt(), s.rand)
 	if retryafter.Honoured(ar.StatusCode) {
@@ -86,8 +84,7 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 	if giveUp := d.GetGiveUpAt(); giveUp != nil && next.After(giveUp.AsTime()) {
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED
 		res.Reason = fmt.Sprintf("next attempt would be after the give-up time %s", giveUp.AsTime().UTC().Format(time.RFC3339))
-		log.InfoContext(ctx, "delivery out of time; dead-lettered", "err", res.Error)
-		return append(s.deadLetter(rctx, d, res), notices...)
+		return append(s.headFailed(ctx, rctx, log, "delivery out of time", d, ep, res), notices...)
 	}
 	res.State = hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED
 	res.NextAttemptAt = timestamppb.New(next)

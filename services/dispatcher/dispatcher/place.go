@@ -85,7 +85,7 @@ func (e *engine) queueLimit(l *lane) int {
 // span.
 func (e *engine) settle(en *entry, fn func(context.Context) []*kgo.Record) {
 	outs := e.s.process(context.Background(), en.rec, fn)
-	e.settledOrdered(en, outs, e.s.now())
+	outs = e.settledOrdered(en, outs, e.s.now())
 	e.w.finish(en, outs)
 }
 

@@ -52,11 +52,11 @@ type entry struct {
 	part     *partWindow
 	d        *hooklinev1.Delivery // nil when the record does not decode
 	lane     *lane
-	key      *keyLane // its ordered lane, while it has a turn to end (ordered.go)
-	opKey    *keyLane // its ordered lane, until its lane change is committed (lanes.go)
-	opOut    bool     // the change: outside (true) or not
-	size     int64    // charged to the window
-	cost     int64    // attempt memory charged while in flight
+	key      *keyLane               // its ordered lane, while it has a turn to end (ordered.go)
+	opKey    *keyLane               // its ordered lane, until its lane change is committed (lanes.go)
+	opMember *hooklinev1.LaneMember // the change: outside (or blocked) as this, or not outside (nil)
+	size     int64                  // charged to the window
+	cost     int64                  // attempt memory charged while in flight
 	state    entryState
 	outs     []*kgo.Record
 	queuedAt time.Time

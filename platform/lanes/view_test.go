@@ -1,0 +1,61 @@
+package lanes
+
+import (
+	"testing"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func record(t *testing.T, rec *hooklinev1.LaneRecord) *kgo.Record {
+	t.Helper()
+	r, err := hkafka.Record("lanes", RecordKey(rec.GetEndpointId(), rec.GetOrderingKey()), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestLaneRecordKeysRoundTripAndTheViewAppliesTombstones(t *testing.T) {
+	for _, c := range [][2]string{{"ep_1", ""}, {"ep_1", "a:b"}, {"ep:x", "7"}} {
+		ep, key, ok := ParseRecordKey(RecordKey(c[0], c[1]))
+		if !ok || ep != c[0] || key != c[1] {
+			t.Errorf("%q: parsed %q %q %v", c, ep, key, ok)
+		}
+	}
+	if _, _, ok := ParseRecordKey("9:short"); ok {
+		t.Error("a malformed key parsed")
+	}
+	v := NewView()
+	v.Apply(record(t, &hooklinev1.LaneRecord{EndpointId: "ep_1", OrderingKey: "k",
+		Outside: []*hooklinev1.LaneMember{{DeliveryId: "dlv_1", LaneSeq: 4}}}))
+	if got := v.Snapshot("ep_1")["k"]["dlv_1"].GetLaneSeq(); got != 4 {
+		t.Fatalf("snapshot %v", v.Snapshot("ep_1"))
+	}
+	v.Apply(&kgo.Record{Key: []byte(RecordKey("ep_1", "k"))})
+	if got := v.Snapshot("ep_1"); got != nil {
+		t.Fatalf("after the tombstone: %v", got)
+	}
+}
+
+func TestBlockedListsBlockedLanesByKeyWithTheirFollowers(t *testing.T) {
+	v := NewView()
+	blocked := func(id string, seq int64) *hooklinev1.LaneMember {
+		return &hooklinev1.LaneMember{DeliveryId: id, LaneSeq: seq, Blocked: &hooklinev1.BlockedHead{}}
+	}
+	v.Apply(record(t, &hooklinev1.LaneRecord{EndpointId: "ep_1", OrderingKey: "b",
+		Outside: []*hooklinev1.LaneMember{blocked("dlv_b", 3), {DeliveryId: "dlv_b2", LaneSeq: 7}, {DeliveryId: "dlv_b3", LaneSeq: 9}}}))
+	v.Apply(record(t, &hooklinev1.LaneRecord{EndpointId: "ep_1", OrderingKey: "a", Outside: []*hooklinev1.LaneMember{blocked("dlv_a", 1)}}))
+	v.Apply(record(t, &hooklinev1.LaneRecord{EndpointId: "ep_1", OrderingKey: "c", Outside: []*hooklinev1.LaneMember{{DeliveryId: "dlv_c", LaneSeq: 2}}}))
+	v.Apply(record(t, &hooklinev1.LaneRecord{EndpointId: "ep_2", OrderingKey: "a", Outside: []*hooklinev1.LaneMember{blocked("dlv_x", 1)}}))
+	got := v.Blocked("ep_1", nil)
+	if len(got) != 2 || got[0].Key != "a" || got[0].Head.GetDeliveryId() != "dlv_a" || got[0].Followers != 0 ||
+		got[1].Key != "b" || got[1].Head.GetDeliveryId() != "dlv_b" || got[1].Followers != 2 {
+		t.Fatalf("blocked lanes %+v; want a (no followers) then b (2 followers), not c (not blocked)", got)
+	}
+	after := "a"
+	if got := v.Blocked("ep_1", &after); len(got) != 1 || got[0].Key != "b" {
+		t.Fatalf("after %q: %+v", after, got)
+	}
+}
