@@ -30,6 +30,7 @@ var scopeTable = map[string]apikey.Scope{
 	"/hookline.v1.DeliveryService/GetDelivery":    apikey.ScopeRead,
 	"/hookline.v1.DeliveryService/ListDeliveries": apikey.ScopeRead,
 	"/hookline.v1.DeliveryService/ListEvents":     apikey.ScopeRead,
+	"/hookline.v1.LaneService/ListBlockedLanes":   apikey.ScopeRead,
 }
 
 // hooklineRPCs returns every RPC of every hookline.v1 service.

@@ -27,7 +27,8 @@ func TestEveryRPCDeniesAnotherTenantAndWritesNothing(t *testing.T) {
 	endpoints := hooklinev1.NewEndpointServiceClient(conn)
 	events := hooklinev1.NewEventServiceClient(conn)
 	deliveries := hooklinev1.NewDeliveryServiceClient(conn)
-	topics := []string{st.topics.Endpoints, st.topics.Deliveries, st.topics.Idempotency, st.topics.Results, st.topics.Dead}
+	lanes := hooklinev1.NewLaneServiceClient(conn)
+	topics := []string{st.topics.Endpoints, st.topics.Deliveries, st.topics.Idempotency, st.topics.Results, st.topics.Dead, st.topics.Lanes}
 	written := func() int64 {
 		var n int64
 		for _, tp := range topics {
@@ -96,6 +97,18 @@ func TestEveryRPCDeniesAnotherTenantAndWritesNothing(t *testing.T) {
 		}},
 		{"SendTestEvent", func() error {
 			_, err := deliveries.SendTestEvent(st.ctxAs(otherTenantKey), &hooklinev1.SendTestEventRequest{EndpointId: ep.GetId()})
+			return err
+		}},
+		{"ListBlockedLanes", func() error {
+			_, err := lanes.ListBlockedLanes(st.ctxAs(otherTenantKey), &hooklinev1.ListBlockedLanesRequest{EndpointId: ep.GetId()})
+			return err
+		}},
+		{"SkipLaneHead", func() error {
+			_, err := lanes.SkipLaneHead(st.ctxAs(otherTenantKey), &hooklinev1.SkipLaneHeadRequest{EndpointId: ep.GetId(), DeliveryId: dlv})
+			return err
+		}},
+		{"ResendLaneHead", func() error {
+			_, err := lanes.ResendLaneHead(st.ctxAs(otherTenantKey), &hooklinev1.ResendLaneHeadRequest{EndpointId: ep.GetId(), DeliveryId: dlv})
 			return err
 		}},
 		{"RecoverEndpoint", func() error {

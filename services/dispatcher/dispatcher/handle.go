@@ -191,6 +191,9 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 	if err != nil {
 		return []*kgo.Record{s.workerFault(ctx, r, err.Error())}
 	}
+	if isLaneCommand(d) {
+		return nil // only the engine's lanes apply one (lanecmd.go)
+	}
 	now := s.now()
 	v, ep := s.triage(d, now, false)
 	if v == needSync {

@@ -25,6 +25,10 @@ func (e *engine) place(en *entry, now time.Time) {
 		}
 		en.d = d
 	}
+	if isLaneCommand(en.d) {
+		e.laneCommand(en, now)
+		return
+	}
 	v, ep := s.triage(en.d, now, en.synced)
 	switch v {
 	case toLane:

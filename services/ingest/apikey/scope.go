@@ -48,6 +48,7 @@ var scopes = map[string]Scope{
 	hooklinev1.DeliveryService_ListDeliveries_FullMethodName: ScopeRead,
 	hooklinev1.DeliveryService_GetDelivery_FullMethodName:    ScopeRead,
 	hooklinev1.DeliveryService_ListEvents_FullMethodName:     ScopeRead,
+	hooklinev1.LaneService_ListBlockedLanes_FullMethodName:   ScopeRead,
 }
 
 // adminOnly lists the RPCs only an admin key may call; with scopes it
@@ -62,6 +63,8 @@ var adminOnly = []string{
 	hooklinev1.DeliveryService_ResendDelivery_FullMethodName,
 	hooklinev1.DeliveryService_RecoverEndpoint_FullMethodName,
 	hooklinev1.DeliveryService_SendTestEvent_FullMethodName,
+	hooklinev1.LaneService_SkipLaneHead_FullMethodName,
+	hooklinev1.LaneService_ResendLaneHead_FullMethodName,
 }
 
 // Needed returns the scope, besides admin, that admits fullMethod

@@ -89,6 +89,7 @@ func TestAuthFuncAdmitsEachRPCForItsScopesOnly(t *testing.T) {
 		hooklinev1.EndpointService_GetEndpoint_FullMethodName, hooklinev1.EndpointService_ListEndpoints_FullMethodName,
 		hooklinev1.DeliveryService_GetEvent_FullMethodName, hooklinev1.DeliveryService_GetDelivery_FullMethodName,
 		hooklinev1.DeliveryService_ListDeliveries_FullMethodName, hooklinev1.DeliveryService_ListEvents_FullMethodName,
+		hooklinev1.LaneService_ListBlockedLanes_FullMethodName,
 	} {
 		want[m] = []Scope{ScopeAdmin, ScopeRead}
 	}

@@ -46,7 +46,8 @@ func (s *Store) applyOne(b *pebble.Batch, r *kgo.Record) error {
 	switch r.Topic {
 	case s.topics.Deliveries:
 		var d hooklinev1.Delivery
-		if hkafka.Decode(r, &d) == nil && d.GetDeliveryId() != "" {
+		// A lane command names a delivery but is not one (LaneService).
+		if hkafka.Decode(r, &d) == nil && d.GetDeliveryId() != "" && d.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_LANE_COMMAND {
 			return putDelivery(b, &d)
 		}
 	case s.topics.Dead:

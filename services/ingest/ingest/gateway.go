@@ -77,6 +77,9 @@ func (s *Service) newGateway(ctx context.Context, srv *grpc.Server) (*gateway, e
 		func() error {
 			return hooklinev1.RegisterDeliveryServiceHandlerClient(ctx, mux, hooklinev1.NewDeliveryServiceClient(conn))
 		},
+		func() error {
+			return hooklinev1.RegisterLaneServiceHandlerClient(ctx, mux, hooklinev1.NewLaneServiceClient(conn))
+		},
 	} {
 		if err := register(); err != nil {
 			_ = conn.Close()

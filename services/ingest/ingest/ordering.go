@@ -2,8 +2,6 @@ package ingest
 
 import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // maxOrderingKeyLen bounds PublishEventRequest.ordering_key.
@@ -17,17 +15,12 @@ func validateOrdering(o hooklinev1.Ordering) error {
 	return nil
 }
 
-// validateHeadFailure checks on_head_failure. Blocking lanes is designed
-// (docs/DESIGN.md, "Ordered delivery") but not built, so it is refused
-// rather than accepted and not honoured.
+// validateHeadFailure checks on_head_failure.
 func validateHeadFailure(h hooklinev1.HeadFailure) error {
-	switch h {
-	case hooklinev1.HeadFailure_HEAD_FAILURE_UNSPECIFIED, hooklinev1.HeadFailure_HEAD_FAILURE_SKIP:
-		return nil
-	case hooklinev1.HeadFailure_HEAD_FAILURE_BLOCK:
-		return status.Error(codes.Unimplemented, "on_head_failure: HEAD_FAILURE_BLOCK is not available yet; use HEAD_FAILURE_SKIP (the head is dead-lettered and the lane goes on)")
+	if _, ok := hooklinev1.HeadFailure_name[int32(h)]; !ok {
+		return invalid("on_head_failure", "%d is not a choice; use HEAD_FAILURE_SKIP or HEAD_FAILURE_BLOCK", h)
 	}
-	return invalid("on_head_failure", "%d is not a choice; use HEAD_FAILURE_SKIP", h)
+	return nil
 }
 
 // validateOrderingKey checks a publish's ordering key: at most

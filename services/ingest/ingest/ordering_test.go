@@ -25,7 +25,7 @@ func TestOrderingFieldsAreValidatedWithAStatusThatSaysWhatToFix(t *testing.T) {
 		{"per key", validateOrdering(hooklinev1.Ordering_ORDERING_PER_KEY), codes.OK, ""},
 		{"unknown mode", validateOrdering(9), codes.InvalidArgument, "ORDERING_PER_KEY"},
 		{"skip", validateHeadFailure(hooklinev1.HeadFailure_HEAD_FAILURE_SKIP), codes.OK, ""},
-		{"block not built", validateHeadFailure(hooklinev1.HeadFailure_HEAD_FAILURE_BLOCK), codes.Unimplemented, "HEAD_FAILURE_SKIP"},
+		{"block", validateHeadFailure(hooklinev1.HeadFailure_HEAD_FAILURE_BLOCK), codes.OK, ""},
 		{"unknown choice", validateHeadFailure(7), codes.InvalidArgument, "HEAD_FAILURE_SKIP"},
 	}
 	for _, c := range cases {

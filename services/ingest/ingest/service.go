@@ -30,6 +30,7 @@ import (
 	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/keyring"
+	"github.com/hookline/hookline/platform/lanes"
 	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/ingest/apikey"
@@ -56,6 +57,7 @@ type Service struct {
 	hooklinev1.UnimplementedEventServiceServer
 	hooklinev1.UnimplementedEndpointServiceServer
 	hooklinev1.UnimplementedDeliveryServiceServer
+	hooklinev1.UnimplementedLaneServiceServer
 
 	cfg   Config
 	log   *slog.Logger
@@ -76,6 +78,9 @@ type Service struct {
 	instanceID string
 	idem       *idemView
 	idemFollow *hkafka.Follower
+	// lanes is the lanes topic (LaneService), fed by laneFollow.
+	lanes      *lanes.View
+	laneFollow *hkafka.Follower
 	// history serves DeliveryService and the console, fed by
 	// indexFollow; both are set by Run before it serves.
 	history     *history.Store
@@ -184,6 +189,8 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.publishLimits = newPublishLimits(cfg.PublishRate, cfg.PublishBurst, s.now)
 	s.idem = newIdemView(s.now, cfg.IdempotencyTTL)
 	s.idemFollow = hkafka.NewFollower(s.idem.apply, s.topics.Idempotency)
+	s.lanes = lanes.NewView()
+	s.laneFollow = hkafka.NewFollower(s.lanes.Apply, s.topics.Lanes)
 	s.tokens = pagetoken.New(pageTokenKey(cfg))
 	return s, nil
 }
@@ -412,6 +419,7 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 	hooklinev1.RegisterEventServiceServer(srv, s)
 	hooklinev1.RegisterEndpointServiceServer(srv, s)
 	hooklinev1.RegisterDeliveryServiceServer(srv, s)
+	hooklinev1.RegisterLaneServiceServer(srv, s)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
@@ -447,5 +455,5 @@ func kafkaStatus(ctx context.Context, what string, err error) error {
 
 // followers returns the topic readers Run starts.
 func (s *Service) followers() []*hkafka.Follower {
-	return []*hkafka.Follower{s.idemFollow, s.indexFollow}
+	return []*hkafka.Follower{s.idemFollow, s.indexFollow, s.laneFollow}
 }

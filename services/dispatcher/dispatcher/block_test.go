@@ -1,0 +1,315 @@
+package dispatcher
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/lanes"
+	"github.com/hookline/hookline/platform/sign"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// scriptedReceiver answers each body with the status code set for it
+// (200 when none) and records the bodies in the order they came.
+type scriptedReceiver struct {
+	mu    sync.Mutex
+	codes map[string]int
+	got   []string
+}
+
+func (rx *scriptedReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	rx.mu.Lock()
+	rx.got = append(rx.got, string(raw))
+	code, ok := rx.codes[string(raw)]
+	rx.mu.Unlock()
+	if !ok {
+		code = http.StatusOK
+	}
+	w.WriteHeader(code)
+}
+
+func (rx *scriptedReceiver) set(body string, code int) {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	rx.codes[body] = code
+}
+
+func (rx *scriptedReceiver) received() []string {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	return slices.Clone(rx.got)
+}
+
+// blockFixture is an endpoint ordered per key with on_head_failure
+// block, and an engine for it.
+type blockFixture struct {
+	rx *scriptedReceiver
+	ep *hooklinev1.EndpointRecord
+	s  *Service
+	e  *engine
+}
+
+func newBlockFixture(t *testing.T) *blockFixture {
+	t.Helper()
+	rx := &scriptedReceiver{codes: map[string]int{`"a0"`: http.StatusBadRequest}}
+	srv := httptest.NewServer(rx)
+	t.Cleanup(srv.Close)
+	ep := endpoint(srv.URL, sign.GenerateSecret())
+	ep.Endpoint.Ordering = hooklinev1.Ordering_ORDERING_PER_KEY
+	ep.Endpoint.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_BLOCK
+	ep.Endpoint.OutageModeDisabled = true
+	ep.Endpoint.MaxInFlight = 2
+	f := &blockFixture{rx: rx, ep: ep}
+	f.restart(t, nil)
+	return f
+}
+
+// restart gives the fixture a new dispatcher, as a new owner of the
+// partition: its lanes view holds the lanes records given.
+func (f *blockFixture) restart(t *testing.T, laneRecords []*kgo.Record) {
+	t.Helper()
+	f.s = newTestService(t)
+	f.s.cfg.AutoPauseAfter = 0
+	f.s.store.Put(f.ep)
+	for _, r := range laneRecords {
+		f.s.lanes.Apply(r)
+	}
+	f.e = testEngine(t, f.s)
+}
+
+// publish places deliveries of key k with bodies `"<k><i>"` at offsets.
+func (f *blockFixture) publish(t *testing.T, key string, i int, offset int64) {
+	t.Helper()
+	d := &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", key, i), EventId: fmt.Sprint("evt_", key, i), TenantId: "t", EndpointId: "ep_1",
+		EventType: "a.b", Payload: fmt.Appendf(nil, `"%s%d"`, key, i), Attempt: 1, OrderingKey: key}
+	f.e.placeAt(t, d, offset)
+}
+
+// command places an operator's command on key's head id at offset.
+func (f *blockFixture) command(t *testing.T, op hooklinev1.LaneOp, key, id string, offset int64) {
+	t.Helper()
+	f.e.placeAt(t, &hooklinev1.Delivery{DeliveryId: id, TenantId: "t", EndpointId: "ep_1", OrderingKey: key,
+		Kind: hooklinev1.DeliveryKind_DELIVERY_KIND_LANE_COMMAND, DueAt: timestamppb.New(f.s.now()),
+		LaneCommand: &hooklinev1.LaneCommand{Op: op, CommandId: "lcm_1"}}, offset)
+}
+
+// commit takes the outputs a commit would write now, lanes records
+// included, as committed.
+func (e *engine) commitNow() []*kgo.Record {
+	var outs []*kgo.Record
+	for _, pw := range e.w.parts {
+		outs, _, _ = e.w.popDone(pw, e.s.now(), outs)
+	}
+	outs = e.laneOutputs(outs)
+	e.lanesCommitted(true)
+	return outs
+}
+
+func decodeAll[M proto.Message](t *testing.T, outs []*kgo.Record, topic string, mk func() M) []M {
+	t.Helper()
+	var got []M
+	for _, r := range outs {
+		if r.Topic != topic || r.Value == nil {
+			continue
+		}
+		m := mk()
+		if err := hkafka.Decode(r, m); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m)
+	}
+	return got
+}
+
+// blockedLane publishes a0 (which fails permanently), a1, a2, b0 and b1,
+// runs the engine dry and commits: lane a is blocked behind a0.
+func (f *blockFixture) blockedLane(t *testing.T) []*kgo.Record {
+	t.Helper()
+	f.publish(t, "a", 0, 0)
+	f.publish(t, "a", 1, 1)
+	f.publish(t, "b", 0, 2)
+	f.publish(t, "a", 2, 3)
+	f.publish(t, "b", 1, 4)
+	f.e.runDry(t)
+	return f.e.commitNow()
+}
+
+// TestABlockedLaneHoldsItsFollowersWhileOtherKeysGoOn: a block endpoint's
+// head that fails permanently is not dead-lettered: its result says
+// BLOCKED, a lane.blocked notice names it, the lanes topic keeps it
+// whole, its followers wait, and another key's lane goes on.
+func TestABlockedLaneHoldsItsFollowersWhileOtherKeysGoOn(t *testing.T) {
+	f := newBlockFixture(t)
+	outs := f.blockedLane(t)
+	if got := f.rx.received(); len(got) != 3 || got[0] != `"a0"` && got[1] != `"a0"` || slices.Contains(got, `"a1"`) {
+		t.Fatalf("receiver got %v; want a0 (failing) and b0, b1, never a1 or a2", got)
+	}
+	if dead := decodeAll(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) }); len(dead) != 0 {
+		t.Fatalf("dead letters %v; a blocked head is not dead-lettered", dead)
+	}
+	var blocked []*hooklinev1.AttemptResult
+	for _, r := range decodeAll(t, outs, f.s.topics.Results, func() *hooklinev1.AttemptResult { return new(hooklinev1.AttemptResult) }) {
+		if r.GetState() == hooklinev1.DeliveryState_DELIVERY_STATE_BLOCKED {
+			blocked = append(blocked, r)
+		}
+	}
+	if len(blocked) != 1 || blocked[0].GetDeliveryId() != "dlv_a0" || blocked[0].GetClass() != hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT || blocked[0].GetStatusCode() != 400 {
+		t.Fatalf("blocked results %v; want dlv_a0's attempt, class permanent, 400", blocked)
+	}
+	notices := decodeAll(t, outs, f.s.topics.Notices, func() *hooklinev1.Notice { return new(hooklinev1.Notice) })
+	if len(notices) != 1 || notices[0].GetType() != hooklinev1.NoticeType_NOTICE_TYPE_LANE_BLOCKED || notices[0].GetOrderingKey() != "a" ||
+		notices[0].GetDeliveryId() != "dlv_a0" || notices[0].GetEndpointId() != "ep_1" || notices[0].GetDetail() == "" {
+		t.Fatalf("notices %v; want one lane.blocked for key a, dlv_a0, with a reason", notices)
+	}
+	recs := decodeAll(t, outs, f.s.topics.Lanes, func() *hooklinev1.LaneRecord { return new(hooklinev1.LaneRecord) })
+	if len(recs) != 1 || recs[0].GetOrderingKey() != "a" || len(recs[0].GetOutside()) != 1 {
+		t.Fatalf("lanes records %v; want lane a with its blocked head", recs)
+	}
+	head := recs[0].GetOutside()[0]
+	if head.GetDeliveryId() != "dlv_a0" || head.GetLaneSeq() != 0 || string(head.GetBlocked().GetDelivery().GetPayload()) != `"a0"` ||
+		head.GetBlocked().GetLastResult().GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_BLOCKED {
+		t.Fatalf("lane member %v; want dlv_a0 blocked at lane_seq 0 with its delivery and last result", head)
+	}
+	// Blocked is until an operator acts: --max-hold does not end it.
+	f.e.expireOrdered(f.s.now().Add(time.Hour), f.s.now())
+	if out := f.e.f.lanes["ep_1"].ord.keys["a"].outside["dlv_a0"]; out.blocked == nil {
+		t.Fatal("expiry dropped the blocked head")
+	}
+	f.e.runDry(t)
+	if got := f.rx.received(); slices.Contains(got, `"a1"`) {
+		t.Fatalf("receiver got %v after an expiry sweep; a1 must still wait", got)
+	}
+}
+
+// TestABlockedLaneSurvivesADispatcherRestart: a new owner seeded from the
+// lanes topic sees the lane blocked and does not deliver its followers,
+// which it reads again from the watermark.
+func TestABlockedLaneSurvivesADispatcherRestart(t *testing.T) {
+	f := newBlockFixture(t)
+	f.publish(t, "a", 0, 0)
+	f.e.runDry(t)
+	lanesRecs := slices.DeleteFunc(f.e.commitNow(), func(r *kgo.Record) bool { return r.Topic != f.s.topics.Lanes })
+	f.restart(t, lanesRecs)
+	f.publish(t, "a", 1, 1)
+	f.publish(t, "b", 0, 2)
+	f.e.runDry(t)
+	if got := f.rx.received(); fmt.Sprint(got) != `["a0" "b0"]` {
+		t.Fatalf("receiver got %v; want a0 (before the restart), b0, and a1 held behind the blocked head", got)
+	}
+	if f.e.f.lanes["ep_1"].ord.keys["a"].outside["dlv_a0"].blocked == nil {
+		t.Fatal("the new owner does not see dlv_a0 blocked")
+	}
+}
+
+// TestSkippingABlockedHeadDeadLettersItAndReleasesTheLaneInOrder.
+func TestSkippingABlockedHeadDeadLettersItAndReleasesTheLaneInOrder(t *testing.T) {
+	f := newBlockFixture(t)
+	f.blockedLane(t)
+	f.command(t, hooklinev1.LaneOp_LANE_OP_SKIP, "a", "dlv_a0", 5)
+	f.e.runDry(t)
+	outs := f.e.commitNow()
+	if got := f.rx.received(); fmt.Sprint(got[3:]) != `["a1" "a2"]` {
+		t.Fatalf("receiver got %v; want a1 then a2 after the skip", got)
+	}
+	dead := decodeAll(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) })
+	if len(dead) != 1 || dead[0].GetDelivery().GetDeliveryId() != "dlv_a0" || string(dead[0].GetDelivery().GetPayload()) != `"a0"` ||
+		dead[0].GetLastResult().GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED {
+		t.Fatalf("dead letters %v; want dlv_a0, FAILED, with its payload", dead)
+	}
+	recs := map[string]bool{}
+	for _, r := range outs {
+		if r.Topic == f.s.topics.Lanes {
+			recs[string(r.Key)] = r.Value == nil
+		}
+	}
+	if tomb, ok := recs[lanes.RecordKey("ep_1", "a")]; !ok || !tomb {
+		t.Fatalf("lanes records %v; want lane a's tombstone", recs)
+	}
+}
+
+// TestResendingABlockedHeadAttemptsItAgainAndTheFollowersFollow: a
+// resend writes the head back with a fresh budget; the lane stays behind
+// it until it comes back (its followers, spilled while it was blocked,
+// come back first and wait); delivered, its followers go in order.
+func TestResendingABlockedHeadAttemptsItAgainAndTheFollowersFollow(t *testing.T) {
+	f := newBlockFixture(t)
+	f.blockedLane(t)
+	// The followers held the partition back: spilled, in order (as
+	// relief does after --stuck-after).
+	f.e.spillLane(f.e.f.lanes["ep_1"], f.s.now())
+	f.command(t, hooklinev1.LaneOp_LANE_OP_RESEND, "a", "dlv_a0", 5)
+	f.e.runDry(t)
+	outs := f.e.commitNow()
+	back := decodeAll(t, outs, f.s.topics.Deliveries, func() *hooklinev1.Delivery { return new(hooklinev1.Delivery) })
+	if len(back) != 1 || back[0].GetDeliveryId() != "dlv_a0" || back[0].GetAttempt() != 1 || back[0].GetLaneSeq() != 0 ||
+		back[0].GetGiveUpAt() != nil || string(back[0].GetPayload()) != `"a0"` {
+		t.Fatalf("resent %v; want dlv_a0 at attempt 1, lane_seq 0, no give-up time yet, with its payload", back)
+	}
+	spilled := decodeAll(t, outs, f.s.topics.Retries, func() *hooklinev1.Delivery { return new(hooklinev1.Delivery) })
+	if len(spilled) != 2 {
+		t.Fatalf("spilled %v; want a1 and a2", spilled)
+	}
+	recs := decodeAll(t, outs, f.s.topics.Lanes, func() *hooklinev1.LaneRecord { return new(hooklinev1.LaneRecord) })
+	if len(recs) != 1 || len(recs[0].GetOutside()) != 3 || recs[0].GetOutside()[0].GetDeliveryId() != "dlv_a0" || recs[0].GetOutside()[0].GetBlocked() != nil {
+		t.Fatalf("lanes records %v; want dlv_a0 outside, no longer blocked, then a1 and a2", recs)
+	}
+	if got := f.rx.received(); len(got) != 3 {
+		t.Fatalf("receiver got %v; nothing more before the head comes back", got)
+	}
+	f.rx.set(`"a0"`, http.StatusOK) // the receiver was fixed
+	for i, d := range spilled {
+		d.DueAt = nil
+		f.e.placeAt(t, d, int64(6+i))
+	}
+	f.e.runDry(t)
+	if got := f.rx.received(); len(got) != 3 {
+		t.Fatalf("receiver got %v; the followers came back first and must wait for the head", got)
+	}
+	f.e.placeAt(t, back[0], 8)
+	f.e.runDry(t)
+	if got := f.rx.received(); fmt.Sprint(got[3:]) != `["a0" "a1" "a2"]` {
+		t.Fatalf("receiver got %v; want a0 again, then a1, a2", got)
+	}
+}
+
+// TestAStaleLaneCommandDoesNothing: a command naming a delivery that is
+// not the blocked head writes nothing and leaves the lane blocked.
+func TestAStaleLaneCommandDoesNothing(t *testing.T) {
+	f := newBlockFixture(t)
+	f.blockedLane(t)
+	f.command(t, hooklinev1.LaneOp_LANE_OP_SKIP, "a", "dlv_a1", 5)
+	f.command(t, hooklinev1.LaneOp_LANE_OP_SKIP, "b", "dlv_b0", 6)
+	f.e.runDry(t)
+	if outs := f.e.commitNow(); len(outs) != 0 {
+		t.Fatalf("stale commands wrote %d records", len(outs))
+	}
+	if got := f.rx.received(); len(got) != 3 || f.e.f.lanes["ep_1"].ord.keys["a"].outside["dlv_a0"].blocked == nil {
+		t.Fatalf("receiver got %v; the lane must stay blocked", got)
+	}
+}
+
+// TestASkipEndpointStillDeadLettersItsHead: on_head_failure skip (the
+// default) is unchanged.
+func TestASkipEndpointStillDeadLettersItsHead(t *testing.T) {
+	f := newBlockFixture(t)
+	f.ep.Endpoint.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_SKIP
+	f.s.store.Put(f.ep)
+	outs := f.blockedLane(t)
+	if dead := decodeAll(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) }); len(dead) != 1 {
+		t.Fatalf("dead letters %v; want a0's", dead)
+	}
+	if got := f.rx.received(); len(got) != 5 {
+		t.Fatalf("receiver got %v; want every delivery", got)
+	}
+}
