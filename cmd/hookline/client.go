@@ -103,6 +103,20 @@ type endpointFlags struct {
 	Scheme      string   `flag:"signature-scheme" usage:"v1 (HMAC-SHA256, shared secret) or v1a (ed25519: receivers verify with the public key) (create default: v1; rotate-secret default: the endpoint's)"`
 	Reason      string   `flag:"reason" usage:"why the endpoint is paused (pause)"`
 	Ordering    string   `flag:"ordering" usage:"delivery order: unordered (default), per_endpoint or per_key"`
+	HeadFailure string   `flag:"on-head-failure" usage:"what an ordered lane does when its head fails for good: skip (dead-letter it, go on; default) or block (hold the lane until hookline lanes resend or skip)"`
+}
+
+// headFailureFlag maps --on-head-failure to the API's enum.
+func headFailureFlag(v string) (hooklinev1.HeadFailure, error) {
+	switch v {
+	case "":
+		return hooklinev1.HeadFailure_HEAD_FAILURE_UNSPECIFIED, nil
+	case "skip":
+		return hooklinev1.HeadFailure_HEAD_FAILURE_SKIP, nil
+	case "block":
+		return hooklinev1.HeadFailure_HEAD_FAILURE_BLOCK, nil
+	}
+	return 0, fmt.Errorf("--on-head-failure %q: use skip or block", v)
 }
 
 // orderingFlag maps --ordering to the API's enum.
@@ -169,7 +183,12 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 		if oerr != nil {
 			return oerr
 		}
-		resp, err = api.CreateEndpoint(cctx, &hooklinev1.CreateEndpointRequest{Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Secret: f.Secret, SignatureScheme: scheme, Ordering: ord})
+		hf, herr := headFailureFlag(f.HeadFailure)
+		if herr != nil {
+			return herr
+		}
+		resp, err = api.CreateEndpoint(cctx, &hooklinev1.CreateEndpointRequest{Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Secret: f.Secret,
+			SignatureScheme: scheme, Ordering: ord, OnHeadFailure: hf})
 	case "get":
 		var eid string
 		if eid, err = id(); err == nil {
@@ -234,7 +253,11 @@ func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, i
 	if err != nil {
 		return nil, err
 	}
-	ep := &hooklinev1.Endpoint{Id: id, Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Ordering: ord}
+	hf, err := headFailureFlag(f.HeadFailure)
+	if err != nil {
+		return nil, err
+	}
+	ep := &hooklinev1.Endpoint{Id: id, Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Ordering: ord, OnHeadFailure: hf}
 	var paths []string
 	for _, a := range args {
 		name := strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-")
@@ -243,10 +266,12 @@ func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, i
 			paths = append(paths, name)
 		case "event-types":
 			paths = append(paths, "event_types")
+		case "on-head-failure":
+			paths = append(paths, "on_head_failure")
 		}
 	}
 	if len(paths) == 0 {
-		return nil, errors.New("nothing to update: give --url, --description, --event-types or --ordering")
+		return nil, errors.New("nothing to update: give --url, --description, --event-types, --ordering or --on-head-failure")
 	}
 	return api.UpdateEndpoint(ctx, &hooklinev1.UpdateEndpointRequest{Endpoint: ep, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
 }

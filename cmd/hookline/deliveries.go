@@ -18,7 +18,7 @@ type deliveriesFlags struct {
 	PageFlags
 	Event    string `flag:"event" usage:"list the deliveries of this event id"`
 	Endpoint string `flag:"endpoint" usage:"list the deliveries to this endpoint id"`
-	State    string `flag:"state" usage:"list only deliveries in this state: pending, delivered, retry_scheduled, failed, expired, parked, endpoint_deleted"`
+	State    string `flag:"state" usage:"list only deliveries in this state: pending, delivered, retry_scheduled, failed, expired, parked, endpoint_deleted, blocked"`
 	Type     string `flag:"type" usage:"list only deliveries of events of this type"`
 }
 
@@ -54,7 +54,7 @@ func runDeliveries(ctx context.Context, args []string, out io.Writer, getenv fun
 		if f.State != "" {
 			v, ok := hooklinev1.DeliveryState_value["DELIVERY_STATE_"+strings.ToUpper(f.State)]
 			if !ok {
-				return fmt.Errorf("--state %q: use pending, delivered, retry_scheduled, failed, expired, parked or endpoint_deleted", f.State)
+				return fmt.Errorf("--state %q: use pending, delivered, retry_scheduled, failed, expired, parked, endpoint_deleted or blocked", f.State)
 			}
 			req.State = hooklinev1.DeliveryState(v)
 		}

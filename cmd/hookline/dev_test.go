@@ -277,6 +277,11 @@ func TestClientCommandsExplainMissingSettings(t *testing.T) {
 		{[]string{"apikey", "new"}, "--tenant is required"},
 		{[]string{"apikey", "new", "--tenant", "a:b"}, "no ':'"},
 		{[]string{"recover", "ep_x", "--since", "yesterday"}, `--since "yesterday"`},
+		{[]string{"lanes"}, "usage: hookline lanes"},
+		{[]string{"lanes", "blocked"}, "--endpoint is required"},
+		{[]string{"lanes", "skip", "--endpoint", "ep_x"}, "--delivery is required"},
+		{[]string{"lanes", "unblock", "--endpoint", "ep_x"}, `unknown lanes command "unblock"`},
+		{[]string{"endpoint", "create", "--url", "http://x", "--on-head-failure", "stop", "--api-key", "k"}, `--on-head-failure "stop"`},
 	}
 	for _, tt := range tests {
 		err := run(t.Context(), tt.args, io.Discard, noEnv)

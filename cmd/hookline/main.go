@@ -43,6 +43,11 @@ Usage:
                                             list events, oldest first
   hookline resend ID                        one more attempt of a delivery, now
   hookline recover EP_ID --since T          redeliver an endpoint's failed deliveries since T
+  hookline lanes blocked --endpoint ID      list an ordered endpoint's blocked lanes
+  hookline lanes skip --endpoint ID --ordering-key K --delivery D
+                                            dead-letter a blocked lane's head, release the lane
+  hookline lanes resend --endpoint ID --ordering-key K --delivery D
+                                            attempt a blocked lane's head again (fresh budget)
 
 Client commands reach ingest at --addr (HOOKLINE_ADDR, default 127.0.0.1:7070)
 with --api-key (HOOKLINE_API_KEY); over TLS with --ca (or --tls for the system
@@ -81,6 +86,8 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 		return runResend(ctx, rest, out, getenv)
 	case "recover":
 		return runRecover(ctx, rest, out, getenv)
+	case "lanes", "lane":
+		return runLanes(ctx, rest, out, getenv)
 	case "secrets":
 		return runSecrets(ctx, rest, out, getenv)
 	case "apikey", "apikeys":
