@@ -83,7 +83,8 @@ func (st *stack) lanes() hooklinev1.LaneServiceClient {
 // notice, listed by ListBlockedLanes with its reason and status) while
 // lane B is delivered. A stale skip is refused. The operator fixes A's
 // receiver and resends A's head: A is delivered in order, head first;
-// skips C's head: it is dead-lettered and C's follower goes.
+// skips C's head: it is dead-lettered and C's follower goes. The
+// dispatcher is replaced while the lanes are blocked.
 func TestBlockedLaneHoldsUntilAnOperatorResendsOrSkips(t *testing.T) {
 	st := startStack(t, func(c *stackConfig) { c.dispatcher.StuckAfter = 300 * time.Millisecond })
 	rx := &blockReceiver{codes: map[string]int{"A/0": http.StatusBadRequest, "C/0": http.StatusGone}, delivered: map[string][]int{}, attempts: map[string]int{}}
@@ -145,6 +146,13 @@ func TestBlockedLaneHoldsUntilAnOperatorResendsOrSkips(t *testing.T) {
 	if got := rx.lane("A"); len(got) != 0 {
 		t.Fatalf("lane A delivered %v while blocked", got)
 	}
+
+	// The dispatcher is replaced while the lanes are blocked: the new
+	// one learns from the lanes topic that A and C are blocked (A's
+	// followers, read again or back from the retry path, must not go
+	// first: the order check below).
+	st.dispatcher.halt()
+	st.dispatcher.start(st, st.newDispatcher(time.Millisecond).Run)
 
 	// A stale command (not the head) is refused and writes nothing.
 	before := st.endOffsets(st.topics.Deliveries)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/ids"
@@ -104,4 +105,19 @@ func (e *engine) takeBlockMark(en *entry, outs []*kgo.Record) (*hooklinev1.Block
 		return nil, append(outs, e.s.records(e.s.topics.Dead, en.d.GetEndpointId(), dl)...)
 	}
 	return head, outs
+}
+
+// spillBlocked sends en, a member that arrived behind its lane's blocked
+// head, round the retry path at once: the block lasts until an operator
+// acts, so waiting in memory would only hold the partition's watermark
+// back until --stuck-after spilled it. It looks again like a paused
+// endpoint's delivery (from 1 s, doubling, at most --park-recheck), and
+// its hold ends at --max-hold like every hold (EXPIRED, dead-lettered).
+func (e *engine) spillBlocked(en *entry, now time.Time) {
+	s := e.s
+	at := now.Add(s.parkWait(en.d, now))
+	e.settle(en, func(ctx context.Context) []*kgo.Record {
+		annotate(ctx, en.d)
+		return s.spill(ctx, en.rec, en.d, at, "lane blocked")
+	})
 }

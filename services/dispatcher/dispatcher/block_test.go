@@ -313,3 +313,28 @@ func TestASkipEndpointStillDeadLettersItsHead(t *testing.T) {
 		t.Fatalf("receiver got %v; want every delivery", got)
 	}
 }
+
+// TestMembersArrivingBehindABlockedHeadWaitOutsideMemory: a member that
+// arrives behind a blocked head is sent round the retry path at once (a
+// deferral with its place), so it never holds the partition's watermark.
+func TestMembersArrivingBehindABlockedHeadWaitOutsideMemory(t *testing.T) {
+	f := newBlockFixture(t)
+	f.blockedLane(t)
+	f.e.spillLane(f.e.f.lanes["ep_1"], f.s.now())
+	f.e.commitNow()
+	f.publish(t, "a", 3, 5)
+	f.publish(t, "b", 2, 6)
+	f.e.runDry(t)
+	outs := f.e.commitNow()
+	deferred := decodeAll(t, outs, f.s.topics.Retries, func() *hooklinev1.Delivery { return new(hooklinev1.Delivery) })
+	if len(deferred) != 1 || deferred[0].GetDeliveryId() != "dlv_a3" || deferred[0].GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED ||
+		deferred[0].GetLaneSeq() != 5 || !deferred[0].GetDueAt().AsTime().After(f.s.now()) {
+		t.Fatalf("deferred %v; want dlv_a3 deferred at once with lane_seq 5", deferred)
+	}
+	if got := f.rx.received(); got[len(got)-1] != `"b2"` || slices.Contains(got, `"a3"`) {
+		t.Fatalf("receiver got %v; want b2 delivered and a3 held", got)
+	}
+	if l := f.e.f.lanes["ep_1"]; l.queued != 0 {
+		t.Fatalf("%d deliveries wait in memory; want none", l.queued)
+	}
+}

@@ -116,6 +116,10 @@ func (e *engine) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord,
 	}
 	delete(k.outside, id)
 	en.key = k
+	if k.blockedBefore(seq(en)) {
+		e.spillBlocked(en, now) // settledOrdered notes it outside
+		return
+	}
 	if l.queued >= e.queueLimit(l) || l.qbytes+en.size > e.s.cfg.QueueBytes {
 		e.spillOne(en, l, now, "backlog") // settledOrdered notes it outside
 		return
@@ -172,6 +176,16 @@ func (k *keyLane) startable() bool {
 		}
 	}
 	return true
+}
+
+// blockedBefore reports whether a blocked head before lane_seq s holds k.
+func (k *keyLane) blockedBefore(s int64) bool {
+	for _, out := range k.outside {
+		if out.blocked != nil && out.seq < s {
+			return true
+		}
+	}
+	return false
 }
 
 // idle reports whether k holds nothing: it can be forgotten.
