@@ -134,7 +134,8 @@ func healthOf(ep *hooklinev1.Endpoint, recent []*hooklinev1.DeliveryStatus) cons
 recent:
 	for _, d := range recent {
 		switch d.GetState() {
-		case hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED, hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED:
+		case hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED, hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED,
+			hooklinev1.DeliveryState_DELIVERY_STATE_BLOCKED:
 			failing++
 			continue
 		case hooklinev1.DeliveryState_DELIVERY_STATE_PENDING, hooklinev1.DeliveryState_DELIVERY_STATE_PARKED:
