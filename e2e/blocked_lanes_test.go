@@ -133,6 +133,15 @@ func TestBlockedLaneHoldsUntilAnOperatorResendsOrSkips(t *testing.T) {
 		t.Fatalf("second page %v, %v", page, err)
 	}
 
+	// The same over HTTP/JSON.
+	if code, body := st.httpCall("GET", "/v1/endpoints/"+ep.GetId()+"/blockedLanes", st.apiKey, ""); code != http.StatusOK || len(body["lanes"].([]any)) != 2 {
+		t.Fatalf("GET blockedLanes = %d %v", code, body)
+	}
+	if code, body := st.httpCall("POST", "/v1/endpoints/"+ep.GetId()+"/blockedLanes:skip", st.apiKey,
+		`{"ordering_key":"A","delivery_id":"`+ids["A/2"]+`"}`); code != http.StatusBadRequest {
+		t.Fatalf("POST blockedLanes:skip naming a follower = %d %v; want 400 (FAILED_PRECONDITION)", code, body)
+	}
+
 	var notices []*hooklinev1.Notice
 	for _, n := range decodeAll(t, st.readN(st.topics.Notices, 2), func() *hooklinev1.Notice { return &hooklinev1.Notice{} }) {
 		if n.GetType() == hooklinev1.NoticeType_NOTICE_TYPE_LANE_BLOCKED {
