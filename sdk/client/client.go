@@ -27,7 +27,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// Client is a connection to Hookline's ingest with the three services'
+// Client is a connection to Hookline's ingest with its services'
 // clients. It is safe for concurrent use; Close it when done.
 type Client struct {
 	conn *grpc.ClientConn
@@ -35,6 +35,8 @@ type Client struct {
 	Events     hooklinev1.EventServiceClient
 	Endpoints  hooklinev1.EndpointServiceClient
 	Deliveries hooklinev1.DeliveryServiceClient
+	// Lanes lists and releases ordered endpoints' blocked lanes.
+	Lanes hooklinev1.LaneServiceClient
 }
 
 // Dial connects to ingest at target ("host:port" or any gRPC target). It
@@ -61,6 +63,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 		Events:     hooklinev1.NewEventServiceClient(conn),
 		Endpoints:  hooklinev1.NewEndpointServiceClient(conn),
 		Deliveries: hooklinev1.NewDeliveryServiceClient(conn),
+		Lanes:      hooklinev1.NewLaneServiceClient(conn),
 	}, nil
 }
 
