@@ -338,3 +338,21 @@ func TestMembersArrivingBehindABlockedHeadWaitOutsideMemory(t *testing.T) {
 		t.Fatalf("%d deliveries wait in memory; want none", l.queued)
 	}
 }
+
+// TestACopyOfABlockedHeadDoesNotUnblockItsLane: the head's record read
+// again by a dispatcher that does not remember it (a publish retried
+// with its idempotency key, after a restart) is not attempted and leaves
+// the lane blocked.
+func TestACopyOfABlockedHeadDoesNotUnblockItsLane(t *testing.T) {
+	f := newBlockFixture(t)
+	outs := f.blockedLane(t)
+	f.restart(t, slices.DeleteFunc(outs, func(r *kgo.Record) bool { return r.Topic != f.s.topics.Lanes }))
+	f.publish(t, "a", 0, 5) // dlv_a0 again, as ingest wrote it
+	f.e.runDry(t)
+	if got := f.rx.received(); len(got) != 3 {
+		t.Fatalf("receiver got %v; the copy must not be attempted", got)
+	}
+	if f.e.f.lanes["ep_1"].ord.keys["a"].outside["dlv_a0"].blocked == nil {
+		t.Fatal("the copy unblocked the lane")
+	}
+}

@@ -105,6 +105,14 @@ func (e *engine) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord,
 	k := e.keyLaneOf(l, en.part, laneKey(ep, en.d), now)
 	o := l.ord
 	id := en.d.GetDeliveryId()
+	if out, ok := k.outside[id]; ok && out.blocked != nil {
+		// Only an operator's command sends a blocked head again, and it
+		// unblocks it first (lanecmd.go): this is a copy of a record
+		// written before the block. The lane keeps it blocked.
+		e.s.log.Warn("copy of a blocked lane's head; skipped", "delivery_id", id, "endpoint_id", l.id, "ordering_key", k.key)
+		e.w.finish(en, nil)
+		return
+	}
 	if en.d.LaneSeq == nil {
 		// First read, or back from a path that kept the raw record (a
 		// worker fault's requeue): the lane's memory knows its place.
