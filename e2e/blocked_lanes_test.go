@@ -206,3 +206,72 @@ func TestBlockedLaneHoldsUntilAnOperatorResendsOrSkips(t *testing.T) {
 		return err == nil && len(l.GetLanes()) == 0
 	})
 }
+
+// TestLaneServiceRefusesBadInputClearlyAndWritesNothing: each bad
+// request gets the status and a message naming what to fix, and no
+// command is written.
+func TestLaneServiceRefusesBadInputClearlyAndWritesNothing(t *testing.T) {
+	st := startStack(t)
+	rx := newReceiver(t, http.StatusOK)
+	ep := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, Ordering: hooklinev1.Ordering_ORDERING_PER_KEY,
+		OnHeadFailure: hooklinev1.HeadFailure_HEAD_FAILURE_BLOCK}).GetEndpoint()
+	if _, err := st.endpoints().PauseEndpoint(st.ctx(), &hooklinev1.PauseEndpointRequest{Id: ep.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	dlv := "dlv_01jzzzzzzzzzzzzzzzzzzzzzzz"
+	before := st.endOffsets(st.topics.Deliveries)
+	tests := []struct {
+		name string
+		call func() error
+		code codes.Code
+		says string
+	}{
+		{"list without an endpoint", func() error {
+			_, err := st.lanes().ListBlockedLanes(st.ctx(), &hooklinev1.ListBlockedLanesRequest{})
+			return err
+		}, codes.InvalidArgument, "endpoint_id"},
+		{"list with a huge page", func() error {
+			_, err := st.lanes().ListBlockedLanes(st.ctx(), &hooklinev1.ListBlockedLanesRequest{EndpointId: ep.GetId(), PageSize: 5000})
+			return err
+		}, codes.InvalidArgument, "page_size"},
+		{"list with a forged page token", func() error {
+			_, err := st.lanes().ListBlockedLanes(st.ctx(), &hooklinev1.ListBlockedLanesRequest{EndpointId: ep.GetId(), PageToken: "abc"})
+			return err
+		}, codes.InvalidArgument, "page_token"},
+		{"skip without a delivery", func() error {
+			_, err := st.lanes().SkipLaneHead(st.ctx(), &hooklinev1.SkipLaneHeadRequest{EndpointId: ep.GetId(), OrderingKey: "a"})
+			return err
+		}, codes.InvalidArgument, "delivery_id"},
+		{"skip naming an event", func() error {
+			_, err := st.lanes().SkipLaneHead(st.ctx(), &hooklinev1.SkipLaneHeadRequest{EndpointId: ep.GetId(), DeliveryId: "evt_01jzzzzzzzzzzzzzzzzzzzzzzz"})
+			return err
+		}, codes.InvalidArgument, "delivery_id"},
+		{"skip with a control byte in the key", func() error {
+			_, err := st.lanes().SkipLaneHead(st.ctx(), &hooklinev1.SkipLaneHeadRequest{EndpointId: ep.GetId(), OrderingKey: "a\n", DeliveryId: dlv})
+			return err
+		}, codes.InvalidArgument, "ordering_key"},
+		{"skip on an unknown endpoint", func() error {
+			_, err := st.lanes().SkipLaneHead(st.ctx(), &hooklinev1.SkipLaneHeadRequest{EndpointId: "ep_01jzzzzzzzzzzzzzzzzzzzzzzz", DeliveryId: dlv})
+			return err
+		}, codes.NotFound, "ep_01jzzzzzzzzzzzzzzzzzzzzzzz"},
+		{"skip on a lane that is not blocked", func() error {
+			_, err := st.lanes().SkipLaneHead(st.ctx(), &hooklinev1.SkipLaneHeadRequest{EndpointId: ep.GetId(), OrderingKey: "a", DeliveryId: dlv})
+			return err
+		}, codes.FailedPrecondition, "not blocked"},
+		{"resend while paused", func() error {
+			_, err := st.lanes().ResendLaneHead(st.ctx(), &hooklinev1.ResendLaneHeadRequest{EndpointId: ep.GetId(), OrderingKey: "a", DeliveryId: dlv})
+			return err
+		}, codes.FailedPrecondition, "paused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			if status.Code(err) != tt.code || !strings.Contains(status.Convert(err).Message(), tt.says) {
+				t.Fatalf("got %v; want %v saying %q", err, tt.code, tt.says)
+			}
+		})
+	}
+	if after := st.endOffsets(st.topics.Deliveries); after != before {
+		t.Fatalf("refused calls wrote %d records", after-before)
+	}
+}
