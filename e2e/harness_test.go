@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -106,6 +107,9 @@ type stack struct {
 	newScheduler  func() *scheduler.Service
 	dispatcher    vservice
 	newDispatcher func(drain time.Duration) *dispatcher.Service
+	// newPeer makes another dispatcher of the same group, with
+	// transactional id suffix n (the first is 1).
+	newPeer func(n int, drain time.Duration) *dispatcher.Service
 }
 
 // vservice runs one service of a stack so a test can stop and restart it.
@@ -155,7 +159,9 @@ type stackConfig struct {
 	ingest     *ingest.Config
 	ingestOpts []ingest.Option
 	dispatcher *dispatcher.Config
-	scheduler  *scheduler.Config
+	// dispatcherOpts are passed to every dispatcher the stack makes.
+	dispatcherOpts []dispatcher.Option
+	scheduler      *scheduler.Config
 	// clientCreds is how the test's gRPC connection to ingest
 	// authenticates the transport (default plaintext).
 	clientCreds credentials.TransportCredentials
@@ -207,15 +213,22 @@ func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.newDispatcher = func(drain time.Duration) *dispatcher.Service {
+	st.newPeer = func(n int, drain time.Duration) *dispatcher.Service {
 		c := dc
 		c.DrainTimeout = drain
-		d, err := dispatcher.New(c, dispatcher.WithLogger(testLogger(t, "dispatcher")), dispatcher.WithTelemetry(conf.telemetryOf("dispatcher")))
+		c.TransactionalID = fmt.Sprintf("%sdispatcher-%d", kc.TopicPrefix, n)
+		name := "dispatcher"
+		if n > 1 {
+			name = fmt.Sprint("dispatcher-", n)
+		}
+		d, err := dispatcher.New(c, append([]dispatcher.Option{dispatcher.WithLogger(testLogger(t, name)),
+			dispatcher.WithTelemetry(conf.telemetryOf("dispatcher"))}, conf.dispatcherOpts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d
 	}
+	st.newDispatcher = func(drain time.Duration) *dispatcher.Service { return st.newPeer(1, drain) }
 
 	st.newScheduler = func() *scheduler.Service {
 		s, err := scheduler.New(sc, scheduler.WithLogger(testLogger(t, "scheduler")), scheduler.WithTelemetry(conf.telemetryOf("scheduler")))

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/health"
 	hkafka "github.com/hookline/hookline/platform/kafka"
@@ -48,7 +49,9 @@ type Service struct {
 	topics       hkafka.Topics
 
 	attemptOpts []attempt.Option
-	rcv         *receivers
+	// beforeAttempt, if set, is called as each attempt begins (tests).
+	beforeAttempt func(*hooklinev1.Delivery)
+	rcv           *receivers
 	// pauses are automatic pauses written and not settled yet;
 	// pauseOutcome learns how one fared once committed.
 	pauses pendingPauses
@@ -96,6 +99,15 @@ func WithTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) Option {
 // attempt.WithDialContext for an in-memory network).
 func WithAttemptOptions(opts ...attempt.Option) Option {
 	return func(s *Service) { s.attemptOpts = append(s.attemptOpts, opts...) }
+}
+
+// WithBeforeAttempt has fn called with each delivery as its attempt
+// begins, on the attempt's goroutine, inside the handling that turns a
+// panic into a worker fault: a test injects a worker fault by panicking
+// there, exactly where a bug in signing or sending would. Not for
+// production use.
+func WithBeforeAttempt(fn func(*hooklinev1.Delivery)) Option {
+	return func(s *Service) { s.beforeAttempt = fn }
 }
 
 // WithRandSeed makes backoff jitter deterministic (default: random seed).

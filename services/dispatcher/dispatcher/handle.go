@@ -268,6 +268,9 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 	if probe {
 		defer func() { s.rcv.probed(id, probeEnd, probeWait) }()
 	}
+	if s.beforeAttempt != nil {
+		s.beforeAttempt(d) // where a bug in signing would panic
+	}
 	signer, err := s.signers.get(ep, now)
 	if errors.Is(err, keyring.ErrUnknownKey) || errors.Is(err, keyring.ErrNotOpened) {
 		return s.holdUnsigned(ctx, r, d, id, err)
