@@ -302,10 +302,46 @@ func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) []
 func (e *engine) laneChanged(en *entry, k *keyLane, now time.Time) {
 	en.opKey = k
 	k.pending++
-	if l := k.lane; l.ord != nil && l.ord.keys[k.key] == k {
-		l.ord.touch(k)
-		e.f.ready(l, now)
+	l := k.lane
+	if l.ord == nil || l.ord.keys[k.key] != k {
+		return
 	}
+	if en.opMember != nil { // outside or blocked: its followers wait
+		e.spillFollowers(k, en, now)
+	}
+	l.ord.touch(k)
+	e.f.ready(l, now)
+}
+
+// spillFollowers spills k's waiting members when one of them was read
+// before en, which just went outside or blocked its lane: en's way back
+// (its retry, its deferral, an operator's resend) or its block is
+// written only when the partition's watermark passes en,
+// and they would hold that watermark waiting for en — until
+// --stuck-after. A head that goes outside from its first read is below
+// its followers and needs none of this.
+func (e *engine) spillFollowers(k *keyLane, en *entry, now time.Time) {
+	below := false
+	for _, m := range k.members {
+		if m.state == entryQueued && m.rec.Offset < en.rec.Offset && m.part == en.part {
+			below = true
+			break
+		}
+	}
+	if !below {
+		return
+	}
+	l := k.lane
+	waiting := k.members
+	k.members = nil
+	for _, m := range waiting {
+		if m.state != entryQueued {
+			continue
+		}
+		l.unqueue(m)
+		e.spillOne(m, l, now, "behind lane head") // outside once spilled (settledOrdered)
+	}
+	e.f.touch(l, now)
 }
 
 // forgetOrdered drops the ordered state of the lanes fed by partition pw,

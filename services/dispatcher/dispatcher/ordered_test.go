@@ -477,3 +477,58 @@ func TestAnOrderedLanesRetriedHeadMayProbeAnOutage(t *testing.T) {
 		t.Fatalf("a second head while the probe is out: gate %v, want a hold", g)
 	}
 }
+
+// TestARetriedHeadIsNotHeldBackByItsOwnFollowers: a head that comes back
+// from the retry path (at an offset above its waiting followers) and
+// fails again writes its next retry only when the partition's watermark
+// passes it — which its followers, waiting for it below, held for
+// --stuck-after (found by TestOrderedDeliveryProperty: every retry after
+// the first took 10 s). Its followers are spilled instead, so the retry
+// is committed at once.
+func TestARetriedHeadIsNotHeldBackByItsOwnFollowers(t *testing.T) {
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		if string(raw) == `"a0"` {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer rx.Close()
+	s := newTestService(t)
+	ep := endpoint(rx.URL, sign.GenerateSecret())
+	ep.Endpoint.Ordering = hooklinev1.Ordering_ORDERING_PER_KEY
+	ep.Endpoint.OutageModeDisabled = true
+	s.store.Put(ep)
+	e := testEngine(t, s)
+	for i, body := range []string{`"a0"`, `"a1"`, `"a2"`} {
+		e.placeAt(t, &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", i), EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
+			Payload: []byte(body), Attempt: 1, OrderingKey: "a"}, int64(i))
+	}
+	e.runDry(t)
+	retries := func() (n int) {
+		for _, pw := range e.w.parts {
+			outs, _, _ := e.w.popDone(pw, s.now(), nil)
+			for _, r := range outs {
+				if r.Topic == s.topics.Retries {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if n := retries(); n != 1 {
+		t.Fatalf("%d retries committed after a0's first attempt, want 1", n)
+	}
+	// a0 is back at offset 9, above a1 and a2, and fails again.
+	e.placeAt(t, &hooklinev1.Delivery{DeliveryId: "dlv_0", EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
+		Payload: []byte(`"a0"`), Attempt: 2, OrderingKey: "a", LaneSeq: proto.Int64(0), Kind: hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY}, 9)
+	e.runDry(t)
+	if n := retries(); n != 3 {
+		t.Fatalf("%d records for the retry path committable after a0's second attempt, want 3 (its retry, a1 and a2 spilled): its followers hold the watermark below it", n)
+	}
+	k := e.f.lanes["ep_1"].ord.keys["a"]
+	if len(k.outside) != 3 || k.outside["dlv_1"].seq != 1 || k.outside["dlv_2"].seq != 2 {
+		t.Fatalf("outside %v; want a0, a1 and a2 at their places", k.outside)
+	}
+}
