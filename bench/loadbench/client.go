@@ -60,6 +60,7 @@ type endpointSpec struct {
 	timeout      time.Duration
 	retry        *hooklinev1.RetryPolicy
 	noOutageMode bool
+	ordering     hooklinev1.Ordering
 }
 
 // createEndpoint creates one endpoint and returns its id.
@@ -67,6 +68,7 @@ func (h *hookline) createEndpoint(ctx context.Context, s endpointSpec) (string, 
 	req := &hooklinev1.CreateEndpointRequest{
 		Url: s.url, EventTypes: s.eventTypes, MaxInFlight: s.maxInFlight,
 		RateLimitPerSecond: s.rate, RetryPolicy: s.retry, OutageModeDisabled: s.noOutageMode,
+		Ordering: s.ordering,
 	}
 	if s.timeout > 0 {
 		req.Timeout = durationpb.New(s.timeout)
@@ -96,10 +98,15 @@ func (h *hookline) createEndpoints(ctx context.Context, specs []endpointSpec) ([
 // publish publishes one event and returns its id (the webhook-id
 // receivers see) and how many deliveries it made.
 func (h *hookline) publish(ctx context.Context, eventType string, payload []byte) (string, int, error) {
+	return h.publishKeyed(ctx, eventType, payload, "")
+}
+
+// publishKeyed is publish with an ordering key (empty: none).
+func (h *hookline) publishKeyed(ctx context.Context, eventType string, payload []byte, key string) (string, int, error) {
 	ctx, cancel := context.WithTimeout(h.auth(ctx), 30*time.Second)
 	defer cancel()
 	resp, err := hooklinev1.NewEventServiceClient(h.conn()).PublishEvent(ctx,
-		&hooklinev1.PublishEventRequest{EventType: eventType, Payload: payload})
+		&hooklinev1.PublishEventRequest{EventType: eventType, Payload: payload, OrderingKey: key})
 	if err != nil {
 		return "", 0, err
 	}

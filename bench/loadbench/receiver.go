@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,9 @@ type route struct {
 	group string
 	kind  answer
 	delay time.Duration
+	// failIf, when set, makes a request whose body contains it answer
+	// 503 (counted as failed), whatever kind says.
+	failIf []byte
 }
 
 // arrival is the first 2xx answer to one (webhook-id, path).
@@ -97,13 +101,21 @@ func (r *receiver) close() {
 }
 
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	_, _ = io.Copy(io.Discard, req.Body)
 	r.mu.Lock()
 	rt, ok := r.routes[req.URL.Path]
 	if ok {
 		r.tries[rt.group]++
 	}
 	r.mu.Unlock()
+	if rt.failIf != nil {
+		body, _ := io.ReadAll(req.Body)
+		if bytes.Contains(body, rt.failIf) {
+			r.count(rt.group, "", "", false)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+	}
+	_, _ = io.Copy(io.Discard, req.Body)
 	if !ok || req.Method != http.MethodPost {
 		http.NotFound(w, req)
 		return

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Ordered delivery (issue 18): what ordering per key costs one endpoint,
+// and what one failing lane costs the others of its endpoint.
+
+const (
+	// orderedKeys is how many ordering keys the keyed runs spread over.
+	orderedKeys = 1000
+	// orderedWork is how long the receiver takes per delivery in the
+	// keys-vs-unordered runs: with the default cap of 10 in flight the
+	// endpoint can take at most 10 / 10 ms = 1,000 deliveries/s, so the
+	// runs measure whether ordering keeps that cap busy.
+	orderedWork = 10 * time.Millisecond
+	// orderedAhead is how many deliveries publishing may run ahead of
+	// arrivals: enough backlog that the cap is never idle for want of
+	// work.
+	orderedAhead = 3000
+	// badLaneRate is the events/s offered to the endpoint in the
+	// bad-lane runs, spread over 999 healthy keys.
+	badLaneRate = 500
+)
+
+// runOrdered offers one endpoint (cap 10, rate lifted, a receiver that
+// takes 10 ms) as much as it can take, unordered and then ordered per key
+// with each event on one of 1,000 keys at random, and reports
+// deliveries/s of each and the ratio.
+func runOrdered(ctx context.Context, b *bench) error {
+	unordered, err := orderedRun(ctx, b, "ordered-none", hooklinev1.Ordering_ORDERING_UNORDERED)
+	if err != nil {
+		return fmt.Errorf("unordered: %w", err)
+	}
+	keyed, err := orderedRun(ctx, b, "ordered-keys", hooklinev1.Ordering_ORDERING_PER_KEY)
+	if err != nil {
+		return fmt.Errorf("per_key: %w", err)
+	}
+	b.rep.add("unordered: deliveries/s", fmt.Sprintf("%.0f/s", unordered), fmt.Sprintf("endpoint ceiling %d/s (cap 10, receiver 10 ms)", int(10*time.Second/orderedWork)))
+	b.rep.add("ordered per_key, 1,000 keys: deliveries/s", fmt.Sprintf("%.0f/s", keyed), "")
+	b.rep.add("per_key / unordered", "", pct(keyed, unordered)+" (target ≥ 80%)")
+	return nil
+}
+
+// orderedRun is one run of runOrdered: deliveries/s in the window.
+func orderedRun(ctx context.Context, b *bench, name string, ordering hooklinev1.Ordering) (float64, error) {
+	var rate float64
+	_, err := withSession(ctx, b, name, func(ctx context.Context, s *session) error {
+		const group = "ordered"
+		if _, err := s.h.createEndpoint(ctx, endpointSpec{
+			url:        s.rcv.handle("/ordered", route{group: group, kind: answerSlow, delay: orderedWork}),
+			eventTypes: []string{"bench.ordered"}, maxInFlight: 10, rate: 100000, ordering: ordering,
+		}); err != nil {
+			return err
+		}
+		cr := newCredits(orderedAhead)
+		s.rcv.notify(func(g string) {
+			if g == group {
+				cr.give()
+			}
+		})
+		start := time.Now()
+		from, to := start.Add(b.cfg.Warmup), start.Add(b.cfg.Warmup+b.cfg.Window)
+		var errs atomic.Int64
+		closedLoop(ctx, b.cfg.Publishers, 1<<40, to, func(ctx context.Context, i int) {
+			if cr.take(ctx, 1) != nil {
+				return
+			}
+			key := ""
+			if ordering == hooklinev1.Ordering_ORDERING_PER_KEY {
+				key = fmt.Sprint("k", rand.IntN(orderedKeys))
+			}
+			if _, _, err := s.h.publishKeyed(ctx, "bench.ordered", b.payload, key); err != nil {
+				errs.Add(1)
+				cr.give()
+			}
+		})
+		if n := errs.Load(); n > 0 {
+			return fmt.Errorf("%d publishes failed", n)
+		}
+		rate = perSec(s.rcv.uniqueIn(group, from, to), b.cfg.Window)
+		return nil
+	})
+	return rate, err
+}
+
+// badLaneResult is what the healthy lanes got in one bad-lane run.
+type badLaneResult struct {
+	rate    float64
+	q       quantiles
+	missing int
+	bad     int64 // attempts the bad lane's receiver answered 503
+}
+
+// runBadLane runs one endpoint ordered per key (cap 10, rate lifted, a
+// receiver that answers at once) offered 500 events/s over 999 keys,
+// alone and then beside a 1,000th key (5 more events/s) whose every
+// delivery fails. Until
+// on_head_failure block is built the bad lane is a head that fails with
+// 503 on a retry ladder of 10 minutes: it stays out on its retry for the
+// whole run while its followers (1% of the events) wait behind it, which
+// is what a blocked lane does. It reports the healthy lanes' deliveries/s
+// and publish → receiver latency, and the ratios of the two runs.
+func runBadLane(ctx context.Context, b *bench) error {
+	base, err := badLaneRun(ctx, b, "badlane-alone", false)
+	if err != nil {
+		return fmt.Errorf("999 lanes alone: %w", err)
+	}
+	beside, err := badLaneRun(ctx, b, "badlane-beside", true)
+	if err != nil {
+		return fmt.Errorf("beside the bad lane: %w", err)
+	}
+	b.rep.add("bad lane", "a head failing 503 on a 10 min retry ladder, its followers waiting (block is not built yet)", "")
+	b.rep.add("999 lanes alone: deliveries/s · latency", fmt.Sprintf("%.0f/s (offered %d/s) · %s", base.rate, badLaneRate, base.q), "")
+	b.rep.add("999 lanes beside the bad lane: deliveries/s · latency", fmt.Sprintf("%.0f/s · %s", beside.rate, beside.q), "")
+	b.rep.add("throughput beside / alone", "", pct(beside.rate, base.rate)+" (target: no measurable cost)")
+	p99 := "n/a"
+	if base.q.p99 > 0 {
+		p99 = fmt.Sprintf("%.2f×", float64(beside.q.p99)/float64(base.q.p99))
+	}
+	b.rep.add("p99 beside / alone", "", p99+" (target: no measurable cost)")
+	b.rep.add("not delivered within the drain bound", fmt.Sprintf("%d alone, %d beside; the bad lane's head was answered 503 %d times", base.missing, beside.missing, beside.bad), "")
+	return nil
+}
+
+// badLaneRun is one run of runBadLane.
+func badLaneRun(ctx context.Context, b *bench, name string, withBad bool) (badLaneResult, error) {
+	var res badLaneResult
+	_, err := withSession(ctx, b, name, func(ctx context.Context, s *session) error {
+		const group = "lanes"
+		badBody := []byte(`{"bad":true}`)
+		ladder := &hooklinev1.RetryPolicy{
+			Schedule: &hooklinev1.RetryPolicy_Ladder{Ladder: &hooklinev1.RetryPolicy_DelayLadder{
+				Delays: []*durationpb.Duration{durationpb.New(10 * time.Minute)},
+			}},
+			Jitter: hooklinev1.RetryPolicy_JITTER_NONE,
+		}
+		if _, err := s.h.createEndpoint(ctx, endpointSpec{
+			url:        s.rcv.handle("/lanes", route{group: group, failIf: badBody}),
+			eventTypes: []string{"bench.lanes"}, maxInFlight: 10, rate: 100000, retry: ladder,
+			ordering: hooklinev1.Ordering_ORDERING_PER_KEY,
+		}); err != nil {
+			return err
+		}
+		log := newPublishLog()
+		start := time.Now()
+		from, to := start.Add(b.cfg.Warmup), start.Add(b.cfg.Warmup+b.cfg.Window)
+		paced(ctx, badLaneRate, b.cfg.Warmup+b.cfg.Window, 1<<40, 512, func(ctx context.Context, i int, due time.Time) {
+			if withBad && i%100 == 0 { // on top of the healthy load
+				if _, _, err := s.h.publishKeyed(ctx, "bench.lanes", badBody, "bad"); err != nil {
+					log.errs.Add(1)
+				}
+			}
+			id, _, err := s.h.publishKeyed(ctx, "bench.lanes", b.payload, fmt.Sprint("k", i%(orderedKeys-1)))
+			if err != nil {
+				log.errs.Add(1)
+				return
+			}
+			log.add(id, due)
+		})
+		if n := log.errs.Load(); n > 0 {
+			return fmt.Errorf("%d publishes failed", n)
+		}
+		if err := drain(ctx, s, group, log.len(), b.cfg.Drain); err != nil {
+			return err
+		}
+		ds, miss := log.latencies(s.rcv.arrivals(group), from, to)
+		res.q, res.missing = quantilesOf(ds), miss
+		res.rate = perSec(s.rcv.uniqueIn(group, from, to), b.cfg.Window)
+		_, _, res.bad = s.rcv.counts(group)
+		return nil
+	})
+	return res, err
+}
