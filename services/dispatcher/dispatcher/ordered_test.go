@@ -386,20 +386,7 @@ func BenchmarkOrderedLanes(b *testing.B) {
 		{"per_key_1000_one_blocked", hooklinev1.Ordering_ORDERING_PER_KEY, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				raw, _ := io.ReadAll(r.Body)
-				if string(raw) == `"blocked"` {
-					w.WriteHeader(http.StatusInternalServerError)
-					return
-				}
-				w.WriteHeader(http.StatusNoContent)
-			}))
-			defer rx.Close()
-			s := newTestService(b)
-			ep := endpoint(rx.URL, sign.GenerateSecret())
-			ep.Endpoint.Ordering, ep.Endpoint.MaxInFlight, ep.Endpoint.OutageModeDisabled = c.order, 10, true
-			s.store.Put(ep)
-			e := testEngine(b, s)
+			s, e := orderedEngine(b, failingOn(b, `"blocked"`), c.order)
 			offset := int64(0)
 			place := func(key string, body []byte) {
 				d := &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", offset), EventId: "evt", TenantId: "t", EndpointId: "ep_1",
@@ -486,21 +473,7 @@ func TestAnOrderedLanesRetriedHeadMayProbeAnOutage(t *testing.T) {
 // the first took 10 s). Its followers are spilled instead, so the retry
 // is committed at once.
 func TestARetriedHeadIsNotHeldBackByItsOwnFollowers(t *testing.T) {
-	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		if string(raw) == `"a0"` {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer rx.Close()
-	s := newTestService(t)
-	ep := endpoint(rx.URL, sign.GenerateSecret())
-	ep.Endpoint.Ordering = hooklinev1.Ordering_ORDERING_PER_KEY
-	ep.Endpoint.OutageModeDisabled = true
-	s.store.Put(ep)
-	e := testEngine(t, s)
+	s, e := orderedEngine(t, failingOn(t, `"a0"`), hooklinev1.Ordering_ORDERING_PER_KEY)
 	for i, body := range []string{`"a0"`, `"a1"`, `"a2"`} {
 		e.placeAt(t, &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", i), EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
 			Payload: []byte(body), Attempt: 1, OrderingKey: "a"}, int64(i))
@@ -531,4 +504,29 @@ func TestARetriedHeadIsNotHeldBackByItsOwnFollowers(t *testing.T) {
 	if len(k.outside) != 3 || k.outside["dlv_1"].seq != 1 || k.outside["dlv_2"].seq != 2 {
 		t.Fatalf("outside %v; want a0, a1 and a2 at their places", k.outside)
 	}
+}
+
+// failingOn returns a receiver that answers 500 to the body fail and 204
+// to any other.
+func failingOn(t testing.TB, fail string) *httptest.Server {
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		if string(raw) == fail {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(rx.Close)
+	return rx
+}
+
+// orderedEngine returns a test Service and its engine with endpoint ep_1
+// at rx, ordered by order, cap 10, outage mode off.
+func orderedEngine(t testing.TB, rx *httptest.Server, order hooklinev1.Ordering) (*Service, *engine) {
+	s := newTestService(t)
+	ep := endpoint(rx.URL, sign.GenerateSecret())
+	ep.Endpoint.Ordering, ep.Endpoint.MaxInFlight, ep.Endpoint.OutageModeDisabled = order, 10, true
+	s.store.Put(ep)
+	return s, testEngine(t, s)
 }
