@@ -403,7 +403,7 @@ func (st *stack) waitSharedBy(n int, deadline time.Time) {
 	group := st.kafka.TopicPrefix + "dispatcher"
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	last := ""
+	var last string
 	for {
 		gs, err := st.admin.DescribeGroups(st.t.Context(), group)
 		if err == nil {
