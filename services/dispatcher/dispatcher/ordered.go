@@ -328,9 +328,14 @@ func (e *engine) spillFollowers(k *keyLane, en *entry, now time.Time) {
 			break
 		}
 	}
-	if !below {
-		return
+	if below {
+		e.spillKey(k, now, "behind lane head")
 	}
+}
+
+// spillKey spills k's waiting members, in lane_seq order; they are
+// outside once spilled (settledOrdered).
+func (e *engine) spillKey(k *keyLane, now time.Time, reason string) {
 	l := k.lane
 	waiting := k.members
 	k.members = nil
@@ -339,7 +344,7 @@ func (e *engine) spillFollowers(k *keyLane, en *entry, now time.Time) {
 			continue
 		}
 		l.unqueue(m)
-		e.spillOne(m, l, now, "behind lane head") // outside once spilled (settledOrdered)
+		e.spillOne(m, l, now, reason)
 	}
 	e.f.touch(l, now)
 }

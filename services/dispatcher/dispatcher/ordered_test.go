@@ -530,3 +530,32 @@ func orderedEngine(t testing.TB, rx *httptest.Server, order hooklinev1.Ordering)
 	s.store.Put(ep)
 	return s, testEngine(t, s)
 }
+
+// TestAStuckLaneSpillsOnlyItsOwnKey: when an ordered lane's waiting
+// follower holds its partition's watermark for --stuck-after, relief
+// spills that lane's waiting members, not the waiting members of the
+// endpoint's other keys, which are not stuck (found by the badlane bench:
+// a failing key made the endpoint's healthy keys' waiting deliveries go
+// round the retry path every --stuck-after).
+func TestAStuckLaneSpillsOnlyItsOwnKey(t *testing.T) {
+	s, e := orderedEngine(t, failingOn(t, `"a0"`), hooklinev1.Ordering_ORDERING_PER_KEY)
+	for i, p := range []struct{ key, body string }{{"a", `"a0"`}, {"a", `"a1"`}} {
+		e.placeAt(t, &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", i), EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
+			Payload: []byte(p.body), Attempt: 1, OrderingKey: p.key}, int64(i))
+	}
+	e.runDry(t) // a0 out on a retry, a1 waits behind it and holds the watermark
+	for _, pw := range e.w.parts {
+		e.w.popDone(pw, s.now(), nil) // a0's retry committed
+	}
+	e.placeAt(t, &hooklinev1.Delivery{DeliveryId: "dlv_2", EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
+		Payload: []byte(`"b0"`), Attempt: 1, OrderingKey: "b"}, 2) // waits for its turn, not started yet
+	b0 := e.f.lanes["ep_1"].ord.keys["b"].members[0]
+	e.relieve(s.now().Add(s.cfg.StuckAfter + time.Second))
+	k := e.f.lanes["ep_1"].ord.keys
+	if _, out := k["a"].outside["dlv_1"]; !out {
+		t.Fatal("a1, stuck behind a0, was not spilled")
+	}
+	if b0.state != entryQueued || len(k["b"].outside) != 0 {
+		t.Fatalf("b0 (state %v) was spilled with the stuck key a; want it waiting for its turn", b0.state)
+	}
+}

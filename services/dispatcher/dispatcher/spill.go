@@ -18,7 +18,10 @@ import (
 //   - a stuck partition: the partition's oldest uncommitted delivery has
 //     waited in its lane for StuckAfter, or the window is full, so the
 //     lane's waiting deliveries are spilled and the partition's other
-//     endpoints go on (their completed deliveries can be committed).
+//     endpoints go on (their completed deliveries can be committed); of
+//     an ordered endpoint stuck for StuckAfter, only the stuck key's;
+//   - behind an ordered lane's head: a head that goes out again from
+//     above its waiting followers spills them (ordered.go).
 //
 // A delivery whose attempt is in flight is never spilled; one hanging
 // receiver holds its partition's watermark at most for its attempt
@@ -47,7 +50,14 @@ func (e *engine) relieve(now time.Time) {
 		if head == nil || head.state != entryQueued {
 			continue
 		}
-		if full || now.Sub(pw.headSince) >= e.s.cfg.StuckAfter {
+		switch {
+		case !full && head.key != nil && now.Sub(pw.headSince) >= e.s.cfg.StuckAfter:
+			// An ordered lane waiting for its head holds only itself:
+			// the endpoint's other keys are not stuck.
+			e.s.log.Warn("ordered lane holds its partition back; spilling its waiting deliveries to the retry path",
+				"endpoint_id", head.lane.id, "waiting", len(head.key.members))
+			e.spillKey(head.key, now, "stuck partition")
+		case full || now.Sub(pw.headSince) >= e.s.cfg.StuckAfter:
 			e.spillLane(head.lane, now)
 		}
 	}
