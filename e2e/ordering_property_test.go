@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -151,10 +152,9 @@ func (pm *propModel) before(d *hooklinev1.Delivery) {
 }
 
 func (pm *propModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var body [512]byte
-	n, _ := r.Body.Read(body[:])
+	body, _ := io.ReadAll(r.Body)
 	pm.mu.Lock()
-	m := pm.member(body[:n])
+	m := pm.member(body)
 	if m == nil {
 		pm.mu.Unlock()
 		w.WriteHeader(http.StatusBadRequest)
