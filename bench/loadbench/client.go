@@ -53,14 +53,15 @@ func (h *hookline) auth(ctx context.Context) context.Context {
 // endpointSpec is what the harness asks of one endpoint. Zero values
 // leave Hookline's defaults.
 type endpointSpec struct {
-	url          string
-	eventTypes   []string
-	maxInFlight  uint32
-	rate         float64
-	timeout      time.Duration
-	retry        *hooklinev1.RetryPolicy
-	noOutageMode bool
-	ordering     hooklinev1.Ordering
+	url           string
+	eventTypes    []string
+	maxInFlight   uint32
+	rate          float64
+	timeout       time.Duration
+	retry         *hooklinev1.RetryPolicy
+	noOutageMode  bool
+	ordering      hooklinev1.Ordering
+	onHeadFailure hooklinev1.HeadFailure
 }
 
 // createEndpoint creates one endpoint and returns its id.
@@ -68,7 +69,7 @@ func (h *hookline) createEndpoint(ctx context.Context, s endpointSpec) (string, 
 	req := &hooklinev1.CreateEndpointRequest{
 		Url: s.url, EventTypes: s.eventTypes, MaxInFlight: s.maxInFlight,
 		RateLimitPerSecond: s.rate, RetryPolicy: s.retry, OutageModeDisabled: s.noOutageMode,
-		Ordering: s.ordering,
+		Ordering: s.ordering, OnHeadFailure: s.onHeadFailure,
 	}
 	if s.timeout > 0 {
 		req.Timeout = durationpb.New(s.timeout)

@@ -30,7 +30,7 @@ type route struct {
 	kind  answer
 	delay time.Duration
 	// failIf, when set, makes a request whose body contains it answer
-	// 503 (counted as failed), whatever kind says.
+	// 400, a permanent failure (counted as failed), whatever kind says.
 	failIf []byte
 }
 
@@ -111,7 +111,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		if bytes.Contains(body, rt.failIf) {
 			r.count(rt.group, "", "", false)
-			w.WriteHeader(http.StatusServiceUnavailable)
+			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
 	}

@@ -45,7 +45,7 @@ func scenarios() []scenario {
 		{"storm", "8. retry storm: 503s, then recovery", 10 * time.Minute, runStorm},
 		{"scheduler", "9. scheduler (schedbench, Apache Kafka 4.4)", 15 * time.Minute, runScheduler},
 		{"ordered", "10. ordered per key: 1,000 keys vs unordered, one endpoint", 5 * time.Minute, runOrdered},
-		{"badlane", "11. ordered per key: one failing lane beside 999", 5 * time.Minute, runBadLane},
+		{"badlane", "11. ordered per key: one blocked lane beside 999", 5 * time.Minute, runBadLane},
 	}
 }
 

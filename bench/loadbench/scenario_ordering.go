@@ -8,7 +8,6 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Ordered delivery (issue 18): what ordering per key costs one endpoint,
@@ -97,18 +96,16 @@ type badLaneResult struct {
 	rate    float64
 	q       quantiles
 	missing int
-	bad     int64 // attempts the bad lane's receiver answered 503
+	bad     int64 // attempts the bad lane's receiver answered 400
 }
 
-// runBadLane runs one endpoint ordered per key (cap 10, rate lifted, a
-// receiver that answers at once) offered 500 events/s over 999 keys,
-// alone and then beside a 1,000th key (5 more events/s) whose every
-// delivery fails. Until
-// on_head_failure block is built the bad lane is a head that fails with
-// 503 on a retry ladder of 10 minutes: it stays out on its retry for the
-// whole run while its followers (1% of the events) wait behind it, which
-// is what a blocked lane does. It reports the healthy lanes' deliveries/s
-// and publish → receiver latency, and the ratios of the two runs.
+// runBadLane runs one endpoint ordered per key with on_head_failure
+// block (cap 10, rate lifted, a receiver that answers at once) offered
+// 500 events/s over 999 keys, alone and then beside a 1,000th key (5 more
+// events/s) whose every delivery the receiver refuses with a 400: its
+// first head blocks the lane for the whole run and its followers wait
+// behind it. It reports the healthy lanes' deliveries/s and publish →
+// receiver latency, and the ratios of the two runs.
 func runBadLane(ctx context.Context, b *bench) error {
 	base, err := badLaneRun(ctx, b, "badlane-alone", false)
 	if err != nil {
@@ -118,7 +115,7 @@ func runBadLane(ctx context.Context, b *bench) error {
 	if err != nil {
 		return fmt.Errorf("beside the bad lane: %w", err)
 	}
-	b.rep.add("bad lane", "a head failing 503 on a 10 min retry ladder, its followers waiting (block is not built yet)", "")
+	b.rep.add("bad lane", "blocked (on_head_failure block): its head answered 400, its followers waiting behind it", "")
 	b.rep.add("999 lanes alone: deliveries/s · latency", fmt.Sprintf("%.0f/s (offered %d/s) · %s", base.rate, badLaneRate, base.q), "")
 	b.rep.add("999 lanes beside the bad lane: deliveries/s · latency", fmt.Sprintf("%.0f/s · %s", beside.rate, beside.q), "")
 	b.rep.add("throughput beside / alone", "", pct(beside.rate, base.rate)+" (target: no measurable cost)")
@@ -127,7 +124,7 @@ func runBadLane(ctx context.Context, b *bench) error {
 		p99 = fmt.Sprintf("%.2f×", float64(beside.q.p99)/float64(base.q.p99))
 	}
 	b.rep.add("p99 beside / alone", "", p99+" (target: no measurable cost)")
-	b.rep.add("not delivered within the drain bound", fmt.Sprintf("%d alone, %d beside; the bad lane's head was answered 503 %d times", base.missing, beside.missing, beside.bad), "")
+	b.rep.add("not delivered within the drain bound", fmt.Sprintf("%d alone, %d beside; the bad lane's receiver answered 400 %d times", base.missing, beside.missing, beside.bad), "")
 	return nil
 }
 
@@ -137,16 +134,10 @@ func badLaneRun(ctx context.Context, b *bench, name string, withBad bool) (badLa
 	_, err := withSession(ctx, b, name, func(ctx context.Context, s *session) error {
 		const group = "lanes"
 		badBody := []byte(`{"bad":true}`)
-		ladder := &hooklinev1.RetryPolicy{
-			Schedule: &hooklinev1.RetryPolicy_Ladder{Ladder: &hooklinev1.RetryPolicy_DelayLadder{
-				Delays: []*durationpb.Duration{durationpb.New(10 * time.Minute)},
-			}},
-			Jitter: hooklinev1.RetryPolicy_JITTER_NONE,
-		}
 		if _, err := s.h.createEndpoint(ctx, endpointSpec{
 			url:        s.rcv.handle("/lanes", route{group: group, failIf: badBody}),
-			eventTypes: []string{"bench.lanes"}, maxInFlight: 10, rate: 100000, retry: ladder,
-			ordering: hooklinev1.Ordering_ORDERING_PER_KEY,
+			eventTypes: []string{"bench.lanes"}, maxInFlight: 10, rate: 100000,
+			ordering: hooklinev1.Ordering_ORDERING_PER_KEY, onHeadFailure: hooklinev1.HeadFailure_HEAD_FAILURE_BLOCK,
 		}); err != nil {
 			return err
 		}
