@@ -89,8 +89,29 @@ func NewFollower(apply func(*kgo.Record), topics ...string) *Follower {
 	}
 }
 
-// batchFetchMaxBytes bounds one fetch of a batch follower.
-const batchFetchMaxBytes = 4 << 20
+// batchFetchMaxBytes bounds one fetch of a batch follower, and one
+// partition's share of it.
+const batchFetchMaxBytes = 1 << 20
+
+// fetchLimits bounds what the consumer holds. A batch follower (the
+// delivery index, which reads the whole history from offset 0 on a new
+// replica) holds per broker at most two fetches, the one being applied
+// and the next, each at most batchFetchMaxBytes as Kafka counts them
+// (compressed; a record larger than that is still fetched whole).
+// Decompressed they can be several times that: the view bounds its own
+// write batches (history.Store.Apply). Concurrency stays one fetch per
+// broker (kgo's default): fewer would leave a broker with new records
+// waiting behind another's long poll. Other followers fetch enough for
+// the largest record twice.
+func (f *Follower) fetchLimits() []kgo.Opt {
+	if f.batch == nil {
+		return []kgo.Opt{kgo.FetchMaxBytes(2 * MaxRecordBytes)}
+	}
+	return []kgo.Opt{
+		kgo.FetchMaxBytes(batchFetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(batchFetchMaxBytes),
+	}
+}
 
 // Offsets maps topic → partition → the next offset to read.
 type Offsets map[string]map[int32]int64
@@ -145,20 +166,12 @@ func (f *Follower) Run(ctx context.Context, cfg Config) error {
 		}
 		consume = kgo.ConsumePartitions(start)
 	}
-	// A batch follower's poll is applied whole (one write batch), so its
-	// fetches are kept smaller: what it holds at once stays bounded. A
-	// record larger than that is still fetched whole.
-	fetchMax := int32(2 * MaxRecordBytes)
-	if f.batch != nil {
-		fetchMax = batchFetchMaxBytes
-	}
-	cl, err := kgo.NewClient(append(opts,
+	cl, err := kgo.NewClient(append(append(opts,
 		consume,
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
-		kgo.FetchMaxBytes(fetchMax),
-	)...)
+	), f.fetchLimits()...)...)
 	if err != nil {
 		return fmt.Errorf("follow %v: %w", f.topics, err)
 	}

@@ -34,8 +34,11 @@ type Store struct {
 	topics Topics
 	dir    string
 	temp   bool // dir was made by Open and is removed by Close
-	// maxScan is MaxScan; tests lower it.
-	maxScan int
+	// maxScan is MaxScan, maxBatch maxBatchBytes; tests lower them.
+	maxScan, maxBatch int
+	// committed, when set (tests), sees each batch Apply commits: its
+	// size and the offsets it stored.
+	committed func(bytes int, offsets hkafka.Offsets)
 
 	// writeMu serialises Apply and Sweep: both read a delivery's summary
 	// before changing its index entries.
@@ -108,7 +111,7 @@ func Open(dir string, topics Topics, opts ...Option) (*Store, error) {
 		}
 		return nil, fmt.Errorf("history: open index in %s: %w", dir, err)
 	}
-	return &Store{db: db, topics: topics, dir: dir, temp: temp, maxScan: MaxScan}, nil
+	return &Store{db: db, topics: topics, dir: dir, temp: temp, maxScan: MaxScan, maxBatch: maxBatchBytes}, nil
 }
 
 // Dir returns the directory the index lives in.
