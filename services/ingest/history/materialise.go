@@ -13,11 +13,11 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// maxBatchBytes bounds one Pebble batch of Apply: a poll larger than
+// maxBatchBytes bounds one Pebble batch of Apply (1 MiB): a poll larger than
 // that (a fetch of well-compressed records can decompress to tens of
 // MiB) is written in several batches, so what a batch holds in memory
 // stays bounded whatever the poll.
-const maxBatchBytes = 4 << 20
+const maxBatchBytes = 1 << 20
 
 // Apply writes recs (one poll of the deliveries, results and dead-letter
 // topics, in offset order per partition) and next, the offsets they

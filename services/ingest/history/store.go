@@ -58,7 +58,7 @@ type options struct {
 // in memory, whatever the history's size.
 func WithCacheBytes(n int64) Option { return func(o *options) { o.cacheBytes = n } }
 
-// WithMemtableBytes sets the size of one memtable (default 16 MiB; at
+// WithMemtableBytes sets the size of one memtable (default 8 MiB; at
 // most two are held before writes wait for a flush).
 func WithMemtableBytes(n uint64) Option { return func(o *options) { o.memtableBytes = n } }
 
@@ -71,7 +71,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // rebuilt from the topics at every start. Only one process may hold a
 // directory at a time (Pebble locks it).
 func Open(dir string, topics Topics, opts ...Option) (*Store, error) {
-	o := options{cacheBytes: 32 << 20, memtableBytes: 16 << 20, log: slog.Default()}
+	o := options{cacheBytes: 32 << 20, memtableBytes: 8 << 20, log: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
 	}
