@@ -65,6 +65,7 @@ type Follower struct {
 	ids      map[string][16]byte        // topic IDs, for probe fetches
 	parts    map[string]partitionList   // partitions, for lastStable
 	probing  chan struct{}              // held by the one probe running
+	rounds   rounds                     // SyncAll's shared requests
 	// probed, when set (tests), sees the record bytes each probe fetch
 	// returned, while the probe holds them.
 	probed func(bytes int)

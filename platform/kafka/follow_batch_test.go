@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestBatchFollowerPollsAreBoundedWhateverTheBacklog: a new replica of the
@@ -155,5 +156,103 @@ func TestProbesReadOneBatchAtATimeWhateverTheCallers(t *testing.T) {
 	}
 	if largest > batchBytes+4<<10 {
 		t.Fatalf("a probe fetched %d bytes, more than one batch of %d", largest, batchBytes)
+	}
+}
+
+// TestSyncAllSharesOneListOffsetsAmongTheCallsThatArriveMeanwhile: every
+// history read waits for the index to reach the topics' ends; 20 reads
+// arriving while a ListOffsets is in flight share the next one (sent
+// after they arrived) instead of sending 20, and each sees what was
+// written before it called.
+func TestSyncAllSharesOneListOffsetsAmongTheCallsThatArriveMeanwhile(t *testing.T) {
+	cfg, c := testBroker(t)
+	if c == nil {
+		t.Skip("counts requests inside kfake")
+	}
+	cl := testClient(t, cfg)
+	adm := kadm.NewClient(cl)
+	a, b := newTopic(t, adm, nil), newTopic(t, adm, nil)
+	var mu sync.Mutex
+	applied := 0
+	f := NewBatchFollower(func(recs []*kgo.Record, _ Offsets) error {
+		mu.Lock()
+		applied += len(recs)
+		mu.Unlock()
+		return nil
+	}, nil, a, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx, cfg) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("follower: %v", err)
+		}
+	}()
+	if err := f.SyncAll(t.Context()); err != nil { // partitions and ids looked up
+		t.Fatal(err)
+	}
+
+	var lists sync.Mutex
+	listed := 0
+	inFlight, release := make(chan struct{}), make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	defer releaseOnce() // before the follower stops: the broker is held until then
+	c.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if lo := req.(*kmsg.ListOffsetsRequest); len(lo.Topics) != 2 || lo.Topics[0].Partitions[0].Timestamp != -1 {
+			return nil, nil, false // the consumer's own look-ups (of the start)
+		}
+		lists.Lock()
+		listed++
+		first := listed == 1
+		lists.Unlock()
+		if first {
+			close(inFlight)
+			<-release // the broker answers nothing meanwhile
+		}
+		return nil, nil, false
+	})
+	produce(t, cl, a, 3, time.Now())
+	produce(t, cl, b, 2, time.Now())
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- f.SyncAll(t.Context()) }()
+	<-inFlight
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for range 20 {
+		wg.Go(func() { errs <- f.SyncAll(t.Context()) })
+	}
+	// Until all 20 wait for the next request, or a while: a goroutine
+	// not yet scheduled then makes one more request, not a failure.
+	for waiting, deadline := 0, time.Now().Add(2*time.Second); waiting < 20 && time.Now().Before(deadline); {
+		f.rounds.mu.Lock()
+		if f.rounds.next != nil {
+			waiting = f.rounds.next.waiters
+		}
+		f.rounds.mu.Unlock()
+		<-time.After(time.Millisecond)
+	}
+	releaseOnce()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := applied
+	mu.Unlock()
+	lists.Lock()
+	defer lists.Unlock()
+	if got != 5 {
+		t.Fatalf("applied %d records when the calls returned, want 5", got)
+	}
+	if listed > 3 {
+		t.Fatalf("%d ListOffsets requests for 21 calls, want 2 (the one in flight, one shared; 3 if a call came late)", listed)
 	}
 }
