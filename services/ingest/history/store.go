@@ -68,7 +68,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // Open opens (creating if needed) the index under dir. An empty dir
 // means a fresh temporary directory, removed by Close: the index is then
-// rebuilt from the topics at every start. Only one process may hold a
+// rebuilt from the topics at every start. Temporary directories left by
+// processes no longer alive (kill -9) are removed first. Only one process may hold a
 // directory at a time (Pebble locks it).
 func Open(dir string, topics Topics, opts ...Option) (*Store, error) {
 	o := options{cacheBytes: 32 << 20, memtableBytes: 8 << 20, log: slog.Default()}
@@ -77,9 +78,9 @@ func Open(dir string, topics Topics, opts ...Option) (*Store, error) {
 	}
 	temp := dir == ""
 	if temp {
-		d, err := os.MkdirTemp("", "hookline-history-")
+		d, err := makeTempDir("")
 		if err != nil {
-			return nil, fmt.Errorf("history: %w", err)
+			return nil, errTemp(err)
 		}
 		dir = d
 	}
