@@ -47,7 +47,7 @@ func load(ctx context.Context, brokers string, n, payload int) (loaded, error) {
 	}
 	topics := kc.Topics()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ProducerLinger(20*time.Millisecond),
-		kgo.ProducerBatchMaxBytes(4<<20), kgo.MaxBufferedRecords(50000), kgo.ProducerBatchCompression(kgo.Lz4Compression()),
+		kgo.MaxBufferedRecords(50000), kgo.ProducerBatchCompression(kgo.Lz4Compression()),
 		kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
 	if err != nil {
 		return loaded{}, err

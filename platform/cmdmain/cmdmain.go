@@ -1,7 +1,8 @@
 // Package cmdmain is the one main of every Hookline service binary: load
 // the typed config from flags and environment, set up logging and
-// OpenTelemetry, build the service, run it until SIGINT or SIGTERM, flush
-// telemetry, exit once.
+// OpenTelemetry, set the Go runtime's memory limit from the container's
+// unless GOMEMLIMIT is set (platform/memlimit), build the service, run it
+// until SIGINT or SIGTERM, flush telemetry, exit once.
 package cmdmain
 
 import (
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/platform/config"
+	"github.com/hookline/hookline/platform/memlimit"
 	"github.com/hookline/hookline/platform/telemetry"
 )
 
@@ -59,6 +61,8 @@ func run[C any](name string, build func(cfg C, env Env) (Runner, error)) error {
 			env.Log.Warn("telemetry not flushed", "err", err)
 		}
 	}()
+	limit, why := memlimit.Set(os.Getenv, "/sys/fs/cgroup")
+	env.Log.Info("memory limit", "bytes", limit, "from", why)
 	svc, err := build(cfg.Service, env)
 	if err != nil {
 		return err

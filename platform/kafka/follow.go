@@ -64,6 +64,11 @@ type Follower struct {
 	advanced chan struct{}              // closed and replaced when pos moves
 	ids      map[string][16]byte        // topic IDs, for probe fetches
 	parts    map[string]partitionList   // partitions, for lastStable
+	probing  chan struct{}              // held by the one probe running
+	rounds   rounds                     // SyncAll's shared requests
+	// probed, when set (tests), sees the record bytes each probe fetch
+	// returned, while the probe holds them.
+	probed func(bytes int)
 
 	// Set by Run before admReady is closed: the consumer, and the client
 	// that waits list offsets and probe with.
@@ -86,11 +91,33 @@ func NewFollower(apply func(*kgo.Record), topics ...string) *Follower {
 		parts:       map[string]partitionList{},
 		advanced:    make(chan struct{}),
 		admReady:    make(chan struct{}),
+		probing:     make(chan struct{}, 1),
 	}
 }
 
-// batchFetchMaxBytes bounds one fetch of a batch follower.
-const batchFetchMaxBytes = 4 << 20
+// batchFetchMaxBytes bounds one fetch of a batch follower, and one
+// partition's share of it.
+const batchFetchMaxBytes = 1 << 20
+
+// fetchLimits bounds what the consumer holds. A batch follower (the
+// delivery index, which reads the whole history from offset 0 on a new
+// replica) holds per broker at most two fetches, the one being applied
+// and the next, each at most batchFetchMaxBytes as Kafka counts them
+// (compressed; a record larger than that is still fetched whole).
+// Decompressed they can be several times that: the view bounds its own
+// write batches (history.Store.Apply). Concurrency stays one fetch per
+// broker (kgo's default): fewer would leave a broker with new records
+// waiting behind another's long poll. Other followers fetch enough for
+// the largest record twice.
+func (f *Follower) fetchLimits() []kgo.Opt {
+	if f.batch == nil {
+		return []kgo.Opt{kgo.FetchMaxBytes(2 * MaxRecordBytes)}
+	}
+	return []kgo.Opt{
+		kgo.FetchMaxBytes(batchFetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(batchFetchMaxBytes),
+	}
+}
 
 // Offsets maps topic → partition → the next offset to read.
 type Offsets map[string]map[int32]int64
@@ -145,20 +172,12 @@ func (f *Follower) Run(ctx context.Context, cfg Config) error {
 		}
 		consume = kgo.ConsumePartitions(start)
 	}
-	// A batch follower's poll is applied whole (one write batch), so its
-	// fetches are kept smaller: what it holds at once stays bounded. A
-	// record larger than that is still fetched whole.
-	fetchMax := int32(2 * MaxRecordBytes)
-	if f.batch != nil {
-		fetchMax = batchFetchMaxBytes
-	}
-	cl, err := kgo.NewClient(append(opts,
+	cl, err := kgo.NewClient(append(append(opts,
 		consume,
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
-		kgo.FetchMaxBytes(fetchMax),
-	)...)
+	), f.fetchLimits()...)...)
 	if err != nil {
 		return fmt.Errorf("follow %v: %w", f.topics, err)
 	}
@@ -509,17 +528,41 @@ func (f *Follower) waitFor(ctx context.Context, topic string, targets map[int32]
 	}
 }
 
+// probeBatches bounds the record batches one probe reads.
+const probeBatches = 16
+
 // probe fetches topic/partition from offset from, read_committed, as the
 // consumer does, and advances the position to the first record the
-// consumer will return from there (or past everything the fetch covered
-// if it holds no such record). Below that offset there is nothing to
-// apply: records deleted by retention or DeleteRecords, aborted records,
-// batches emptied by compaction.
+// consumer will return from there (or past everything the fetches
+// covered if they hold no such record). Below that offset there is
+// nothing to apply: records deleted by retention or DeleteRecords,
+// aborted records, batches emptied by compaction.
+//
+// Each fetch asks for one record batch (a broker returns the first batch
+// whole whatever the limit), at most probeBatches of them, and one probe
+// runs at a time per Follower: a rebuild from offset 0 leaves many
+// partitions standing still behind, and every waiting call probes them,
+// so what probes hold must not grow with the backlog or the callers.
 func (f *Follower) probe(ctx context.Context, topic string, partition int32, from int64) error {
-	for range 3 { // at most: out of range, then from the log start
+	select {
+	case f.probing <- struct{}{}:
+		defer func() { <-f.probing }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	f.mu.Lock()
+	moved := f.pos[topic][partition] > from
+	f.mu.Unlock()
+	if moved {
+		return nil // read, or probed by another waiter, meanwhile
+	}
+	for range probeBatches + 2 { // two more: out of range, then from the log start
 		rp, err := f.fetchOnce(ctx, topic, partition, from)
 		if err != nil {
 			return err
+		}
+		if f.probed != nil {
+			f.probed(len(rp.RecordBatches))
 		}
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 			KeepControlRecords: true,
@@ -552,13 +595,16 @@ func (f *Follower) probe(ctx context.Context, topic string, partition int32, fro
 		f.mu.Lock()
 		f.advanceLocked(topic, partition, next)
 		f.mu.Unlock()
-		return nil
+		if len(fp.Records) > 0 || next <= from {
+			return nil // a record to hand over, or the end
+		}
+		from = next // a batch with nothing to apply: the next one
 	}
 	return nil
 }
 
 // fetchOnce sends one Fetch for topic/partition at offset to its leader,
-// returning without waiting for new data.
+// returning without waiting for new data: its first record batch only.
 func (f *Follower) fetchOnce(ctx context.Context, topic string, partition int32, offset int64) (*kmsg.FetchResponseTopicPartition, error) {
 	id, err := f.topicID(ctx, topic)
 	if err != nil {
@@ -571,7 +617,7 @@ func (f *Follower) fetchOnce(ctx context.Context, topic string, partition int32,
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxWaitMillis = 0
 	req.MinBytes = 1
-	req.MaxBytes = int32(2 * MaxRecordBytes)
+	req.MaxBytes = 1       // the first batch, whole
 	req.IsolationLevel = 1 // read_committed
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = topic
@@ -579,7 +625,7 @@ func (f *Follower) fetchOnce(ctx context.Context, topic string, partition int32,
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition = partition
 	rp.FetchOffset = offset
-	rp.PartitionMaxBytes = int32(2 * MaxRecordBytes)
+	rp.PartitionMaxBytes = 1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, f.wcl.Broker(int(leader)))

@@ -90,7 +90,12 @@ func parseEntry(e string, minBits int) (Principal, [sha256.Size]byte, error) {
 
 // Resolve returns the principal key authenticates.
 func (r *Registry) Resolve(key string) (Principal, bool) {
-	p, ok := r.keys[sha256.Sum256([]byte(key))]
+	return r.ResolveSum(sha256.Sum256([]byte(key)))
+}
+
+// ResolveSum returns the principal of the key whose SHA-256 is sum.
+func (r *Registry) ResolveSum(sum [sha256.Size]byte) (Principal, bool) {
+	p, ok := r.keys[sum]
 	return p, ok
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 
@@ -81,11 +82,17 @@ func (k *Keys) Reload() error {
 
 // Resolve returns the principal key authenticates.
 func (k *Keys) Resolve(key string) (Principal, bool) {
-	if p, ok := k.fixed.Resolve(key); ok {
+	return k.ResolveSum(sha256.Sum256([]byte(key)))
+}
+
+// ResolveSum returns the principal of the key whose SHA-256 is sum (a
+// console session holds only that).
+func (k *Keys) ResolveSum(sum [sha256.Size]byte) (Principal, bool) {
+	if p, ok := k.fixed.ResolveSum(sum); ok {
 		return p, true
 	}
 	if k.file != nil {
-		return k.file.Get().Resolve(key)
+		return k.file.Get().ResolveSum(sum)
 	}
 	return Principal{}, false
 }

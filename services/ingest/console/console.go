@@ -4,13 +4,15 @@
 // with their health, the delivery log with filters, and each delivery's
 // timeline, with resend and recover actions for admin keys.
 //
-// Sessions are held in memory by the serving replica; the cookie is
-// HttpOnly, SameSite=Strict, and Secure when served over TLS. Every POST
-// but sign-in carries the session's CSRF token.
+// A session is a signed, expiring cookie (session.go), served by any
+// replica that shares the session key; the cookie is HttpOnly,
+// SameSite=Strict, and Secure when served over TLS. Every POST but
+// sign-in carries the session's CSRF token.
 package console
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
 	"html/template"
 	"log/slog"
@@ -30,6 +32,9 @@ type Backend interface {
 	// act (resend, recover: admin scope); ok is false for an unknown key
 	// or one that may not read.
 	SignIn(key string) (tenant string, admin, ok bool)
+	// SignedIn is SignIn for the key whose SHA-256 is keySum: a session
+	// holds only that, and asks again on every request.
+	SignedIn(keySum [sha256.Size]byte) (tenant string, admin, ok bool)
 	Endpoints(ctx context.Context) ([]EndpointHealth, error)
 	ListDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest) (*hooklinev1.ListDeliveriesResponse, error)
 	GetDelivery(ctx context.Context, id string) (*hooklinev1.GetDeliveryResponse, error)
@@ -76,16 +81,24 @@ func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = n
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
+// WithSessionKey sets the key session cookies are signed with (default:
+// random, so only this Server accepts its sessions). Replicas that share
+// it serve each other's sessions.
+func WithSessionKey(key []byte) Option { return func(s *Server) { s.sessions.key = key } }
+
 // WithTLS marks the console as served over TLS: its cookie is Secure.
 func WithTLS() Option { return func(s *Server) { s.tls = true } }
 
 // New returns a console over backend.
 func New(backend Backend, opts ...Option) *Server {
-	s := &Server{backend: backend, log: slog.Default(), now: time.Now}
+	s := &Server{backend: backend, log: slog.Default(), now: time.Now, sessions: &sessions{}}
 	for _, o := range opts {
 		o(s)
 	}
-	s.sessions = newSessions(s.now)
+	s.sessions.now = s.now
+	if s.sessions.key == nil {
+		s.sessions.key = []byte(randomToken())
+	}
 	s.pages = parsePages()
 	return s
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -40,7 +41,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, v v
 		v.Tenant, v.CSRF, v.Admin = sess.tenant, sess.csrf, sess.admin
 	}
 	if v.Flash == "" {
-		v.Flash = s.sessions.takeFlash(sessionFrom(r))
+		v.Flash = s.takeFlash(w, r)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
@@ -80,20 +81,18 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	tenant, admin, ok := s.backend.SignIn(strings.TrimSpace(r.PostFormValue("api_key")))
+	key := strings.TrimSpace(r.PostFormValue("api_key"))
+	tenant, admin, ok := s.backend.SignIn(key)
 	if !ok {
 		s.render(w, r, "login", view{Error: "That API key is not valid."}, http.StatusUnauthorized)
 		return
 	}
-	s.setCookie(w, s.sessions.create(tenant, admin), int(sessionTTL.Seconds()))
+	s.setCookie(w, cookieName, s.sessions.create(tenant, admin, sha256.Sum256([]byte(key))), int(sessionTTL.Seconds()))
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
-	if c, err := r.Cookie(cookieName); err == nil {
-		s.sessions.end(c.Value)
-	}
-	s.setCookie(w, "", -1)
+	s.setCookie(w, cookieName, "", -1)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
@@ -186,7 +185,7 @@ func (s *Server) resend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "error", view{}, err)
 		return
 	}
-	s.sessions.setFlash(sessionFrom(r), fmt.Sprintf("Resend asked: attempt %d.", attempt))
+	s.setFlash(w, fmt.Sprintf("Resend asked: attempt %d.", attempt))
 	http.Redirect(w, r, "/deliveries/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
@@ -207,6 +206,6 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	msg := fmt.Sprintf("Recovering %d deliveries to %s (%d no longer have a payload).", total, id, unavailable)
-	s.sessions.setFlash(sessionFrom(r), msg)
+	s.setFlash(w, msg)
 	http.Redirect(w, r, "/deliveries?endpoint="+url.QueryEscape(id), http.StatusSeeOther)
 }

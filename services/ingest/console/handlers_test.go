@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"crypto/sha256"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -21,14 +22,18 @@ import (
 type fakeBackend struct {
 	tenants []string
 	resent  []string
+	revoked map[string]bool
 }
 
 func (f *fakeBackend) SignIn(key string) (string, bool, bool) {
-	switch key {
-	case "admin-key":
-		return "acme", true, true
-	case "reader-key":
-		return "acme", false, true
+	return f.SignedIn(sha256.Sum256([]byte(key)))
+}
+
+func (f *fakeBackend) SignedIn(sum [sha256.Size]byte) (string, bool, bool) {
+	for key, admin := range map[string]bool{"admin-key": true, "reader-key": false} {
+		if sum == sha256.Sum256([]byte(key)) && !f.revoked[key] {
+			return "acme", admin, true
+		}
 	}
 	return "", false, false
 }
@@ -168,5 +173,76 @@ func TestConsoleRefusesACrossSitePost(t *testing.T) {
 	New(&fakeBackend{}).Handler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusForbidden || len(rec.Result().Cookies()) != 0 {
 		t.Fatalf("cross-site sign-in: %d, cookies %v; want 403 and no session", rec.Code, rec.Result().Cookies())
+	}
+}
+
+// TestConsoleSessionIsServedByAnyReplicaAndEndsWithItsKey: a session is a
+// signed cookie, so a replica that shares the session key serves a
+// session another made (actions included); one with another key, a
+// cookie altered or expired, and a session whose API key was revoked
+// since, are sent to sign in.
+func TestConsoleSessionIsServedByAnyReplicaAndEndsWithItsKey(t *testing.T) {
+	be := &fakeBackend{revoked: map[string]bool{}}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	key := []byte("shared page-token key")
+	a := httptest.NewServer(New(be, WithSessionKey(key), WithClock(clock)).Handler())
+	defer a.Close()
+	b := httptest.NewServer(New(be, WithSessionKey(key), WithClock(clock)).Handler())
+	defer b.Close()
+	other := httptest.NewServer(New(be, WithSessionKey([]byte("another key")), WithClock(clock)).Handler())
+	defer other.Close()
+
+	c, page := signIn(t, a, "admin-key")
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token after sign-in on replica a:\n%s", page)
+	}
+	signedIn := func(srv *httptest.Server) bool {
+		t.Helper()
+		resp, err := c.Get(srv.URL + "/deliveries")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Request.URL.Path == "/deliveries" && resp.StatusCode == http.StatusOK
+	}
+	if !signedIn(b) {
+		t.Fatal("replica b does not serve the session replica a made")
+	}
+	resp, err := c.PostForm(b.URL+"/deliveries/dlv_1/resend", url.Values{"csrf": {m[1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(be.resent) != 1 || !strings.Contains(string(body), "attempt 3") {
+		t.Fatalf("resend on replica b with replica a's CSRF token: %v, resent %v", resp.Status, be.resent)
+	}
+	if signedIn(other) {
+		t.Fatal("a console with another session key accepted the session")
+	}
+
+	u, _ := url.Parse(a.URL)
+	cookie := c.Jar.Cookies(u)[0]
+	forged := *cookie
+	forged.Value = strings.Replace(cookie.Value, ".", "A.", 1)
+	c.Jar.SetCookies(u, []*http.Cookie{&forged})
+	if signedIn(b) {
+		t.Fatal("an altered cookie was accepted")
+	}
+	c.Jar.SetCookies(u, []*http.Cookie{cookie})
+	if !signedIn(b) {
+		t.Fatal("the session did not come back with its cookie")
+	}
+
+	now = now.Add(sessionTTL)
+	if signedIn(b) {
+		t.Fatal("an expired session was accepted")
+	}
+	now = now.Add(-time.Hour)
+	be.revoked["admin-key"] = true
+	if signedIn(a) || signedIn(b) {
+		t.Fatal("a session outlived the revocation of its API key")
 	}
 }

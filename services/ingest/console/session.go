@@ -2,11 +2,16 @@ package console
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"net/http"
-	"sync"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/hookline/hookline/services/ingest/apikey"
@@ -14,30 +19,31 @@ import (
 
 const (
 	cookieName = "hookline_console"
+	flashName  = "hookline_console_flash"
 	// sessionTTL is how long a sign-in lasts.
 	sessionTTL = 8 * time.Hour
-	// maxSessions bounds the sessions one replica holds; the oldest
-	// expiring goes first.
-	maxSessions = 10000
 )
 
+// session is a signed-in caller, as its cookie says and the API key it
+// signed in with still allows.
 type session struct {
-	tenant  string
-	admin   bool
-	csrf    string
-	expires time.Time
-	flash   string // shown once, by the next page; guarded by sessions.mu
+	tenant string
+	admin  bool
+	csrf   string
 }
 
-// sessions is the in-memory session table. Safe for concurrent use.
+// sessions makes and checks session cookies. A session is not server
+// state: its cookie is the tenant, the scope, the expiry and the SHA-256
+// of the API key it signed in with, signed with HMAC-SHA256, so every
+// replica that shares the key (the page-token key) serves it, and a
+// restart ends none. Each request resolves the key again by its hash:
+// revoking the key ends its sessions at once, and a key's scope lowered
+// lowers theirs. The cookie cannot be altered or extended; sign-out
+// clears it from the browser (it stays valid until it expires or its key
+// is revoked, like a bearer token).
 type sessions struct {
+	key []byte
 	now func() time.Time
-	mu  sync.Mutex
-	m   map[string]*session
-}
-
-func newSessions(now func() time.Time) *sessions {
-	return &sessions{now: now, m: map[string]*session{}}
 }
 
 func randomToken() string {
@@ -46,73 +52,84 @@ func randomToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// create starts a session and returns its id.
-func (ss *sessions) create(tenant string, admin bool) string {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	now := ss.now()
-	if len(ss.m) >= maxSessions {
-		var oldest string
-		for id, s := range ss.m {
-			if !now.Before(s.expires) {
-				delete(ss.m, id)
-			} else if oldest == "" || s.expires.Before(ss.m[oldest].expires) {
-				oldest = id
-			}
-		}
-		if len(ss.m) >= maxSessions {
-			delete(ss.m, oldest)
-		}
-	}
-	id := randomToken()
-	ss.m[id] = &session{tenant: tenant, admin: admin, csrf: randomToken(), expires: now.Add(sessionTTL)}
-	return id
+// payload layout: expires (unix seconds, 8) | admin (1) | key hash (32) |
+// nonce (16) | tenant.
+const payloadFixed = 8 + 1 + sha256.Size + 16
+
+func (ss *sessions) mac(label string, b []byte) []byte {
+	m := hmac.New(sha256.New, ss.key)
+	m.Write([]byte(label))
+	m.Write(b)
+	return m.Sum(nil)
 }
 
-func (ss *sessions) get(id string) (*session, bool) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s, ok := ss.m[id]
+// create returns the cookie value of a new session.
+func (ss *sessions) create(tenant string, admin bool, keySum [sha256.Size]byte) string {
+	p := binary.BigEndian.AppendUint64(nil, uint64(ss.now().Add(sessionTTL).Unix()))
+	if admin {
+		p = append(p, 1)
+	} else {
+		p = append(p, 0)
+	}
+	p = append(p, keySum[:]...)
+	var nonce [16]byte
+	_, _ = rand.Read(nonce[:])
+	p = append(append(p, nonce[:]...), tenant...)
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString(p) + "." + enc.EncodeToString(ss.mac("hookline console session\x00", p))
+}
+
+// open checks value's signature and expiry, then asks resolve whether
+// the key it names still allows the session.
+func (ss *sessions) open(value string, resolve func(keySum [sha256.Size]byte) (tenant string, admin, ok bool)) (*session, bool) {
+	enc := base64.RawURLEncoding
+	ptext, stext, ok := strings.Cut(value, ".")
 	if !ok {
 		return nil, false
 	}
-	if !ss.now().Before(s.expires) {
-		delete(ss.m, id)
+	p, err1 := enc.DecodeString(ptext)
+	sig, err2 := enc.DecodeString(stext)
+	if err1 != nil || err2 != nil || len(p) < payloadFixed || !hmac.Equal(sig, ss.mac("hookline console session\x00", p)) {
 		return nil, false
 	}
-	return s, true
-}
-
-// setFlash keeps msg for the session's next page.
-func (ss *sessions) setFlash(s *session, msg string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s.flash = msg
-}
-
-// takeFlash returns and forgets the session's message (s may be nil).
-func (ss *sessions) takeFlash(s *session) string {
-	if s == nil {
-		return ""
+	if expires := time.Unix(int64(binary.BigEndian.Uint64(p)), 0); !ss.now().Before(expires) {
+		return nil, false
 	}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	msg := s.flash
-	s.flash = ""
-	return msg
+	admin := p[8] == 1
+	var keySum [sha256.Size]byte
+	copy(keySum[:], p[9:9+sha256.Size])
+	tenant := string(p[payloadFixed:])
+	nowTenant, nowAdmin, ok := resolve(keySum)
+	if !ok || nowTenant != tenant {
+		return nil, false // revoked, or no longer this tenant's
+	}
+	return &session{
+		tenant: tenant, admin: admin && nowAdmin,
+		csrf: hex.EncodeToString(ss.mac("hookline console csrf\x00", []byte(value))),
+	}, true
 }
 
-func (ss *sessions) end(id string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	delete(ss.m, id)
-}
-
-func (s *Server) setCookie(w http.ResponseWriter, value string, maxAge int) {
+func (s *Server) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: value, Path: "/", MaxAge: maxAge,
+		Name: name, Value: value, Path: "/", MaxAge: maxAge,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.tls,
 	})
+}
+
+// setFlash keeps msg for the next page (a cookie: any replica shows it).
+func (s *Server) setFlash(w http.ResponseWriter, msg string) {
+	s.setCookie(w, flashName, url.QueryEscape(msg), 60)
+}
+
+// takeFlash returns and clears the message a redirect left.
+func (s *Server) takeFlash(w http.ResponseWriter, r *http.Request) string {
+	c, err := r.Cookie(flashName)
+	if err != nil {
+		return ""
+	}
+	s.setCookie(w, flashName, "", -1)
+	msg, _ := url.QueryUnescape(c.Value)
+	return msg
 }
 
 type ctxSession struct{}
@@ -126,7 +143,7 @@ func (s *Server) authed(h http.HandlerFunc, post bool) http.Handler {
 		var sess *session
 		ok := err == nil
 		if ok {
-			sess, ok = s.sessions.get(c.Value)
+			sess, ok = s.sessions.open(c.Value, s.backend.SignedIn)
 		}
 		if !ok {
 			if post {

@@ -13,28 +13,61 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// maxBatchBytes bounds one Pebble batch of Apply (1 MiB): a poll larger than
+// that (a fetch of well-compressed records can decompress to tens of
+// MiB) is written in several batches, so what a batch holds in memory
+// stays bounded whatever the poll.
+const maxBatchBytes = 1 << 20
+
 // Apply writes recs (one poll of the deliveries, results and dead-letter
 // topics, in offset order per partition) and next, the offsets they
-// reach, in one atomic batch: after a crash the index holds a batch
-// whole with its offsets or not at all, so resuming from Offsets neither
-// skips nor doubles a record (and applying a record twice changes
-// nothing). It has the signature of hkafka.BatchApply.
+// reach. Each Pebble batch it commits stores, atomically with its
+// records, the offsets those records reach: after a crash the index
+// holds a batch whole with its offsets or not at all, so resuming from
+// Offsets neither skips nor doubles a record (and applying a record
+// twice changes nothing). A batch is committed once it holds
+// s.maxBatch bytes, and at the end with next. It has the signature of
+// hkafka.BatchApply.
 func (s *Store) Apply(recs []*kgo.Record, next hkafka.Offsets) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	b := s.db.NewIndexedBatch()
-	defer b.Close()
+	defer func() { _ = b.Close() }()
+	reached := hkafka.Offsets{} // by the records in b
 	for _, r := range recs {
 		if err := s.applyOne(b, r); err != nil {
 			return err
 		}
+		ps := reached[r.Topic]
+		if ps == nil {
+			ps = map[int32]int64{}
+			reached[r.Topic] = ps
+		}
+		ps[r.Partition] = r.Offset + 1
+		if b.Len() >= s.maxBatch {
+			if err := s.commitAt(b, reached); err != nil {
+				return err
+			}
+			_ = b.Close()
+			b = s.db.NewIndexedBatch()
+			clear(reached)
+		}
 	}
-	for t, ps := range next {
+	return s.commitAt(b, next)
+}
+
+// commitAt stores the offsets with b's records and commits b. Without a
+// write-ahead log (see Open) a commit only fills the memtable.
+func (s *Store) commitAt(b *pebble.Batch, offsets hkafka.Offsets) error {
+	for t, ps := range offsets {
 		for p, o := range ps {
 			if err := b.Set(offsetKey(t, p), binary.BigEndian.AppendUint64(nil, uint64(o)), nil); err != nil {
 				return fmt.Errorf("history: %w", err)
 			}
 		}
+	}
+	if s.committed != nil {
+		s.committed(b.Len(), offsets)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("history: commit: %w", err)

@@ -123,6 +123,14 @@ func (s *Store) Deliveries(tenant string, f Filter, after string, size int) (Pag
 		p = prefix(tagStatus, tenant)
 	}
 	inline := bytes.HasPrefix(p, []byte(tagStatus+"\x00"))
+	var statuses *statusReader
+	if !inline {
+		var err error
+		if statuses, err = s.newStatusReader(tenant); err != nil {
+			return Page[*hooklinev1.DeliveryStatus]{}, err
+		}
+		defer statuses.close()
+	}
 	var page Page[*hooklinev1.DeliveryStatus]
 	err := s.list(p, ids.Delivery, f.Since, f.Until, after, func(id string, v []byte) (bool, error) {
 		st := &hooklinev1.DeliveryStatus{}
@@ -130,7 +138,7 @@ func (s *Store) Deliveries(tenant string, f Filter, after string, size int) (Pag
 			if err := proto.Unmarshal(v, st); err != nil {
 				return false, fmt.Errorf("history: decode status: %w", err)
 			}
-		} else if ok, err := getProto(s.db, key(tagStatus, tenant, id), st); err != nil || !ok {
+		} else if ok, err := statuses.get(id, st); err != nil || !ok {
 			return true, err
 		}
 		if !f.matches(st) {
@@ -146,6 +154,43 @@ func (s *Store) Deliveries(tenant string, f Filter, after string, size int) (Pag
 	}, &page.More, &page.After)
 	return page, err
 }
+
+// statusReader reads one tenant's summaries in id order through one
+// iterator: a page's ids come from an index in ascending order, so each
+// look-up seeks forward from the last, in blocks already read, instead
+// of a point read that walks every level again.
+type statusReader struct {
+	it *pebble.Iterator
+	p  []byte
+	k  []byte
+}
+
+func (s *Store) newStatusReader(tenant string) (*statusReader, error) {
+	p := prefix(tagStatus, tenant)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upperBound(p)})
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	return &statusReader{it: it, p: p}, nil
+}
+
+// get reads the summary of id into st; ids must come in ascending order.
+func (r *statusReader) get(id string, st *hooklinev1.DeliveryStatus) (bool, error) {
+	r.k = append(append(r.k[:0], r.p...), id...)
+	if !r.it.SeekGE(r.k) || !bytes.Equal(r.it.Key(), r.k) {
+		return false, r.it.Error()
+	}
+	v, err := r.it.ValueAndErr()
+	if err != nil {
+		return false, fmt.Errorf("history: %w", err)
+	}
+	if err := proto.Unmarshal(v, st); err != nil {
+		return false, fmt.Errorf("history: decode status: %w", err)
+	}
+	return true, nil
+}
+
+func (r *statusReader) close() { _ = r.it.Close() }
 
 func (f Filter) matches(st *hooklinev1.DeliveryStatus) bool {
 	return (f.EventID == "" || st.GetEventId() == f.EventID) &&

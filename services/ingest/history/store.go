@@ -34,8 +34,11 @@ type Store struct {
 	topics Topics
 	dir    string
 	temp   bool // dir was made by Open and is removed by Close
-	// maxScan is MaxScan; tests lower it.
-	maxScan int
+	// maxScan is MaxScan, maxBatch maxBatchBytes; tests lower them.
+	maxScan, maxBatch int
+	// committed, when set (tests), sees each batch Apply commits: its
+	// size and the offsets it stored.
+	committed func(bytes int, offsets hkafka.Offsets)
 
 	// writeMu serialises Apply and Sweep: both read a delivery's summary
 	// before changing its index entries.
@@ -55,7 +58,7 @@ type options struct {
 // in memory, whatever the history's size.
 func WithCacheBytes(n int64) Option { return func(o *options) { o.cacheBytes = n } }
 
-// WithMemtableBytes sets the size of one memtable (default 16 MiB; at
+// WithMemtableBytes sets the size of one memtable (default 8 MiB; at
 // most two are held before writes wait for a flush).
 func WithMemtableBytes(n uint64) Option { return func(o *options) { o.memtableBytes = n } }
 
@@ -65,18 +68,19 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // Open opens (creating if needed) the index under dir. An empty dir
 // means a fresh temporary directory, removed by Close: the index is then
-// rebuilt from the topics at every start. Only one process may hold a
+// rebuilt from the topics at every start. Temporary directories left by
+// processes no longer alive (kill -9) are removed first. Only one process may hold a
 // directory at a time (Pebble locks it).
 func Open(dir string, topics Topics, opts ...Option) (*Store, error) {
-	o := options{cacheBytes: 32 << 20, memtableBytes: 16 << 20, log: slog.Default()}
+	o := options{cacheBytes: 32 << 20, memtableBytes: 8 << 20, log: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	temp := dir == ""
 	if temp {
-		d, err := os.MkdirTemp("", "hookline-history-")
+		d, err := makeTempDir("")
 		if err != nil {
-			return nil, fmt.Errorf("history: %w", err)
+			return nil, errTemp(err)
 		}
 		dir = d
 	}
@@ -108,7 +112,7 @@ func Open(dir string, topics Topics, opts ...Option) (*Store, error) {
 		}
 		return nil, fmt.Errorf("history: open index in %s: %w", dir, err)
 	}
-	return &Store{db: db, topics: topics, dir: dir, temp: temp, maxScan: MaxScan}, nil
+	return &Store{db: db, topics: topics, dir: dir, temp: temp, maxScan: MaxScan, maxBatch: maxBatchBytes}, nil
 }
 
 // Dir returns the directory the index lives in.

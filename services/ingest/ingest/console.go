@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -45,7 +46,7 @@ func (s *Service) startConsole(failed chan<- error) (func(), error) {
 		opts = append(opts, console.WithTLS())
 	}
 	srv := &http.Server{
-		Handler:           console.New(consoleBackend{s}, append(opts, console.WithLogger(s.log), console.WithClock(s.now))...).Handler(),
+		Handler:           console.New(consoleBackend{s}, append(opts, console.WithLogger(s.log), console.WithClock(s.now), console.WithSessionKey(pageTokenKey(s.cfg)))...).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -89,7 +90,13 @@ type consoleBackend struct{ s *Service }
 // SignIn admits keys that may read deliveries (scope read or admin);
 // admin keys may also resend and recover, as through the API.
 func (b consoleBackend) SignIn(key string) (string, bool, bool) {
-	p, ok := b.s.keys.Resolve(key)
+	return b.SignedIn(sha256.Sum256([]byte(key)))
+}
+
+// SignedIn checks a session's key again, by its hash: a revoked key
+// ends its sessions on every replica.
+func (b consoleBackend) SignedIn(sum [sha256.Size]byte) (string, bool, bool) {
+	p, ok := b.s.keys.ResolveSum(sum)
 	if !ok || !p.Scope.Allows(hooklinev1.DeliveryService_ListDeliveries_FullMethodName) {
 		return "", false, false
 	}

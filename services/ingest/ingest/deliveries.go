@@ -2,8 +2,6 @@ package ingest
 
 import (
 	"context"
-	"errors"
-	"sync"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/ids"
@@ -16,17 +14,10 @@ import (
 // syncIndex waits until the delivery index holds every delivery, result
 // and dead letter committed before the call, so an answer reflects at
 // least what was in Kafka when the call arrived.
-// The three topics are waited for at once: each wait starts with a round
-// trip to Kafka, and reads are served behind all three.
+// One ListOffsets lists the three topics' ends, shared by every read
+// that arrives while the previous one is in flight (Follower.SyncAll).
 func (s *Service) syncIndex(ctx context.Context) error {
-	topics := []string{s.topics.Deliveries, s.topics.Results, s.topics.Dead}
-	errs := make([]error, len(topics))
-	var wg sync.WaitGroup
-	for i, t := range topics {
-		wg.Go(func() { errs[i] = s.indexFollow.Sync(ctx, t) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := s.indexFollow.SyncAll(ctx); err != nil {
 		return kafkaStatus(ctx, "delivery index", err)
 	}
 	return nil

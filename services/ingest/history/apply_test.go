@@ -1,0 +1,93 @@
+package history
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/ids"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// TestApplyCommitsALargePollInBoundedBatches: a poll can decompress to
+// tens of MiB (a rebuild from offset 0 reads full fetches); Apply writes
+// it in batches of at most maxBatch bytes (plus the record that crossed
+// it), each storing the offsets its own records reach, so a crash
+// between them resumes after the last batch committed; the last batch
+// stores the poll's next offsets (past any control record).
+func TestApplyCommitsALargePollInBoundedBatches(t *testing.T) {
+	s := openTest(t)
+	s.maxBatch = 256 << 10
+	type commit struct {
+		bytes   int
+		offsets hkafka.Offsets
+	}
+	var commits []commit
+	s.committed = func(n int, o hkafka.Offsets) {
+		c := commit{n, hkafka.Offsets{}}
+		for t, ps := range o {
+			c.offsets[t] = maps.Clone(ps)
+		}
+		commits = append(commits, c)
+	}
+	payload := make([]byte, 16<<10)
+	now := time.Now()
+	var recs []*kgo.Record
+	var dlvs []string
+	for i := range 100 { // 1.6 MiB of payloads, two partitions
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		d := &hooklinev1.Delivery{DeliveryId: ids.New(ids.Delivery, at), EventId: ids.New(ids.Event, at), TenantId: "t",
+			EndpointId: "ep_1", EventType: "a.b", Payload: payload, CreatedAt: timestamppb.New(at)}
+		r, err := hkafka.Record(testTopics.Deliveries, "ep_1", d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Partition, r.Offset = int32(i%2), int64(i/2)
+		recs = append(recs, r)
+		dlvs = append(dlvs, d.GetDeliveryId())
+	}
+	next := hkafka.Offsets{testTopics.Deliveries: {0: 51, 1: 50}} // partition 0 ends with a commit marker
+	if err := s.Apply(recs, next); err != nil {
+		t.Fatal(err)
+	}
+
+	if len(commits) < 6 {
+		t.Fatalf("%d batches for 1.6 MiB at 256 KiB a batch", len(commits))
+	}
+	applied := 0
+	for i, c := range commits {
+		if c.bytes > s.maxBatch+24<<10 {
+			t.Fatalf("batch %d holds %d bytes, the bound is %d and one record", i, c.bytes, s.maxBatch)
+		}
+		if i == len(commits)-1 {
+			if fmt.Sprint(c.offsets) != fmt.Sprint(next) {
+				t.Fatalf("the last batch stored %v, want the poll's next offsets %v", c.offsets, next)
+			}
+			continue
+		}
+		// A batch stores where its records end: a prefix of the poll of
+		// k records reaches offset ceil(k/2) in partition 0, floor(k/2)
+		// in 1; each batch's prefix is longer than the one before.
+		o := c.offsets[testTopics.Deliveries]
+		k := int(o[0] + o[1])
+		if len(o) != 2 || o[0] != int64((k+1)/2) || o[1] != int64(k/2) || k <= applied {
+			t.Fatalf("batch %d stored %v after the first %d records", i, o, applied)
+		}
+		applied = k
+	}
+	if applied == 0 || applied >= len(recs) {
+		t.Fatalf("the batches before the last reached record %d of %d", applied, len(recs))
+	}
+	for _, id := range dlvs {
+		if _, _, d, ok, err := s.Delivery("t", id); err != nil || !ok || len(d.GetPayload()) != len(payload) {
+			t.Fatalf("delivery %s: found %v, %v", id, ok, err)
+		}
+	}
+	if got, err := s.Offsets(); err != nil || fmt.Sprint(got) != fmt.Sprint(next) {
+		t.Fatalf("stored offsets %v, %v; want %v", got, err, next)
+	}
+}
