@@ -96,7 +96,8 @@ type badLaneResult struct {
 	rate    float64
 	q       quantiles
 	missing int
-	bad     int64 // attempts the bad lane's receiver answered 400
+	bad     int64  // attempts the bad lane's receiver answered 400
+	kafka   string // Kafka records written in the window per healthy delivery
 }
 
 // runBadLane runs one endpoint ordered per key with on_head_failure
@@ -124,6 +125,7 @@ func runBadLane(ctx context.Context, b *bench) error {
 		p99 = fmt.Sprintf("%.2f×", float64(beside.q.p99)/float64(base.q.p99))
 	}
 	b.rep.add("p99 beside / alone", "", p99+" (target: no measurable cost)")
+	b.rep.add("Kafka records written per healthy delivery", fmt.Sprintf("alone: %s; beside: %s", base.kafka, beside.kafka), "")
 	b.rep.add("not delivered within the drain bound", fmt.Sprintf("%d alone, %d beside; the bad lane's receiver answered 400 %d times", base.missing, beside.missing, beside.bad), "")
 	return nil
 }
@@ -144,6 +146,7 @@ func badLaneRun(ctx context.Context, b *bench, name string, withBad bool) (badLa
 		log := newPublishLog()
 		start := time.Now()
 		from, to := start.Add(b.cfg.Warmup), start.Add(b.cfg.Warmup+b.cfg.Window)
+		before := s.kafka.snapshotAt(ctx, from)
 		paced(ctx, badLaneRate, b.cfg.Warmup+b.cfg.Window, 1<<40, 512, func(ctx context.Context, i int, due time.Time) {
 			if withBad && i%100 == 0 { // on top of the healthy load
 				if _, _, err := s.h.publishKeyed(ctx, "bench.lanes", badBody, "bad"); err != nil {
@@ -160,12 +163,22 @@ func badLaneRun(ctx context.Context, b *bench, name string, withBad bool) (badLa
 		if n := log.errs.Load(); n > 0 {
 			return fmt.Errorf("%d publishes failed", n)
 		}
+		w0, err := before()
+		if err != nil {
+			return err
+		}
+		w1, err := s.kafka.snapshot(ctx) // the window's end, before the drain
+		if err != nil {
+			return err
+		}
 		if err := drain(ctx, s, group, log.len(), b.cfg.Drain); err != nil {
 			return err
 		}
 		ds, miss := log.latencies(s.rcv.arrivals(group), from, to)
 		res.q, res.missing = quantilesOf(ds), miss
-		res.rate = perSec(s.rcv.uniqueIn(group, from, to), b.cfg.Window)
+		n := s.rcv.uniqueIn(group, from, to)
+		res.rate = perSec(n, b.cfg.Window)
+		res.kafka = w1.minus(w0).perDelivery(n, 4)
 		_, _, res.bad = s.rcv.counts(group)
 		return nil
 	})
