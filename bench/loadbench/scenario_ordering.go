@@ -35,23 +35,26 @@ const (
 // with each event on one of 1,000 keys at random, and reports
 // deliveries/s of each and the ratio.
 func runOrdered(ctx context.Context, b *bench) error {
-	unordered, err := orderedRun(ctx, b, "ordered-none", hooklinev1.Ordering_ORDERING_UNORDERED)
+	unordered, uKafka, err := orderedRun(ctx, b, "ordered-none", hooklinev1.Ordering_ORDERING_UNORDERED)
 	if err != nil {
 		return fmt.Errorf("unordered: %w", err)
 	}
-	keyed, err := orderedRun(ctx, b, "ordered-keys", hooklinev1.Ordering_ORDERING_PER_KEY)
+	keyed, kKafka, err := orderedRun(ctx, b, "ordered-keys", hooklinev1.Ordering_ORDERING_PER_KEY)
 	if err != nil {
 		return fmt.Errorf("per_key: %w", err)
 	}
 	b.rep.add("unordered: deliveries/s", fmt.Sprintf("%.0f/s", unordered), fmt.Sprintf("endpoint ceiling %d/s (cap 10, receiver 10 ms)", int(10*time.Second/orderedWork)))
 	b.rep.add("ordered per_key, 1,000 keys: deliveries/s", fmt.Sprintf("%.0f/s", keyed), "")
 	b.rep.add("per_key / unordered", "", pct(keyed, unordered)+" (target ≥ 80%)")
+	b.rep.add("Kafka records written per delivery", fmt.Sprintf("unordered: %s; per_key: %s", uKafka, kKafka), "")
 	return nil
 }
 
-// orderedRun is one run of runOrdered: deliveries/s in the window.
-func orderedRun(ctx context.Context, b *bench, name string, ordering hooklinev1.Ordering) (float64, error) {
+// orderedRun is one run of runOrdered: deliveries/s in the window, and
+// the Kafka records written per delivery in it.
+func orderedRun(ctx context.Context, b *bench, name string, ordering hooklinev1.Ordering) (float64, string, error) {
 	var rate float64
+	var kafka string
 	_, err := withSession(ctx, b, name, func(ctx context.Context, s *session) error {
 		const group = "ordered"
 		if _, err := s.h.createEndpoint(ctx, endpointSpec{
@@ -68,6 +71,7 @@ func orderedRun(ctx context.Context, b *bench, name string, ordering hooklinev1.
 		})
 		start := time.Now()
 		from, to := start.Add(b.cfg.Warmup), start.Add(b.cfg.Warmup+b.cfg.Window)
+		before := s.kafka.snapshotAt(ctx, from)
 		var errs atomic.Int64
 		closedLoop(ctx, b.cfg.Publishers, 1<<40, to, func(ctx context.Context, i int) {
 			if cr.take(ctx, 1) != nil {
@@ -85,10 +89,20 @@ func orderedRun(ctx context.Context, b *bench, name string, ordering hooklinev1.
 		if n := errs.Load(); n > 0 {
 			return fmt.Errorf("%d publishes failed", n)
 		}
-		rate = perSec(s.rcv.uniqueIn(group, from, to), b.cfg.Window)
+		w0, err := before()
+		if err != nil {
+			return err
+		}
+		w1, err := s.kafka.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		n := s.rcv.uniqueIn(group, from, to)
+		rate = perSec(n, b.cfg.Window)
+		kafka = w1.minus(w0).perDelivery(n, 4)
 		return nil
 	})
-	return rate, err
+	return rate, kafka, err
 }
 
 // badLaneResult is what the healthy lanes got in one bad-lane run.
