@@ -35,23 +35,26 @@ const (
 // with each event on one of 1,000 keys at random, and reports
 // deliveries/s of each and the ratio.
 func runOrdered(ctx context.Context, b *bench) error {
-	unordered, err := orderedRun(ctx, b, "ordered-none", hooklinev1.Ordering_ORDERING_UNORDERED)
+	unordered, uKafka, err := orderedRun(ctx, b, "ordered-none", hooklinev1.Ordering_ORDERING_UNORDERED)
 	if err != nil {
 		return fmt.Errorf("unordered: %w", err)
 	}
-	keyed, err := orderedRun(ctx, b, "ordered-keys", hooklinev1.Ordering_ORDERING_PER_KEY)
+	keyed, kKafka, err := orderedRun(ctx, b, "ordered-keys", hooklinev1.Ordering_ORDERING_PER_KEY)
 	if err != nil {
 		return fmt.Errorf("per_key: %w", err)
 	}
 	b.rep.add("unordered: deliveries/s", fmt.Sprintf("%.0f/s", unordered), fmt.Sprintf("endpoint ceiling %d/s (cap 10, receiver 10 ms)", int(10*time.Second/orderedWork)))
 	b.rep.add("ordered per_key, 1,000 keys: deliveries/s", fmt.Sprintf("%.0f/s", keyed), "")
 	b.rep.add("per_key / unordered", "", pct(keyed, unordered)+" (target ≥ 80%)")
+	b.rep.add("Kafka records written per delivery", fmt.Sprintf("unordered: %s; per_key: %s", uKafka, kKafka), "")
 	return nil
 }
 
-// orderedRun is one run of runOrdered: deliveries/s in the window.
-func orderedRun(ctx context.Context, b *bench, name string, ordering hooklinev1.Ordering) (float64, error) {
+// orderedRun is one run of runOrdered: deliveries/s in the window, and
+// the Kafka records written per delivery in it.
+func orderedRun(ctx context.Context, b *bench, name string, ordering hooklinev1.Ordering) (float64, string, error) {
 	var rate float64
+	var kafka string
 	_, err := withSession(ctx, b, name, func(ctx context.Context, s *session) error {
 		const group = "ordered"
 		if _, err := s.h.createEndpoint(ctx, endpointSpec{
@@ -68,6 +71,7 @@ func orderedRun(ctx context.Context, b *bench, name string, ordering hooklinev1.
 		})
 		start := time.Now()
 		from, to := start.Add(b.cfg.Warmup), start.Add(b.cfg.Warmup+b.cfg.Window)
+		before := s.kafka.snapshotAt(ctx, from)
 		var errs atomic.Int64
 		closedLoop(ctx, b.cfg.Publishers, 1<<40, to, func(ctx context.Context, i int) {
 			if cr.take(ctx, 1) != nil {
@@ -85,10 +89,20 @@ func orderedRun(ctx context.Context, b *bench, name string, ordering hooklinev1.
 		if n := errs.Load(); n > 0 {
 			return fmt.Errorf("%d publishes failed", n)
 		}
-		rate = perSec(s.rcv.uniqueIn(group, from, to), b.cfg.Window)
+		w0, err := before()
+		if err != nil {
+			return err
+		}
+		w1, err := s.kafka.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		n := s.rcv.uniqueIn(group, from, to)
+		rate = perSec(n, b.cfg.Window)
+		kafka = w1.minus(w0).perDelivery(n, 4)
 		return nil
 	})
-	return rate, err
+	return rate, kafka, err
 }
 
 // badLaneResult is what the healthy lanes got in one bad-lane run.
@@ -96,7 +110,8 @@ type badLaneResult struct {
 	rate    float64
 	q       quantiles
 	missing int
-	bad     int64 // attempts the bad lane's receiver answered 400
+	bad     int64  // attempts the bad lane's receiver answered 400
+	kafka   string // Kafka records written in the window per healthy delivery
 }
 
 // runBadLane runs one endpoint ordered per key with on_head_failure
@@ -124,6 +139,7 @@ func runBadLane(ctx context.Context, b *bench) error {
 		p99 = fmt.Sprintf("%.2f×", float64(beside.q.p99)/float64(base.q.p99))
 	}
 	b.rep.add("p99 beside / alone", "", p99+" (target: no measurable cost)")
+	b.rep.add("Kafka records written per healthy delivery", fmt.Sprintf("alone: %s; beside: %s", base.kafka, beside.kafka), "")
 	b.rep.add("not delivered within the drain bound", fmt.Sprintf("%d alone, %d beside; the bad lane's receiver answered 400 %d times", base.missing, beside.missing, beside.bad), "")
 	return nil
 }
@@ -144,6 +160,7 @@ func badLaneRun(ctx context.Context, b *bench, name string, withBad bool) (badLa
 		log := newPublishLog()
 		start := time.Now()
 		from, to := start.Add(b.cfg.Warmup), start.Add(b.cfg.Warmup+b.cfg.Window)
+		before := s.kafka.snapshotAt(ctx, from)
 		paced(ctx, badLaneRate, b.cfg.Warmup+b.cfg.Window, 1<<40, 512, func(ctx context.Context, i int, due time.Time) {
 			if withBad && i%100 == 0 { // on top of the healthy load
 				if _, _, err := s.h.publishKeyed(ctx, "bench.lanes", badBody, "bad"); err != nil {
@@ -160,12 +177,22 @@ func badLaneRun(ctx context.Context, b *bench, name string, withBad bool) (badLa
 		if n := log.errs.Load(); n > 0 {
 			return fmt.Errorf("%d publishes failed", n)
 		}
+		w0, err := before()
+		if err != nil {
+			return err
+		}
+		w1, err := s.kafka.snapshot(ctx) // the window's end, before the drain
+		if err != nil {
+			return err
+		}
 		if err := drain(ctx, s, group, log.len(), b.cfg.Drain); err != nil {
 			return err
 		}
 		ds, miss := log.latencies(s.rcv.arrivals(group), from, to)
 		res.q, res.missing = quantilesOf(ds), miss
-		res.rate = perSec(s.rcv.uniqueIn(group, from, to), b.cfg.Window)
+		n := s.rcv.uniqueIn(group, from, to)
+		res.rate = perSec(n, b.cfg.Window)
+		res.kafka = w1.minus(w0).perDelivery(n, 4)
 		_, _, res.bad = s.rcv.counts(group)
 		return nil
 	})

@@ -46,13 +46,17 @@ func (e *engine) laneOutputs(outs []*kgo.Record) []*kgo.Record {
 		en.opKey = nil
 		k.pending--
 		id := en.d.GetDeliveryId()
-		e.undo = append(e.undo, laneUndo{k: k, id: id, was: k.committed[id]})
-		if en.opMember != nil {
-			k.committed[id] = en.opMember
+		was, change := k.committed[id], en.opMember
+		en.opMember = nil
+		if was == nil && change == nil {
+			continue // neither outside before nor now: the record stands
+		}
+		e.undo = append(e.undo, laneUndo{k: k, id: id, was: was})
+		if change != nil {
+			k.committed[id] = change
 		} else {
 			delete(k.committed, id)
 		}
-		en.opMember = nil
 		if !slices.Contains(dirty, k) {
 			dirty = append(dirty, k)
 		}

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -87,5 +88,22 @@ func TestTheLanesTopicFollowsTheWatermark(t *testing.T) {
 	}
 	if calls.Load() != 3 {
 		t.Fatalf("%d attempts, want 3", calls.Load())
+	}
+}
+
+// TestALaneWithNothingOutsideWritesNoLaneRecord: deliveries of an
+// ordered endpoint that succeed at once change no lane's outside list,
+// so their commits write nothing to the lanes topic (found by the
+// badlane bench: 1.5 lanes records, tombstones and their transaction
+// markers, for every healthy delivery ordered per key).
+func TestALaneWithNothingOutsideWritesNoLaneRecord(t *testing.T) {
+	_, e := orderedEngine(t, failingOn(t, `"never"`), hooklinev1.Ordering_ORDERING_PER_KEY)
+	for i := range 4 {
+		e.placeAt(t, &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", i), EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
+			Payload: []byte(`{}`), Attempt: 1, OrderingKey: fmt.Sprint("k", i%2)}, int64(i))
+	}
+	e.runDry(t)
+	if got := e.lanesOf(t); len(got) != 0 {
+		t.Fatalf("lanes records %v written for deliveries that never went outside; want none", got)
 	}
 }

@@ -235,7 +235,7 @@ func (e *engine) sweep(now time.Time) {
 				e.f.touch(en.lane, now)
 			}
 		}
-		pw.entries, pw.head = nil, 0
+		pw.entries, pw.head, pw.resolving = nil, 0, nil
 		e.forgetOrdered(pw)
 	}
 }
@@ -272,7 +272,7 @@ func (e *engine) collect(now time.Time) error {
 		case msgResolved:
 			if !en.part.dropped {
 				en.synced = true
-				e.place(en, now)
+				e.placeResolved(en.part, now)
 			}
 		}
 	}

@@ -559,3 +559,56 @@ func TestAStuckLaneSpillsOnlyItsOwnKey(t *testing.T) {
 		t.Fatalf("b0 (state %v) was spilled with the stuck key a; want it waiting for its turn", b0.state)
 	}
 }
+
+// TestMembersOfANewEndpointArePlacedInOffsetOrder: the first deliveries
+// of an endpoint the endpoints view does not know yet each wait for a
+// sync of the view; the syncs come back in any order, and the members
+// of an ordered lane must still be placed in the order they were read
+// (found by TestOrderedLanesSurviveADispatcherRestart, which saw the
+// lane's last member delivered first: [4 0 1 2 3]).
+func TestMembersOfANewEndpointArePlacedInOffsetOrder(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(raw))
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer rx.Close()
+	s := newTestService(t)
+	e := testEngine(t, s)
+	var ens []*entry
+	for i := range 3 {
+		d := &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", i), EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
+			Payload: []byte(fmt.Sprintf(`"m%d"`, i)), Attempt: 1}
+		r, err := hkafka.Record(s.topics.Deliveries, "ep_1", d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Offset = int64(i)
+		en := e.w.add(r, s.now(), e.work)
+		en.d = d
+		e.resolving(en) // the view does not know ep_1 yet
+		ens = append(ens, en)
+	}
+	ep := endpoint(rx.URL, sign.GenerateSecret())
+	ep.Endpoint.Ordering, ep.Endpoint.OutageModeDisabled = hooklinev1.Ordering_ORDERING_PER_ENDPOINT, true
+	s.store.Put(ep)
+	for j, i := range []int{2, 0, 1} { // the syncs come back out of order, the loop pumping between
+		e.in.post(msg{kind: msgResolved, e: ens[i]})
+		if err := e.collect(s.now()); err != nil {
+			t.Fatal(err)
+		}
+		unresolved := 2 - j
+		for e.pump(s.now()); e.outstanding > unresolved; e.pump(s.now()) {
+			e.waitOutstanding(t, unresolved)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(got) != `["m0" "m1" "m2"]` {
+		t.Fatalf("receiver got %v; want the lane in offset order", got)
+	}
+}

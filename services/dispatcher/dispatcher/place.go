@@ -98,8 +98,7 @@ func (e *engine) settle(en *entry, fn func(context.Context) []*kgo.Record) {
 // backoff, never counted as a worker fault; the record stays below the
 // watermark meanwhile.
 func (e *engine) resolve(en *entry) {
-	en.state = entryResolving
-	e.outstanding++
+	e.resolving(en)
 	go func() {
 		if err := e.s.syncEndpoints(en.part.ctx); err != nil {
 			// The partition went away or the dispatcher is stopping:
@@ -109,6 +108,25 @@ func (e *engine) resolve(en *entry) {
 		}
 		e.in.post(msg{kind: msgResolved, e: en})
 	}()
+}
+
+// resolving notes that en waits for a sync of the endpoints view.
+func (e *engine) resolving(en *entry) {
+	en.state = entryResolving
+	e.outstanding++
+	en.part.resolving = append(en.part.resolving, en) // in offset order
+}
+
+// placeResolved places the partition's resolved entries in offset order:
+// one whose sync came back before an earlier one's waits for it, so the
+// members of an ordered lane are placed in the order they were read.
+func (e *engine) placeResolved(pw *partWindow, now time.Time) {
+	for len(pw.resolving) > 0 && pw.resolving[0].synced {
+		en := pw.resolving[0]
+		pw.resolving[0] = nil
+		pw.resolving = pw.resolving[1:]
+		e.place(en, now)
+	}
 }
 
 // start settles or starts the head of lane l, which the fair scheduler

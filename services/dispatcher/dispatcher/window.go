@@ -75,6 +75,9 @@ type partWindow struct {
 	// headSince is when entries[head] became the oldest uncommitted
 	// record: how long the watermark has stood still.
 	headSince time.Time
+	// resolving are the entries waiting for a sync of the endpoints
+	// view, in offset order: they are placed in that order (place.go).
+	resolving []*entry
 	// ctx ends when the partition is dropped: its attempts stop.
 	ctx     context.Context
 	cancel  context.CancelFunc
