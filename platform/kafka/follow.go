@@ -333,19 +333,8 @@ func (f *Follower) lastStable(ctx context.Context, topic string) (map[int32]int6
 	targets := map[int32]int64{}
 	parts, err := f.partitions(ctx, topic)
 	if err == nil {
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.ReplicaID = -1
-		req.IsolationLevel = 1 // read_committed: the last stable offset
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = topic
-		for _, p := range parts {
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition = p
-			rp.CurrentLeaderEpoch = -1
-			rp.Timestamp = -1 // the end
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		req.Topics = append(req.Topics, rt)
+		req := newEndsRequest()
+		req.Topics = append(req.Topics, endsOf(topic, parts))
 		var seen int
 		seen, err = collectOffsets(f.wcl.RequestSharded(ctx, req), topic, targets)
 		if err == nil && seen == len(parts) {
@@ -372,6 +361,28 @@ func (f *Follower) lastStable(ctx context.Context, topic string) (map[int32]int6
 		}
 	})
 	return targets, nil
+}
+
+// newEndsRequest is a ListOffsets request for last stable offsets.
+func newEndsRequest() *kmsg.ListOffsetsRequest {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	req.IsolationLevel = 1 // read_committed: the last stable offset
+	return req
+}
+
+// endsOf asks for the end of each partition of topic in parts.
+func endsOf(topic string, parts []int32) kmsg.ListOffsetsRequestTopic {
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for _, p := range parts {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition = p
+		rp.CurrentLeaderEpoch = -1
+		rp.Timestamp = -1 // the end
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	return rt
 }
 
 // collectOffsets puts each partition's offset above 0 from shards into

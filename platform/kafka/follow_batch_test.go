@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"context"
 	"crypto/rand"
 	"sync"
 	"testing"
@@ -11,6 +10,32 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// batchBytes is how large the record batches backlog writes may be.
+const batchBytes = 256 << 10
+
+// backlog writes n records of 48 KiB, incompressible (Kafka's limits
+// count compressed bytes), to a new topic of three partitions, in
+// batches of at most batchBytes.
+func backlog(t *testing.T, cfg Config, n int) (string, []*kgo.Record) {
+	t.Helper()
+	cl := testClient(t, cfg, kgo.ProducerBatchMaxBytes(batchBytes), kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	adm := kadm.NewClient(cl)
+	topic := newTopic(t, adm, nil)
+	if _, err := adm.CreatePartitions(t.Context(), 2, topic); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for range n {
+		value := make([]byte, 48<<10)
+		_, _ = rand.Read(value)
+		recs = append(recs, &kgo.Record{Topic: topic, Value: value})
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return topic, recs
+}
 
 // TestBatchFollowerPollsAreBoundedWhateverTheBacklog: a new replica of the
 // delivery index reads the whole history from offset 0; what one poll
@@ -22,22 +47,7 @@ import (
 // first batch whole even when it is larger than the limit).
 func TestBatchFollowerPollsAreBoundedWhateverTheBacklog(t *testing.T) {
 	cfg, _ := testBroker(t)
-	const batchBytes = 256 << 10
-	cl := testClient(t, cfg, kgo.ProducerBatchMaxBytes(batchBytes), kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	adm := kadm.NewClient(cl)
-	topic := newTopic(t, adm, nil)
-	if _, err := adm.CreatePartitions(t.Context(), 2, topic); err != nil {
-		t.Fatal(err)
-	}
-	var recs []*kgo.Record
-	for range 256 { // 12 MiB, incompressible: Kafka's limits count compressed bytes
-		value := make([]byte, 48<<10)
-		_, _ = rand.Read(value)
-		recs = append(recs, &kgo.Record{Topic: topic, Value: value})
-	}
-	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	topic, recs := backlog(t, cfg, 256) // 12 MiB
 
 	var mu sync.Mutex
 	largest, polls, total := 0, 0, 0
@@ -51,15 +61,7 @@ func TestBatchFollowerPollsAreBoundedWhateverTheBacklog(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}, nil, topic)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx, cfg) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("follower: %v", err)
-		}
-	}()
+	runFollower(t, cfg, f)
 	if err := f.Sync(t.Context(), topic); err != nil {
 		t.Fatal(err)
 	}
@@ -81,22 +83,7 @@ func TestBatchFollowerPollsAreBoundedWhateverTheBacklog(t *testing.T) {
 // and reads one record batch per fetch.
 func TestProbesReadOneBatchAtATimeWhateverTheCallers(t *testing.T) {
 	cfg, _ := testBroker(t)
-	const batchBytes = 256 << 10
-	cl := testClient(t, cfg, kgo.ProducerBatchMaxBytes(batchBytes), kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	adm := kadm.NewClient(cl)
-	topic := newTopic(t, adm, nil)
-	if _, err := adm.CreatePartitions(t.Context(), 2, topic); err != nil {
-		t.Fatal(err)
-	}
-	var recs []*kgo.Record
-	for range 128 { // 6 MiB, incompressible
-		value := make([]byte, 48<<10)
-		_, _ = rand.Read(value)
-		recs = append(recs, &kgo.Record{Topic: topic, Value: value})
-	}
-	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	topic, _ := backlog(t, cfg, 128) // 6 MiB
 
 	gate := make(chan struct{}) // the first poll's apply waits for it
 	var once sync.Once
@@ -121,15 +108,7 @@ func TestProbesReadOneBatchAtATimeWhateverTheCallers(t *testing.T) {
 		running--
 		mu.Unlock()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx, cfg) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("follower: %v", err)
-		}
-	}()
+	runFollower(t, cfg, f)
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 10)
@@ -180,15 +159,7 @@ func TestSyncAllSharesOneListOffsetsAmongTheCallsThatArriveMeanwhile(t *testing.
 		mu.Unlock()
 		return nil
 	}, nil, a, b)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx, cfg) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("follower: %v", err)
-		}
-	}()
+	runFollower(t, cfg, f)
 	if err := f.SyncAll(t.Context()); err != nil { // partitions and ids looked up
 		t.Fatal(err)
 	}

@@ -63,7 +63,12 @@ func newTopic(t *testing.T, adm *kadm.Client, configs map[string]*string) string
 // startFollower runs a fresh Follower of topic for the test's lifetime.
 func startFollower(t *testing.T, cfg Config, topic string) *Follower {
 	t.Helper()
-	f := NewFollower(func(*kgo.Record) {}, topic)
+	return runFollower(t, cfg, NewFollower(func(*kgo.Record) {}, topic))
+}
+
+// runFollower runs f for the test's lifetime.
+func runFollower(t *testing.T, cfg Config, f *Follower) *Follower {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx, cfg) }()

@@ -97,24 +97,13 @@ func (f *Follower) runRounds(r *offsetRound) {
 func (f *Follower) lastStableAll(ctx context.Context) (map[string]map[int32]int64, error) {
 	out := map[string]map[int32]int64{}
 	want := map[string]int{}
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	req.IsolationLevel = 1 // read_committed: the last stable offset
+	req := newEndsRequest()
 	for _, t := range f.topics {
 		parts, err := f.partitions(ctx, t)
 		if err != nil {
 			continue // listed alone below
 		}
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = t
-		for _, p := range parts {
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition = p
-			rp.CurrentLeaderEpoch = -1
-			rp.Timestamp = -1 // the end
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		req.Topics = append(req.Topics, rt)
+		req.Topics = append(req.Topics, endsOf(t, parts))
 		want[t] = len(parts)
 	}
 	seen := map[string]int{}

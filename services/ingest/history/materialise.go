@@ -166,10 +166,13 @@ func putDelivery(b *pebble.Batch, d *hooklinev1.Delivery) error {
 	if err := putEvent(b, tenant, d.GetEventId(), d.GetEventType(), d); err != nil {
 		return err
 	}
-	// The latest record, for a resend; the payload lives with the event.
-	last := proto.Clone(d).(*hooklinev1.Delivery)
-	last.Payload = nil
-	return setProto(b, key(tagMeta, tenant, id), last)
+	// The latest record, for a resend; the payload lives with the event
+	// (left out of the encoding, not copied away: d is this call's own).
+	payload := d.Payload
+	d.Payload = nil
+	err = setProto(b, key(tagMeta, tenant, id), d)
+	d.Payload = payload
+	return err
 }
 
 // putEvent records the event once, and its payload the first time a
