@@ -34,7 +34,13 @@ func (s *Service) openHistory() (*history.Store, error) {
 			resumed += o
 		}
 	}
-	s.log.Info("history index open", "dir", hist.Dir(), "resume_after_records", resumed)
+	began := time.Now()
+	warmed, err := hist.Warm()
+	if err != nil {
+		_ = hist.Close()
+		return nil, fmt.Errorf("ingest: history: warm the index: %w", err)
+	}
+	s.log.Info("history index open", "dir", hist.Dir(), "resume_after_records", resumed, "tables_warmed", warmed, "warm_took", time.Since(began))
 	s.history = hist
 	s.indexFollow = hkafka.NewBatchFollower(hist.Apply, from, s.topics.Deliveries, s.topics.Results, s.topics.Dead)
 	return hist, nil
