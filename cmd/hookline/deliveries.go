@@ -10,6 +10,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -61,32 +62,20 @@ func runDeliveries(ctx context.Context, args []string, out io.Writer, getenv fun
 	default:
 		return fmt.Errorf("unknown deliveries command %q; use get or list", sub)
 	}
-	c, err := dial(f.Conn)
-	if err != nil {
-		return err
-	}
-	defer c.conn.Close()
-	api := hooklinev1.NewDeliveryServiceClient(c.conn)
-	cctx, cancel := c.call(ctx)
-	defer cancel()
-	if req == nil {
-		resp, err := api.GetDelivery(cctx, &hooklinev1.GetDeliveryRequest{DeliveryId: rest[0]})
-		if err != nil {
-			return callErr(err)
+	return readHistory(ctx, f.Conn, out, func(ctx context.Context, api hooklinev1.DeliveryServiceClient) (proto.Message, error) {
+		if req == nil {
+			return api.GetDelivery(ctx, &hooklinev1.GetDeliveryRequest{DeliveryId: rest[0]})
 		}
-		return printJSON(out, resp)
-	}
-	all := &hooklinev1.ListDeliveriesResponse{}
-	all.NextPageToken, err = f.pages(func(size uint32, token string) (int, string, error) {
-		req.PageSize, req.PageToken = size, token
-		page, err := api.ListDeliveries(cctx, req)
-		all.Deliveries = append(all.Deliveries, page.GetDeliveries()...)
-		return len(page.GetDeliveries()), page.GetNextPageToken(), err
+		all := &hooklinev1.ListDeliveriesResponse{}
+		var err error
+		all.NextPageToken, err = f.pages(func(size uint32, token string) (int, string, error) {
+			req.PageSize, req.PageToken = size, token
+			page, err := api.ListDeliveries(ctx, req)
+			all.Deliveries = append(all.Deliveries, page.GetDeliveries()...)
+			return len(page.GetDeliveries()), page.GetNextPageToken(), err
+		})
+		return all, err
 	})
-	if err != nil {
-		return callErr(err)
-	}
-	return printJSON(out, all)
 }
 
 // runResend is "hookline resend DELIVERY_ID": one more attempt, now.

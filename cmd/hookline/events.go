@@ -8,6 +8,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 type eventsFlags struct {
@@ -47,30 +48,18 @@ func runEvents(ctx context.Context, args []string, out io.Writer, getenv func(st
 	default:
 		return fmt.Errorf("unknown events command %q; use get or list", sub)
 	}
-	c, err := dial(f.Conn)
-	if err != nil {
-		return err
-	}
-	defer c.conn.Close()
-	api := hooklinev1.NewDeliveryServiceClient(c.conn)
-	cctx, cancel := c.call(ctx)
-	defer cancel()
-	if req == nil {
-		resp, err := api.GetEvent(cctx, &hooklinev1.GetEventRequest{EventId: rest[0]})
-		if err != nil {
-			return callErr(err)
+	return readHistory(ctx, f.Conn, out, func(ctx context.Context, api hooklinev1.DeliveryServiceClient) (proto.Message, error) {
+		if req == nil {
+			return api.GetEvent(ctx, &hooklinev1.GetEventRequest{EventId: rest[0]})
 		}
-		return printJSON(out, resp)
-	}
-	all := &hooklinev1.ListEventsResponse{}
-	all.NextPageToken, err = f.pages(func(size uint32, token string) (int, string, error) {
-		req.PageSize, req.PageToken = size, token
-		page, err := api.ListEvents(cctx, req)
-		all.Events = append(all.Events, page.GetEvents()...)
-		return len(page.GetEvents()), page.GetNextPageToken(), err
+		all := &hooklinev1.ListEventsResponse{}
+		var err error
+		all.NextPageToken, err = f.pages(func(size uint32, token string) (int, string, error) {
+			req.PageSize, req.PageToken = size, token
+			page, err := api.ListEvents(ctx, req)
+			all.Events = append(all.Events, page.GetEvents()...)
+			return len(page.GetEvents()), page.GetNextPageToken(), err
+		})
+		return all, err
 	})
-	if err != nil {
-		return callErr(err)
-	}
-	return printJSON(out, all)
 }

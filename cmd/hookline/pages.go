@@ -1,11 +1,32 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"time"
 
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
+
+// readHistory dials ingest, runs one read of the delivery history (a
+// get, or every page of a list) within --timeout, and prints its answer.
+func readHistory(ctx context.Context, cfg Conn, out io.Writer, read func(context.Context, hooklinev1.DeliveryServiceClient) (proto.Message, error)) error {
+	c, err := dial(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.conn.Close()
+	cctx, cancel := c.call(ctx)
+	defer cancel()
+	resp, err := read(cctx, hooklinev1.NewDeliveryServiceClient(c.conn))
+	if err != nil {
+		return callErr(err)
+	}
+	return printJSON(out, resp)
+}
 
 // PageFlags are the flags of every list command that reads the history:
 // a time window and how much of it to print.
