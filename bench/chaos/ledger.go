@@ -115,19 +115,23 @@ type row struct {
 	DupIDs                    int // webhook-ids received more than once with 2xx
 	Phantom                   int // received, never accepted (nor possibly accepted)
 	BodyChanged               int // one webhook-id seen with two bodies
-	Unconfirmed               int // publishes never answered OK (not counted as accepted)
-	UnconfirmedDelivered      int // of those, delivered anyway (allowed: the write landed)
-	Rejected                  map[string]int
-	PushedBack                int           // RESOURCE_EXHAUSTED answers
-	PublishP99, HealthyP99    time.Duration // 0: nothing measured
-	RSS                       map[string]float64
-	Recover                   string
-	Settle                    time.Duration
-	Faults                    string
-	Err                       string
-	BadRecords                int
-	Examples                  []string // a few broken promises, for the log
-	deliveredNotReceived      int
+	// OrderViolations: ordered-lane members whose first success came
+	// before an earlier member's (orderViolations), over OrderedLanes
+	// lanes of OrderedMembers deliveries.
+	OrderViolations, OrderedLanes, OrderedMembers int
+	Unconfirmed                                   int // publishes never answered OK (not counted as accepted)
+	UnconfirmedDelivered                          int // of those, delivered anyway (allowed: the write landed)
+	Rejected                                      map[string]int
+	PushedBack                                    int           // RESOURCE_EXHAUSTED answers
+	PublishP99, HealthyP99                        time.Duration // 0: nothing measured
+	RSS                                           map[string]float64
+	Recover                                       string
+	Settle                                        time.Duration
+	Faults                                        string
+	Err                                           string
+	BadRecords                                    int
+	Examples                                      []string // a few broken promises, for the log
+	deliveredNotReceived                          int
 }
 
 // reconcile checks the ledger: accepted deliveries against the results
@@ -170,6 +174,13 @@ func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results
 			rw.Deleted++
 		default:
 			rw.Dead++
+		}
+	}
+	var ex []string
+	rw.OrderedLanes, rw.OrderedMembers, rw.OrderViolations, ex = orderViolations(acc, got)
+	for _, e := range ex {
+		if len(rw.Examples) < 10 {
+			rw.Examples = append(rw.Examples, e)
 		}
 	}
 	for id, s := range got {

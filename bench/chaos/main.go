@@ -7,7 +7,8 @@
 // reconciles a ledger: every delivery a PublishEvent accepted has exactly
 // one terminal outcome on the results topic, every delivered one reached
 // its receiver, duplicates carry the same webhook-id and body, and nothing
-// reached a receiver that was never published. It prints one markdown
+// reached a receiver that was never published, and every ordered lane's
+// members first succeeded in publish order. It prints one markdown
 // table and exits non-zero if any row lost anything.
 //
 //	make build && go run ./chaos --scenarios quick          # what make test runs
@@ -136,5 +137,5 @@ func run() int {
 
 // ok reports whether a row kept every promise of the ledger.
 func (r row) ok() bool {
-	return r.Err == "" && r.Lost == 0 && r.MultiTerminal == 0 && r.Phantom == 0 && r.BodyChanged == 0 && r.BadRecords == 0 && r.Accepted > 0
+	return r.Err == "" && r.Lost == 0 && r.MultiTerminal == 0 && r.Phantom == 0 && r.BodyChanged == 0 && r.OrderViolations == 0 && r.BadRecords == 0 && r.Accepted > 0
 }
