@@ -15,14 +15,18 @@ import (
 // rotating ordering keys (ignored: the endpoint is one lane). Each lane
 // is published by one goroutine, one event at a time, the next only
 // after ingest accepted the one before: publish order is the order of
-// the accepted answers.
+// the accepted answers. Lanes publish in bursts of orderedBurst events
+// back to back, so a head's retry (1 s at least) always has followers
+// waiting behind it: delivered without ordering, they would overtake it.
 const (
 	orderedKeyEndpoints = 2
 	orderedKeys         = 20
-	// orderedKeyEvery is how often each per-key lane publishes (40 lanes:
-	// 10 events/s in all); orderedEndpointEvery the per-endpoint lane.
-	orderedKeyEvery      = 4 * time.Second
-	orderedEndpointEvery = time.Second
+	orderedBurst        = 3
+	// orderedKeyEvery is how often each per-key lane publishes a burst
+	// (40 lanes: 10 events/s in all); orderedEndpointEvery the
+	// per-endpoint lane (1 event/s).
+	orderedKeyEvery      = 12 * time.Second
+	orderedEndpointEvery = 3 * time.Second
 )
 
 // orderedLane is one lane the load publishes to.
@@ -65,15 +69,18 @@ func (p *publisher) runOrdered(ctx context.Context) {
 		wg.Go(func() {
 			t := time.NewTimer(rand.N(l.every))
 			defer t.Stop()
-			for i := 0; ; i++ {
+			for i := 0; ; {
 				select {
 				case <-ctx.Done():
 					return
 				case <-t.C:
 				}
 				t.Reset(l.every)
-				seq := p.seq.Add(1) - 1
-				p.publishTo(context.WithoutCancel(ctx), seq, l.kind, l.endpointID, l.keys[i%len(l.keys)], l.name(), i)
+				for range orderedBurst {
+					seq := p.seq.Add(1) - 1
+					p.publishTo(context.WithoutCancel(ctx), seq, l.kind, l.endpointID, l.keys[i%len(l.keys)], l.name(), i)
+					i++
+				}
 			}
 		})
 	}

@@ -386,7 +386,7 @@ with no terminal outcome when the settle wait ended, or DELIVERED yet never answ
 receiver. duplicates: extra 2xx-answered requests for one webhook-id (at-least-once HTTP; all
 carried the same webhook-id and body, or the ledger column says otherwise). order violations:
 deliveries of an ordered lane (2 endpoints ordered per key × 20 keys, 1 ordered per endpoint;
-each lane published one event at a time, 503 to one request in four) whose first 2xx-answered
+each lane published one event at a time, in bursts of 3; 503 to one request in four) whose first 2xx-answered
 request arrived before an earlier member's first 2xx answer was written; repeats are allowed,
 members dead-lettered by skip are not compared; 0 expected. pushed back:
 PublishEvent answers RESOURCE_EXHAUSTED (ingest's --max-in-flight-bytes), each retried after
