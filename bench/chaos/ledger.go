@@ -117,21 +117,22 @@ type row struct {
 	BodyChanged               int // one webhook-id seen with two bodies
 	// OrderViolations: ordered-lane members whose first success came
 	// before an earlier member's (orderViolations), over OrderedLanes
-	// lanes of OrderedMembers deliveries.
-	OrderViolations, OrderedLanes, OrderedMembers int
-	Unconfirmed                                   int // publishes never answered OK (not counted as accepted)
-	UnconfirmedDelivered                          int // of those, delivered anyway (allowed: the write landed)
-	Rejected                                      map[string]int
-	PushedBack                                    int           // RESOURCE_EXHAUSTED answers
-	PublishP99, HealthyP99                        time.Duration // 0: nothing measured
-	RSS                                           map[string]float64
-	Recover                                       string
-	Settle                                        time.Duration
-	Faults                                        string
-	Err                                           string
-	BadRecords                                    int
-	Examples                                      []string // a few broken promises, for the log
-	deliveredNotReceived                          int
+	// lanes of OrderedMembers deliveries, OrderedRepeated of them
+	// answered 2xx more than once.
+	OrderViolations, OrderedLanes, OrderedMembers, OrderedRepeated int
+	Unconfirmed                                                    int // publishes never answered OK (not counted as accepted)
+	UnconfirmedDelivered                                           int // of those, delivered anyway (allowed: the write landed)
+	Rejected                                                       map[string]int
+	PushedBack                                                     int           // RESOURCE_EXHAUSTED answers
+	PublishP99, HealthyP99                                         time.Duration // 0: nothing measured
+	RSS                                                            map[string]float64
+	Recover                                                        string
+	Settle                                                         time.Duration
+	Faults                                                         string
+	Err                                                            string
+	BadRecords                                                     int
+	Examples                                                       []string // a few broken promises, for the log
+	deliveredNotReceived                                           int
 }
 
 // reconcile checks the ledger: accepted deliveries against the results
@@ -176,9 +177,9 @@ func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results
 			rw.Dead++
 		}
 	}
-	var ex []string
-	rw.OrderedLanes, rw.OrderedMembers, rw.OrderViolations, ex = orderViolations(acc, got)
-	for _, e := range ex {
+	oc := orderViolations(acc, got)
+	rw.OrderedLanes, rw.OrderedMembers, rw.OrderedRepeated, rw.OrderViolations = oc.lanes, oc.members, oc.repeated, oc.violations
+	for _, e := range oc.examples {
 		if len(rw.Examples) < 10 {
 			rw.Examples = append(rw.Examples, e)
 		}

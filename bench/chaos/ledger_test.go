@@ -106,14 +106,14 @@ func TestOrderViolationsCatchesALaneOutOfOrder(t *testing.T) {
 		"u0": {ok: 1, firstStart: at(9), first: at(10)},
 		"u1": {ok: 1, firstStart: at(0), first: at(1)},
 	}
-	lanes, members, violations, examples := orderViolations(acc, got)
-	if lanes != 3 || members != 9 || violations != 1 {
-		t.Fatalf("lanes %d members %d violations %d, want 3, 9, 1 (%v)", lanes, members, violations, examples)
+	c := orderViolations(acc, got)
+	if c.lanes != 3 || c.members != 9 || c.repeated != 1 || c.violations != 1 {
+		t.Fatalf("lanes %d members %d repeated %d violations %d, want 3, 9, 1, 1 (%v)", c.lanes, c.members, c.repeated, c.violations, c.examples)
 	}
-	if len(examples) != 1 || !strings.Contains(examples[0], "lane C: member 2") {
-		t.Errorf("examples %q, want one naming lane C member 2", examples)
+	if len(c.examples) != 1 || !strings.Contains(c.examples[0], "lane C: member 2") {
+		t.Errorf("examples %q, want one naming lane C member 2", c.examples)
 	}
-	rw := row{Accepted: 1, OrderViolations: violations}
+	rw := row{Accepted: 1, OrderViolations: c.violations}
 	if rw.ok() {
 		t.Error("a row with an order violation passed")
 	}

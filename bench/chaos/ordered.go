@@ -90,9 +90,9 @@ func (p *publisher) runOrdered(ctx context.Context) {
 // receivers saw: each member's first 2xx-answered request must have
 // arrived after the first 2xx answer of every member published before
 // it (repeats are allowed; members that never got a 2xx, dead-lettered
-// by skip, are not compared). It returns the lanes checked, the ordered
-// deliveries, and the violations with a few examples.
-func orderViolations(acc []accepted, got map[string]seen) (lanes, members, violations int, examples []string) {
+// by skip, are not compared). It returns what it checked and what it
+// found.
+func orderViolations(acc []accepted, got map[string]seen) (c orderCheck) {
 	byLane := map[string][]accepted{}
 	for _, a := range acc {
 		if a.lane != "" {
@@ -100,20 +100,23 @@ func orderViolations(acc []accepted, got map[string]seen) (lanes, members, viola
 		}
 	}
 	for name, ms := range byLane {
-		lanes++
-		members += len(ms)
+		c.lanes++
+		c.members += len(ms)
 		slices.SortFunc(ms, func(a, b accepted) int { return a.laneSeq - b.laneSeq })
 		var prev accepted // the earlier member whose first 2xx answer was latest
 		var latest time.Time
 		for _, m := range ms {
 			s := got[m.eventID]
+			if s.ok > 1 {
+				c.repeated++
+			}
 			if s.first.IsZero() {
 				continue
 			}
 			if !latest.IsZero() && s.firstStart.Before(latest) {
-				violations++
-				if len(examples) < 5 {
-					examples = append(examples, fmt.Sprintf("lane %s: member %d (%s) first succeeded %v before member %d (%s) had its first success answered",
+				c.violations++
+				if len(c.examples) < 5 {
+					c.examples = append(c.examples, fmt.Sprintf("lane %s: member %d (%s) first succeeded %v before member %d (%s) had its first success answered",
 						name, m.laneSeq, m.deliveryID, latest.Sub(s.firstStart), prev.laneSeq, prev.deliveryID))
 				}
 			}
@@ -122,5 +125,13 @@ func orderViolations(acc []accepted, got map[string]seen) (lanes, members, viola
 			}
 		}
 	}
-	return lanes, members, violations, examples
+	return c
+}
+
+// orderCheck is what orderViolations checked and found: lanes and
+// their members (deliveries), members answered 2xx more than once (a
+// repeat, allowed), members whose first success came out of order.
+type orderCheck struct {
+	lanes, members, repeated, violations int
+	examples                             []string
 }

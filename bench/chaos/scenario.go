@@ -373,7 +373,7 @@ func render(cfg config, rows []row, took time.Duration) string {
 		}
 		order := "–"
 		if r.OrderedLanes > 0 {
-			order = fmt.Sprintf("%d (%d lanes, %d deliveries)", r.OrderViolations, r.OrderedLanes, r.OrderedMembers)
+			order = fmt.Sprintf("%d (%d lanes, %d deliveries, %d repeated)", r.OrderViolations, r.OrderedLanes, r.OrderedMembers, r.OrderedRepeated)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d (%d ids) | %s | %d | %s | %s | %s | %s | %.0f s | %s |\n",
 			name, r.Accepted, r.Delivered, r.Dead, r.Lost, r.Duplicates, r.DupIDs, order,
@@ -388,7 +388,8 @@ carried the same webhook-id and body, or the ledger column says otherwise). orde
 deliveries of an ordered lane (2 endpoints ordered per key × 20 keys, 1 ordered per endpoint;
 each lane published one event at a time, in bursts of 3; 503 to one request in four) whose first 2xx-answered
 request arrived before an earlier member's first 2xx answer was written; repeats are allowed,
-members dead-lettered by skip are not compared; 0 expected. pushed back:
+members dead-lettered by skip are not compared; 0 expected ("repeated": lane members answered
+2xx more than once). pushed back:
 PublishEvent answers RESOURCE_EXHAUSTED (ingest's --max-in-flight-bytes), each retried after
 its RetryInfo delay with the same key. publish p99: of the calls answered OK. healthy p99: from
 the accepted publish to the healthy receiver's first request. peak RSS: the largest
