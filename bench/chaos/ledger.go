@@ -145,8 +145,10 @@ func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results
 	rw.Unconfirmed = len(unconfirmed)
 	rw.BadRecords = res.bad
 	known := map[string]bool{}
+	acceptedIDs := map[int64]string{} // seq -> event id (of the accepted publish)
 	for _, a := range acc {
 		known[a.eventID] = true
+		acceptedIDs[a.seq] = a.eventID
 		ends := res.ends[a.deliveryID]
 		if len(ends) == 0 {
 			rw.Lost++
@@ -198,6 +200,10 @@ func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results
 				continue
 			}
 			rw.Phantom++
+			if len(rw.Examples) < 10 {
+				rw.Examples = append(rw.Examples, fmt.Sprintf("webhook-id %s (%s receiver, body seq %d, %d requests, %d 2xx) was never accepted; seq %d was accepted as %s",
+					id, s.kind, s.seq, s.requests, s.ok, s.seq, acceptedIDs[s.seq]))
+			}
 		}
 	}
 }

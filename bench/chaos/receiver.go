@@ -51,8 +51,9 @@ type seen struct {
 	first    time.Time // first request answered 2xx: when its answer was decided, just before it was written
 	// firstStart is when the first request answered 2xx arrived.
 	firstStart time.Time
-	seq        int64 // the body's seq (-1: body not ours)
-	bodyDiff   bool  // a later request carried another body
+	seq        int64  // the body's seq (-1: body not ours)
+	kind       string // the receiver that saw it
+	bodyDiff   bool   // a later request carried another body
 }
 
 // receivers runs one loopback HTTP server per kind (none for dead) and
@@ -143,7 +144,7 @@ func (r *receivers) handler(kind string) http.HandlerFunc {
 			}
 			r.mu.Unlock()
 		case kindHanging:
-			r.note(id, seq, false, arrived)
+			r.note(id, kind, seq, false, arrived)
 			select {
 			case <-req.Context().Done():
 			case <-r.stop:
@@ -152,17 +153,17 @@ func (r *receivers) handler(kind string) http.HandlerFunc {
 		}
 		// Noted before the answer is written: a lane's next member cannot
 		// arrive before its predecessor's success is on record.
-		r.note(id, seq, status < 300, arrived)
+		r.note(id, kind, seq, status < 300, arrived)
 		w.WriteHeader(status)
 	}
 }
 
-func (r *receivers) note(id string, seq int64, ok bool, arrived time.Time) {
+func (r *receivers) note(id, kind string, seq int64, ok bool, arrived time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.seen[id]
 	if s == nil {
-		s = &seen{seq: seq}
+		s = &seen{seq: seq, kind: kind}
 		r.seen[id] = s
 	} else if s.seq != seq {
 		s.bodyDiff = true
