@@ -24,9 +24,12 @@ const (
 	orderedBurst        = 3
 	// orderedKeyEvery is how often each per-key lane publishes a burst
 	// (40 lanes: 10 events/s in all); orderedEndpointEvery the
-	// per-endpoint lane (1 event/s).
+	// per-endpoint lane (0.5 events/s: one lane whose head fails one
+	// time in four and whose followers then wait on the retry path, up
+	// to --park-recheck, drains little faster than that, and its backlog
+	// after a broker kill must settle within the settle wait).
 	orderedKeyEvery      = 12 * time.Second
-	orderedEndpointEvery = 3 * time.Second
+	orderedEndpointEvery = 6 * time.Second
 )
 
 // orderedLane is one lane the load publishes to.
