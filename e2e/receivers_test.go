@@ -11,6 +11,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // countingReceiver answers 200 after work, and records how many requests
@@ -112,9 +113,15 @@ func TestRateLimitIsNeverExceeded(t *testing.T) {
 	}
 }
 
-// TestSickReceiverDoesNotSlowHealthyOnes measures healthy endpoints'
-// publish-to-receipt latency with and without one endpoint that never
-// answers (it hangs until the 10 s attempt timeout).
+// TestSickReceiverDoesNotSlowHealthyOnes: healthy endpoints' deliveries
+// are not queued behind one endpoint that never answers. The sick
+// endpoint's attempts hang until its 60 s timeout; every healthy
+// delivery published beside them must arrive while all of those
+// attempts are still hanging — had any healthy delivery waited for a
+// sick attempt to end, it could only arrive after one ended. (A
+// condition, not a latency ratio: the ratio of p99s, which this test
+// used to assert, swung with the machine's load; the latencies are
+// logged, and the speed figures live in make bench's isolation row.)
 func TestSickReceiverDoesNotSlowHealthyOnes(t *testing.T) {
 	st := startStack(t)
 	const healthy, rounds = 20, 15
@@ -124,7 +131,10 @@ func TestSickReceiverDoesNotSlowHealthyOnes(t *testing.T) {
 		ids = append(ids, st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"healthy.*"}}).GetEndpoint().GetId())
 	}
 	hang := make(chan struct{})
+	var sickStarted, sickEnded atomic.Int64
 	sick := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sickStarted.Add(1)
+		defer sickEnded.Add(1)
 		select {
 		case <-hang:
 		case <-r.Context().Done():
@@ -133,10 +143,12 @@ func TestSickReceiverDoesNotSlowHealthyOnes(t *testing.T) {
 	defer sick.Close()
 	defer close(hang)
 
-	measure := func(withSick bool) time.Duration {
+	// publish sends rounds of one event to every healthy endpoint (and,
+	// withSick, one to the sick endpoint) and waits until every healthy
+	// event arrived; it returns the healthy p99, publish to receipt.
+	publish := func(withSick bool) time.Duration {
 		var lat []time.Duration
 		sent := map[string]time.Time{}
-		var mu sync.Mutex
 		for range rounds {
 			for _, id := range ids {
 				start := time.Now()
@@ -144,9 +156,7 @@ func TestSickReceiverDoesNotSlowHealthyOnes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				mu.Lock()
 				sent[resp.GetEventId()] = start
-				mu.Unlock()
 			}
 			if withSick {
 				st.publish("sick.tick", `{}`)
@@ -155,7 +165,6 @@ func TestSickReceiverDoesNotSlowHealthyOnes(t *testing.T) {
 			next := time.NewTimer(50 * time.Millisecond)
 			<-next.C
 		}
-		// Wait until every healthy event arrived.
 		ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 		defer cancel()
 		for {
@@ -184,12 +193,16 @@ func TestSickReceiverDoesNotSlowHealthyOnes(t *testing.T) {
 		slices.Sort(lat)
 		return lat[len(lat)*99/100]
 	}
-	base := measure(false)
-	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: sick.URL, EventTypes: []string{"sick.*"}})
-	withSick := measure(true)
-	t.Logf("healthy p99: %v alone, %v beside a hanging receiver", base, withSick)
-	if withSick > 2*base+20*time.Millisecond {
-		t.Fatalf("healthy p99 %v beside a hanging receiver, %v alone: more than 2x", withSick, base)
+	base := publish(false)
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: sick.URL, EventTypes: []string{"sick.*"}, Timeout: durationpb.New(60 * time.Second)})
+	withSick := publish(true)
+	started, ended := sickStarted.Load(), sickEnded.Load()
+	t.Logf("healthy p99: %v alone, %v beside a hanging receiver (%d sick attempts hanging)", base, withSick, started-ended)
+	if started == 0 {
+		t.Fatal("the sick receiver was never attempted: the test proves nothing")
+	}
+	if ended != 0 {
+		t.Fatalf("%d of %d sick attempts ended before every healthy delivery arrived: healthy deliveries may have waited for them", ended, started)
 	}
 }
 
