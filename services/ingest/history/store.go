@@ -52,6 +52,10 @@ type options struct {
 	cacheBytes    int64
 	memtableBytes uint64
 	log           *slog.Logger
+	// noTableStats keeps Pebble from loading table statistics in the
+	// background after open (which opens tables): tests that count open
+	// tables set it.
+	noTableStats bool
 }
 
 // WithCacheBytes sets the block cache (default 32 MiB): what reads keep
@@ -98,6 +102,9 @@ func Open(dir string, topics Topics, opts ...Option) (*Store, error) {
 		// follower reads those records again (applying one twice changes
 		// nothing). Close flushes first. Writes then cost no log I/O.
 		DisableWAL: true,
+		// Table statistics guide compactions of deleted ranges (the
+		// retention sweep); only tests turn them off.
+		DisableTableStats: o.noTableStats,
 	}
 	// Applying a record looks its delivery up first, and most look-ups
 	// are of deliveries not seen yet: bloom filters answer those without

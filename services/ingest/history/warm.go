@@ -39,6 +39,3 @@ func (s *Store) Warm() (int, error) {
 	}
 	return n, nil
 }
-
-// openTables reports how many tables the index holds open.
-func (s *Store) openTables() int64 { return s.db.Metrics().FileCache.TableCount }
