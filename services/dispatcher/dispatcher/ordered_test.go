@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -286,20 +287,7 @@ func orderedProperty(t *testing.T, seed uint64) {
 // follower waits in memory while every delivery of key b goes out, and
 // an unordered endpoint's lane is untouched by ordering.
 func TestAFailingLaneHoldsOnlyItself(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		got = append(got, string(raw))
-		mu.Unlock()
-		if string(raw) == `"a0"` {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer rx.Close()
+	rx := newBodyRecorder(t, `"a0"`)
 	s := newTestService(t)
 	ep := endpoint(rx.URL, sign.GenerateSecret())
 	ep.Endpoint.Ordering = hooklinev1.Ordering_ORDERING_PER_KEY
@@ -314,9 +302,7 @@ func TestAFailingLaneHoldsOnlyItself(t *testing.T) {
 	}
 	e.runDry(t)
 	l := e.f.lanes["ep_1"]
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(got) != `["a0" "b0" "b1" "b2"]` && fmt.Sprint(got) != `["b0" "a0" "b1" "b2"]` {
+	if got := rx.bodies(); fmt.Sprint(got) != `["a0" "b0" "b1" "b2"]` && fmt.Sprint(got) != `["b0" "a0" "b1" "b2"]` {
 		t.Fatalf("receiver got %v; want a0 (failing) and all of b, never a1", got)
 	}
 	if b := l.ord.keys["b"]; l.queued != 1 || l.ord.keys["a"].outside["dlv_0"].seq != 0 || len(b.members) != 0 || len(b.outside) != 0 {
@@ -326,11 +312,9 @@ func TestAFailingLaneHoldsOnlyItself(t *testing.T) {
 	// place, goes first, and then a1.
 	retry := &hooklinev1.Delivery{DeliveryId: "dlv_0", EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
 		Payload: []byte(`"a0"`), Attempt: 2, OrderingKey: "a", LaneSeq: proto.Int64(0)}
-	mu.Unlock()
 	e.placeAt(t, retry, 9)
 	e.runDry(t)
-	mu.Lock()
-	if n := len(got); n != 5 || got[4] != `"a0"` {
+	if got := rx.bodies(); len(got) != 5 || got[4] != `"a0"` {
 		t.Fatalf("receiver got %v; want a0's retry next and a1 still behind it (a0 fails again)", got)
 	}
 }
@@ -567,16 +551,7 @@ func TestAStuckLaneSpillsOnlyItsOwnKey(t *testing.T) {
 // (found by TestOrderedLanesSurviveADispatcherRestart, which saw the
 // lane's last member delivered first: [4 0 1 2 3]).
 func TestMembersOfANewEndpointArePlacedInOffsetOrder(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		got = append(got, string(raw))
-		mu.Unlock()
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer rx.Close()
+	rx := newBodyRecorder(t, "")
 	s := newTestService(t)
 	e := testEngine(t, s)
 	var ens []*entry
@@ -606,9 +581,39 @@ func TestMembersOfANewEndpointArePlacedInOffsetOrder(t *testing.T) {
 			e.waitOutstanding(t, unresolved)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(got) != `["m0" "m1" "m2"]` {
+	if got := rx.bodies(); fmt.Sprint(got) != `["m0" "m1" "m2"]` {
 		t.Fatalf("receiver got %v; want the lane in offset order", got)
 	}
+}
+
+// bodyRecorder is a receiver that records each request's body in
+// arrival order and answers 500 to the body fail, 200 to any other.
+type bodyRecorder struct {
+	*httptest.Server
+	mu  sync.Mutex
+	got []string
+}
+
+func newBodyRecorder(t *testing.T, fail string) *bodyRecorder {
+	b := &bodyRecorder{}
+	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		b.mu.Lock()
+		b.got = append(b.got, string(raw))
+		b.mu.Unlock()
+		if string(raw) == fail {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(b.Close)
+	return b
+}
+
+// bodies is what the receiver got so far.
+func (b *bodyRecorder) bodies() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.got)
 }
