@@ -26,10 +26,6 @@ type accepted struct {
 	deliveryID, eventID, kind string
 	seq                       int64
 	at                        time.Time // when the publish was answered
-	// lane is the ordered lane the delivery joined ("" for unordered
-	// traffic) and laneSeq its place in the lane's publish order.
-	lane    string
-	laneSeq int
 }
 
 // publisher drives steady load through every ingest replica, retrying a
@@ -101,11 +97,8 @@ func (p *publisher) createEndpoints(ctx context.Context, rx *receivers) error {
 	kindOfReq := map[*hooklinev1.CreateEndpointRequest]string{}
 	for _, k := range kinds {
 		n := 1
-		switch k {
-		case kindSlow:
+		if k == kindSlow {
 			n = max(p.shape.slowEndpoints, 1)
-		case kindOrderedKey:
-			n = orderedKeyEndpoints
 		}
 		for i := range n {
 			req := &hooklinev1.CreateEndpointRequest{Url: fmt.Sprintf("%s/%d", rx.urls[k], i), Description: "chaos " + k}
@@ -122,15 +115,6 @@ func (p *publisher) createEndpoints(ctx context.Context, rx *receivers) error {
 				req.RetryPolicy = short(2, time.Second)
 				req.OutageModeDisabled = true
 				req.Timeout = durationpb.New(time.Second)
-			case kindOrderedKey, kindOrderedEndpoint:
-				// A head that fails 12 times is skipped (dead-lettered),
-				// so no lane holds past the settle wait.
-				req.RetryPolicy = short(12, time.Second)
-				req.OutageModeDisabled = true
-				req.Ordering = hooklinev1.Ordering_ORDERING_PER_KEY
-				if k == kindOrderedEndpoint {
-					req.Ordering = hooklinev1.Ordering_ORDERING_PER_ENDPOINT
-				}
 			}
 			reqs = append(reqs, req)
 			kindOfReq[req] = k
@@ -219,24 +203,16 @@ func (p *publisher) run(ctx context.Context, rate, inflight, maxEvents int) {
 	}
 }
 
-// publish sends event seq of the unordered mix.
+// publish sends event seq, retrying transient failures with the same
+// idempotency key, across replicas, within the budget.
 func (p *publisher) publish(ctx context.Context, seq int64) {
 	kind := p.shape.mix(seq)
 	eps := p.endpoints[kind]
-	p.publishTo(ctx, seq, kind, eps[int(seq)%len(eps)], "", "", 0)
-}
-
-// publishTo sends event seq to one endpoint of kind, with ordering key
-// key (in ordered lane lane at laneSeq when lane is not ""), retrying transient failures with the same
-// idempotency key, across replicas, within the budget, and reports
-// whether it was accepted.
-func (p *publisher) publishTo(ctx context.Context, seq int64, kind, endpointID, key, lane string, laneSeq int) bool {
 	req := &hooklinev1.PublishEventRequest{
 		EventType:      "chaos.test",
 		Payload:        fmt.Appendf(nil, `{"seq":%d,"kind":%q,"pad":%q}`, seq, kind, p.pad),
 		IdempotencyKey: fmt.Sprintf("%s-%d", p.tag, seq),
-		EndpointIds:    []string{endpointID},
-		OrderingKey:    key,
+		EndpointIds:    []string{eps[int(seq)%len(eps)]},
 	}
 	deadline := time.Now().Add(p.budget)
 	var last error
@@ -250,11 +226,10 @@ func (p *publisher) publishTo(ctx context.Context, seq int64, kind, endpointID, 
 			p.mu.Lock()
 			p.latencies = append(p.latencies, now.Sub(start))
 			for _, d := range resp.GetDeliveries() {
-				p.accepted = append(p.accepted, accepted{deliveryID: d.GetDeliveryId(), eventID: resp.GetEventId(), kind: kind, seq: seq, at: now,
-					lane: lane, laneSeq: laneSeq})
+				p.accepted = append(p.accepted, accepted{deliveryID: d.GetDeliveryId(), eventID: resp.GetEventId(), kind: kind, seq: seq, at: now})
 			}
 			p.mu.Unlock()
-			return true
+			return
 		}
 		last = err
 		switch status.Code(err) {
@@ -282,7 +257,6 @@ func (p *publisher) publishTo(ctx context.Context, seq int64, kind, endpointID, 
 	p.unconfirmed[seq] = true
 	p.rejected[status.Code(last).String()]++
 	p.mu.Unlock()
-	return false
 }
 
 // retryDelay is the RetryInfo delay of a RESOURCE_EXHAUSTED answer.
