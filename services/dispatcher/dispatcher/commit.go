@@ -82,7 +82,7 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		if aborted {
 			// The window starts over, its ordered lanes seeded from the
 			// lanes view again: it must hold every committed record.
-			if err := e.s.syncLanes(ctx); err != nil && ctx.Err() == nil {
+			if err := e.s.readLanes(ctx); err != nil && ctx.Err() == nil {
 				e.s.log.Warn("lanes view not caught up after an aborted commit", "err", err)
 			}
 			// Back off before the window is consumed again; the loop

@@ -69,6 +69,10 @@ type Service struct {
 	// lanes seeds ordered lanes after an assignment; laneFollow feeds it.
 	lanes      *lanes.View
 	laneFollow *hkafka.Follower
+	// readLanes and readEndpoints bring the lanes and the endpoints views
+	// up to date (syncLanes, syncEndpoints); tests replace them.
+	readLanes     func(context.Context) error
+	readEndpoints func(context.Context) error
 
 	tp      trace.TracerProvider
 	mp      metric.MeterProvider
@@ -170,6 +174,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		tp:           otel.GetTracerProvider(),
 		mp:           otel.GetMeterProvider(),
 	}
+	s.readLanes, s.readEndpoints = s.syncLanes, s.syncEndpoints
 	for _, o := range opts {
 		o(s)
 	}
@@ -381,7 +386,7 @@ func (s *Service) reseedHealth(ctx context.Context, assigned map[string][]int32)
 	}
 	// Ordered lanes of the new partitions are seeded from the lanes
 	// view when their first delivery is placed (ordered.go).
-	if err := s.syncLanes(ctx); err != nil {
+	if err := s.readLanes(ctx); err != nil {
 		s.log.Warn("lanes view not caught up; ordered lanes seeded from what it holds", "err", err)
 	}
 	s.dropHealth(assigned)

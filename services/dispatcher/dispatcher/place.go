@@ -100,7 +100,7 @@ func (e *engine) settle(en *entry, fn func(context.Context) []*kgo.Record) {
 func (e *engine) resolve(en *entry) {
 	e.resolving(en)
 	go func() {
-		if err := e.s.syncEndpoints(en.part.ctx); err != nil {
+		if err := e.s.readEndpoints(en.part.ctx); err != nil {
 			// The partition went away or the dispatcher is stopping:
 			// the record stays uncommitted and comes again.
 			e.in.post(msg{kind: msgDropped, e: en})
