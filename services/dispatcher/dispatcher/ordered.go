@@ -104,26 +104,9 @@ func seq(e *entry) int64 { return e.d.GetLaneSeq() }
 func (e *engine) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord, now time.Time) {
 	k := e.keyLaneOf(l, en.part, laneKey(ep, en.d), now)
 	o := l.ord
-	id := en.d.GetDeliveryId()
-	if out, ok := k.outside[id]; ok && out.blocked != nil {
-		// Only an operator's command sends a blocked head again, and it
-		// unblocks it first (lanecmd.go): this is a copy of a record
-		// written before the block. The lane keeps it blocked.
-		e.s.log.Warn("copy of a blocked lane's head; skipped", "delivery_id", id, "endpoint_id", l.id, "ordering_key", k.key)
-		e.w.finish(en, nil)
+	if !e.takePlace(en, k) {
 		return
 	}
-	if en.d.LaneSeq == nil {
-		// First read, or back from a path that kept the raw record (a
-		// worker fault's requeue): the lane's memory knows its place.
-		s := en.rec.Offset
-		if out, ok := k.outside[id]; ok {
-			s = out.seq
-		}
-		en.d.LaneSeq = &s
-	}
-	delete(k.outside, id)
-	en.key = k
 	if k.blockedBefore(seq(en)) {
 		e.spillBlocked(en, now) // settledOrdered notes it outside
 		return
@@ -143,6 +126,67 @@ func (e *engine) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord,
 	o.touch(k)
 	e.f.touch(l, now)
 	e.f.ready(l, now)
+}
+
+// takePlace makes en, read now, k's member at its place: its lane_seq
+// given on its first read, no longer outside. It returns false when en
+// is a copy of k's blocked head, finished here.
+func (e *engine) takePlace(en *entry, k *keyLane) bool {
+	id := en.d.GetDeliveryId()
+	if out, ok := k.outside[id]; ok && out.blocked != nil {
+		// Only an operator's command sends a blocked head again, and it
+		// unblocks it first (lanecmd.go): this is a copy of a record
+		// written before the block. The lane keeps it blocked.
+		e.s.log.Warn("copy of a blocked lane's head; skipped", "delivery_id", id, "endpoint_id", k.lane.id, "ordering_key", k.key)
+		e.w.finish(en, nil)
+		return false
+	}
+	if en.d.LaneSeq == nil {
+		// First read, or back from a path that kept the raw record (a
+		// worker fault's requeue): the lane's memory knows its place.
+		s := en.rec.Offset
+		if out, ok := k.outside[id]; ok {
+			s = out.seq
+		}
+		en.d.LaneSeq = &s
+	}
+	delete(k.outside, id)
+	en.key = k
+	return true
+}
+
+// settlingLane returns the keyLane en belongs to when triage settles it
+// (verdict v) rather than sending it to its lane, or nil: a delivery of
+// an ordered endpoint paused or not due takes its place in its lane; one
+// of a deleted endpoint leaves the lane it is remembered in, if any.
+func (e *engine) settlingLane(en *entry, v verdict, ep *hooklinev1.EndpointRecord, now time.Time) *keyLane {
+	d := en.d
+	switch v {
+	case epDeleted:
+		l := e.f.lanes[d.GetEndpointId()]
+		if l == nil || l.ord == nil {
+			return nil
+		}
+		for _, key := range []string{d.GetOrderingKey(), ""} {
+			if k := l.ord.keys[key]; k != nil {
+				if _, ok := k.outside[d.GetDeliveryId()]; ok {
+					return k
+				}
+			}
+		}
+		return nil
+	case notDue:
+		ep = e.s.store.Get(d.GetEndpointId()) // triage did not look
+	case epPaused:
+	default:
+		return nil
+	}
+	if ep == nil || ep.GetEndpoint().GetTenantId() != d.GetTenantId() || !isOrdered(ep, d) {
+		return nil
+	}
+	l := e.f.lane(ep.GetEndpoint().GetId(), ep.GetEndpoint().GetTenantId())
+	e.configure(l, ep, now)
+	return e.keyLaneOf(l, en.part, laneKey(ep, d), now)
 }
 
 // keyLaneOf returns l's keyLane of key, fed by partition part, making

@@ -36,7 +36,7 @@ func (e *engine) place(en *entry, now time.Time) {
 		e.resolve(en)
 		return
 	default:
-		e.settle(en, func(ctx context.Context) []*kgo.Record { return s.settle(ctx, v, en.rec, en.d, ep, now) })
+		e.settleTriaged(en, v, ep, now)
 		return
 	}
 	if e.recent.copied(recordCopyKey(en.rec, en.d), recordAt{en.rec.Partition, en.rec.Offset}) {
@@ -59,6 +59,19 @@ func (e *engine) place(en *entry, now time.Time) {
 	l.push(en, now)
 	e.f.touch(l, now)
 	e.f.ready(l, now)
+}
+
+// settleTriaged settles en by triage's verdict v. A member of an
+// ordered lane takes its place in the lane first (ordered.go: its
+// lane_seq, and outside while its record goes round): parked while its
+// endpoint is paused, not due yet, or its endpoint deleted, it still
+// comes back into its first place, however the retry path reorders it.
+func (e *engine) settleTriaged(en *entry, v verdict, ep *hooklinev1.EndpointRecord, now time.Time) {
+	s := e.s
+	if k := e.settlingLane(en, v, ep, now); k != nil && !e.takePlace(en, k) {
+		return
+	}
+	e.settle(en, func(ctx context.Context) []*kgo.Record { return s.settle(ctx, v, en.rec, en.d, ep, now) })
 }
 
 // configure applies ep's limits to its lane, within the ceilings.
