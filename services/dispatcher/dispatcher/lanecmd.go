@@ -76,7 +76,7 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 			return s.deadLetter(ctx, head, res)
 		}
 	} else {
-		k.outside[id] = outsider{seq: out.seq, since: now}
+		k.outside[id] = outsider{seq: out.seq, until: now.Add(s.cfg.MaxHold)} // due at once
 		member = &hooklinev1.LaneMember{DeliveryId: id, LaneSeq: out.seq}
 		fresh := proto.Clone(head).(*hooklinev1.Delivery)
 		fresh.Attempt = 1

@@ -7,6 +7,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/lanes"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
 )
 
 // Ordered delivery (docs/DESIGN.md, "Ordered delivery"). An endpoint
@@ -66,8 +67,11 @@ type keyLane struct {
 
 // outsider is a member outside memory, by delivery id.
 type outsider struct {
-	seq   int64
-	since time.Time
+	seq int64
+	// until is when the lane stops waiting for it (expireOrdered): its
+	// way back is due by then and the longest hold after that
+	// (--max-hold) has ended, so one still away ended elsewhere.
+	until time.Time
 	// blocked is set for a blocked head: it does not come back by
 	// itself, only through an operator's command.
 	blocked *hooklinev1.BlockedHead
@@ -202,8 +206,16 @@ func (e *engine) keyLaneOf(l *lane, part *partWindow, key string, now time.Time)
 	k := o.keys[key]
 	if k == nil {
 		k = &keyLane{lane: l, key: key, outside: map[string]outsider{}, committed: lanes.Members{}}
+		// A seeded member's way back is not known here; it is due
+		// before its give-up time, at most the endpoint's --max-age
+		// after its creation, and may then be held.
+		maxAge := e.s.cfg.MaxAge
+		if ep := e.s.store.Get(l.id); ep != nil {
+			maxAge = e.s.maxAge(ep)
+		}
+		until := now.Add(maxAge + e.s.cfg.MaxHold)
 		for id, m := range o.seeds[key] {
-			k.outside[id] = outsider{seq: m.GetLaneSeq(), since: now, blocked: m.GetBlocked()}
+			k.outside[id] = outsider{seq: m.GetLaneSeq(), until: until, blocked: m.GetBlocked()}
 			k.committed[id] = m
 		}
 		delete(o.seeds, key)
@@ -326,12 +338,12 @@ func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) []
 	en.opMember = nil
 	switch {
 	case blocked != nil:
-		k.outside[id] = outsider{seq: seq(en), since: now, blocked: blocked}
+		k.outside[id] = outsider{seq: seq(en), blocked: blocked}
 		en.opMember = &hooklinev1.LaneMember{DeliveryId: id, LaneSeq: seq(en), Blocked: blocked}
 	default:
 		for _, r := range outs {
 			if r.Topic == e.s.topics.Retries || r.Topic == e.s.topics.Deliveries {
-				k.outside[id] = outsider{seq: seq(en), since: now}
+				k.outside[id] = outsider{seq: seq(en), until: returnDue(r, now).Add(e.s.cfg.MaxHold)}
 				en.opMember = &hooklinev1.LaneMember{DeliveryId: id, LaneSeq: seq(en)}
 				break
 			}
@@ -404,9 +416,12 @@ func (e *engine) forgetOrdered(pw *partWindow) {
 	}
 }
 
-// expireOrdered forgets members outside since before cutoff (--max-hold):
-// every hold ends by then, so such an entry is a member that ended
-// elsewhere (its endpoint deleted or re-moded, its partition moved).
+// expireOrdered forgets the members outside whose time to come back
+// (outsider.until) ended before cutoff: such a member ended elsewhere
+// (its endpoint deleted or re-moded, its partition moved). A retry
+// ladder's rung may be longer than --max-hold (7 days against 72 h):
+// each member's time is its own way back's due time, plus the longest
+// hold after it.
 func (e *engine) expireOrdered(cutoff, now time.Time) {
 	for _, l := range e.f.lanes {
 		if l.ord == nil {
@@ -415,7 +430,7 @@ func (e *engine) expireOrdered(cutoff, now time.Time) {
 		for _, k := range l.ord.keys {
 			for id, out := range k.outside {
 				// A blocked head waits for an operator, however long.
-				if out.blocked == nil && out.since.Before(cutoff) {
+				if out.blocked == nil && out.until.Before(cutoff) {
 					delete(k.outside, id)
 				}
 			}
@@ -423,6 +438,24 @@ func (e *engine) expireOrdered(cutoff, now time.Time) {
 		}
 		e.f.ready(l, now)
 	}
+}
+
+// returnDue is when r, a delivery record sent round again, is due to be
+// read back: its due_at, or now when it has none (or does not decode).
+func returnDue(r *kgo.Record, now time.Time) time.Time {
+	var d hooklinev1.Delivery
+	if proto.Unmarshal(r.Value, &d) != nil || d.GetDueAt() == nil {
+		return now
+	}
+	return later(d.GetDueAt().AsTime(), now)
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // holds reports whether the ordered part still remembers something the

@@ -63,7 +63,7 @@ func (e *engine) relieve(now time.Time) {
 	}
 	if now.Sub(e.lastPrune) >= laneIdleFor {
 		e.lastPrune = now
-		e.expireOrdered(now.Add(-e.s.cfg.MaxHold), now)
+		e.expireOrdered(now, now)
 		e.s.signers.forget(e.f.prune(now.Add(-laneIdleFor)))
 	}
 }
