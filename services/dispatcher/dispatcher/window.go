@@ -71,7 +71,9 @@ type partWindow struct {
 	entries []*entry // entries[head:] are uncommitted, in offset order
 	head    int
 	next    int64 // offset after the last record polled
-	epoch   int32
+	// epoch is the leader epoch of the last record the watermark passed
+	// (-1 before any): a commit at the watermark names it.
+	epoch int32
 	// headSince is when entries[head] became the oldest uncommitted
 	// record: how long the watermark has stood still.
 	headSince time.Time
@@ -161,7 +163,7 @@ func (w *window) add(r *kgo.Record, now time.Time, base context.Context) *entry 
 	if pw == nil {
 		w.mu.Lock()
 		ctx, cancel := context.WithCancel(base)
-		pw = &partWindow{k: k, next: r.Offset, headSince: now, ctx: ctx, cancel: cancel}
+		pw = &partWindow{k: k, next: r.Offset, epoch: -1, headSince: now, ctx: ctx, cancel: cancel}
 		w.parts[k] = pw
 		w.mu.Unlock()
 	}
@@ -171,7 +173,7 @@ func (w *window) add(r *kgo.Record, now time.Time, base context.Context) *entry 
 	if pw.head == len(pw.entries) {
 		pw.headSince = now
 	}
-	pw.next, pw.epoch = r.Offset+1, r.LeaderEpoch
+	pw.next = r.Offset + 1
 	e := &entry{rec: r, part: pw, size: recordSize(r)}
 	pw.entries = append(pw.entries, e)
 	w.records++
@@ -193,6 +195,7 @@ func (w *window) popDone(pw *partWindow, now time.Time, outs []*kgo.Record) ([]*
 	for pw.head < len(pw.entries) && pw.entries[pw.head].state == entryDone {
 		e := pw.entries[pw.head]
 		outs = append(outs, e.outs...)
+		pw.epoch = e.rec.LeaderEpoch
 		if w.popped != nil {
 			w.popped(e)
 		}
