@@ -17,10 +17,12 @@ import (
 // endpoint's lanes from it the first time it places one of the
 // endpoint's deliveries after an assignment.
 
-// syncLanes waits until the lanes view holds every lane record committed
-// so far (bounded by ctx).
+// syncLanes waits until the lanes view holds every lane record written
+// so far and committed, the previous owner's last included (bounded by
+// ctx): up to the high watermarks, not the last stable offsets, which
+// lag a commit until its markers are written (kafka.Follower.SyncWritten).
 func (s *Service) syncLanes(ctx context.Context) error {
-	return s.laneFollow.Sync(ctx, s.topics.Lanes)
+	return s.laneFollow.SyncWritten(ctx, s.topics.Lanes)
 }
 
 // laneUndo is one change a commit made to a keyLane's committed list,
