@@ -80,11 +80,9 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		e.s.pausesCommitted(ctx, outs, committed && err == nil)
 		e.in.post(msg{kind: msgCommitted, committed: committed, produceErr: perr, err: err, records: len(outs), took: time.Since(began)})
 		if aborted {
-			// The window starts over, its ordered lanes seeded from the
-			// lanes view again: it must hold every committed record.
-			if err := e.s.readLanes(ctx); err != nil && ctx.Err() == nil {
-				e.s.log.Warn("lanes view not caught up after an aborted commit", "err", err)
-			}
+			// The window starts over; each partition's new window reads
+			// the lanes view before any of its records is placed
+			// (resolve.go).
 			// Back off before the window is consumed again; the loop
 			// stays committing (no poll) until this ends.
 			t := time.NewTimer(wait)

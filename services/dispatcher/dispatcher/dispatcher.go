@@ -70,7 +70,9 @@ type Service struct {
 	lanes      *lanes.View
 	laneFollow *hkafka.Follower
 	// readLanes and readEndpoints bring the lanes and the endpoints views
-	// up to date (syncLanes, syncEndpoints); tests replace them.
+	// up to date (syncLanes; the endpoints store's coalescing barrier,
+	// retried: one ListOffsets round serves every partition's resolver
+	// waiting then); tests replace them.
 	readLanes     func(context.Context) error
 	readEndpoints func(context.Context) error
 
@@ -174,7 +176,8 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		tp:           otel.GetTracerProvider(),
 		mp:           otel.GetMeterProvider(),
 	}
-	s.readLanes, s.readEndpoints = s.syncLanes, s.syncEndpoints
+	s.readLanes = s.syncLanes
+	s.readEndpoints = func(ctx context.Context) error { return s.untilRead(ctx, "endpoints view", s.store.Barrier) }
 	for _, o := range opts {
 		o(s)
 	}
@@ -351,7 +354,8 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 }
 
 // reseedTimeout bounds how long a partition assignment waits for the
-// notices view.
+// notices view (it is health, not order: seeded from what the view holds
+// when the wait ends).
 const reseedTimeout = 10 * time.Second
 
 // lockedRand is a seeded PCG source safe for concurrent use.
@@ -384,11 +388,9 @@ func (s *Service) reseedHealth(ctx context.Context, assigned map[string][]int32)
 	if err := s.noticeFollow.Sync(ctx, s.topics.Notices); err != nil {
 		s.log.Warn("notices view not caught up; endpoint health seeded from what it holds", "err", err)
 	}
-	// Ordered lanes of the new partitions are seeded from the lanes
-	// view when their first delivery is placed (ordered.go).
-	if err := s.readLanes(ctx); err != nil {
-		s.log.Warn("lanes view not caught up; ordered lanes seeded from what it holds", "err", err)
-	}
+	// The lanes view is not read here: no record of a partition is
+	// placed before a read of it begun after the assignment succeeded,
+	// retried for as long as it takes (resolve.go).
 	s.dropHealth(assigned)
 }
 

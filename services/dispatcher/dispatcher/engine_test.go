@@ -54,7 +54,27 @@ func (e *engine) pollID(t *testing.T, p int32, offset int64, id string) {
 	}
 	r.Partition, r.Offset = p, offset
 	if en := e.w.add(r, now, e.work); en != nil {
-		e.place(en, now)
+		e.placeRead(t, en, now)
+	}
+}
+
+// placeRead places en as a poll would and, while its partition's lanes
+// are not read yet, takes the inbox until they are (resolve.go), as the
+// loop would before working on the partition.
+func (e *engine) placeRead(t testing.TB, en *entry, now time.Time) {
+	t.Helper()
+	e.place(en, now)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for !en.part.res.lanesRead && !en.part.dropped {
+		select {
+		case <-e.in.signal:
+		case <-ctx.Done():
+			t.Fatal("the partition's lanes were not read")
+		}
+		if err := e.collect(e.s.now()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -13,8 +13,7 @@ type msgKind uint8
 
 const (
 	msgDone      msgKind = iota // an attempt ended; outs are its outputs
-	msgResolved                 // the endpoints view was synced for an entry
-	msgDropped                  // an entry's resolver gave up: its partition went away or the loop is stopping
+	msgResolved                 // a round of a partition's resolver ended (resolve.go)
 	msgCommitted                // a commit's transaction ended
 )
 
@@ -25,6 +24,13 @@ type msg struct {
 	outs []*kgo.Record
 	// latency is how long the attempt took (zero when none was sent).
 	latency time.Duration
+
+	// A resolver round's end: its partition, its number, what it read
+	// (err: nothing, the partition went away or the loop is stopping).
+	part      *partWindow
+	round     uint64
+	lanes     bool
+	endpoints bool
 
 	// A commit's end: whether it committed, the produce error that
 	// aborted it, a failure of the session itself, records written, and

@@ -33,7 +33,7 @@ type engine struct {
 	cancelWork context.CancelFunc
 
 	// outstanding counts attempt and resolver goroutines not yet
-	// reported.
+	// reported (a partition has at most one resolver: resolve.go).
 	outstanding int
 	// committing is set while a commit's transaction runs: no second
 	// commit meanwhile. gate keeps polls out of its End.
@@ -270,10 +270,7 @@ func (e *engine) collect(now time.Time) error {
 				e.w.finish(en, m.outs)
 			}
 		case msgResolved:
-			if !en.part.dropped {
-				en.synced = true
-				e.placeResolved(en.part, now)
-			}
+			e.resolved(m, now)
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -160,7 +161,7 @@ func orderedProperty(t *testing.T, seed uint64) {
 		offset++
 		now := clock.Now()
 		if en := e.w.add(r, now, e.work); en != nil {
-			e.place(en, now)
+			e.placeRead(t, en, now)
 		}
 	}
 	terminal := map[string]int{}
@@ -410,7 +411,7 @@ func (e *engine) placeAt(t testing.TB, d *hooklinev1.Delivery, offset int64) {
 	}
 	r.Offset = offset
 	if en := e.w.add(r, e.s.now(), e.work); en != nil {
-		e.place(en, e.s.now())
+		e.placeRead(t, en, e.s.now())
 	}
 }
 
@@ -545,42 +546,34 @@ func TestAStuckLaneSpillsOnlyItsOwnKey(t *testing.T) {
 }
 
 // TestMembersOfANewEndpointArePlacedInOffsetOrder: the first deliveries
-// of an endpoint the endpoints view does not know yet each wait for a
-// sync of the view; the syncs come back in any order, and the members
-// of an ordered lane must still be placed in the order they were read
-// (found by TestOrderedLanesSurviveADispatcherRestart, which saw the
-// lane's last member delivered first: [4 0 1 2 3]).
+// of an endpoint the endpoints view does not know yet wait for a sync of
+// the view, and the members of an ordered lane must still be placed in
+// the order they were read (found by
+// TestOrderedLanesSurviveADispatcherRestart, which saw the lane's last
+// member delivered first: [4 0 1 2 3], when each had a resolver of its
+// own and their syncs came back out of order; now a partition has one).
 func TestMembersOfANewEndpointArePlacedInOffsetOrder(t *testing.T) {
 	rx := newBodyRecorder(t, "")
 	s := newTestService(t)
 	e := testEngine(t, s)
-	var ens []*entry
-	for i := range 3 {
-		d := &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", i), EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
-			Payload: []byte(fmt.Sprintf(`"m%d"`, i)), Attempt: 1}
-		r, err := hkafka.Record(s.topics.Deliveries, "ep_1", d)
-		if err != nil {
-			t.Fatal(err)
+	release := make(chan struct{})
+	s.readEndpoints = func(ctx context.Context) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		r.Offset = int64(i)
-		en := e.w.add(r, s.now(), e.work)
-		en.d = d
-		e.resolving(en) // the view does not know ep_1 yet
-		ens = append(ens, en)
+	}
+	for i := range 3 {
+		e.placeAt(t, &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", i), EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
+			Payload: []byte(fmt.Sprintf(`"m%d"`, i)), Attempt: 1}, int64(i)) // the view does not know ep_1 yet
 	}
 	ep := endpoint(rx.URL, sign.GenerateSecret())
 	ep.Endpoint.Ordering, ep.Endpoint.OutageModeDisabled = hooklinev1.Ordering_ORDERING_PER_ENDPOINT, true
 	s.store.Put(ep)
-	for j, i := range []int{2, 0, 1} { // the syncs come back out of order, the loop pumping between
-		e.in.post(msg{kind: msgResolved, e: ens[i]})
-		if err := e.collect(s.now()); err != nil {
-			t.Fatal(err)
-		}
-		unresolved := 2 - j
-		for e.pump(s.now()); e.outstanding > unresolved; e.pump(s.now()) {
-			e.waitOutstanding(t, unresolved)
-		}
-	}
+	close(release)
+	e.runDry(t)
 	if got := rx.bodies(); fmt.Sprint(got) != `["m0" "m1" "m2"]` {
 		t.Fatalf("receiver got %v; want the lane in offset order", got)
 	}

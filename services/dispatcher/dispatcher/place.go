@@ -9,10 +9,11 @@ import (
 )
 
 // place decides where a polled record goes: settled at once (not due,
-// endpoint deleted or paused, undecodable), to a resolver (endpoint not
-// known yet), or into its endpoint's lane — or, when the lane's backlog
-// is over its budget, spilled to the retry path due when the lane will
-// have room.
+// endpoint deleted or paused, undecodable), to its partition's resolver
+// (the partition's lanes not read yet, its endpoint not known yet, or an
+// earlier record of its endpoint waiting there: resolve.go), or into its
+// endpoint's lane — or, when the lane's backlog is over its budget,
+// spilled to the retry path due when the lane will have room.
 func (e *engine) place(en *entry, now time.Time) {
 	s := e.s
 	if en.d == nil {
@@ -25,6 +26,19 @@ func (e *engine) place(en *entry, now time.Time) {
 		}
 		en.d = d
 	}
+	if e.mustWait(en) {
+		// An endpoint the view does not know waits for the next sync
+		// of the endpoints view as well.
+		e.queueResolving(en, s.store.Get(en.d.GetEndpointId()) == nil)
+		e.kick(en.part)
+		return
+	}
+	e.placeNow(en, now)
+}
+
+// placeNow places en, decoded, whose partition's state is read.
+func (e *engine) placeNow(en *entry, now time.Time) {
+	s := e.s
 	if isLaneCommand(en.d) {
 		e.laneCommand(en, now)
 		return
@@ -104,42 +118,6 @@ func (e *engine) settle(en *entry, fn func(context.Context) []*kgo.Record) {
 	outs := e.s.process(context.Background(), en.rec, fn)
 	outs = e.settledOrdered(en, outs, e.s.now())
 	e.w.finish(en, outs)
-}
-
-// resolve syncs the endpoints view for en on a goroutine of its own and
-// places en again when it is done. A failing sync is retried with
-// backoff, never counted as a worker fault; the record stays below the
-// watermark meanwhile.
-func (e *engine) resolve(en *entry) {
-	e.resolving(en)
-	go func() {
-		if err := e.s.readEndpoints(en.part.ctx); err != nil {
-			// The partition went away or the dispatcher is stopping:
-			// the record stays uncommitted and comes again.
-			e.in.post(msg{kind: msgDropped, e: en})
-			return
-		}
-		e.in.post(msg{kind: msgResolved, e: en})
-	}()
-}
-
-// resolving notes that en waits for a sync of the endpoints view.
-func (e *engine) resolving(en *entry) {
-	en.state = entryResolving
-	e.outstanding++
-	en.part.resolving = append(en.part.resolving, en) // in offset order
-}
-
-// placeResolved places the partition's resolved entries in offset order:
-// one whose sync came back before an earlier one's waits for it, so the
-// members of an ordered lane are placed in the order they were read.
-func (e *engine) placeResolved(pw *partWindow, now time.Time) {
-	for len(pw.resolving) > 0 && pw.resolving[0].synced {
-		en := pw.resolving[0]
-		pw.resolving[0] = nil
-		pw.resolving = pw.resolving[1:]
-		e.place(en, now)
-	}
 }
 
 // start settles or starts the head of lane l, which the fair scheduler

@@ -61,8 +61,10 @@ type entry struct {
 	outs     []*kgo.Record
 	queuedAt time.Time
 	// synced is set once the endpoints view was synced for this record,
-	// so an endpoint still unknown then is deleted.
+	// so an endpoint still unknown then is deleted; want is the resolver
+	// round it waits for (resolve.go), 0 when none.
 	synced bool
+	want   uint64
 }
 
 // partWindow is one partition's part of the window.
@@ -77,9 +79,10 @@ type partWindow struct {
 	// headSince is when entries[head] became the oldest uncommitted
 	// record: how long the watermark has stood still.
 	headSince time.Time
-	// resolving are the entries waiting for a sync of the endpoints
-	// view, in offset order: they are placed in that order (place.go).
+	// resolving are the entries waiting for the partition's resolver,
+	// in offset order: they are placed in that order (resolve.go).
 	resolving []*entry
+	res       resolver
 	// ctx ends when the partition is dropped: its attempts stop.
 	ctx     context.Context
 	cancel  context.CancelFunc

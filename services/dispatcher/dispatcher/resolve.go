@@ -1,0 +1,197 @@
+package dispatcher
+
+import (
+	"context"
+	"time"
+)
+
+// Each partition of the window has one resolver: the one reader of the
+// views its entries wait for before they are placed (docs/DESIGN.md,
+// "Ordered delivery"; invariant O2).
+//
+//   - The lanes view, once per partition window: no record of a
+//     partition is placed (an ordered lane seeded, a settlement made)
+//     until a read of the lanes view begun after the window was made (an
+//     assignment, or the rewind after an aborted commit) succeeded. A
+//     failing read is retried with backoff for as long as the partition
+//     is owned; the partition is never worked on with a guess.
+//   - The endpoints view, for entries of an endpoint it did not know:
+//     each waits for a sync begun after it was read. Rounds coalesce:
+//     every entry that arrives while a round is out is served by the
+//     next one, so a backlog of any size costs one goroutine and at most
+//     two syncs at a time, not one of each per delivery.
+//
+// Entries wait in pw.resolving in offset order, and an entry whose
+// endpoint has an earlier entry waiting there waits behind it, whatever
+// the view knows meanwhile: the members of an ordered lane are placed in
+// the order they were read.
+
+// resolver is one partition's resolving state (loop goroutine only).
+type resolver struct {
+	lanesRead bool           // a read of the lanes view begun after the window was made succeeded
+	running   bool           // a round is out
+	started   uint64         // rounds begun
+	served    uint64         // the last round that synced the endpoints view
+	wanted    uint64         // the latest round an entry waits for
+	waiting   map[string]int // entries in pw.resolving, by endpoint id
+	walking   bool           // placeResolved runs: no round starts before it is done
+}
+
+// mustWait reports whether en, decoded, must wait in its partition's
+// resolving queue before it is placed.
+func (e *engine) mustWait(en *entry) bool {
+	r := &en.part.res
+	return !r.lanesRead || r.waiting[en.d.GetEndpointId()] > 0
+}
+
+// queueResolving appends en to its partition's resolving queue; with
+// needSync it waits for a sync of the endpoints view begun from now on.
+// An entry's want is the first round begun after it was queued: any
+// round from that one on that syncs the endpoints view serves it.
+func (e *engine) queueResolving(en *entry, needSync bool) {
+	pw := en.part
+	r := &pw.res
+	en.state = entryResolving
+	if needSync {
+		en.want = r.started + 1
+		r.wanted = max(r.wanted, en.want)
+	}
+	pw.resolving = append(pw.resolving, en) // in offset order
+	if r.waiting == nil {
+		r.waiting = map[string]int{}
+	}
+	r.waiting[en.d.GetEndpointId()]++
+}
+
+// resolve has en wait for a sync of the endpoints view: its endpoint is
+// not known yet. A failing sync is retried with backoff, never counted
+// as a worker fault; the record stays below the watermark meanwhile.
+func (e *engine) resolve(en *entry) {
+	e.queueResolving(en, true)
+	e.kick(en.part)
+}
+
+// kick starts a round of pw's resolver if something waits for one and
+// none is out.
+func (e *engine) kick(pw *partWindow) {
+	r := &pw.res
+	if r.running || r.walking || pw.dropped {
+		return
+	}
+	// The lanes first, in a round of their own: the entries behind
+	// them wait for nothing else, and an endpoints sync follows.
+	lanes := !r.lanesRead
+	endpoints := !lanes && r.wanted > r.served
+	if !lanes && !endpoints {
+		return
+	}
+	r.running = true
+	r.started++
+	round := r.started
+	e.outstanding++
+	go func() {
+		err := e.s.readState(pw.ctx, lanes, endpoints)
+		e.in.post(msg{kind: msgResolved, part: pw, round: round, lanes: lanes, endpoints: endpoints, err: err})
+	}()
+}
+
+// resolved takes the end of a round of pw's resolver: what it read is
+// marked read, the entries it served are placed, and the next round
+// starts if entries wait for one.
+func (e *engine) resolved(m *msg, now time.Time) {
+	pw := m.part
+	if pw.dropped {
+		return // its records come again, to a window of their own
+	}
+	r := &pw.res
+	r.running = false
+	if m.err != nil {
+		return // the partition went away or the loop is stopping
+	}
+	if m.lanes {
+		r.lanesRead = true
+	}
+	if m.endpoints {
+		r.served = m.round
+	}
+	e.placeResolved(pw, now)
+	e.kick(pw)
+}
+
+// placeResolved places, in offset order, pw's waiting entries that
+// waited for nothing more, except those behind an earlier entry of
+// their endpoint still waiting.
+func (e *engine) placeResolved(pw *partWindow, now time.Time) {
+	r := &pw.res
+	if !r.lanesRead || len(pw.resolving) == 0 {
+		return
+	}
+	queued := pw.resolving
+	pw.resolving = nil // rebuilt in order: an entry queued again keeps its place
+	r.walking = true
+	defer func() { r.walking = false }()
+	var behind map[string]bool
+	for i, en := range queued {
+		queued[i] = nil
+		id := en.d.GetEndpointId()
+		if en.want > r.served || behind[id] {
+			pw.resolving = append(pw.resolving, en)
+			if behind == nil {
+				behind = map[string]bool{}
+			}
+			behind[id] = true
+			continue
+		}
+		if en.want > 0 {
+			en.synced, en.want = true, 0
+		}
+		if r.waiting[id]--; r.waiting[id] == 0 {
+			delete(r.waiting, id)
+		}
+		e.placeNow(en, now)
+		if en.state == entryResolving { // its endpoint is unknown: queued again
+			if behind == nil {
+				behind = map[string]bool{}
+			}
+			behind[id] = true
+		}
+	}
+}
+
+// readState brings the views a round reads up to date, each read
+// retried with backoff until it succeeds or ctx ends.
+func (s *Service) readState(ctx context.Context, lanes, endpoints bool) error {
+	if lanes {
+		if err := s.untilRead(ctx, "lanes view", s.readLanes); err != nil {
+			return err
+		}
+	}
+	if endpoints {
+		return s.readEndpoints(ctx) // retries by itself (untilRead)
+	}
+	return nil
+}
+
+// untilRead calls read (each call bounded by syncTimeout) until it
+// succeeds, backing off from 100 ms, doubling, at most 10 s, with
+// jitter; it fails only when ctx ends.
+func (s *Service) untilRead(ctx context.Context, what string, read func(context.Context) error) error {
+	for fails := 0; ; fails++ {
+		rctx, cancel := context.WithTimeout(ctx, syncTimeout)
+		err := read(rctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		wait := min(100*time.Millisecond<<min(fails, 7), 10*time.Second)
+		wait = wait/2 + time.Duration(s.rand.Int64N(int64(wait/2)+1))
+		s.log.WarnContext(ctx, what+" not read; the partition waits for it", "err", err, "failures", fails+1, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
