@@ -188,8 +188,7 @@ func (sm *simModel) checkLanes(r *simReport) int {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		var head *simMember // the latest-ending earlier member
-		var blocked *simMember
+		var latest, open, blocked *simMember // the earlier member ended last; one never ended; the blocking head
 		for _, m := range sm.lanes[name] {
 			if !m.accepted {
 				continue
@@ -199,17 +198,21 @@ func (sm *simModel) checkLanes(r *simReport) int {
 			case blocked != nil:
 				bad++
 				r.note("O5: lane %s: %s attempted at +%v behind blocked head %s (ended +%v)", name, m.id, at(m.started), blocked.id, at(blocked.ended))
-			case head != nil && (head.ended.IsZero() || !m.started.After(head.ended)):
+			case open != nil:
 				bad++
-				r.note("O1: lane %s: %s started +%v before %s ended (+%v)", name, m.id, at(m.started), head.id, at(head.ended))
+				r.note("O1: lane %s: %s started +%v while %s never ended", name, m.id, at(m.started), open.id)
+			case latest != nil && !m.started.After(latest.ended):
+				bad++
+				r.note("O1: lane %s: %s started +%v before %s ended (+%v)", name, m.id, at(m.started), latest.id, at(latest.ended))
 			}
-			if m.blocks() && blocked == nil {
+			switch {
+			case m.blocks() && blocked == nil:
 				blocked = m
+			case m.ended.IsZero() && open == nil:
+				open = m
 			}
-			if head == nil || head.ended.IsZero() || (!m.ended.IsZero() && m.ended.After(head.ended)) {
-				if head == nil || !head.ended.IsZero() {
-					head = m
-				}
+			if !m.ended.IsZero() && (latest == nil || m.ended.After(latest.ended)) {
+				latest = m
 			}
 		}
 	}

@@ -7,8 +7,11 @@
 # The table is printed and written to bin/sim/revert.md; logs stay in
 # bin/sim/revert-<commit>.log. Exit status: 0 when every commit's defect
 # was found, 1 otherwise (2: a commit did not revert cleanly).
+# A+B reverts several commits together (newest first), for a fix that a
+# later commit built on.
 #
 #   scripts/sim-revert.sh $(git log --format=%h --grep='^fix(' main..HEAD)
+#   SEEDS=5 scripts/sim-revert.sh cff1fd7 e32da96+e512406
 set -euo pipefail
 
 if [ $# -eq 0 ]; then
@@ -24,21 +27,27 @@ table=$out/revert.md
   echo "|---|---|---|---|---:|"
 } > "$table"
 status=0
-for c in "$@"; do
-  c=$(git -C "$root" rev-parse --short "$c")
-  subject=$(git -C "$root" log -1 --format=%s "$c" | cut -c1-80 | tr '|' '/')
-  mapfile -t files < <(git -C "$root" diff-tree --no-commit-id --name-only -r "$c" |
-    grep -v -e '_test\.go$' -e '/testdata/' -e '\.md$' || true)
-  if [ ${#files[@]} -eq 0 ]; then
-    echo "| $c | $subject | no non-test change to revert | | |" >> "$table"
-    status=2
-    continue
-  fi
-  wt=$(mktemp -d "${TMPDIR:-/tmp}/sim-revert-$c.XXXXXX")
+for arg in "$@"; do
+  # The commits of this row, newest first, so each reverse patch applies
+  # to the tree the next-newer one left.
+  mapfile -t group < <(git -C "$root" rev-list --no-walk=sorted --topo-order ${arg//+/ } | cut -c1-7)
+  c=$(IFS=+; echo "${group[*]}")
+  subject=$(for g in "${group[@]}"; do git -C "$root" log -1 --format=%s "$g" | cut -c1-60; done | paste -sd' + ' | tr '|' '/')
+  wt=$(mktemp -d "${TMPDIR:-/tmp}/sim-revert-${group[0]}.XXXXXX")
   git -C "$root" worktree add --quiet --detach "$wt" HEAD
   log=$out/revert-$c.log
-  if ! git -C "$root" show "$c" -- "${files[@]}" | git -C "$wt" apply -R --3way >"$log" 2>&1; then
-    echo "| $c | $subject | does not revert cleanly on HEAD (see $log) | | |" >> "$table"
+  : > "$log"
+  reverted=1
+  for g in "${group[@]}"; do
+    mapfile -t files < <(git -C "$root" diff-tree --no-commit-id --name-only -r "$g" |
+      grep -v -e '_test\.go$' -e '/testdata/' -e '\.md$' || true)
+    if [ ${#files[@]} -eq 0 ] || ! git -C "$root" show "$g" -- "${files[@]}" | git -C "$wt" apply -R --3way >>"$log" 2>&1; then
+      reverted=0
+      break
+    fi
+  done
+  if [ "$reverted" -eq 0 ]; then
+    echo "| $c | $subject | does not revert cleanly on HEAD, or has no non-test change (see $log) | | |" >> "$table"
     git -C "$root" worktree remove --force "$wt"
     status=2
     continue
