@@ -32,7 +32,7 @@ for arg in "$@"; do
   # to the tree the next-newer one left.
   mapfile -t group < <(git -C "$root" rev-list --no-walk=sorted --topo-order ${arg//+/ } | cut -c1-7)
   c=$(IFS=+; echo "${group[*]}")
-  subject=$(for g in "${group[@]}"; do git -C "$root" log -1 --format=%s "$g" | cut -c1-60; done | paste -sd' + ' | tr '|' '/')
+  subject=$(for g in "${group[@]}"; do git -C "$root" log -1 --format=%s "$g" | cut -c1-60; done | awk 'NR>1{printf " + "}{printf "%s", $0}' | tr '|' '/')
   wt=$(mktemp -d "${TMPDIR:-/tmp}/sim-revert-${group[0]}.XXXXXX")
   git -C "$root" worktree add --quiet --detach "$wt" HEAD
   log=$out/revert-$c.log
