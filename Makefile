@@ -162,6 +162,11 @@ sim: ## seeded fault simulation of ingest, dispatchers and the scheduler on kfak
 	  grep -h -A1 'sim_test.go:[0-9]*: seed [0-9]*: ' $(CURDIR)/bin/sim/last.log | cut -c1-3000 || true; \
 	  echo "full log: bin/sim/last.log"; exit $$rc
 
+# A longer search than make test's default seeds (about 40 minutes here).
+.PHONY: sim-search
+sim-search: ## the fault simulation over seeds 1..40 with a 20 s fault phase each (a longer search than make sim)
+	$(MAKE) sim SEEDS=1..40 DURATION=20s
+
 .PHONY: test-deploy
 test-deploy: images ## make images, then read every image it wrote (config, filesystem) and run its binary with -h
 	cd deploy && HOOKLINE_TEST_IMAGES=$(CURDIR)/bin/images go test -count=1 -run '^TestImageLayouts$$' -v ./image
