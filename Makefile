@@ -159,7 +159,7 @@ sim: ## seeded fault simulation of ingest, dispatchers and the scheduler on kfak
 	@rc=0; cd e2e && HOOKLINE_SIM=1 HOOKLINE_TEST_KAFKA=kfake HOOKLINE_SIM_SEEDS='$(SEEDS)' HOOKLINE_SIM_DURATION='$(DURATION)' \
 	  go test -count=1 -timeout 60m -run '^TestSim$$' . > $(CURDIR)/bin/sim/last.log 2>&1 || rc=$$?; \
 	  cat $(CURDIR)/bin/sim/results.md 2>/dev/null || tail -40 $(CURDIR)/bin/sim/last.log; \
-	  grep -h -A1 'sim_test.go:[0-9]*: seed [0-9]*: ' $(CURDIR)/bin/sim/last.log | cut -c1-3000 || true; \
+	  grep -h -B1 '^ *rerun: make sim SEEDS=' $(CURDIR)/bin/sim/last.log | grep -v '^--$$' | cut -c1-3000 || true; \
 	  echo "full log: bin/sim/last.log"; exit $$rc
 
 # A longer search than make test's default seeds (about 40 minutes here).
