@@ -123,7 +123,7 @@ buf-breaking: $(TOOLS)/buf ## buf breaking: fail on an API change that breaks pu
 ## ---- tests -------------------------------------------------------------
 
 .PHONY: test
-test: gen-check lint test-unit test-deploy test-fuzz test-real test-crash test-jaeger test-clients test-receivers ## everything CI runs: gen check, lint, unit + kfake tier, images, fuzz smoke, real Kafka tier, crash run, traces in Jaeger, clients in other languages, Standard Webhooks interop
+test: gen-check lint test-unit sim test-deploy test-fuzz test-real test-crash test-jaeger test-clients test-receivers ## everything CI runs: gen check, lint, unit + kfake tier, the fault simulation (default seeds), images, fuzz smoke, real Kafka tier, crash run, traces in Jaeger, clients in other languages, Standard Webhooks interop
 
 # Node.js verifies v1a (ed25519) signatures independently of Hookline's
 # Go code (platform/sign/signtest); those tests skip without it.
@@ -146,6 +146,26 @@ test-unit: $(TOOLS)/helm node chromium ## unit tests and the integration suite o
 	  (cd $$m && HOOKLINE_TEST_KAFKA=kfake HOOKLINE_REQUIRE_CHROMIUM=1 go test -race -count=1 -timeout 30m ./...); done
 	@echo "go test: e2e virtual-time tests (testing/synctest; without -race, see e2e/virtual_test.go)"
 	@cd e2e && HOOKLINE_TEST_KAFKA=kfake go test -count=1 -timeout 30m ./...
+
+# The seeded fault simulation (e2e/sim_*_test.go; docs/reliability.md
+# "Simulation"): SEEDS is a count (seeds 1..n) or a comma-separated list,
+# DURATION each seed's fault phase. Prints the table (also written to
+# bin/sim/results.md) and fails on any violation, naming the rerun.
+SEEDS    ?=
+DURATION ?=
+.PHONY: sim
+sim: ## seeded fault simulation of ingest, dispatchers and the scheduler on kfake (SEEDS=n or a list, DURATION=12s); table in bin/sim/results.md
+	@mkdir -p bin/sim && rm -f bin/sim/results.md
+	@rc=0; cd e2e && HOOKLINE_SIM=1 HOOKLINE_TEST_KAFKA=kfake HOOKLINE_SIM_SEEDS='$(SEEDS)' HOOKLINE_SIM_DURATION='$(DURATION)' \
+	  go test -count=1 -timeout 60m -run '^TestSim$$' . > $(CURDIR)/bin/sim/last.log 2>&1 || rc=$$?; \
+	  cat $(CURDIR)/bin/sim/results.md 2>/dev/null || tail -40 $(CURDIR)/bin/sim/last.log; \
+	  grep -h -B1 '^ *rerun: make sim SEEDS=' $(CURDIR)/bin/sim/last.log | grep -v '^--$$' | cut -c1-3000 || true; \
+	  echo "full log: bin/sim/last.log"; exit $$rc
+
+# A longer search than make test's default seeds (about 40 minutes here).
+.PHONY: sim-search
+sim-search: ## the fault simulation over seeds 1..40 with a 20 s fault phase each (a longer search than make sim)
+	$(MAKE) sim SEEDS=1..40 DURATION=20s
 
 .PHONY: test-deploy
 test-deploy: images ## make images, then read every image it wrote (config, filesystem) and run its binary with -h

@@ -1,0 +1,309 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+)
+
+// The checker of make sim: what must hold after the faults stop and the
+// quiet period passes (docs/DESIGN.md "Simulation"). Each rule counts
+// its violations; any violation fails the seed.
+
+// simReport is one seed's row of the table.
+type simReport struct {
+	seed       uint64
+	faults     map[string]int
+	deliveries int // accepted
+	lost       int // accepted, no terminal result, not held behind a blocked head
+	order      int // O1 (first attempts in publish order) and O5 (a blocked head holds its followers)
+	stalls     int // not ended within simLiveness of the faults stopping
+	storms     int // storm bounds exceeded
+	dups       int // POSTs after the delivery's terminal try
+	other      int // several terminal results, attempts past the budget, POSTs before due, cap exceeded
+	aborts     int
+	records    float64 // Kafka records written per delivery
+	notes      []string
+	took       time.Duration
+}
+
+func (r *simReport) violations() int { return r.lost + r.order + r.stalls + r.storms + r.other }
+
+func (r *simReport) note(format string, args ...any) {
+	if len(r.notes) < 40 {
+		r.notes = append(r.notes, fmt.Sprintf(format, args...))
+	}
+}
+
+// heldBehindBlock says m waits behind a blocked head of its lane: an
+// earlier member of a block lane ended without a 2xx (model lock held).
+func (sm *simModel) heldBehindBlock(m *simMember) bool {
+	if m.lane == "" || !m.ep.block {
+		return false
+	}
+	for _, o := range sm.lanes[m.lane] {
+		if o == m {
+			return false
+		}
+		if o.blocks() {
+			return true
+		}
+	}
+	return false
+}
+
+// blocks says m, ended, blocks its lane: a block endpoint's head that
+// failed permanently or ran out of attempts (DESIGN.md "Block and
+// skip"); one dead-lettered for worker faults lets the lane go on.
+func (m *simMember) blocks() bool {
+	return m.accepted && m.ep.block && !m.ended.IsZero() && !m.delivered && !m.faultOut
+}
+
+// open says every accepted delivery ended or waits behind a blocked
+// head.
+func (sm *simModel) open(members []*simMember) []*simMember {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	var out []*simMember
+	for _, m := range members {
+		if m.accepted && m.ended.IsZero() && !sm.heldBehindBlock(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (w *simWorld) check() *simReport {
+	t := w.t
+	r := &simReport{seed: w.seed, faults: w.counts}
+	// Liveness: every delivery that can end ends within simLiveness.
+	quietFrom := time.Now()
+	deadline := quietFrom.Add(simLiveness)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	open := w.model.open(w.members)
+	for len(open) > 0 && time.Now().Before(deadline) {
+		select {
+		case <-tick.C:
+		case <-t.Context().Done():
+			return r
+		}
+		open = w.model.open(w.members)
+	}
+	r.stalls = len(open)
+	for i, m := range open {
+		if i < 8 {
+			r.note("stall: %s (plan %v, %d bytes) open %v after the faults stopped; %d POSTs, attempt %d", m.id, m.plan, m.size, simLiveness, m.posts, m.attempt)
+		}
+	}
+	t.Logf("seed %d: quiet after %v, %d open", w.seed, time.Since(quietFrom).Round(time.Millisecond), len(open))
+
+	// What the services wrote: terminal results by delivery.
+	terminal := w.terminalStates()
+	w.model.mu.Lock()
+	defer w.model.mu.Unlock()
+	injectedRefusals := w.counts["produce-err"] > 0
+	maxDup := 0
+	for _, m := range w.members {
+		if !m.accepted {
+			continue
+		}
+		r.deliveries++
+		r.dups += m.dups
+		maxDup = max(maxDup, m.dups)
+		states := terminal[m.deliveryID]
+		switch {
+		case len(states) == 0 && !w.model.heldBehindBlock(m):
+			r.lost++
+			r.note("lost: %s (%s, plan %v, %d bytes): no terminal result; %d POSTs", m.id, m.deliveryID, m.plan, m.size, m.posts)
+		case len(states) > 1:
+			r.other++
+			r.note("%s: %d terminal results %v", m.id, len(states), states)
+		case len(states) == 1 && !m.ended.IsZero() && m.delivered != (states[0] == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED):
+			// A refusal injected into a commit may set a delivery aside
+			// after its receiver said 2xx: the engine's right answer to
+			// a record the broker refuses; counted only without them.
+			if !injectedRefusals {
+				r.other++
+				r.note("%s: receiver ended it delivered=%v, result %v", m.id, m.delivered, states[0])
+			}
+		}
+		if m.overBudget > 0 {
+			r.other++
+			r.note("%s: %d attempts numbered past its budget of %d", m.id, m.overBudget, m.ep.maxAttempts)
+		}
+		if m.early > 0 {
+			r.other++
+			r.note("%s: %d attempts before due", m.id, m.early)
+		}
+	}
+	for _, b := range w.model.capBreach {
+		r.other++
+		r.note("cap: %s", b)
+	}
+	r.order = w.model.checkLanes(r)
+
+	// Storm detectors (bounds derived in docs/DESIGN.md "Simulation").
+	f := w.destructs
+	r.aborts = w.aborts.Hits()
+	if bound := 10 + 8*f; r.aborts > bound {
+		r.storms++
+		r.note("storm: %d aborted commits (%d committed) over %v, bound %d for %d destructive faults", r.aborts, w.commits.Hits(), w.phase, bound, f)
+	}
+	if bound := 2 + f; maxDup > bound {
+		r.storms++
+		r.note("storm: one delivery POSTed %d times after its terminal try, bound %d", maxDup, bound)
+	}
+	if bound := r.deliveries/20 + 25*f + 5; r.dups > bound {
+		r.storms++
+		r.note("storm: %d duplicate POSTs for %d deliveries, bound %d", r.dups, r.deliveries, bound)
+	}
+	written, byTopic := w.recordsWritten()
+	if r.deliveries > 0 {
+		r.records = float64(written) / float64(r.deliveries)
+	}
+	if bound := 12*r.deliveries + 400*(f+1); written > int64(bound) {
+		r.storms++
+		r.note("storm: %d Kafka records written for %d deliveries (%.1f each), bound %d; by topic %v", written, r.deliveries, r.records, bound, byTopic)
+	}
+	return r
+}
+
+// checkLanes counts, in every ordered lane, the members whose first
+// attempt started before an earlier member's terminal try returned (O1)
+// and the members attempted behind a blocked head (O5).
+func (sm *simModel) checkLanes(r *simReport) int {
+	at := func(x time.Time) time.Duration { return x.Sub(sm.t0).Round(time.Millisecond) }
+	bad := 0
+	names := make([]string, 0, len(sm.lanes))
+	for n := range sm.lanes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		var latest, open, blocked *simMember // the earlier member ended last; one never ended; the blocking head
+		for _, m := range sm.lanes[name] {
+			if !m.accepted {
+				continue
+			}
+			switch {
+			case m.started.IsZero():
+			case blocked != nil:
+				bad++
+				r.note("O5: lane %s: %s attempted at +%v behind blocked head %s (ended +%v)", name, m.id, at(m.started), blocked.id, at(blocked.ended))
+			case open != nil:
+				bad++
+				r.note("O1: lane %s: %s started +%v while %s never ended", name, m.id, at(m.started), open.id)
+			case latest != nil && !m.started.After(latest.ended):
+				bad++
+				r.note("O1: lane %s: %s started +%v before %s ended (+%v)", name, m.id, at(m.started), latest.id, at(latest.ended))
+			}
+			switch {
+			case m.blocks() && blocked == nil:
+				blocked = m
+			case m.ended.IsZero() && open == nil:
+				open = m
+			}
+			if !m.ended.IsZero() && (latest == nil || m.ended.After(latest.ended)) {
+				latest = m
+			}
+		}
+	}
+	return bad
+}
+
+// terminalStates reads the results topic to its end: each delivery's
+// terminal results (delivered, failed, expired, blocked, endpoint
+// deleted).
+func (w *simWorld) terminalStates() map[string][]hooklinev1.DeliveryState {
+	cl := w.st.reader(w.st.topics.Results)
+	defer cl.Close()
+	out := map[string][]hooklinev1.DeliveryState{}
+	// Quiet: the stack has settled; read until a poll finds nothing for 3 s.
+	for {
+		ctx, cancel := context.WithTimeout(w.t.Context(), 3*time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(rec *kgo.Record) {
+			n++
+			res := newResult()
+			if err := proto.Unmarshal(rec.Value, res); err != nil {
+				return
+			}
+			switch s := res.GetState(); s {
+			case hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED, hooklinev1.DeliveryState_DELIVERY_STATE_FAILED,
+				hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED, hooklinev1.DeliveryState_DELIVERY_STATE_BLOCKED,
+				hooklinev1.DeliveryState_DELIVERY_STATE_ENDPOINT_DELETED:
+				out[res.GetDeliveryId()] = append(out[res.GetDeliveryId()], s)
+			}
+		})
+		if n == 0 || w.t.Context().Err() != nil {
+			return out
+		}
+	}
+}
+
+// recordsWritten is every offset written to the run's topics (records
+// and transaction markers, committed or aborted).
+func (w *simWorld) recordsWritten() (int64, map[string]int64) {
+	ctx := w.t.Context()
+	topics, err := w.st.admin.ListTopics(ctx)
+	if err != nil {
+		return 0, nil
+	}
+	var names []string
+	for _, n := range topics.Names() {
+		if strings.HasPrefix(n, w.st.kafka.TopicPrefix) {
+			names = append(names, n)
+		}
+	}
+	ends, err := w.st.admin.ListEndOffsets(ctx, names...)
+	if err != nil {
+		return 0, nil
+	}
+	var sum int64
+	by := map[string]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		sum += o.Offset
+		by[strings.TrimPrefix(o.Topic, w.st.kafka.TopicPrefix)] += o.Offset
+	})
+	return sum, by
+}
+
+// simTable renders the reports as the table make sim prints.
+func simTable(rs []*simReport) string {
+	var b strings.Builder
+	b.WriteString("| seed | faults injected | deliveries | lost | order violations | stalls | storms | duplicates | other | aborts | records/delivery | took |\n")
+	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	total := 0
+	for _, r := range rs {
+		var kinds []string
+		for k, n := range r.faults {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+		}
+		sort.Strings(kinds)
+		fmt.Fprintf(&b, "| %d | %s | %d | %d | %d | %d | %d | %d | %d | %d | %.1f | %v |\n", r.seed, strings.Join(kinds, ", "), r.deliveries,
+			r.lost, r.order, r.stalls, r.storms, r.dups, r.other, r.aborts, r.records, r.took.Round(time.Second))
+		total += r.violations()
+	}
+	if total > 0 {
+		var failing []string
+		for _, r := range rs {
+			if r.violations() > 0 {
+				failing = append(failing, fmt.Sprint(r.seed))
+			}
+		}
+		fmt.Fprintf(&b, "\n%d violations; rerun: make sim SEEDS=%s\n", total, strings.Join(failing, ","))
+	} else {
+		b.WriteString("\nno violations\n")
+	}
+	return b.String()
+}

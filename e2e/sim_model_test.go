@@ -1,0 +1,321 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+)
+
+// The simulation's model (make sim; docs/DESIGN.md "Simulation"): what
+// every receiver answered, when each delivery's first attempt started
+// and its terminal try returned, on the one clock of the test process.
+// The checker (sim_check_test.go) compares it with what the services
+// wrote.
+
+// simStep is what one try of a delivery meets at its receiver.
+type simStep uint8
+
+const (
+	simOK      simStep = iota // 200
+	simSlow                   // 200, its body trickled over 200 ms
+	simPerm                   // 400: permanent
+	sim500                    // transient
+	sim429                    // transient, Retry-After: 1
+	sim503                    // transient, Retry-After: 1
+	simTimeout                // no answer within the endpoint's 1 s timeout
+	simReset                  // the connection reset without an answer
+	simPanic                  // a worker fault: the dispatcher panics before sending
+	simTooBig                 // 413: permanent (a receiver's body limit)
+)
+
+func (s simStep) String() string {
+	return [...]string{"200", "slow200", "400", "500", "429", "503", "hang", "reset", "fault", "413"}[s]
+}
+
+// simMaxFaults is the simulated dispatchers' --max-worker-faults.
+const simMaxFaults = 3
+
+// simEvent is one event's payload: its place in its lane and padding to
+// its drawn size.
+type simEvent struct {
+	Sim string `json:"sim"` // endpoint/key/i
+	Pad string `json:"pad,omitempty"`
+}
+
+// simEndpoint is one endpoint of a seed's world.
+type simEndpoint struct {
+	name        string
+	ordering    hooklinev1.Ordering
+	block       bool // on_head_failure: block (else skip)
+	keys        int
+	maxAttempts uint32
+	maxInFlight uint32
+	id          string
+
+	inFlight    int // POSTs the receiver is answering now
+	maxObserved int
+}
+
+func (ep *simEndpoint) ordered() bool { return ep.ordering != hooklinev1.Ordering_ORDERING_UNORDERED }
+
+// simMember is one delivery: its plan and what happened to it.
+type simMember struct {
+	id         string // endpoint/key/i
+	ep         *simEndpoint
+	key        string
+	lane       string // "" when unordered
+	i          int    // place in its lane
+	size       int
+	plan       []simStep
+	at         time.Duration // publish offset in the fault phase
+	deliveryID string
+	accepted   bool // PublishEvent returned OK
+	published  bool // PublishEvent was called
+
+	cursor    int
+	attempt   uint32
+	faults    int
+	started   time.Time // first attempt (or worker fault)
+	ended     time.Time // the terminal try's return
+	delivered bool      // the terminal try was a 2xx
+	faultOut  bool      // it ran out of worker-fault chances (dead-lettered; blocks no lane)
+	posts     int       // POSTs the receiver got
+	dups      int       // POSTs after the terminal try returned
+	overBudget,
+	early int // attempts numbered past the budget; attempts before due
+}
+
+func (m *simMember) step() simStep { return m.plan[min(m.cursor, len(m.plan)-1)] }
+
+// simModel is the receivers of every endpoint and the dispatchers'
+// before-attempt hook.
+type simModel struct {
+	mu      sync.Mutex
+	members map[string]*simMember
+	lanes   map[string][]*simMember // in publish order
+	t0      time.Time
+	// changing is until when the owner of an endpoint may be changing (a
+	// crash, join, leave or rebalance, plus the session timeout): the cap
+	// is checked outside it.
+	changing  time.Time
+	capBreach []string
+}
+
+func newSimModel() *simModel {
+	return &simModel{members: map[string]*simMember{}, lanes: map[string][]*simMember{}, t0: time.Now()}
+}
+
+func (sm *simModel) member(payload []byte) *simMember {
+	var ev simEvent
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return nil
+	}
+	return sm.members[ev.Sim]
+}
+
+// ownershipMayChange marks that endpoints may have two owners until d
+// from now.
+func (sm *simModel) ownershipMayChange(d time.Duration) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	if u := time.Now().Add(d); u.After(sm.changing) {
+		sm.changing = u
+	}
+}
+
+func (sm *simModel) end(m *simMember, at time.Time, delivered bool) {
+	if m.ended.IsZero() {
+		m.ended, m.delivered = at, delivered
+	}
+}
+
+// before is a dispatcher's hook as an attempt begins; now is that
+// dispatcher's clock (skewed when the seed skews it).
+func (sm *simModel) before(now func() time.Time) func(*hooklinev1.Delivery) {
+	return func(d *hooklinev1.Delivery) {
+		at := time.Now()
+		own := now()
+		sm.mu.Lock()
+		m := sm.member(d.GetPayload())
+		if m == nil {
+			sm.mu.Unlock()
+			return
+		}
+		m.attempt = d.GetAttempt()
+		if m.attempt > m.ep.maxAttempts {
+			m.overBudget++
+		}
+		if due := d.GetDueAt(); due != nil && own.Before(due.AsTime().Add(-5*time.Millisecond)) {
+			m.early++
+		}
+		if m.started.IsZero() {
+			m.started = at
+		}
+		if m.step() != simPanic {
+			sm.mu.Unlock()
+			return
+		}
+		m.cursor++
+		m.faults++
+		if m.faults >= simMaxFaults && m.ended.IsZero() {
+			sm.end(m, at, false) // the last chance: dead-lettered now
+			m.faultOut = true
+		}
+		sm.mu.Unlock()
+		panic("sim: injected worker fault")
+	}
+}
+
+func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	sm.mu.Lock()
+	m := sm.member(body)
+	if m == nil {
+		sm.mu.Unlock()
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	s := m.step()
+	m.cursor++
+	m.posts++
+	if !m.ended.IsZero() {
+		m.dups++
+	}
+	last := m.attempt >= m.ep.maxAttempts
+	ep := m.ep
+	ep.inFlight++
+	ep.maxObserved = max(ep.maxObserved, ep.inFlight)
+	if cap := int(ep.maxInFlight); cap > 0 && ep.inFlight > cap && time.Now().After(sm.changing) {
+		sm.capBreach = append(sm.capBreach, fmt.Sprintf("%s: %d in flight, cap %d, at +%v", ep.name, ep.inFlight, cap, time.Since(sm.t0).Round(time.Millisecond)))
+	}
+	sm.mu.Unlock()
+	defer func() {
+		sm.mu.Lock()
+		ep.inFlight--
+		sm.mu.Unlock()
+	}()
+	code := http.StatusOK
+	switch s {
+	case simPerm:
+		code = http.StatusBadRequest
+	case simTooBig:
+		code = http.StatusRequestEntityTooLarge
+	case sim500, simPanic:
+		code = http.StatusInternalServerError
+	case sim429:
+		code = http.StatusTooManyRequests
+	case sim503:
+		code = http.StatusServiceUnavailable
+	case simTimeout:
+		select { // the dispatcher gives up at the endpoint's 1 s timeout
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+		sm.answered(m, s, last)
+		return
+	case simReset:
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				if tc, ok := conn.(*net.TCPConn); ok {
+					_ = tc.SetLinger(0) // close sends RST
+				}
+				_ = conn.Close()
+			}
+		}
+		sm.answered(m, s, last)
+		return
+	}
+	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(code)
+	if s == simSlow {
+		f, _ := w.(http.Flusher)
+		for range 4 {
+			_, _ = w.Write([]byte(strings.Repeat("x", 64)))
+			if f != nil {
+				f.Flush()
+			}
+			time.Sleep(50 * time.Millisecond) // the receiver's behaviour, not a wait
+		}
+	}
+	sm.answered(m, s, last)
+}
+
+// answered records the end of a try once its answer is out.
+func (sm *simModel) answered(m *simMember, s simStep, last bool) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	now := time.Now()
+	switch {
+	case s == simOK || s == simSlow:
+		sm.end(m, now, true)
+	case s == simPerm, s == simTooBig, last:
+		sm.end(m, now, false)
+	}
+}
+
+// drawPlan draws one delivery's plan: up to three transient steps (at
+// most one worker fault), then 200 or, now and then, 400; rarely a plan
+// that runs out of attempts or of worker-fault chances.
+func drawPlan(rng *rand.Rand, maxAttempts uint32, size int) []simStep {
+	switch {
+	case size > 512<<10 && rng.IntN(2) == 0:
+		return []simStep{simTooBig} // receivers limit bodies
+	case rng.IntN(30) == 0:
+		plan := make([]simStep, maxAttempts)
+		for i := range plan {
+			plan[i] = []simStep{sim500, sim503, simReset}[rng.IntN(3)]
+		}
+		return plan
+	case rng.IntN(60) == 0:
+		return []simStep{simPanic, simPanic, simPanic}
+	}
+	var plan []simStep
+	faulted := false
+	for rng.IntN(3) == 0 && len(plan) < 3 && uint32(len(plan))+1 < maxAttempts {
+		s := []simStep{sim500, sim429, sim503, simTimeout, simReset, simPanic}[rng.IntN(6)]
+		if s == simPanic {
+			if faulted {
+				s = sim500
+			}
+			faulted = true
+		}
+		plan = append(plan, s)
+	}
+	switch rng.IntN(16) {
+	case 0:
+		return append(plan, simPerm)
+	case 1, 2:
+		return append(plan, simSlow)
+	}
+	return append(plan, simOK)
+}
+
+// drawSize draws a payload size: mostly small, now and then large, now
+// and then within 256 bytes of limit (ingest's --max-payload-bytes).
+func drawSize(rng *rand.Rand, limit int) int {
+	switch n := rng.IntN(100); {
+	case n == 0:
+		return limit - rng.IntN(256)
+	case n < 6:
+		return 16<<10 + rng.IntN(240<<10)
+	}
+	return 40 + rng.IntN(2000)
+}
+
+func (m *simMember) payload() []byte {
+	b, _ := json.Marshal(simEvent{Sim: m.id})
+	if pad := m.size - len(b) - len(`,"pad":""`); pad > 0 {
+		b, _ = json.Marshal(simEvent{Sim: m.id, Pad: strings.Repeat("p", pad)})
+	}
+	return b
+}

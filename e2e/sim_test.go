@@ -1,0 +1,488 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/services/dispatcher/dispatcher"
+	"github.com/hookline/hookline/services/ingest/ingest"
+	"github.com/hookline/hookline/services/scheduler/scheduler"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// make sim: a seeded fault simulation of the real services (issue 23;
+// docs/DESIGN.md "Simulation", docs/reliability.md). Each seed draws a
+// world (endpoints, their receivers' behaviour per try, payload sizes,
+// ordered lanes per endpoint and per key with block and skip heads), a
+// publish timeline and a fault schedule (sim_faults_test.go), runs
+// ingest, up to three dispatchers and the scheduler in this process on a
+// three-broker kfake, and after the faults stop and a quiet period
+// checks the model (sim_check_test.go).
+const (
+	envSim         = "HOOKLINE_SIM"          // 1: run TestSim (make sim sets it)
+	envSimSeeds    = "HOOKLINE_SIM_SEEDS"    // a count (seeds 1..n) or a comma-separated list
+	envSimDuration = "HOOKLINE_SIM_DURATION" // the fault phase of each seed (default 12s)
+)
+
+// simDefaultSeeds is what make sim and make test run.
+var simDefaultSeeds = []uint64{1, 2, 3, 4, 5, 6}
+
+const (
+	simSession = 6 * time.Second // the dispatchers' and scheduler's session timeout (kfake's minimum)
+	// simLiveness bounds how long after the faults stop every delivery
+	// that can end must have ended: the session timeout (an owner that
+	// died), the longest retry schedule of the world (5 attempts, each at
+	// most 1 s timeout + 1 s Retry-After), outage probes (1 s), and the
+	// park recheck, with room for a loaded machine.
+	simLiveness = 45 * time.Second
+)
+
+// simSeeds parses HOOKLINE_SIM_SEEDS: one seed ("1234"), a list
+// ("1,5,9"), a range ("1..50": a count of seeds from 1), or any mix.
+func simSeeds(t *testing.T) []uint64 {
+	v := os.Getenv(envSimSeeds)
+	if v == "" {
+		return simDefaultSeeds
+	}
+	var out []uint64
+	for f := range strings.SplitSeq(v, ",") {
+		f = strings.TrimSpace(f)
+		lo, hi, isRange := strings.Cut(f, "..")
+		a, err := strconv.ParseUint(lo, 10, 64)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.ParseUint(hi, 10, 64)
+		}
+		if err != nil || b < a || b-a > 100000 {
+			t.Fatalf("%s=%q: want seeds like 1234, 1,5,9 or 1..50", envSimSeeds, v)
+		}
+		for s := a; s <= b; s++ {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestSim runs every seed of HOOKLINE_SIM_SEEDS, prints the table and
+// fails on any violation, naming the command that reruns the seed.
+func TestSim(t *testing.T) {
+	if os.Getenv(envSim) == "" {
+		t.Skip("the fault simulation runs under make sim (HOOKLINE_SIM=1)")
+	}
+	if v := os.Getenv(envKafka); v != "" && v != "kfake" {
+		t.Skip("the fault simulation runs on kfake only")
+	}
+	phase := 12 * time.Second
+	if v := os.Getenv(envSimDuration); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s: %v", envSimDuration, err)
+		}
+		phase = d
+	}
+	var reports []*simReport
+	for _, seed := range simSeeds(t) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			r := runSim(t, seed, phase)
+			reports = append(reports, r)
+			if r.violations() > 0 {
+				t.Errorf("seed %d: %s\nrerun: make sim SEEDS=%d DURATION=%v", seed, strings.Join(r.notes, "; "), seed, phase)
+			}
+		})
+	}
+	table := simTable(reports)
+	fmt.Print(table)
+	_ = os.MkdirAll(filepath.Join("..", "bin", "sim"), 0o755)
+	_ = os.WriteFile(filepath.Join("..", "bin", "sim", "results.md"), []byte(table), 0o644)
+}
+
+// simWorld is one seed's running system and model.
+type simWorld struct {
+	t       *testing.T
+	seed    uint64
+	phase   time.Duration
+	st      *stack
+	c       *kfake.Cluster
+	model   *simModel
+	eps     []*simEndpoint
+	members []*simMember
+	dc      dispatcher.Config
+	sc      scheduler.Config
+	srvURL  string
+
+	skewSlot int // 0: none; 1..3 a dispatcher; 4 the scheduler
+	skew     time.Duration
+
+	mu        sync.Mutex // guards the process pool and the counts
+	slots     [3]*simSlot
+	sched     simProc
+	schedUp   bool
+	counts    map[string]int // faults injected, by kind
+	handles   []*kfake.FaultHandle
+	aborts    *kfake.FaultHandle
+	commits   *kfake.FaultHandle
+	destructs int // faults that may abort a commit or move an owner
+}
+
+// simSlot is one dispatcher's place in the pool: its transactional id
+// stays with the slot across restarts (a restarted process fences its
+// predecessor).
+type simSlot struct {
+	n       int
+	svc     simProc
+	up      bool
+	freeze  *kafkaFreeze
+	started int
+}
+
+func (w *simWorld) count(kind string, destructive bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.counts[kind]++
+	if destructive {
+		w.destructs++
+	}
+}
+
+func (w *simWorld) clock(slot int) func() time.Time {
+	if slot == w.skewSlot {
+		skew := w.skew
+		return func() time.Time { return time.Now().Add(skew) }
+	}
+	return time.Now
+}
+
+// startDispatcher starts slot s (w.mu held).
+func (w *simWorld) startDispatcher(s *simSlot) {
+	c := w.dc
+	c.TransactionalID = fmt.Sprintf("%sdispatcher-%d", w.st.kafka.TopicPrefix, s.n)
+	c.Kafka.ClientOpts = append(slices.Clip(c.Kafka.ClientOpts), kgo.Dialer(s.freeze.dial))
+	s.started++
+	now := w.clock(s.n)
+	name := fmt.Sprint("dispatcher-", s.n)
+	s.svc.start(w, name, func() (func(context.Context) error, error) {
+		d, err := dispatcher.New(c, dispatcher.WithLogger(testLogger(w.t, name)),
+			dispatcher.WithBeforeAttempt(w.model.before(now)), dispatcher.WithClock(now), dispatcher.WithRandSeed(w.seed+uint64(s.n)))
+		if err != nil {
+			return nil, err
+		}
+		return d.Run, nil
+	})
+	s.up = true
+}
+
+func (w *simWorld) startScheduler() {
+	w.sched.start(w, "scheduler", func() (func(context.Context) error, error) {
+		s, err := scheduler.New(w.sc, scheduler.WithLogger(testLogger(w.t, "scheduler")), scheduler.WithClock(w.clock(4)))
+		if err != nil {
+			return nil, err
+		}
+		return s.Run, nil
+	})
+	w.schedUp = true
+}
+
+// simProc runs one process of the simulation as an orchestrator would:
+// a run that returns (the process exits, for instance fenced) is counted
+// and started again after 500 ms, until halt. Safe for concurrent use.
+type simProc struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (p *simProc) start(w *simWorld, name string, mk func() (func(context.Context) error, error)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	p.mu.Lock()
+	p.cancel, p.done = cancel, done
+	p.mu.Unlock()
+	go func() {
+		defer close(done)
+		for {
+			run, err := mk()
+			if err == nil {
+				err = run(ctx)
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			w.t.Logf("%s exited (%v); restarted in 500ms", name, err)
+			w.count("exit "+name, false)
+			if !sleepUntil(ctx, time.Now().Add(500*time.Millisecond)) {
+				return
+			}
+		}
+	}()
+}
+
+// halt stops the process and waits until it has returned.
+func (p *simProc) halt() {
+	p.mu.Lock()
+	cancel, done := p.cancel, p.done
+	p.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
+	began := time.Now()
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	c, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	w := &simWorld{t: t, seed: seed, phase: phase, c: c, model: newSimModel(), counts: map[string]int{}}
+	var dcp *dispatcher.Config
+	var scp *scheduler.Config
+	var kcp *hkafka.Config
+	w.st = startStack(t, func(sc *stackConfig) {
+		sc.kafka.Brokers = c.ListenAddrs()
+		dcp, scp, kcp = sc.dispatcher, sc.scheduler, sc.kafka
+		sc.dispatcher.MaxFaults = simMaxFaults
+		sc.dispatcher.SessionTimeout = simSession
+		sc.dispatcher.DrainTimeout = 3 * time.Second
+		sc.dispatcher.ParkRecheck = 500 * time.Millisecond
+		sc.dispatcher.OutageRecheck = 500 * time.Millisecond
+		sc.dispatcher.OutageProbeMax = time.Second
+		sc.dispatcher.StuckAfter = 2 * time.Second
+		sc.dispatcher.RateLimit = 0
+	})
+	// The stack's own dispatcher and scheduler give way to the
+	// simulation's, whose clocks, hooks and Kafka links it controls.
+	w.st.dispatcher.halt()
+	w.st.scheduler.halt()
+	w.dc, w.sc = *dcp, *scp
+	w.dc.Kafka, w.sc.Kafka = *kcp, *kcp
+	w.sc.TransactionalID = kcp.TopicPrefix + "scheduler-1"
+
+	// Counters of the storm detectors: every commit and abort any
+	// transactional producer ends.
+	w.aborts = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Observe: true, Count: -1, When: func(r kmsg.Request) bool {
+		e, ok := r.(*kmsg.EndTxnRequest)
+		return ok && !e.Commit
+	}})
+	w.commits = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Observe: true, Count: -1, When: func(r kmsg.Request) bool {
+		e, ok := r.(*kmsg.EndTxnRequest)
+		return ok && e.Commit
+	}})
+
+	w.drawWorld(rng)
+	sched := w.drawSchedule(rng)
+	if w.skewSlot != 0 {
+		t.Logf("seed %d: the clock of %s is %v off", seed, map[int]string{1: "dispatcher-1", 2: "dispatcher-2", 3: "dispatcher-3", 4: "the scheduler"}[w.skewSlot], w.skew)
+	}
+
+	srv := httptest.NewServer(w.model)
+	t.Cleanup(srv.Close)
+	w.srvURL = srv.URL
+	for _, ep := range w.eps {
+		req := &hooklinev1.CreateEndpointRequest{
+			Url: srv.URL + "/" + ep.name, Ordering: ep.ordering, MaxInFlight: ep.maxInFlight,
+			RetryPolicy: ladderPolicy(ep.maxAttempts, 100*time.Millisecond, 300*time.Millisecond),
+			Timeout:     durationpb.New(time.Second),
+		}
+		if ep.ordered() {
+			req.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_SKIP
+			if ep.block {
+				req.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_BLOCK
+			}
+		}
+		ep.id = w.st.createEndpointWith(req).GetEndpoint().GetId()
+	}
+
+	w.mu.Lock()
+	for i := range w.slots {
+		w.slots[i] = &simSlot{n: i + 1, freeze: newKafkaFreeze()}
+	}
+	w.startDispatcher(w.slots[0])
+	w.startDispatcher(w.slots[1])
+	w.startScheduler()
+	w.mu.Unlock()
+	t.Cleanup(w.stopAll)
+	w.model.ownershipMayChange(simSession + 5*time.Second)
+
+	// The fault phase: publish on the timeline while the schedule runs.
+	t0 := time.Now()
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { w.publishAll(ctx, t0) })
+	for _, f := range sched {
+		wg.Go(func() {
+			if !sleepUntil(ctx, t0.Add(f.at)) {
+				return
+			}
+			f.apply(ctx, w)
+		})
+	}
+	sleepUntil(t.Context(), t0.Add(phase))
+	cancel()
+	wg.Wait()
+	w.heal()
+	t.Logf("seed %d: faults stopped at +%v; %v", seed, time.Since(t0).Round(time.Millisecond), w.counts)
+
+	r := w.check()
+	r.took = time.Since(began)
+	return r
+}
+
+// sleepUntil waits for the schedule's next point; false when ctx ended.
+func sleepUntil(ctx context.Context, at time.Time) bool {
+	tm := time.NewTimer(time.Until(at))
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// heal ends every fault: removes injected ones, thaws frozen links,
+// restarts the scheduler and at least one dispatcher, resumes endpoints.
+func (w *simWorld) heal() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, h := range w.handles {
+		h.Remove()
+	}
+	w.handles = nil
+	up := 0
+	for _, s := range w.slots {
+		s.freeze.thaw()
+		if s.up {
+			up++
+		}
+	}
+	if up == 0 {
+		w.startDispatcher(w.slots[0])
+	}
+	if !w.schedUp {
+		w.startScheduler()
+	}
+	for _, ep := range w.eps {
+		_, _ = w.st.endpoints().ResumeEndpoint(w.st.ctx(), &hooklinev1.ResumeEndpointRequest{Id: ep.id})
+	}
+}
+
+func (w *simWorld) stopAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.slots {
+		s.freeze.thaw()
+		s.svc.halt()
+	}
+	w.sched.halt()
+}
+
+// drawWorld draws the endpoints and every delivery's plan, size, lane
+// and publish offset.
+func (w *simWorld) drawWorld(rng *rand.Rand) {
+	n := 5 + rng.IntN(3)
+	for i := range n {
+		ep := &simEndpoint{name: fmt.Sprint("ep", i), maxAttempts: uint32(3 + rng.IntN(3))}
+		switch rng.IntN(5) {
+		case 0, 1:
+			ep.ordering = hooklinev1.Ordering_ORDERING_UNORDERED
+			ep.maxInFlight = []uint32{2, 4, 10}[rng.IntN(3)]
+		case 2:
+			ep.ordering = hooklinev1.Ordering_ORDERING_PER_ENDPOINT
+		default:
+			ep.ordering = hooklinev1.Ordering_ORDERING_PER_KEY
+			ep.keys = 2 + rng.IntN(10)
+			ep.maxInFlight = []uint32{2, 4, 10}[rng.IntN(3)]
+		}
+		ep.block = ep.ordered() && rng.IntN(2) == 0
+		w.eps = append(w.eps, ep)
+	}
+	limit := defaults[ingest.Config](w.t).MaxPayloadBytes
+	events := 150 + rng.IntN(100)
+	for range events {
+		ep := w.eps[rng.IntN(len(w.eps))]
+		m := &simMember{ep: ep, size: drawSize(rng, limit), at: time.Duration(rng.Int64N(int64(w.phase * 7 / 10)))}
+		if ep.ordering == hooklinev1.Ordering_ORDERING_PER_KEY {
+			if k := rng.IntN(ep.keys + 1); k > 0 {
+				m.key = fmt.Sprint("k", k)
+			}
+		}
+		m.plan = drawPlan(rng, ep.maxAttempts, m.size)
+		w.members = append(w.members, m)
+	}
+	sort.SliceStable(w.members, func(i, j int) bool { return w.members[i].at < w.members[j].at })
+	sizes := map[string]int{}
+	for _, m := range w.members {
+		lane := m.ep.name + "/" + m.key
+		if m.ep.ordering == hooklinev1.Ordering_ORDERING_PER_ENDPOINT {
+			lane = m.ep.name
+		}
+		m.i = sizes[lane]
+		sizes[lane]++
+		m.id = fmt.Sprint(lane, "#", m.i)
+		if m.ep.ordered() {
+			m.lane = lane
+			w.model.lanes[lane] = append(w.model.lanes[lane], m)
+		}
+		w.model.members[m.id] = m
+	}
+}
+
+// publishAll publishes every member at its offset, each lane (and each
+// unordered endpoint) from one publisher goroutine of four, so a lane's
+// publish order is the order its publishes returned.
+func (w *simWorld) publishAll(ctx context.Context, t0 time.Time) {
+	const publishers = 4
+	by := make([][]*simMember, publishers)
+	for _, m := range w.members {
+		lane := m.lane
+		if lane == "" {
+			lane = m.id
+		}
+		p := fnv32(lane) % publishers
+		by[p] = append(by[p], m)
+	}
+	var wg sync.WaitGroup
+	for _, ms := range by {
+		wg.Go(func() {
+			for _, m := range ms {
+				if !sleepUntil(ctx, t0.Add(m.at)) {
+					return
+				}
+				pctx, cancel := context.WithTimeout(w.st.ctx(), 10*time.Second)
+				resp, err := w.st.events().PublishEvent(pctx, &hooklinev1.PublishEventRequest{EventType: "sim.event", Payload: m.payload(),
+					OrderingKey: m.key, EndpointIds: []string{m.ep.id}})
+				cancel()
+				w.model.mu.Lock()
+				m.published = true
+				if err == nil && len(resp.GetDeliveries()) == 1 {
+					m.accepted = true
+					m.deliveryID = resp.GetDeliveries()[0].GetDeliveryId()
+				}
+				w.model.mu.Unlock()
+				if err != nil {
+					w.t.Logf("publish %s (%d bytes): %v", m.id, m.size, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# sim-revert.sh COMMIT... — does make sim find the defect each fix commit
+# fixed? For each commit: a temporary worktree of the current HEAD, that
+# commit's non-test changes reverted (its *_test.go, testdata and docs
+# stay), make sim over the default seeds (or SEEDS=… / DURATION=… from
+# the environment), and one row: found or not, by which seeds, how long.
+# The table is printed and written to bin/sim/revert.md; logs stay in
+# bin/sim/revert-<commit>.log. Exit status: 0 when every commit's defect
+# was found, 1 otherwise (2: a commit did not revert cleanly).
+# A+B reverts several commits together (newest first), for a fix that a
+# later commit built on.
+#
+#   scripts/sim-revert.sh $(git log --format=%h --grep='^fix(' main..HEAD)
+#   SEEDS=5 scripts/sim-revert.sh cff1fd7 e32da96+e512406
+set -euo pipefail
+
+if [ $# -eq 0 ]; then
+  echo "usage: $0 COMMIT..." >&2
+  exit 64
+fi
+root=$(git rev-parse --show-toplevel)
+out=$root/bin/sim
+mkdir -p "$out"
+table=$out/revert.md
+{
+  echo "| fix commit | subject | found | by seeds | took |"
+  echo "|---|---|---|---|---:|"
+} > "$table"
+status=0
+for arg in "$@"; do
+  # The commits of this row, newest first, so each reverse patch applies
+  # to the tree the next-newer one left.
+  mapfile -t group < <(git -C "$root" rev-list --no-walk=sorted --topo-order ${arg//+/ } | cut -c1-7)
+  c=$(IFS=+; echo "${group[*]}")
+  subject=$(for g in "${group[@]}"; do git -C "$root" log -1 --format=%s "$g" | cut -c1-60; done | awk 'NR>1{printf " + "}{printf "%s", $0}' | tr '|' '/')
+  wt=$(mktemp -d "${TMPDIR:-/tmp}/sim-revert-${group[0]}.XXXXXX")
+  git -C "$root" worktree add --quiet --detach "$wt" HEAD
+  log=$out/revert-$c.log
+  : > "$log"
+  reverted=1
+  for g in "${group[@]}"; do
+    mapfile -t files < <(git -C "$root" diff-tree --no-commit-id --name-only -r "$g" |
+      grep -v -e '_test\.go$' -e '/testdata/' -e '\.md$' || true)
+    if [ ${#files[@]} -eq 0 ] || ! git -C "$root" show "$g" -- "${files[@]}" | git -C "$wt" apply -R --3way >>"$log" 2>&1; then
+      reverted=0
+      break
+    fi
+  done
+  if [ "$reverted" -eq 0 ]; then
+    echo "| $c | $subject | does not revert cleanly on HEAD, or has no non-test change (see $log) | | |" >> "$table"
+    git -C "$root" worktree remove --force "$wt"
+    status=2
+    continue
+  fi
+  start=$(date +%s)
+  rc=0
+  make -C "$wt" sim SEEDS="${SEEDS:-}" DURATION="${DURATION:-}" >>"$log" 2>&1 || rc=$?
+  took=$(( $(date +%s) - start ))
+  seeds=$(grep -ho 'rerun: make sim SEEDS=[0-9,]*' "$wt/bin/sim/results.md" 2>/dev/null | sed 's/.*SEEDS=//' || true)
+  cp "$wt/bin/sim/results.md" "$out/revert-$c.results.md" 2>/dev/null || true
+  if [ "$rc" -ne 0 ] && [ -n "$seeds" ]; then
+    echo "| $c | $subject | yes | $seeds | ${took}s |" >> "$table"
+  elif [ "$rc" -ne 0 ]; then
+    echo "| $c | $subject | make sim failed without a violation (build? see $log) | | ${took}s |" >> "$table"
+    status=1
+  else
+    echo "| $c | $subject | no | | ${took}s |" >> "$table"
+    status=1
+  fi
+  git -C "$root" worktree remove --force "$wt"
+done
+cat "$table"
+exit $status
