@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -183,4 +185,52 @@ func AbortBackoff(n int, reason string) time.Duration {
 		limit = TransientBackoffMax
 	}
 	return min(AbortBackoffMin<<min(n-1, 16), limit)
+}
+
+// UnwritableMemory is how long a delivery blamed for an abort stays
+// marked: its record comes again right after the abort.
+const UnwritableMemory = 10 * time.Minute
+
+// Unwritables are the deliveries blamed for aborted transactions (Blame),
+// by delivery id, each with why: when one comes again it is set aside
+// instead of being produced again. Marks are forgotten after
+// UnwritableMemory. Safe for concurrent use; the zero value is empty.
+type Unwritables struct {
+	n  atomic.Int32 // len(m), read without the lock on the hot path
+	mu sync.Mutex
+	m  map[string]unwritable
+}
+
+type unwritable struct {
+	why string
+	at  time.Time
+}
+
+// Mark blames id, for why, at now.
+func (u *Unwritables) Mark(id, why string, now time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = map[string]unwritable{}
+	}
+	for k, v := range u.m {
+		if now.Sub(v.at) > UnwritableMemory {
+			delete(u.m, k)
+		}
+	}
+	u.m[id] = unwritable{why: why, at: now}
+	u.n.Store(int32(len(u.m)))
+}
+
+// Any reports whether some delivery is marked (no lock).
+func (u *Unwritables) Any() bool { return u.n.Load() > 0 }
+
+// Reason says why id was blamed, or "".
+func (u *Unwritables) Reason(id string) string {
+	if !u.Any() {
+		return ""
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.m[id].why
 }
