@@ -46,7 +46,10 @@ func (c Config) Specs() []TopicSpec {
 		{Name: t.Notices, Configs: retain(c.Retention)},
 		// The dispatcher's ordered lanes: a record per lane with members
 		// outside memory, a tombstone when none is (docs/DESIGN.md).
-		{Name: t.Lanes, Configs: map[string]string{"cleanup.policy": "compact"}},
+		// max.message.bytes as every other topic's: the dispatcher sizes
+		// every record it writes against MaxRecordBytes, and a lanes
+		// record over the broker's 1 MiB default would abort every commit.
+		{Name: t.Lanes, Configs: map[string]string{"cleanup.policy": "compact", "max.message.bytes": strconv.Itoa(MaxRecordBytes)}},
 		{Name: t.Dead, Configs: retain(c.HoldRetention)},
 	}
 }
@@ -64,8 +67,9 @@ func (c Config) DelaySpec(name string) TopicSpec {
 }
 
 // EnsureTopics creates the missing topics of specs with c's partition
-// count and replication factor, and verifies that existing ones have
-// the cleanup policy Hookline relies on. A topic with the wrong policy is
+// count and replication factor, verifies that existing ones have
+// the cleanup policy Hookline relies on, and raises an existing topic's
+// max.message.bytes to the spec's when it is lower. A topic with the wrong policy is
 // an error that names it: a compacted deliveries topic would silently
 // drop deliveries, a deleting endpoints topic would forget endpoints.
 func (c Config) EnsureTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec) error {
@@ -99,11 +103,9 @@ func (c Config) EnsureTopics(ctx context.Context, adm *kadm.Client, specs []Topi
 	if err != nil {
 		return err
 	}
+	var raise []kadm.AlterConfig
+	var raiseTopics []string
 	for _, s := range specs {
-		want, ok := s.Configs["cleanup.policy"]
-		if !ok {
-			continue
-		}
 		rc, err := rcs.On(s.Name, nil)
 		if err != nil {
 			return fmt.Errorf("kafka: describe topic %s: %w", s.Name, err)
@@ -111,14 +113,34 @@ func (c Config) EnsureTopics(ctx context.Context, adm *kadm.Client, specs []Topi
 		if rc.Err != nil {
 			return fmt.Errorf("kafka: describe topic %s: %w", s.Name, rc.Err)
 		}
-		got := "delete"
+		got := map[string]string{"cleanup.policy": "delete"}
 		for _, cfg := range rc.Configs {
-			if cfg.Key == "cleanup.policy" {
-				got = cfg.MaybeValue()
+			got[cfg.Key] = cfg.MaybeValue()
+		}
+		if want, ok := s.Configs["cleanup.policy"]; ok && got["cleanup.policy"] != want {
+			return fmt.Errorf("kafka: topic %s has cleanup.policy=%s, Hookline needs %s; fix it (kafka-configs --alter) or use another --topic-prefix", s.Name, got["cleanup.policy"], want)
+		}
+		// A topic created before it had max.message.bytes (the lanes
+		// topic, at the broker's 1 MiB default) would refuse records
+		// the services size as fitting: raise it.
+		if want, ok := s.Configs["max.message.bytes"]; ok {
+			w, _ := strconv.Atoi(want)
+			if g, err := strconv.Atoi(got["max.message.bytes"]); err != nil || g < w {
+				raise = append(raise, kadm.AlterConfig{Op: kadm.SetConfig, Name: "max.message.bytes", Value: kadm.StringPtr(want)})
+				raiseTopics = append(raiseTopics, s.Name)
 			}
 		}
-		if got != want {
-			return fmt.Errorf("kafka: topic %s has cleanup.policy=%s, Hookline needs %s; fix it (kafka-configs --alter) or use another --topic-prefix", s.Name, got, want)
+	}
+	for i, name := range raiseTopics {
+		resp, err := adm.AlterTopicConfigs(ctx, raise[i:i+1], name)
+		if err == nil {
+			var r kadm.AlterConfigsResponse
+			if r, err = resp.On(name, nil); err == nil {
+				err = r.Err
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("kafka: topic %s has max.message.bytes below %s and raising it failed: %w; raise it (kafka-configs --alter)", name, *raise[i].Value, err)
 		}
 	}
 	return nil

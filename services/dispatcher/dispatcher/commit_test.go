@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"testing"
 
+	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -23,7 +24,9 @@ func TestCommitRequestIsRewrittenToTheWatermarks(t *testing.T) {
 		req.Topics = append(req.Topics, rt)
 	}
 	marks := map[string]map[int32]kgo.EpochOffset{"d": {0: {Epoch: 3, Offset: 17}, 2: {Epoch: 4, Offset: 900}}}
-	atWatermarks(req, marks)
+	if err := atWatermarks(req, marks, []hkafka.TopicPartition{{Topic: "d", Partition: 0}}); err != nil {
+		t.Fatal(err)
+	}
 	if len(req.Topics) != 1 || req.Topics[0].Topic != "d" {
 		t.Fatalf("topics %+v, want only d", req.Topics)
 	}
