@@ -414,7 +414,7 @@ func TestAMemberThatWouldOverflowItsLanesRecordIsSetAside(t *testing.T) {
 	f.e.spillLane(f.e.f.lanes["ep_1"], f.s.now()) // a1, a2 outside: the watermark passes them
 	k := f.e.f.lanes["ep_1"].ord.keys["a"]
 	for i := range recordLimit/memberBound + 10 {
-		k.outside[fmt.Sprintf("dlv_%060d", i)] = outsider{seq: int64(1000 + i), since: f.s.now()}
+		k.outside[fmt.Sprintf("dlv_%060d", i)] = outsider{seq: int64(1000 + i), until: f.s.now().Add(time.Hour)}
 	}
 	f.publish(t, "a", 3, 5) // behind the blocked head: spilled, so outside
 	f.e.runDry(t)

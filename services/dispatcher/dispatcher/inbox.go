@@ -14,6 +14,7 @@ type msgKind uint8
 const (
 	msgDone      msgKind = iota // an attempt ended; outs are its outputs
 	msgResolved                 // a round of a partition's resolver ended (resolve.go)
+	msgHeadRead                 // a blocked head's payload was read back for its command (lanecmd.go)
 	msgCommitted                // a commit's transaction ended
 )
 

@@ -127,21 +127,22 @@ func (e *engine) headDelivery(en *entry, b *hooklinev1.BlockedHead) (d *hookline
 	if got, ok := e.heads.take(en); ok {
 		return got.d, got.gone, true
 	}
-	e.resolving(en)
-	ctx, read := en.part.ctx, e.readRecord
+	pw := en.part
+	e.queueResolving(en, false)
+	en.fetching = true
+	e.outstanding++
+	ctx, read := pw.ctx, e.readRecord
 	go func() {
 		got, err := readHead(ctx, read, b)
 		if err == nil {
 			err = ctx.Err() // read, but the partition went away meanwhile
 		}
-		if err != nil {
-			// The partition went away or the loop is stopping: the
-			// command stays uncommitted and comes again.
-			e.in.post(msg{kind: msgDropped, e: en})
-			return
+		if err == nil {
+			e.heads.put(en, got)
 		}
-		e.heads.put(en, got)
-		e.in.post(msg{kind: msgResolved, e: en})
+		// With err the partition went away or the loop is stopping: the
+		// command stays uncommitted and comes again.
+		e.in.post(msg{kind: msgHeadRead, e: en, part: pw, err: err})
 	}()
 	return nil, false, false
 }

@@ -298,6 +298,8 @@ func (e *engine) collect(now time.Time) error {
 			}
 		case msgResolved:
 			e.resolved(m, now)
+		case msgHeadRead:
+			e.headRead(m, now)
 		}
 	}
 	return nil

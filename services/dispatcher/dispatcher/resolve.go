@@ -118,6 +118,19 @@ func (e *engine) resolved(m *msg, now time.Time) {
 	e.kick(pw)
 }
 
+// headRead takes the end of a blocked head's read for its lane command
+// m.e (lanecmd.go): the entry waited in its partition's resolving queue
+// meanwhile, and is placed now in offset order with the others.
+func (e *engine) headRead(m *msg, now time.Time) {
+	pw := m.part
+	m.e.fetching = false
+	if pw.dropped || m.err != nil {
+		return // its records come again, to a window of their own
+	}
+	e.placeResolved(pw, now)
+	e.kick(pw)
+}
+
 // placeResolved places, in offset order, pw's waiting entries that
 // waited for nothing more, except those behind an earlier entry of
 // their endpoint still waiting.
@@ -134,7 +147,7 @@ func (e *engine) placeResolved(pw *partWindow, now time.Time) {
 	for i, en := range queued {
 		queued[i] = nil
 		id := en.d.GetEndpointId()
-		if en.want > r.served || behind[id] {
+		if en.want > r.served || en.fetching || behind[id] {
 			pw.resolving = append(pw.resolving, en)
 			if behind == nil {
 				behind = map[string]bool{}

@@ -64,7 +64,10 @@ type entry struct {
 	// so an endpoint still unknown then is deleted; want is the resolver
 	// round it waits for (resolve.go), 0 when none.
 	synced bool
-	want   uint64
+	// fetching is set while a blocked head's payload is read back for
+	// this lane command (lanecmd.go): it waits in pw.resolving meanwhile.
+	fetching bool
+	want     uint64
 }
 
 // partWindow is one partition's part of the window.
