@@ -37,6 +37,8 @@ type historyRig struct {
 	kafka   hkafka.Config
 	dir     string
 	topics  hkafka.Topics
+	// configure, when set, changes each ingest's configuration last.
+	configure func(*Config)
 }
 
 func newHistoryRig(t *testing.T) *historyRig {
@@ -65,6 +67,9 @@ func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, fu
 	}
 	ic.Kafka, ic.DataDir, ic.APIKeys = r.kafka, r.dir, []string{"acme:" + historyTestKey}
 	ic.Secrets.InsecurePlaintext = true // the history needs no endpoint secrets
+	if r.configure != nil {
+		r.configure(&ic)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
