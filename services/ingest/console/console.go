@@ -4,7 +4,7 @@
 // with their health, the delivery log with filters, and each delivery's
 // timeline, with resend and recover actions for admin keys.
 //
-// A session is a signed, expiring cookie (session.go), served by any
+// A session is a sealed, expiring cookie (session.go), served by any
 // replica that shares the session key; the cookie is HttpOnly,
 // SameSite=Strict, and Secure when served over TLS. Every POST but
 // sign-in carries the session's CSRF token.
@@ -81,10 +81,18 @@ func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = n
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
-// WithSessionKey sets the key session cookies are signed with (default:
-// random, so only this Server accepts its sessions). Replicas that share
-// it serve each other's sessions.
-func WithSessionKey(key []byte) Option { return func(s *Server) { s.sessions.key = key } }
+// WithSessionKeys sets the keys session cookies are sealed with: the
+// first seals, each opens (default: one random key, so only this Server
+// accepts its sessions). Replicas that share them serve each other's
+// sessions. Each should hold at least 32 random bytes.
+func WithSessionKeys(keys ...[]byte) Option {
+	return func(s *Server) {
+		s.sessions.keys = nil
+		for _, k := range keys {
+			s.sessions.keys = append(s.sessions.keys, newSessionKey(k))
+		}
+	}
+}
 
 // WithTLS marks the console as served over TLS: its cookie is Secure.
 func WithTLS() Option { return func(s *Server) { s.tls = true } }
@@ -96,8 +104,8 @@ func New(backend Backend, opts ...Option) *Server {
 		o(s)
 	}
 	s.sessions.now = s.now
-	if s.sessions.key == nil {
-		s.sessions.key = []byte(randomToken())
+	if len(s.sessions.keys) == 0 {
+		s.sessions.keys = []sessionKey{newSessionKey([]byte(randomToken()))}
 	}
 	s.pages = parsePages()
 	return s

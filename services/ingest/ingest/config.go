@@ -48,11 +48,13 @@ type Config struct {
 	RecoverMaxWindow     time.Duration `flag:"recover-max-window" env:"HOOKLINE_RECOVER_MAX_WINDOW" default:"168h" usage:"widest since..until window one RecoverEndpoint call may name"`
 	RecoverMaxDeliveries int           `flag:"recover-max-deliveries" env:"HOOKLINE_RECOVER_MAX_DELIVERIES" default:"10000" usage:"most deliveries one RecoverEndpoint call may redeliver; a window with more is refused (recover it in parts)"`
 
-	DataDir         string        `flag:"data-dir" env:"HOOKLINE_DATA_DIR" usage:"directory of the delivery history index (Pebble); a restart resumes from it. Empty: a temporary directory, rebuilt from the topics at every start. One process per directory"`
-	PageTokenSecret string        `flag:"page-token-secret" env:"HOOKLINE_PAGE_TOKEN_SECRET" usage:"key that signs list page tokens; every replica needs the same one (default: derived from --api-keys)"`
-	HistoryCache    int64         `flag:"history-cache-bytes" env:"HOOKLINE_HISTORY_CACHE_BYTES" default:"33554432" usage:"block cache of the delivery history index"`
-	ConsoleAddr     string        `flag:"console-addr" env:"HOOKLINE_CONSOLE_ADDR" usage:"listen address of the delivery console (web, sign-in with an API key), e.g. 127.0.0.1:7071; a loopback address unless --console-tls-cert is set (default: off)"`
-	ConsoleTLSCert  string        `flag:"console-tls-cert" env:"HOOKLINE_CONSOLE_TLS_CERT" usage:"PEM certificate for the console (with --console-tls-key); without, plain HTTP, meant for loopback"`
-	ConsoleTLSKey   string        `flag:"console-tls-key" env:"HOOKLINE_CONSOLE_TLS_KEY" usage:"PEM key of --console-tls-cert"`
-	ShutdownTimeout time.Duration `flag:"shutdown-timeout" env:"HOOKLINE_SHUTDOWN_TIMEOUT" default:"15s" usage:"how long in-flight calls may finish on shutdown"`
+	DataDir         string `flag:"data-dir" env:"HOOKLINE_DATA_DIR" usage:"directory of the delivery history index (Pebble); a restart resumes from it. Empty: a temporary directory, rebuilt from the topics at every start. One process per directory"`
+	PageTokenSecret string `flag:"page-token-secret" env:"HOOKLINE_PAGE_TOKEN_SECRET" usage:"key that signs list page tokens (a token only resumes its own tenant's list); every replica needs the same one (default: derived from --api-keys); console sessions have their own key (--console-session-key-file)"`
+	HistoryCache    int64  `flag:"history-cache-bytes" env:"HOOKLINE_HISTORY_CACHE_BYTES" default:"33554432" usage:"block cache of the delivery history index"`
+	ConsoleAddr     string `flag:"console-addr" env:"HOOKLINE_CONSOLE_ADDR" usage:"listen address of the delivery console (web, sign-in with an API key), e.g. 127.0.0.1:7071; a loopback address unless --console-tls-cert is set (default: off)"`
+	ConsoleTLSCert  string `flag:"console-tls-cert" env:"HOOKLINE_CONSOLE_TLS_CERT" usage:"PEM certificate for the console (with --console-tls-key); without, plain HTTP, meant for loopback"`
+	ConsoleTLSKey   string `flag:"console-tls-key" env:"HOOKLINE_CONSOLE_TLS_KEY" usage:"PEM key of --console-tls-cert"`
+	// ConsoleSessionKeyFile is required whenever the console is on.
+	ConsoleSessionKeyFile string        `flag:"console-session-key-file" env:"HOOKLINE_CONSOLE_SESSION_KEY_FILE" usage:"file of the secret keys that seal console session cookies, one per line, each at least 32 random characters (openssl rand -hex 32); the first seals, every line opens (rotate by adding the new key first); every replica needs the same file; required with --console-addr"`
+	ShutdownTimeout       time.Duration `flag:"shutdown-timeout" env:"HOOKLINE_SHUTDOWN_TIMEOUT" default:"15s" usage:"how long in-flight calls may finish on shutdown"`
 }

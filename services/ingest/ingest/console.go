@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -46,7 +48,7 @@ func (s *Service) startConsole(failed chan<- error) (func(), error) {
 		opts = append(opts, console.WithTLS())
 	}
 	srv := &http.Server{
-		Handler:           console.New(consoleBackend{s}, append(opts, console.WithLogger(s.log), console.WithClock(s.now), console.WithSessionKey(pageTokenKey(s.cfg)))...).Handler(),
+		Handler:           console.New(consoleBackend{s}, append(opts, console.WithLogger(s.log), console.WithClock(s.now), console.WithSessionKeys(s.consoleKeys...))...).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -66,6 +68,56 @@ func (s *Service) startConsole(failed chan<- error) (func(), error) {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
+}
+
+// minConsoleKeyLen is the shortest console session key accepted, in
+// characters: 32 random bytes in hex are 64.
+const minConsoleKeyLen = 32
+
+// errNoConsoleKey refuses a console without a session key: without one,
+// session cookies would be sealed with something public or per-process.
+var errNoConsoleKey = errors.New("the delivery console (--console-addr) needs --console-session-key-file (HOOKLINE_CONSOLE_SESSION_KEY_FILE): a file holding a secret random key of at least 32 characters, the same file on every replica; make one with: openssl rand -hex 32 > console-session.key")
+
+// loadConsoleKeys reads --console-session-key-file when the console is
+// on, refusing a console without one.
+func (s *Service) loadConsoleKeys() error {
+	if s.consoleLn == nil && s.cfg.ConsoleAddr == "" {
+		return nil
+	}
+	if s.cfg.ConsoleSessionKeyFile == "" {
+		return errNoConsoleKey
+	}
+	keys, err := readConsoleKeys(s.cfg.ConsoleSessionKeyFile)
+	if err != nil {
+		return fmt.Errorf("--console-session-key-file: %w", err)
+	}
+	s.consoleKeys = keys
+	return nil
+}
+
+// readConsoleKeys returns the keys of a session key file: one per line,
+// blank lines and '#' comments skipped, at least one, each at least
+// minConsoleKeyLen characters.
+func readConsoleKeys(path string) ([][]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var keys [][]byte
+	for n, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if len(line) < minConsoleKeyLen {
+			return nil, fmt.Errorf("%s line %d: a session key must be at least %d characters (openssl rand -hex 32)", path, n+1, minConsoleKeyLen)
+		}
+		keys = append(keys, []byte(line))
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s holds no key: %w", path, errNoConsoleKey)
+	}
+	return keys, nil
 }
 
 // consoleAddrAllowed keeps a console without TLS on loopback.

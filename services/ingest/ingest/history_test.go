@@ -39,6 +39,8 @@ type historyRig struct {
 	topics  hkafka.Topics
 	// configure, when set, changes each ingest's configuration last.
 	configure func(*Config)
+	// consoleKeys is the session key file (consoleKeyFile).
+	consoleKeys string
 }
 
 func newHistoryRig(t *testing.T) *historyRig {
@@ -67,6 +69,7 @@ func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, fu
 	}
 	ic.Kafka, ic.DataDir, ic.APIKeys = r.kafka, r.dir, []string{"acme:" + historyTestKey}
 	ic.Secrets.InsecurePlaintext = true // the history needs no endpoint secrets
+	ic.ConsoleSessionKeyFile = r.consoleKeyFile()
 	if r.configure != nil {
 		r.configure(&ic)
 	}
@@ -115,6 +118,18 @@ func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, fu
 	}
 	t.Cleanup(stop)
 	return hooklinev1.NewDeliveryServiceClient(conn), stop
+}
+
+// consoleKeyFile returns the console session key file every ingest of
+// the rig shares (as replicas do), made on first use.
+func (r *historyRig) consoleKeyFile() string {
+	if r.consoleKeys == "" {
+		r.consoleKeys = filepath.Join(r.t.TempDir(), "console-session.key")
+		if err := os.WriteFile(r.consoleKeys, []byte(ids.New("", time.Now())+ids.New("", time.Now())+"\n"), 0o600); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	return r.consoleKeys
 }
 
 // admin returns an admin client of the rig's cluster, closed with the test.

@@ -88,6 +88,9 @@ type Service struct {
 	tokens      *pagetoken.Codec
 	// consoleLn, when set, is where the console serves.
 	consoleLn net.Listener
+	// consoleKeys seal console sessions (--console-session-key-file);
+	// the first seals.
+	consoleKeys [][]byte
 	// flight counts, per claim id, the completions running here.
 	flightMu sync.Mutex
 	flight   map[string]int
@@ -181,6 +184,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		o(s)
 	}
 	if err := s.loadEdgeSecurity(); err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
+	if err := s.loadConsoleKeys(); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	// Every client of this service records its Kafka metrics.
