@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookline/hookline/platform/config"
 	"github.com/hookline/hookline/services/ingest/apikey"
 )
 
@@ -93,5 +95,81 @@ func TestConsoleRefusesASessionMintedFromAHashedKeyEntry(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("resend with the forged cookie: %s, want 401", resp.Status)
+	}
+}
+
+// TestConsoleDoesNotStartWithoutASessionKey: the console on (an address
+// or a listener) and no --console-session-key-file, or one with a short
+// key, is refused at start with a message naming the flag and the
+// variable; the console off needs none.
+func TestConsoleDoesNotStartWithoutASessionKey(t *testing.T) {
+	short := filepath.Join(t.TempDir(), "short.key")
+	if err := os.WriteFile(short, []byte("too-short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		addr    string
+		keyFile string
+		want    string
+	}{
+		{"no key file", "127.0.0.1:0", "", "--console-session-key-file (HOOKLINE_CONSOLE_SESSION_KEY_FILE)"},
+		{"a short key", "127.0.0.1:0", short, "at least 32 characters"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := config.Defaults[Config]()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.APIKeys, cfg.Secrets.InsecurePlaintext = []string{"acme:" + acmeKey}, true
+			cfg.ConsoleAddr, cfg.ConsoleSessionKeyFile = tt.addr, tt.keyFile
+			if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New: %v, want an error naming %q", err, tt.want)
+			}
+		})
+	}
+	cfg, _ := config.Defaults[Config]()
+	cfg.APIKeys, cfg.Secrets.InsecurePlaintext = []string{"acme:" + acmeKey}, true
+	if _, err := New(cfg); err != nil {
+		t.Fatalf("no console, no key: %v", err)
+	}
+}
+
+// TestConsoleCookieCarriesNoKeyHash: the session cookie of a real
+// sign-in holds neither the API key nor its SHA-256 (the keys file's
+// entry), in any encoding it could be read back from.
+func TestConsoleCookieCarriesNoKeyHash(t *testing.T) {
+	base, entry := consoleRig(t)
+	resp, err := noRedirects.PostForm(base+"/login", url.Values{"api_key": {historyTestKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var value string
+	for _, c := range resp.Cookies() {
+		if c.Name == "hookline_console" {
+			value = c.Value
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || value == "" {
+		t.Fatalf("sign-in: %s, cookie %q", resp.Status, value)
+	}
+	sum, _ := hex.DecodeString(entry[strings.LastIndex(entry, ":")+1:])
+	for part := range strings.SplitSeq(value, ".") {
+		raw, _ := base64.RawURLEncoding.DecodeString(part)
+		if bytes.Contains(raw, sum) || bytes.Contains(raw, []byte(historyTestKey)) || strings.Contains(value, hex.EncodeToString(sum)) {
+			t.Fatalf("the cookie %q carries the key or its hash", value)
+		}
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/", nil)
+	req.AddCookie(&http.Cookie{Name: "hookline_console", Value: value})
+	resp, err = noRedirects.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET / with the session: %s", resp.Status)
 	}
 }
