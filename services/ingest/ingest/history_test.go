@@ -41,6 +41,8 @@ type historyRig struct {
 	configure func(*Config)
 	// consoleKeys is the session key file (consoleKeyFile).
 	consoleKeys string
+	// addr is the gRPC (and HTTP/JSON) address of the last ingest started.
+	addr string
 }
 
 func newHistoryRig(t *testing.T) *historyRig {
@@ -77,6 +79,7 @@ func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, fu
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.addr = ln.Addr().String()
 	svc, err := New(ic, append([]Option{WithListener(ln)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
