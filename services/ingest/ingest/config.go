@@ -48,6 +48,10 @@ type Config struct {
 	RecoverMaxWindow     time.Duration `flag:"recover-max-window" env:"HOOKLINE_RECOVER_MAX_WINDOW" default:"168h" usage:"widest since..until window one RecoverEndpoint call may name"`
 	RecoverMaxDeliveries int           `flag:"recover-max-deliveries" env:"HOOKLINE_RECOVER_MAX_DELIVERIES" default:"10000" usage:"most deliveries one RecoverEndpoint call may redeliver; a window with more is refused (recover it in parts)"`
 
+	// What callers without a key, and slow ones, can hold (preauth.go).
+	MaxUnauthenticatedBytes int64         `flag:"max-unauthenticated-bytes" env:"HOOKLINE_MAX_UNAUTHENTICATED_BYTES" default:"67108864" usage:"bytes all connections that have not yet made an authenticated call may hold together (96 KiB each plus what they sent; each may send at most 144 KiB, and must authenticate within 30 s); a connection beyond it is closed"`
+	HTTPBodyTimeout         time.Duration `flag:"http-body-timeout" env:"HOOKLINE_HTTP_BODY_TIMEOUT" default:"30s" usage:"how long an HTTP/JSON call may take to send its request body; a slower one is cut off"`
+
 	DataDir         string `flag:"data-dir" env:"HOOKLINE_DATA_DIR" usage:"directory of the delivery history index (Pebble); a restart resumes from it. Empty: a temporary directory, rebuilt from the topics at every start. One process per directory"`
 	PageTokenSecret string `flag:"page-token-secret" env:"HOOKLINE_PAGE_TOKEN_SECRET" usage:"key that signs list page tokens (a token only resumes its own tenant's list); every replica needs the same one (default: derived from --api-keys); console sessions have their own key (--console-session-key-file)"`
 	HistoryCache    int64  `flag:"history-cache-bytes" env:"HOOKLINE_HISTORY_CACHE_BYTES" default:"33554432" usage:"block cache of the delivery history index"`

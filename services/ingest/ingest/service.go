@@ -100,6 +100,8 @@ type Service struct {
 	// per endpoint (and per tenant for creates); across replicas the
 	// conditional writes decide.
 	locks keyedMutex
+	// preauth bounds what connections that have not authenticated hold.
+	preauth *preauth
 	// publishLimits rate-limits PublishEvent per tenant.
 	publishLimits *publishLimits
 
@@ -148,6 +150,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.MaxInFlightBytes <= 0 {
 		return nil, errors.New("ingest: --max-in-flight-bytes must be positive")
 	}
+	if cfg.MaxUnauthenticatedBytes < preauthConnCost || cfg.HTTPBodyTimeout <= 0 {
+		return nil, fmt.Errorf("ingest: --max-unauthenticated-bytes must be at least %d and --http-body-timeout positive", preauthConnCost)
+	}
 	if cfg.DNSTimeout <= 0 {
 		return nil, errors.New("ingest: --dns-timeout must be positive")
 	}
@@ -177,6 +182,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		},
 		flight:    map[string]int{},
 		admission: admission{limit: cfg.MaxInFlightBytes},
+		preauth:   newPreauth(cfg.MaxUnauthenticatedBytes),
 		tp:        otel.GetTracerProvider(),
 		mp:        otel.GetMeterProvider(),
 	}
@@ -299,7 +305,9 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("ingest: listen: %w", err)
 		}
 	}
-	ln = s.secureListener(ln)
+	// Charged until each connection's first authenticated call; raw
+	// bytes, so a TLS handshake counts too.
+	ln = s.secureListener(s.preauth.listener(ln))
 	srv, hs := s.grpcServer()
 	gw, err := s.newGateway(ctx, srv)
 	if err != nil {
@@ -311,8 +319,10 @@ func (s *Service) Run(ctx context.Context) error {
 	// HTTP/JSON gateway.
 	mux := connmux.New(ln, sniffTimeout)
 	httpSrv := &http.Server{
-		Handler:           gw,
+		// The key is checked on the headers, before any body is read.
+		Handler:           s.authHTTP(gw),
 		ReadHeaderTimeout: sniffTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
@@ -407,6 +417,10 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 			}),
 		)),
 		grpc.MaxRecvMsgSize(s.cfg.MaxPayloadBytes+1<<20),
+		// The API key is checked when a stream's headers arrive, before
+		// any of its message is received (the interceptor checks scope).
+		grpc.InTapHandle(s.tapAuth),
+		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: s.cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: s.cfg.KeepaliveTime, Timeout: s.cfg.KeepaliveTimeout}),
