@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -137,9 +138,134 @@ func TestUnauthenticatedGRPCMessagesAreNotReadIntoMemory(t *testing.T) {
 	}
 	calls.Wait()
 	close(codes)
+	// Each stream is refused UNAUTHENTICATED; a client that goes on
+	// sending for refused streams has its connection closed once it
+	// passes what a connection may send before authenticating.
 	for code := range codes {
-		if code != "16" {
-			t.Fatalf("a stream ended with grpc-status %q, want 16 (UNAUTHENTICATED)", code)
+		if code != "16" && !strings.HasPrefix(code, "error: ") {
+			t.Fatalf("a stream ended with grpc-status %q, want 16 (UNAUTHENTICATED) or the connection closed", code)
 		}
+	}
+}
+
+// closedWithin reads c until the server closes it; it fails the test if
+// the connection is still open after bound (a bound on a broken server,
+// not a wait: the close is what the test waits for).
+func closedWithin(t *testing.T, c net.Conn, bound time.Duration) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(bound))
+	_, err := io.Copy(io.Discard, c)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the connection is still open after %v", bound)
+	}
+}
+
+// TestAConnectionThatNeverAuthenticatesIsClosed: a gRPC connection that
+// opens (preface, settings) and never makes an authenticated call is
+// closed after the pre-authentication timeout, as is an HTTP one that
+// only asks for /healthz.
+func TestAConnectionThatNeverAuthenticatesIsClosed(t *testing.T) {
+	r := newHistoryRig(t)
+	r.start(func(s *Service) { s.preauth.timeout = 200 * time.Millisecond })
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	if err := http2.NewFramer(c, c).WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	closedWithin(t, c, 20*time.Second)
+
+	h, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	fmt.Fprintf(h, "GET /healthz HTTP/1.1\r\nHost: ingest\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(h), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz without a key: %s", resp.Status)
+	}
+	closedWithin(t, h, 20*time.Second)
+}
+
+// TestASlowHTTPBodyIsCutOff: an authenticated HTTP/JSON call that sends
+// part of its body and stops is cut off after --http-body-timeout.
+func TestASlowHTTPBodyIsCutOff(t *testing.T) {
+	r := newHistoryRig(t)
+	r.configure = func(c *Config) { c.HTTPBodyTimeout = 300 * time.Millisecond }
+	r.start()
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /v1/events HTTP/1.1\r\nHost: ingest\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"event_type\":", historyTestKey)
+	closedWithin(t, c, 20*time.Second)
+}
+
+// TestUnauthenticatedConnectionsShareOneBudget: once connections that
+// have not authenticated hold the budget, the next is closed at accept;
+// one authenticating frees its share for another. A connection sending
+// more than its own share before authenticating is closed.
+func TestUnauthenticatedConnectionsShareOneBudget(t *testing.T) {
+	p := newPreauth(3 * preauthConnCost)
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := p.listener(raw)
+	defer ln.Close()
+	accepted := make(chan net.Conn)
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", raw.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	var server []net.Conn
+	for range 3 {
+		dial()
+		server = append(server, <-accepted)
+	}
+	closedWithin(t, dial(), 20*time.Second) // over the budget: closed, never handed to a server
+	p.authenticated(server[0].RemoteAddr().String())
+	client := dial()
+	fourth := <-accepted
+	if got := p.used.Load(); got != 3*preauthConnCost {
+		t.Fatalf("budget used %d, want 3 connections' cost %d", got, 3*preauthConnCost)
+	}
+	// The fourth sends more than a connection may before authenticating.
+	go func() { _, _ = client.Write(make([]byte, preauthConnBytes+1)) }()
+	buf := make([]byte, 64<<10)
+	var readErr error
+	for readErr == nil {
+		_, readErr = fourth.Read(buf)
+	}
+	if !errors.Is(readErr, errPreauthBudget) {
+		t.Fatalf("reading past the per-connection share: %v, want errPreauthBudget", readErr)
+	}
+	if got := p.used.Load(); got != 2*preauthConnCost {
+		t.Fatalf("budget used %d after the fourth was closed, want %d", got, 2*preauthConnCost)
 	}
 }
