@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -14,11 +15,14 @@ import (
 	"github.com/hookline/hookline/platform/config"
 	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/tlsconf"
+	"github.com/hookline/hookline/platform/tlsconf/tlstest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -43,6 +47,8 @@ type historyRig struct {
 	consoleKeys string
 	// addr is the gRPC (and HTTP/JSON) address of the last ingest started.
 	addr string
+	// clientTLS, when set, is how the rig's client reaches ingest.
+	clientTLS *tls.Config
 }
 
 func newHistoryRig(t *testing.T) *historyRig {
@@ -91,7 +97,11 @@ func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, fu
 			t.Errorf("ingest: %v", err)
 		}
 	})
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if r.clientTLS != nil {
+		creds = credentials.NewTLS(r.clientTLS)
+	}
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +143,18 @@ func (r *historyRig) consoleKeyFile() string {
 		}
 	}
 	return r.consoleKeys
+}
+
+// startTLS is start for an ingest serving mutual TLS: the rig's client
+// presents client's certificate and trusts its CA.
+func (r *historyRig) startTLS(client tlstest.Files, opts ...Option) (hooklinev1.DeliveryServiceClient, func()) {
+	r.t.Helper()
+	conf, err := tlsconf.Client(client.CA, client.Cert, client.Key)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.clientTLS = conf
+	return r.start(opts...)
 }
 
 // admin returns an admin client of the rig's cluster, closed with the test.
