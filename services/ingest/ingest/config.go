@@ -58,6 +58,7 @@ type Config struct {
 	ConsoleAddr     string `flag:"console-addr" env:"HOOKLINE_CONSOLE_ADDR" usage:"listen address of the delivery console (web, sign-in with an API key), e.g. 127.0.0.1:7071; a loopback address unless --console-tls-cert is set (default: off)"`
 	ConsoleTLSCert  string `flag:"console-tls-cert" env:"HOOKLINE_CONSOLE_TLS_CERT" usage:"PEM certificate for the console (with --console-tls-key); without, plain HTTP, meant for loopback"`
 	ConsoleTLSKey   string `flag:"console-tls-key" env:"HOOKLINE_CONSOLE_TLS_KEY" usage:"PEM key of --console-tls-cert"`
+	ConsoleClientCA string `flag:"console-client-ca" env:"HOOKLINE_CONSOLE_CLIENT_CA" usage:"PEM CA certificates: with it (and --console-tls-cert) every console client must present a certificate one of them signed (default: --grpc-client-ca, so mutual TLS covers the console as it does the API); re-read when the file changes"`
 	// ConsoleSessionKeyFile is required whenever the console is on.
 	ConsoleSessionKeyFile string        `flag:"console-session-key-file" env:"HOOKLINE_CONSOLE_SESSION_KEY_FILE" usage:"file of the secret keys that seal console session cookies, one per line, each at least 32 random characters (openssl rand -hex 32); the first seals, every line opens (rotate by adding the new key first); every replica needs the same file; required with --console-addr"`
 	ShutdownTimeout       time.Duration `flag:"shutdown-timeout" env:"HOOKLINE_SHUTDOWN_TIMEOUT" default:"15s" usage:"how long in-flight calls may finish on shutdown"`

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/filewatch"
+	"github.com/hookline/hookline/platform/tlsconf"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"github.com/hookline/hookline/services/ingest/console"
 	"google.golang.org/grpc/codes"
@@ -39,13 +41,15 @@ func (s *Service) startConsole(failed chan<- error) (func(), error) {
 	}
 	var opts []console.Option
 	if tlsOn {
-		cert, err := tls.LoadX509KeyPair(s.cfg.ConsoleTLSCert, s.cfg.ConsoleTLSKey)
+		conf, err := s.consoleTLS()
 		if err != nil {
 			_ = ln.Close()
-			return nil, fmt.Errorf("ingest: --console-tls-cert/--console-tls-key: %w", err)
+			return nil, err
 		}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		ln = tls.NewListener(ln, conf)
 		opts = append(opts, console.WithTLS())
+	} else if s.cfg.GRPCClientCA != "" {
+		s.log.Warn("the console is served without TLS (loopback), so it cannot ask for the client certificate --grpc-client-ca requires of API callers; set --console-tls-cert and --console-tls-key to require it")
 	}
 	srv := &http.Server{
 		Handler:           console.New(consoleBackend{s}, append(opts, console.WithLogger(s.log), console.WithClock(s.now), console.WithSessionKeys(s.consoleKeys...))...).Handler(),
@@ -62,7 +66,7 @@ func (s *Service) startConsole(failed chan<- error) (func(), error) {
 			}
 		}
 	}()
-	s.log.Info("delivery console serving", "addr", ln.Addr().String(), "tls", tlsOn)
+	s.log.Info("delivery console serving", "addr", ln.Addr().String(), "tls", tlsOn, "client_certificates", tlsOn && (s.cfg.ConsoleClientCA != "" || s.cfg.GRPCClientCA != ""))
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		defer cancel()
@@ -83,6 +87,9 @@ var errNoConsoleKey = errors.New("the delivery console (--console-addr) needs --
 func (s *Service) loadConsoleKeys() error {
 	if s.consoleLn == nil && s.cfg.ConsoleAddr == "" {
 		return nil
+	}
+	if s.cfg.ConsoleClientCA != "" && s.cfg.ConsoleTLSCert == "" {
+		return errors.New("--console-client-ca needs --console-tls-cert and --console-tls-key: only a TLS console can ask for client certificates")
 	}
 	if s.cfg.ConsoleSessionKeyFile == "" {
 		return errNoConsoleKey
@@ -118,6 +125,37 @@ func readConsoleKeys(path string) ([][]byte, error) {
 		return nil, fmt.Errorf("%s holds no key: %w", path, errNoConsoleKey)
 	}
 	return keys, nil
+}
+
+// consoleTLS is the console's TLS configuration: its certificate and,
+// from --console-client-ca or else --grpc-client-ca, the client CA whose
+// certificate every console client must present (the same second factor
+// the API asks for). Files are re-read when they change. HTTP/1.1 only.
+func (s *Service) consoleTLS() (*tls.Config, error) {
+	clientCA := s.cfg.ConsoleClientCA
+	if clientCA == "" {
+		clientCA = s.cfg.GRPCClientCA
+	}
+	conf, err := tlsconf.Server(s.cfg.ConsoleTLSCert, s.cfg.ConsoleTLSKey, clientCA, filewatch.WithClock(s.now), filewatch.WithReport(func(err error) {
+		if err != nil {
+			s.log.Error("console TLS files not reloaded; the previous certificate stays in force", "cert", s.cfg.ConsoleTLSCert, "err", err)
+		}
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("ingest: --console-tls-cert/--console-tls-key/--console-client-ca: %w", err)
+	}
+	files := conf.GetConfigForClient
+	conf.NextProtos = []string{"http/1.1"}
+	conf.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		c, err := files(hello)
+		if err != nil {
+			return nil, err
+		}
+		c = c.Clone()
+		c.NextProtos = []string{"http/1.1"}
+		return c, nil
+	}
+	return conf, nil
 }
 
 // consoleAddrAllowed keeps a console without TLS on loopback.
