@@ -70,6 +70,10 @@ type Server struct {
 	tls      bool
 	sessions *sessions
 	pages    map[string]*template.Template
+	// revocations holds signed-out sessions; throttle counts failed
+	// sign-ins.
+	revocations Revocations
+	throttle    *throttle
 }
 
 // Option configures a Server.
@@ -94,6 +98,12 @@ func WithSessionKeys(keys ...[]byte) Option {
 	}
 }
 
+// WithRevocations sets where signed-out sessions are recorded and
+// checked (default: this Server's memory, so a sign-out is known to this
+// Server only). Replicas that serve each other's sessions need one
+// shared Revocations.
+func WithRevocations(r Revocations) Option { return func(s *Server) { s.revocations = r } }
+
 // WithTLS marks the console as served over TLS: its cookie is Secure.
 func WithTLS() Option { return func(s *Server) { s.tls = true } }
 
@@ -104,6 +114,10 @@ func New(backend Backend, opts ...Option) *Server {
 		o(s)
 	}
 	s.sessions.now = s.now
+	if s.revocations == nil {
+		s.revocations = &memRevocations{now: s.now, ids: map[string]time.Time{}}
+	}
+	s.throttle = newThrottle()
 	if len(s.sessions.keys) == 0 {
 		s.sessions.keys = []sessionKey{newSessionKey([]byte(randomToken()))}
 	}

@@ -237,7 +237,7 @@ func TestConsoleSessionIsServedByAnyReplicaAndEndsWithItsKey(t *testing.T) {
 		t.Fatal("the session did not come back with its cookie")
 	}
 
-	now = now.Add(sessionTTL)
+	now = now.Add(SessionTTL)
 	if signedIn(b) {
 		t.Fatal("an expired session was accepted")
 	}

@@ -23,8 +23,9 @@ import (
 const (
 	cookieName = "hookline_console"
 	flashName  = "hookline_console_flash"
-	// sessionTTL is how long a sign-in lasts.
-	sessionTTL = 8 * time.Hour
+	// SessionTTL is how long a sign-in lasts: a session's cookie stops
+	// opening this long after it was made.
+	SessionTTL = 8 * time.Hour
 )
 
 // session is a signed-in caller, as its cookie says and the API key it
@@ -36,6 +37,8 @@ type session struct {
 	// id names the session (random, made at sign-in) in the audit log
 	// and in a sign-out.
 	id string
+	// expires is when the cookie stops opening.
+	expires time.Time
 }
 
 // sessions makes and opens session cookies. A session is not server
@@ -49,7 +52,9 @@ type session struct {
 // cookie shows nothing it could be re-minted from. Each request resolves
 // the key again by its hash: revoking the key ends its sessions at once,
 // and a key's scope lowered lowers theirs. The cookie cannot be altered
-// or extended.
+// or extended. Signing out revokes the session's id (Revocations), so a
+// copy of its cookie is refused from then on, on every replica that
+// shares the Revocations.
 //
 // keys[0] seals; every key opens, so the session key is rotated by
 // putting the new one first and dropping the old one a session lifetime
@@ -100,23 +105,23 @@ func randomToken() string {
 // session id (16) | tenant.
 const payloadFixed = 8 + 1 + sha256.Size + 16
 
-// create returns the cookie value of a new session.
-func (ss *sessions) create(tenant string, admin bool, keySum [sha256.Size]byte) string {
-	p := binary.BigEndian.AppendUint64(nil, uint64(ss.now().Add(sessionTTL).Unix()))
+// create returns the cookie value of a new session and its id.
+func (ss *sessions) create(tenant string, admin bool, keySum [sha256.Size]byte) (value, id string) {
+	p := binary.BigEndian.AppendUint64(nil, uint64(ss.now().Add(SessionTTL).Unix()))
 	if admin {
 		p = append(p, 1)
 	} else {
 		p = append(p, 0)
 	}
 	p = append(p, keySum[:]...)
-	var id [16]byte
-	_, _ = rand.Read(id[:])
-	p = append(append(p, id[:]...), tenant...)
+	var sid [16]byte
+	_, _ = rand.Read(sid[:])
+	p = append(append(p, sid[:]...), tenant...)
 	k := ss.keys[0]
 	nonce := make([]byte, k.seal.NonceSize())
 	_, _ = rand.Read(nonce)
 	enc := base64.RawURLEncoding
-	return enc.EncodeToString(nonce) + "." + enc.EncodeToString(k.seal.Seal(nil, nonce, p, []byte(sessionAD)))
+	return enc.EncodeToString(nonce) + "." + enc.EncodeToString(k.seal.Seal(nil, nonce, p, []byte(sessionAD))), hex.EncodeToString(sid[:])
 }
 
 // open checks value's seal and expiry, then asks resolve whether the key
@@ -146,7 +151,8 @@ func (ss *sessions) open(value string, resolve func(keySum [sha256.Size]byte) (t
 	if len(p) < payloadFixed {
 		return nil, false
 	}
-	if expires := time.Unix(int64(binary.BigEndian.Uint64(p)), 0); !ss.now().Before(expires) {
+	expires := time.Unix(int64(binary.BigEndian.Uint64(p)), 0)
+	if !ss.now().Before(expires) {
 		return nil, false
 	}
 	admin := p[8] == 1
@@ -163,7 +169,7 @@ func (ss *sessions) open(value string, resolve func(keySum [sha256.Size]byte) (t
 	return &session{
 		tenant: tenant, admin: admin && nowAdmin,
 		csrf: hex.EncodeToString(m.Sum(nil)),
-		id:   id,
+		id:   id, expires: expires,
 	}, true
 }
 
@@ -202,6 +208,15 @@ func (s *Server) authed(h http.HandlerFunc, post bool) http.Handler {
 		ok := err == nil
 		if ok {
 			sess, ok = s.sessions.open(c.Value, s.backend.SignedIn)
+		}
+		if ok {
+			revoked, err := s.revocations.Revoked(r.Context(), sess.id)
+			if err != nil {
+				s.log.WarnContext(r.Context(), "console: sign-outs not readable", "err", err)
+				http.Error(w, "the console cannot check sessions now; try again shortly", http.StatusServiceUnavailable)
+				return
+			}
+			ok = !revoked
 		}
 		if !ok {
 			if post {

@@ -52,7 +52,7 @@ func (s *Service) startConsole(failed chan<- error) (func(), error) {
 		s.log.Warn("the console is served without TLS (loopback), so it cannot ask for the client certificate --grpc-client-ca requires of API callers; set --console-tls-cert and --console-tls-key to require it")
 	}
 	srv := &http.Server{
-		Handler:           console.New(consoleBackend{s}, append(opts, console.WithLogger(s.log), console.WithClock(s.now), console.WithSessionKeys(s.consoleKeys...))...).Handler(),
+		Handler:           console.New(consoleBackend{s}, append(opts, console.WithLogger(s.log), console.WithClock(s.now), console.WithSessionKeys(s.consoleKeys...), console.WithRevocations(s.revocations))...).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,

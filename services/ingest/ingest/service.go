@@ -91,6 +91,8 @@ type Service struct {
 	// consoleKeys seal console sessions (--console-session-key-file);
 	// the first seals.
 	consoleKeys [][]byte
+	// revocations are the console's signed-out sessions.
+	revocations *sessionRevocations
 	// flight counts, per claim id, the completions running here.
 	flightMu sync.Mutex
 	flight   map[string]int
@@ -204,6 +206,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.lanes = lanes.NewView()
 	s.laneFollow = hkafka.NewFollower(s.lanes.Apply, s.topics.Lanes)
 	s.tokens = pagetoken.New(pageTokenKey(cfg))
+	s.revocations = newSessionRevocations(s)
 	return s, nil
 }
 
@@ -241,7 +244,7 @@ func (s *Service) Run(ctx context.Context) error {
 		// claim a live key's winner could be compared with.
 		"cleanup.policy": "delete",
 		"retention.ms":   strconv.FormatInt((2 * s.cfg.IdempotencyTTL).Milliseconds(), 10),
-	}})
+	}}, s.consoleSessionsSpec())
 	if err := s.cfg.Kafka.EnsureTopics(ctx, kadm.NewClient(cl), specs); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
@@ -475,5 +478,5 @@ func kafkaStatus(ctx context.Context, what string, err error) error {
 
 // followers returns the topic readers Run starts.
 func (s *Service) followers() []*hkafka.Follower {
-	return []*hkafka.Follower{s.idemFollow, s.indexFollow, s.laneFollow}
+	return []*hkafka.Follower{s.idemFollow, s.indexFollow, s.laneFollow, s.revocations.follow}
 }
