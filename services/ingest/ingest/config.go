@@ -38,15 +38,18 @@ type Config struct {
 	DNSTimeout       time.Duration `flag:"dns-timeout" env:"HOOKLINE_DNS_TIMEOUT" default:"5s" usage:"how long resolving an endpoint URL's host may take before the call answers UNAVAILABLE"`
 	IdempotencyTTL   time.Duration `flag:"idempotency-ttl" env:"HOOKLINE_IDEMPOTENCY_TTL" default:"24h" usage:"how long an idempotency key keeps returning its first response; the idempotency topic keeps records twice as long"`
 	// Limits and quotas (docs/security.md, "Limits and quotas").
-	PublishRate          float64       `flag:"publish-rate" env:"HOOKLINE_PUBLISH_RATE" default:"1000" usage:"PublishEvent calls per second each tenant may make, sustained (0: no limit); beyond it a call is RESOURCE_EXHAUSTED with a retry delay"`
-	PublishBurst         int           `flag:"publish-burst" env:"HOOKLINE_PUBLISH_BURST" default:"2000" usage:"PublishEvent calls a tenant may make at once above --publish-rate"`
-	MaxFanoutBytes       int64         `flag:"max-fanout-bytes" env:"HOOKLINE_MAX_FANOUT_BYTES" default:"67108864" usage:"largest payload × matching endpoints one PublishEvent may write; above it the call is RESOURCE_EXHAUSTED"`
-	MaxConcurrentStreams uint32        `flag:"grpc-max-concurrent-streams" env:"HOOKLINE_GRPC_MAX_CONCURRENT_STREAMS" default:"1000" usage:"most concurrent calls (HTTP/2 streams) one client connection may have open"`
-	KeepaliveMinTime     time.Duration `flag:"grpc-keepalive-min-time" env:"HOOKLINE_GRPC_KEEPALIVE_MIN_TIME" default:"10s" usage:"a client pinging more often than this is disconnected (GOAWAY too_many_pings)"`
-	KeepaliveTime        time.Duration `flag:"grpc-keepalive-time" env:"HOOKLINE_GRPC_KEEPALIVE_TIME" default:"2m" usage:"after this long without activity the server pings a client connection"`
-	KeepaliveTimeout     time.Duration `flag:"grpc-keepalive-timeout" env:"HOOKLINE_GRPC_KEEPALIVE_TIMEOUT" default:"20s" usage:"a connection whose ping is not answered within this is closed"`
-	RecoverMaxWindow     time.Duration `flag:"recover-max-window" env:"HOOKLINE_RECOVER_MAX_WINDOW" default:"168h" usage:"widest since..until window one RecoverEndpoint call may name"`
-	RecoverMaxDeliveries int           `flag:"recover-max-deliveries" env:"HOOKLINE_RECOVER_MAX_DELIVERIES" default:"10000" usage:"most deliveries one RecoverEndpoint call may redeliver; a window with more is refused (recover it in parts)"`
+	PublishRate          float64 `flag:"publish-rate" env:"HOOKLINE_PUBLISH_RATE" default:"1000" usage:"PublishEvent calls per second each tenant may make, sustained (0: no limit); beyond it a call is RESOURCE_EXHAUSTED with a retry delay"`
+	PublishBurst         int     `flag:"publish-burst" env:"HOOKLINE_PUBLISH_BURST" default:"2000" usage:"PublishEvent calls a tenant may make at once above --publish-rate"`
+	MaxFanoutBytes       int64   `flag:"max-fanout-bytes" env:"HOOKLINE_MAX_FANOUT_BYTES" default:"67108864" usage:"largest payload × matching endpoints one PublishEvent may write; above it the call is RESOURCE_EXHAUSTED"`
+	MaxConcurrentStreams uint32  `flag:"grpc-max-concurrent-streams" env:"HOOKLINE_GRPC_MAX_CONCURRENT_STREAMS" default:"1000" usage:"most concurrent calls (HTTP/2 streams) one client connection may have open"`
+	// Fairness of long calls and of the HTTP/JSON gateway (longcalls.go, gateway.go).
+	MaxLongCallsPerTenant int           `flag:"max-long-calls-per-tenant" env:"HOOKLINE_MAX_LONG_CALLS_PER_TENANT" default:"8" usage:"SendTestEvent and RecoverEndpoint calls one tenant may have running at once in one ingest; another is RESOURCE_EXHAUSTED"`
+	HTTPCallTimeout       time.Duration `flag:"http-call-timeout" env:"HOOKLINE_HTTP_CALL_TIMEOUT" default:"90s" usage:"deadline of an HTTP/JSON call that sets none (a Grpc-Timeout header sets its own)"`
+	KeepaliveMinTime      time.Duration `flag:"grpc-keepalive-min-time" env:"HOOKLINE_GRPC_KEEPALIVE_MIN_TIME" default:"10s" usage:"a client pinging more often than this is disconnected (GOAWAY too_many_pings)"`
+	KeepaliveTime         time.Duration `flag:"grpc-keepalive-time" env:"HOOKLINE_GRPC_KEEPALIVE_TIME" default:"2m" usage:"after this long without activity the server pings a client connection"`
+	KeepaliveTimeout      time.Duration `flag:"grpc-keepalive-timeout" env:"HOOKLINE_GRPC_KEEPALIVE_TIMEOUT" default:"20s" usage:"a connection whose ping is not answered within this is closed"`
+	RecoverMaxWindow      time.Duration `flag:"recover-max-window" env:"HOOKLINE_RECOVER_MAX_WINDOW" default:"168h" usage:"widest since..until window one RecoverEndpoint call may name"`
+	RecoverMaxDeliveries  int           `flag:"recover-max-deliveries" env:"HOOKLINE_RECOVER_MAX_DELIVERIES" default:"10000" usage:"most deliveries one RecoverEndpoint call may redeliver; a window with more is refused (recover it in parts)"`
 
 	// What callers without a key, and slow ones, can hold (preauth.go).
 	MaxUnauthenticatedBytes int64         `flag:"max-unauthenticated-bytes" env:"HOOKLINE_MAX_UNAUTHENTICATED_BYTES" default:"67108864" usage:"bytes all connections that have not yet made an authenticated call may hold together (96 KiB each plus what they sent; each may send at most 144 KiB, and must authenticate within 30 s); a connection beyond it is closed"`

@@ -106,6 +106,8 @@ type Service struct {
 	preauth *preauth
 	// publishLimits rate-limits PublishEvent per tenant.
 	publishLimits *publishLimits
+	// longCalls caps each tenant's long calls in progress.
+	longCalls *longCalls
 
 	tp trace.TracerProvider
 	mp metric.MeterProvider
@@ -161,6 +163,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.IdempotencyTTL <= 0 {
 		return nil, errors.New("ingest: --idempotency-ttl must be positive")
 	}
+	if cfg.MaxLongCallsPerTenant < 1 || cfg.HTTPCallTimeout <= 0 {
+		return nil, errors.New("ingest: --max-long-calls-per-tenant must be at least 1 and --http-call-timeout positive")
+	}
 	if err := cfg.checkLimits(); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
@@ -201,6 +206,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
 	s.instanceID = ids.New("ing_", s.now())
 	s.publishLimits = newPublishLimits(cfg.PublishRate, cfg.PublishBurst, s.now)
+	s.longCalls = newLongCalls(cfg.MaxLongCallsPerTenant)
 	s.idem = newIdemView(s.now, cfg.IdempotencyTTL)
 	s.idemFollow = hkafka.NewFollower(s.idem.apply, s.topics.Idempotency)
 	s.lanes = lanes.NewView()
@@ -431,6 +437,7 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 			logging.UnaryServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall), levels),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.keys.AuthFunc), needsAuth),
 			s.publishLimits.unaryInterceptor,
+			s.longCalls.unaryInterceptor,
 			recovery.UnaryServerInterceptor(onPanic),
 		),
 		grpc.ChainStreamInterceptor(
