@@ -2,8 +2,6 @@ package ingest
 
 import (
 	"bufio"
-	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -93,9 +91,11 @@ func TestUnauthenticatedHTTPBodiesAreNotReadIntoMemory(t *testing.T) {
 func TestUnauthenticatedGRPCMessagesAreNotReadIntoMemory(t *testing.T) {
 	r := newHistoryRig(t)
 	r.start()
-	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, network, addr)
-	}}
+	// HTTP/2 without TLS (what gRPC speaks here), streams multiplexed
+	// on one connection.
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: protocols}
 	defer tr.CloseIdleConnections()
 	const streams, announced, sent = 100, 2 << 20, 1 << 20
 	chunk := make([]byte, sent)
@@ -155,7 +155,7 @@ func closedWithin(t *testing.T, c net.Conn, bound time.Duration) {
 	t.Helper()
 	_ = c.SetReadDeadline(time.Now().Add(bound))
 	_, err := io.Copy(io.Discard, c)
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 		t.Fatalf("the connection is still open after %v", bound)
 	}
 }
