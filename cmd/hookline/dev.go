@@ -33,9 +33,11 @@ type devFlags struct {
 	GRPCAddr    string `flag:"grpc-addr" env:"HOOKLINE_DEV_GRPC_ADDR" default:"127.0.0.1:7070" usage:"gRPC listen address of ingest"`
 	KafkaAddr   string `flag:"kafka-addr" env:"HOOKLINE_DEV_KAFKA_ADDR" default:"127.0.0.1:9092" usage:"listen address of the embedded Kafka (loopback only); any Kafka client can read the topics there"`
 	ConsoleAddr string `flag:"console-addr" env:"HOOKLINE_DEV_CONSOLE_ADDR" default:"127.0.0.1:7071" usage:"listen address of the delivery console (loopback; empty: none)"`
-	APIKey      string `flag:"api-key" env:"HOOKLINE_DEV_API_KEY" usage:"API key of tenant \"dev\" (default: generated once and kept in the data dir)"`
-	KeyFile     string `flag:"secrets-key-file" env:"HOOKLINE_SECRETS_KEY_FILE" usage:"key file that seals endpoint secrets at rest (default: <data-dir>/secrets.keys, made once with one key and kept)"`
-	LogLevel    string `flag:"log-level" env:"HOOKLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
+	// ConsoleSessionKeyFile seals the console's session cookies.
+	ConsoleSessionKeyFile string `flag:"console-session-key-file" env:"HOOKLINE_CONSOLE_SESSION_KEY_FILE" usage:"file of the keys that seal console session cookies (default: <data-dir>/console-session.key, made once with a random key and kept)"`
+	APIKey                string `flag:"api-key" env:"HOOKLINE_DEV_API_KEY" usage:"API key of tenant \"dev\" (default: generated once and kept in the data dir)"`
+	KeyFile               string `flag:"secrets-key-file" env:"HOOKLINE_SECRETS_KEY_FILE" usage:"key file that seals endpoint secrets at rest (default: <data-dir>/secrets.keys, made once with one key and kept)"`
+	LogLevel              string `flag:"log-level" env:"HOOKLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
 	// One /metrics for the three services: their metric names differ.
 	MetricsAddr string `flag:"metrics-addr" env:"HOOKLINE_DEV_METRICS_ADDR" default:"127.0.0.1:9464" usage:"listen address of the Prometheus /metrics endpoint of all three services (empty: none)"`
 	// TLS for ingest, as the standalone service takes it (default: plaintext on loopback).
@@ -70,6 +72,11 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	key, err := devAPIKey(f.DataDir, f.APIKey)
 	if err != nil {
 		return err
+	}
+	if f.ConsoleSessionKeyFile == "" {
+		if f.ConsoleSessionKeyFile, err = devConsoleKeyFile(f.DataDir); err != nil {
+			return err
+		}
 	}
 	if f.KeyFile == "" {
 		f.KeyFile = filepath.Join(f.DataDir, "secrets.keys")
@@ -133,6 +140,7 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	// so a restarted dev resumes it.
 	ic.DataDir, ic.ConsoleAddr = filepath.Join(f.DataDir, "ingest-index"), f.ConsoleAddr
 	ic.APIKeys = []string{"dev:" + key}
+	ic.ConsoleSessionKeyFile = f.ConsoleSessionKeyFile
 	ic.AllowHTTP, ic.AllowPrivate = true, true
 	ic.DevMode = true // a --api-key of any strength
 	ic.GRPCTLSCert, ic.GRPCTLSKey, ic.GRPCClientCA = f.GRPCTLSCert, f.GRPCTLSKey, f.GRPCClientCA
@@ -243,6 +251,24 @@ func devAPIKey(dir, given string) (string, error) {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return key, nil
+}
+
+// devConsoleKeyFile returns <dir>/console-session.key, writing a random
+// key (256 bits, hex) into it when it does not exist: sessions survive a
+// restarted dev, and the key is no one else's.
+func devConsoleKeyFile(dir string) (string, error) {
+	path := filepath.Join(dir, "console-session.key")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("console session key: %w", err)
+	}
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(raw)+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("console session key: %w", err)
+	}
+	return path, nil
 }
 
 // metricsURL is where dev serves /metrics, or says there is none.

@@ -379,3 +379,39 @@ func TestChartSchemaRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestChartConsole: the console is off by default; on, it needs a TLS
+// Secret, gets a session key Secret the chart makes (or the one named),
+// and the console's client CA when one is named.
+func TestChartConsole(t *testing.T) {
+	out, err := render(t, nil)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "HOOKLINE_CONSOLE_ADDR") {
+		t.Fatal("the console is on by default")
+	}
+	if out, err := render(t, []string{"ingest.console.enabled=true"}); err == nil || !strings.Contains(out, "ingest.console.tlsSecret") {
+		t.Fatalf("a console without a TLS Secret rendered: %v\n%s", err, out)
+	}
+	out, err = render(t, []string{"ingest.console.enabled=true", "ingest.console.tlsSecret=console-tls", "ingest.console.clientCASecret=console-ca"})
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"name: hl-hookline-console-session", "kind: Secret",
+		"HOOKLINE_CONSOLE_SESSION_KEY_FILE", "/etc/hookline/console-session/session.key",
+		"HOOKLINE_CONSOLE_CLIENT_CA", "secretName: console-ca", "secretName: console-tls",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the console rendering lacks %q", want)
+		}
+	}
+	out, err = render(t, []string{"ingest.console.enabled=true", "ingest.console.tlsSecret=console-tls", "ingest.console.sessionKey.existingSecret=my-console-key"})
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "name: hl-hookline-console-session") || !strings.Contains(out, "secretName: my-console-key") {
+		t.Errorf("with sessionKey.existingSecret the chart still makes its own Secret, or does not mount the named one")
+	}
+}

@@ -139,6 +139,9 @@ type Topics struct {
 	// Idempotency holds claims on publish idempotency keys; ingest
 	// creates it with its own retention (twice the key TTL).
 	Idempotency string
+	// ConsoleSessions holds the ids of signed-out console sessions;
+	// ingest creates it with its own retention (twice a session's life).
+	ConsoleSessions string
 	// DelayPrefix starts each delay-tier topic name: DelayPrefix + "1m".
 	DelayPrefix string
 }
@@ -147,14 +150,15 @@ type Topics struct {
 func (c Config) Topics() Topics {
 	p := c.TopicPrefix
 	return Topics{
-		Endpoints:   p + "endpoints",
-		Deliveries:  p + "deliveries",
-		Retries:     p + "retries",
-		Results:     p + "results",
-		Dead:        p + "dead",
-		Notices:     p + "notices",
-		Lanes:       p + "lanes",
-		Idempotency: p + "idempotency",
-		DelayPrefix: p + "delay.",
+		Endpoints:       p + "endpoints",
+		Deliveries:      p + "deliveries",
+		Retries:         p + "retries",
+		Results:         p + "results",
+		Dead:            p + "dead",
+		Notices:         p + "notices",
+		Lanes:           p + "lanes",
+		Idempotency:     p + "idempotency",
+		ConsoleSessions: p + "console-sessions",
+		DelayPrefix:     p + "delay.",
 	}
 }

@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html"
+	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	rpprof "runtime/pprof"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -30,15 +35,44 @@ func listenPprof(addr string) (net.Listener, error) {
 }
 
 // PprofHandler serves net/http/pprof under /debug/pprof/ on a mux of its
-// own (never http.DefaultServeMux). Safe for concurrent use.
+// own (never http.DefaultServeMux), without /debug/pprof/cmdline: the
+// command line holds whatever secrets were passed as flags, and a
+// profile never needs it (404, and the index does not list it). Safe for
+// concurrent use.
 func PprofHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/{$}", pprofIndex)
+	// pprof.Index serves the runtime's named profiles; "cmdline" is not
+	// one of them, so it is 404 there.
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// pprofIndex lists what PprofHandler serves (net/http/pprof's own index
+// lists cmdline, which is not served).
+func pprofIndex(w http.ResponseWriter, _ *http.Request) {
+	// CPU profile, symbols and trace, then the runtime's profiles as text.
+	links := []string{"profile", "symbol", "trace"}
+	var names []string
+	for _, p := range rpprof.Profiles() {
+		names = append(names, p.Name())
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		links = append(links, n+"?debug=1")
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	var b strings.Builder
+	b.WriteString("<!DOCTYPE html><html><head><title>/debug/pprof/</title></head><body><p>Profiles (the command line is not served):</p><ul>\n")
+	for _, l := range links {
+		fmt.Fprintf(&b, "<li><a href=\"%s\">%s</a></li>\n", html.EscapeString(l), html.EscapeString(l))
+	}
+	b.WriteString("</ul></body></html>\n")
+	_, _ = io.WriteString(w, b.String())
 }
 
 // serveHTTP serves h on ln until ctx ends, then shuts down within 5 s.

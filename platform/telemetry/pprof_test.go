@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 )
@@ -41,5 +43,37 @@ func TestPprofIsServedOnLoopbackOnlyAndOffByDefault(t *testing.T) {
 	cancel()
 	if err := <-served; err != nil {
 		t.Errorf("Serve after cancel: %v", err)
+	}
+}
+
+// TestPprofDoesNotServeTheCommandLine: /debug/pprof/cmdline printed the
+// process's arguments, and so every secret passed as a flag
+// (--page-token-secret, --console-session-key, a dev --api-key). It is
+// not served, and the index does not offer it.
+func TestPprofDoesNotServeTheCommandLine(t *testing.T) {
+	srv := httptest.NewServer(PprofHandler())
+	defer srv.Close()
+	for _, path := range []string{"/debug/pprof/cmdline", "/debug/pprof/cmdline?debug=1"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || strings.Contains(string(body), os.Args[0]) {
+			t.Errorf("GET %s: %s, want 404 without the command line\n%s", path, resp.Status, body)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine") {
+		t.Fatalf("index: %s\n%s", resp.Status, body)
+	}
+	if strings.Contains(string(body), "cmdline") {
+		t.Errorf("the index still offers cmdline:\n%s", body)
 	}
 }

@@ -4,7 +4,7 @@
 // with their health, the delivery log with filters, and each delivery's
 // timeline, with resend and recover actions for admin keys.
 //
-// A session is a signed, expiring cookie (session.go), served by any
+// A session is a sealed, expiring cookie (session.go), served by any
 // replica that shares the session key; the cookie is HttpOnly,
 // SameSite=Strict, and Secure when served over TLS. Every POST but
 // sign-in carries the session's CSRF token.
@@ -70,6 +70,10 @@ type Server struct {
 	tls      bool
 	sessions *sessions
 	pages    map[string]*template.Template
+	// revocations holds signed-out sessions; throttle counts failed
+	// sign-ins.
+	revocations Revocations
+	throttle    *throttle
 }
 
 // Option configures a Server.
@@ -81,10 +85,24 @@ func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = n
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
-// WithSessionKey sets the key session cookies are signed with (default:
-// random, so only this Server accepts its sessions). Replicas that share
-// it serve each other's sessions.
-func WithSessionKey(key []byte) Option { return func(s *Server) { s.sessions.key = key } }
+// WithSessionKeys sets the keys session cookies are sealed with: the
+// first seals, each opens (default: one random key, so only this Server
+// accepts its sessions). Replicas that share them serve each other's
+// sessions. Each should hold at least 32 random bytes.
+func WithSessionKeys(keys ...[]byte) Option {
+	return func(s *Server) {
+		s.sessions.keys = nil
+		for _, k := range keys {
+			s.sessions.keys = append(s.sessions.keys, newSessionKey(k))
+		}
+	}
+}
+
+// WithRevocations sets where signed-out sessions are recorded and
+// checked (default: this Server's memory, so a sign-out is known to this
+// Server only). Replicas that serve each other's sessions need one
+// shared Revocations.
+func WithRevocations(r Revocations) Option { return func(s *Server) { s.revocations = r } }
 
 // WithTLS marks the console as served over TLS: its cookie is Secure.
 func WithTLS() Option { return func(s *Server) { s.tls = true } }
@@ -96,8 +114,12 @@ func New(backend Backend, opts ...Option) *Server {
 		o(s)
 	}
 	s.sessions.now = s.now
-	if s.sessions.key == nil {
-		s.sessions.key = []byte(randomToken())
+	if s.revocations == nil {
+		s.revocations = &memRevocations{now: s.now, ids: map[string]time.Time{}}
+	}
+	s.throttle = newThrottle()
+	if len(s.sessions.keys) == 0 {
+		s.sessions.keys = []sessionKey{newSessionKey([]byte(randomToken()))}
 	}
 	s.pages = parsePages()
 	return s

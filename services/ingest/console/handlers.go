@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -50,17 +51,45 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, v v
 	}
 }
 
-// fail shows err on page with the status its gRPC code maps to.
+// fail shows err on page with the status its gRPC code maps to. The
+// banner says what went wrong in the console's own words: a message that
+// may quote the request (an id from the path, a filter from the query:
+// NotFound and InvalidArgument, the console's own parse errors) is
+// replaced by a fixed one, so a link cannot put text of its sender's
+// choosing in the console's error banner. Only messages about state
+// (paused, overloaded, unavailable) are shown as the API gives them.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, page string, v view, err error) {
 	code := http.StatusInternalServerError
-	msg := err.Error()
-	if st, ok := status.FromError(err); ok {
-		msg = st.Message()
+	msg := "Something went wrong; the error is in ingest's log."
+	var input inputError
+	switch st, ok := status.FromError(err); {
+	case errors.As(err, &input):
+		code, msg = http.StatusBadRequest, string(input)
+	case ok:
 		code = httpCode(st.Code().String())
+		switch st.Code().String() {
+		case "NotFound":
+			msg = "Not found: no such delivery, event or endpoint for this tenant."
+		case "InvalidArgument", "OutOfRange":
+			msg = "The request is not valid: check the filters and try again."
+		case "PermissionDenied":
+			msg = "This API key may not do that."
+		case "FailedPrecondition", "ResourceExhausted", "Unavailable", "DeadlineExceeded", "Aborted":
+			msg = st.Message()
+		}
+		if code == http.StatusInternalServerError {
+			s.log.WarnContext(r.Context(), "console: backend error", "err", err)
+		}
 	}
 	v.Error = msg
 	s.render(w, r, page, v, code)
 }
+
+// inputError is a console check of the request's own input; its text is
+// fixed (it never quotes the input).
+type inputError string
+
+func (e inputError) Error() string { return string(e) }
 
 func httpCode(grpcCode string) int {
 	switch grpcCode {
@@ -81,18 +110,38 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	client, now := clientOf(r), s.now()
+	if d := s.throttle.wait(client, now); d > 0 {
+		s.log.DebugContext(r.Context(), "console audit", "event", "sign_in_throttled", "remote", r.RemoteAddr)
+		w.Header().Set("Retry-After", retryAfter(d))
+		s.render(w, r, "login", view{Error: "Too many sign-in attempts: wait a little and try again."}, http.StatusTooManyRequests)
+		return
+	}
 	key := strings.TrimSpace(r.PostFormValue("api_key"))
 	tenant, admin, ok := s.backend.SignIn(key)
 	if !ok {
+		s.throttle.failed(client, now)
+		s.audit(r, "sign_in_refused", nil)
 		s.render(w, r, "login", view{Error: "That API key is not valid."}, http.StatusUnauthorized)
 		return
 	}
-	s.setCookie(w, cookieName, s.sessions.create(tenant, admin, sha256.Sum256([]byte(key))), int(sessionTTL.Seconds()))
+	value, id := s.sessions.create(tenant, admin, sha256.Sum256([]byte(key)))
+	s.audit(r, "sign_in", &session{tenant: tenant, admin: admin, id: id})
+	s.setCookie(w, cookieName, value, int(SessionTTL.Seconds()))
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
+// logout revokes the session, so that its cookie, wherever a copy of it
+// is, no longer opens, then clears it from the browser.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	sess := sessionFrom(r)
 	s.setCookie(w, cookieName, "", -1)
+	if err := s.revocations.Revoke(r.Context(), sess.id, sess.expires); err != nil {
+		s.audit(r, "sign_out_failed", sess, slog.String("err", err.Error()))
+		s.render(w, r, "error", view{Error: "Signed out of this browser, but the sign-out could not be recorded: a copy of this session's cookie works until it expires. Try signing in and out again."}, http.StatusServiceUnavailable)
+		return
+	}
+	s.audit(r, "sign_out", sess)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
@@ -119,7 +168,7 @@ func (s *Server) deliveriesPage(w http.ResponseWriter, r *http.Request) {
 	if f.State != "" {
 		st, ok := hooklinev1.DeliveryState_value["DELIVERY_STATE_"+strings.ToUpper(f.State)]
 		if !ok {
-			s.fail(w, r, "deliveries", v, fmt.Errorf("state %q is not one of %s", f.State, strings.Join(v.States, ", ")))
+			s.fail(w, r, "deliveries", v, inputError("Unknown state: pick one from the list."))
 			return
 		}
 		req.State = hooklinev1.DeliveryState(st)
@@ -133,7 +182,7 @@ func (s *Server) deliveriesPage(w http.ResponseWriter, r *http.Request) {
 		}
 		at, err := time.Parse(formTime, t.in)
 		if err != nil {
-			s.fail(w, r, "deliveries", v, fmt.Errorf("time %q: want YYYY-MM-DDTHH:MM", t.in))
+			s.fail(w, r, "deliveries", v, inputError("Times are YYYY-MM-DDTHH:MM (UTC)."))
 			return
 		}
 		*t.out = timestamppb.New(at)
@@ -182,9 +231,11 @@ func (s *Server) resend(w http.ResponseWriter, r *http.Request) {
 	}
 	attempt, err := s.backend.Resend(r.Context(), id)
 	if err != nil {
+		s.audit(r, "resend", sessionFrom(r), slog.String("delivery", id), slog.String("outcome", status.Code(err).String()))
 		s.fail(w, r, "error", view{}, err)
 		return
 	}
+	s.audit(r, "resend", sessionFrom(r), slog.String("delivery", id), slog.String("outcome", "OK"), slog.Uint64("attempt", uint64(attempt)))
 	s.setFlash(w, fmt.Sprintf("Resend asked: attempt %d.", attempt))
 	http.Redirect(w, r, "/deliveries/"+url.PathEscape(id), http.StatusSeeOther)
 }
@@ -202,9 +253,11 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	total, unavailable, err := s.backend.Recover(r.Context(), id, since)
 	if err != nil {
+		s.audit(r, "recover", sessionFrom(r), slog.String("endpoint", id), slog.Time("since", since), slog.String("outcome", status.Code(err).String()))
 		s.fail(w, r, "error", view{}, err)
 		return
 	}
+	s.audit(r, "recover", sessionFrom(r), slog.String("endpoint", id), slog.Time("since", since), slog.String("outcome", "OK"), slog.Int("deliveries", total))
 	msg := fmt.Sprintf("Recovering %d deliveries to %s (%d no longer have a payload).", total, id, unavailable)
 	s.setFlash(w, msg)
 	http.Redirect(w, r, "/deliveries?endpoint="+url.QueryEscape(id), http.StatusSeeOther)

@@ -185,12 +185,13 @@ func TestConsoleSessionIsServedByAnyReplicaAndEndsWithItsKey(t *testing.T) {
 	be := &fakeBackend{revoked: map[string]bool{}}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	key := []byte("shared page-token key")
-	a := httptest.NewServer(New(be, WithSessionKey(key), WithClock(clock)).Handler())
+	key := []byte("shared console session key, 32 bytes or more")
+	a := httptest.NewServer(New(be, WithSessionKeys(key), WithClock(clock)).Handler())
 	defer a.Close()
-	b := httptest.NewServer(New(be, WithSessionKey(key), WithClock(clock)).Handler())
+	// b has rotated: a new key first, the old one still opens.
+	b := httptest.NewServer(New(be, WithSessionKeys([]byte("the next console session key, also 32+ bytes"), key), WithClock(clock)).Handler())
 	defer b.Close()
-	other := httptest.NewServer(New(be, WithSessionKey([]byte("another key")), WithClock(clock)).Handler())
+	other := httptest.NewServer(New(be, WithSessionKeys([]byte("another console session key of 32+ bytes")), WithClock(clock)).Handler())
 	defer other.Close()
 
 	c, page := signIn(t, a, "admin-key")
@@ -236,7 +237,7 @@ func TestConsoleSessionIsServedByAnyReplicaAndEndsWithItsKey(t *testing.T) {
 		t.Fatal("the session did not come back with its cookie")
 	}
 
-	now = now.Add(sessionTTL)
+	now = now.Add(SessionTTL)
 	if signedIn(b) {
 		t.Fatal("an expired session was accepted")
 	}

@@ -38,21 +38,31 @@ type Config struct {
 	DNSTimeout       time.Duration `flag:"dns-timeout" env:"HOOKLINE_DNS_TIMEOUT" default:"5s" usage:"how long resolving an endpoint URL's host may take before the call answers UNAVAILABLE"`
 	IdempotencyTTL   time.Duration `flag:"idempotency-ttl" env:"HOOKLINE_IDEMPOTENCY_TTL" default:"24h" usage:"how long an idempotency key keeps returning its first response; the idempotency topic keeps records twice as long"`
 	// Limits and quotas (docs/security.md, "Limits and quotas").
-	PublishRate          float64       `flag:"publish-rate" env:"HOOKLINE_PUBLISH_RATE" default:"1000" usage:"PublishEvent calls per second each tenant may make, sustained (0: no limit); beyond it a call is RESOURCE_EXHAUSTED with a retry delay"`
-	PublishBurst         int           `flag:"publish-burst" env:"HOOKLINE_PUBLISH_BURST" default:"2000" usage:"PublishEvent calls a tenant may make at once above --publish-rate"`
-	MaxFanoutBytes       int64         `flag:"max-fanout-bytes" env:"HOOKLINE_MAX_FANOUT_BYTES" default:"67108864" usage:"largest payload × matching endpoints one PublishEvent may write; above it the call is RESOURCE_EXHAUSTED"`
-	MaxConcurrentStreams uint32        `flag:"grpc-max-concurrent-streams" env:"HOOKLINE_GRPC_MAX_CONCURRENT_STREAMS" default:"1000" usage:"most concurrent calls (HTTP/2 streams) one client connection may have open"`
-	KeepaliveMinTime     time.Duration `flag:"grpc-keepalive-min-time" env:"HOOKLINE_GRPC_KEEPALIVE_MIN_TIME" default:"10s" usage:"a client pinging more often than this is disconnected (GOAWAY too_many_pings)"`
-	KeepaliveTime        time.Duration `flag:"grpc-keepalive-time" env:"HOOKLINE_GRPC_KEEPALIVE_TIME" default:"2m" usage:"after this long without activity the server pings a client connection"`
-	KeepaliveTimeout     time.Duration `flag:"grpc-keepalive-timeout" env:"HOOKLINE_GRPC_KEEPALIVE_TIMEOUT" default:"20s" usage:"a connection whose ping is not answered within this is closed"`
-	RecoverMaxWindow     time.Duration `flag:"recover-max-window" env:"HOOKLINE_RECOVER_MAX_WINDOW" default:"168h" usage:"widest since..until window one RecoverEndpoint call may name"`
-	RecoverMaxDeliveries int           `flag:"recover-max-deliveries" env:"HOOKLINE_RECOVER_MAX_DELIVERIES" default:"10000" usage:"most deliveries one RecoverEndpoint call may redeliver; a window with more is refused (recover it in parts)"`
+	PublishRate          float64 `flag:"publish-rate" env:"HOOKLINE_PUBLISH_RATE" default:"1000" usage:"PublishEvent calls per second each tenant may make, sustained (0: no limit); beyond it a call is RESOURCE_EXHAUSTED with a retry delay"`
+	PublishBurst         int     `flag:"publish-burst" env:"HOOKLINE_PUBLISH_BURST" default:"2000" usage:"PublishEvent calls a tenant may make at once above --publish-rate"`
+	MaxFanoutBytes       int64   `flag:"max-fanout-bytes" env:"HOOKLINE_MAX_FANOUT_BYTES" default:"67108864" usage:"largest payload × matching endpoints one PublishEvent may write; above it the call is RESOURCE_EXHAUSTED"`
+	MaxConcurrentStreams uint32  `flag:"grpc-max-concurrent-streams" env:"HOOKLINE_GRPC_MAX_CONCURRENT_STREAMS" default:"1000" usage:"most concurrent calls (HTTP/2 streams) one client connection may have open"`
+	// Fairness of long calls and of the HTTP/JSON gateway (longcalls.go, gateway.go).
+	MaxLongCallsPerTenant int           `flag:"max-long-calls-per-tenant" env:"HOOKLINE_MAX_LONG_CALLS_PER_TENANT" default:"8" usage:"SendTestEvent and RecoverEndpoint calls one tenant may have running at once in one ingest; another is RESOURCE_EXHAUSTED"`
+	HTTPCallTimeout       time.Duration `flag:"http-call-timeout" env:"HOOKLINE_HTTP_CALL_TIMEOUT" default:"90s" usage:"deadline of an HTTP/JSON call that sets none (a Grpc-Timeout header sets its own)"`
+	KeepaliveMinTime      time.Duration `flag:"grpc-keepalive-min-time" env:"HOOKLINE_GRPC_KEEPALIVE_MIN_TIME" default:"10s" usage:"a client pinging more often than this is disconnected (GOAWAY too_many_pings)"`
+	KeepaliveTime         time.Duration `flag:"grpc-keepalive-time" env:"HOOKLINE_GRPC_KEEPALIVE_TIME" default:"2m" usage:"after this long without activity the server pings a client connection"`
+	KeepaliveTimeout      time.Duration `flag:"grpc-keepalive-timeout" env:"HOOKLINE_GRPC_KEEPALIVE_TIMEOUT" default:"20s" usage:"a connection whose ping is not answered within this is closed"`
+	RecoverMaxWindow      time.Duration `flag:"recover-max-window" env:"HOOKLINE_RECOVER_MAX_WINDOW" default:"168h" usage:"widest since..until window one RecoverEndpoint call may name"`
+	RecoverMaxDeliveries  int           `flag:"recover-max-deliveries" env:"HOOKLINE_RECOVER_MAX_DELIVERIES" default:"10000" usage:"most deliveries one RecoverEndpoint call may redeliver; a window with more is refused (recover it in parts)"`
 
-	DataDir         string        `flag:"data-dir" env:"HOOKLINE_DATA_DIR" usage:"directory of the delivery history index (Pebble); a restart resumes from it. Empty: a temporary directory, rebuilt from the topics at every start. One process per directory"`
-	PageTokenSecret string        `flag:"page-token-secret" env:"HOOKLINE_PAGE_TOKEN_SECRET" usage:"key that signs list page tokens; every replica needs the same one (default: derived from --api-keys)"`
-	HistoryCache    int64         `flag:"history-cache-bytes" env:"HOOKLINE_HISTORY_CACHE_BYTES" default:"33554432" usage:"block cache of the delivery history index"`
-	ConsoleAddr     string        `flag:"console-addr" env:"HOOKLINE_CONSOLE_ADDR" usage:"listen address of the delivery console (web, sign-in with an API key), e.g. 127.0.0.1:7071; a loopback address unless --console-tls-cert is set (default: off)"`
-	ConsoleTLSCert  string        `flag:"console-tls-cert" env:"HOOKLINE_CONSOLE_TLS_CERT" usage:"PEM certificate for the console (with --console-tls-key); without, plain HTTP, meant for loopback"`
-	ConsoleTLSKey   string        `flag:"console-tls-key" env:"HOOKLINE_CONSOLE_TLS_KEY" usage:"PEM key of --console-tls-cert"`
-	ShutdownTimeout time.Duration `flag:"shutdown-timeout" env:"HOOKLINE_SHUTDOWN_TIMEOUT" default:"15s" usage:"how long in-flight calls may finish on shutdown"`
+	// What callers without a key, and slow ones, can hold (preauth.go).
+	MaxUnauthenticatedBytes int64         `flag:"max-unauthenticated-bytes" env:"HOOKLINE_MAX_UNAUTHENTICATED_BYTES" default:"67108864" usage:"bytes all connections that have not yet made an authenticated call may hold together (96 KiB each plus what they sent; each may send at most 144 KiB, and must authenticate within 30 s); a connection beyond it is closed"`
+	HTTPBodyTimeout         time.Duration `flag:"http-body-timeout" env:"HOOKLINE_HTTP_BODY_TIMEOUT" default:"30s" usage:"how long an HTTP/JSON call may take to send its request body; a slower one is cut off"`
+
+	DataDir         string `flag:"data-dir" env:"HOOKLINE_DATA_DIR" usage:"directory of the delivery history index (Pebble); a restart resumes from it. Empty: a temporary directory, rebuilt from the topics at every start. One process per directory"`
+	PageTokenSecret string `flag:"page-token-secret" env:"HOOKLINE_PAGE_TOKEN_SECRET" usage:"key that signs list page tokens (a token only resumes its own tenant's list); every replica needs the same one (default: derived from --api-keys); console sessions have their own key (--console-session-key-file)"`
+	HistoryCache    int64  `flag:"history-cache-bytes" env:"HOOKLINE_HISTORY_CACHE_BYTES" default:"33554432" usage:"block cache of the delivery history index"`
+	ConsoleAddr     string `flag:"console-addr" env:"HOOKLINE_CONSOLE_ADDR" usage:"listen address of the delivery console (web, sign-in with an API key), e.g. 127.0.0.1:7071; a loopback address unless --console-tls-cert is set (default: off)"`
+	ConsoleTLSCert  string `flag:"console-tls-cert" env:"HOOKLINE_CONSOLE_TLS_CERT" usage:"PEM certificate for the console (with --console-tls-key); without, plain HTTP, meant for loopback"`
+	ConsoleTLSKey   string `flag:"console-tls-key" env:"HOOKLINE_CONSOLE_TLS_KEY" usage:"PEM key of --console-tls-cert"`
+	ConsoleClientCA string `flag:"console-client-ca" env:"HOOKLINE_CONSOLE_CLIENT_CA" usage:"PEM CA certificates: with it (and --console-tls-cert) every console client must present a certificate one of them signed (default: --grpc-client-ca, so mutual TLS covers the console as it does the API); re-read when the file changes"`
+	// ConsoleSessionKeyFile is required whenever the console is on.
+	ConsoleSessionKeyFile string        `flag:"console-session-key-file" env:"HOOKLINE_CONSOLE_SESSION_KEY_FILE" usage:"file of the secret keys that seal console session cookies, one per line, each at least 32 random characters (openssl rand -hex 32); the first seals, every line opens (rotate by adding the new key first); every replica needs the same file; required with --console-addr"`
+	ShutdownTimeout       time.Duration `flag:"shutdown-timeout" env:"HOOKLINE_SHUTDOWN_TIMEOUT" default:"15s" usage:"how long in-flight calls may finish on shutdown"`
 }

@@ -8,9 +8,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/filewatch"
+	"github.com/hookline/hookline/platform/tlsconf"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"github.com/hookline/hookline/services/ingest/console"
 	"google.golang.org/grpc/codes"
@@ -37,16 +41,18 @@ func (s *Service) startConsole(failed chan<- error) (func(), error) {
 	}
 	var opts []console.Option
 	if tlsOn {
-		cert, err := tls.LoadX509KeyPair(s.cfg.ConsoleTLSCert, s.cfg.ConsoleTLSKey)
+		conf, err := s.consoleTLS()
 		if err != nil {
 			_ = ln.Close()
-			return nil, fmt.Errorf("ingest: --console-tls-cert/--console-tls-key: %w", err)
+			return nil, err
 		}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		ln = tls.NewListener(ln, conf)
 		opts = append(opts, console.WithTLS())
+	} else if s.cfg.GRPCClientCA != "" {
+		s.log.Warn("the console is served without TLS (loopback), so it cannot ask for the client certificate --grpc-client-ca requires of API callers; set --console-tls-cert and --console-tls-key to require it")
 	}
 	srv := &http.Server{
-		Handler:           console.New(consoleBackend{s}, append(opts, console.WithLogger(s.log), console.WithClock(s.now), console.WithSessionKey(pageTokenKey(s.cfg)))...).Handler(),
+		Handler:           console.New(consoleBackend{s}, append(opts, console.WithLogger(s.log), console.WithClock(s.now), console.WithSessionKeys(s.consoleKeys...), console.WithRevocations(s.revocations))...).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -60,12 +66,96 @@ func (s *Service) startConsole(failed chan<- error) (func(), error) {
 			}
 		}
 	}()
-	s.log.Info("delivery console serving", "addr", ln.Addr().String(), "tls", tlsOn)
+	s.log.Info("delivery console serving", "addr", ln.Addr().String(), "tls", tlsOn, "client_certificates", tlsOn && (s.cfg.ConsoleClientCA != "" || s.cfg.GRPCClientCA != ""))
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
+}
+
+// minConsoleKeyLen is the shortest console session key accepted, in
+// characters: 32 random bytes in hex are 64.
+const minConsoleKeyLen = 32
+
+// errNoConsoleKey refuses a console without a session key: without one,
+// session cookies would be sealed with something public or per-process.
+var errNoConsoleKey = errors.New("the delivery console (--console-addr) needs --console-session-key-file (HOOKLINE_CONSOLE_SESSION_KEY_FILE): a file holding a secret random key of at least 32 characters, the same file on every replica; make one with: openssl rand -hex 32 > console-session.key")
+
+// loadConsoleKeys reads --console-session-key-file when the console is
+// on, refusing a console without one.
+func (s *Service) loadConsoleKeys() error {
+	if s.consoleLn == nil && s.cfg.ConsoleAddr == "" {
+		return nil
+	}
+	if s.cfg.ConsoleClientCA != "" && s.cfg.ConsoleTLSCert == "" {
+		return errors.New("--console-client-ca needs --console-tls-cert and --console-tls-key: only a TLS console can ask for client certificates")
+	}
+	if s.cfg.ConsoleSessionKeyFile == "" {
+		return errNoConsoleKey
+	}
+	keys, err := readConsoleKeys(s.cfg.ConsoleSessionKeyFile)
+	if err != nil {
+		return fmt.Errorf("--console-session-key-file: %w", err)
+	}
+	s.consoleKeys = keys
+	return nil
+}
+
+// readConsoleKeys returns the keys of a session key file: one per line,
+// blank lines and '#' comments skipped, at least one, each at least
+// minConsoleKeyLen characters.
+func readConsoleKeys(path string) ([][]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var keys [][]byte
+	for n, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if len(line) < minConsoleKeyLen {
+			return nil, fmt.Errorf("%s line %d: a session key must be at least %d characters (openssl rand -hex 32)", path, n+1, minConsoleKeyLen)
+		}
+		keys = append(keys, []byte(line))
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s holds no key: %w", path, errNoConsoleKey)
+	}
+	return keys, nil
+}
+
+// consoleTLS is the console's TLS configuration: its certificate and,
+// from --console-client-ca or else --grpc-client-ca, the client CA whose
+// certificate every console client must present (the same second factor
+// the API asks for). Files are re-read when they change. HTTP/1.1 only.
+func (s *Service) consoleTLS() (*tls.Config, error) {
+	clientCA := s.cfg.ConsoleClientCA
+	if clientCA == "" {
+		clientCA = s.cfg.GRPCClientCA
+	}
+	conf, err := tlsconf.Server(s.cfg.ConsoleTLSCert, s.cfg.ConsoleTLSKey, clientCA, filewatch.WithClock(s.now), filewatch.WithReport(func(err error) {
+		if err != nil {
+			s.log.Error("console TLS files not reloaded; the previous certificate stays in force", "cert", s.cfg.ConsoleTLSCert, "err", err)
+		}
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("ingest: --console-tls-cert/--console-tls-key/--console-client-ca: %w", err)
+	}
+	files := conf.GetConfigForClient
+	conf.NextProtos = []string{"http/1.1"}
+	conf.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		c, err := files(hello)
+		if err != nil {
+			return nil, err
+		}
+		c = c.Clone()
+		c.NextProtos = []string{"http/1.1"}
+		return c, nil
+	}
+	return conf, nil
 }
 
 // consoleAddrAllowed keeps a console without TLS on loopback.

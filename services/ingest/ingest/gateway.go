@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -29,10 +30,65 @@ import (
 // passes the same interceptors (tracing, logging, auth), validation and
 // limits; errors come back as the HTTP status of their gRPC code with a
 // google.rpc.Status JSON body.
+//
+// The calls are spread over gatewayConns in-memory connections, each
+// call on the one with the fewest in flight, so the streams one
+// connection allows (--grpc-max-concurrent-streams) are not one queue
+// for every HTTP caller; with the per-tenant cap on long calls
+// (longcalls.go) and a deadline on every call (--http-call-timeout), one
+// caller cannot hold the gateway.
 type gateway struct {
 	http.Handler
-	conn *grpc.ClientConn
-	mem  *bufconn.Listener
+	conns *connPool
+	mem   *bufconn.Listener
+}
+
+// gatewayConns is how many in-memory connections the gateway spreads
+// its calls over.
+const gatewayConns = 4
+
+// connPool is a grpc.ClientConnInterface over several connections:
+// each call goes to the one with the fewest calls in flight. Safe for
+// concurrent use.
+type connPool struct {
+	conns    []*grpc.ClientConn
+	inFlight []atomic.Int64
+}
+
+func (p *connPool) pick() int {
+	best := 0
+	for i := range p.conns {
+		if p.inFlight[i].Load() < p.inFlight[best].Load() {
+			best = i
+		}
+	}
+	return best
+}
+
+func (p *connPool) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	i := p.pick()
+	p.inFlight[i].Add(1)
+	defer p.inFlight[i].Add(-1)
+	return p.conns[i].Invoke(ctx, method, args, reply, opts...)
+}
+
+// NewStream counts a stream in flight until its context ends.
+func (p *connPool) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	i := p.pick()
+	p.inFlight[i].Add(1)
+	cs, err := p.conns[i].NewStream(ctx, desc, method, opts...)
+	if err != nil {
+		p.inFlight[i].Add(-1)
+		return nil, err
+	}
+	context.AfterFunc(cs.Context(), func() { p.inFlight[i].Add(-1) })
+	return cs, nil
+}
+
+func (p *connPool) close() {
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
 }
 
 // newGateway serves srv on an in-memory listener and returns the HTTP
@@ -41,14 +97,19 @@ func (s *Service) newGateway(ctx context.Context, srv *grpc.Server) (*gateway, e
 	mem := bufconn.Listen(256 << 10)
 	go func() { _ = srv.Serve(mem) }() // ends when srv stops
 	msgLimit := s.cfg.MaxPayloadBytes + 1<<20
-	conn, err := grpc.NewClient("passthrough:///ingest-gateway",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return mem.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(msgLimit), grpc.MaxCallRecvMsgSize(msgLimit)),
-	)
-	if err != nil {
-		_ = mem.Close()
-		return nil, fmt.Errorf("ingest: gateway connection: %w", err)
+	conn := &connPool{inFlight: make([]atomic.Int64, gatewayConns)}
+	for range gatewayConns {
+		c, err := grpc.NewClient("passthrough:///ingest-gateway",
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return mem.DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(msgLimit), grpc.MaxCallRecvMsgSize(msgLimit)),
+		)
+		if err != nil {
+			conn.close()
+			_ = mem.Close()
+			return nil, fmt.Errorf("ingest: gateway connection: %w", err)
+		}
+		conn.conns = append(conn.conns, c)
 	}
 	jsonpb := &runtime.JSONPb{
 		MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
@@ -82,7 +143,7 @@ func (s *Service) newGateway(ctx context.Context, srv *grpc.Server) (*gateway, e
 		},
 	} {
 		if err := register(); err != nil {
-			_ = conn.Close()
+			conn.close()
 			_ = mem.Close()
 			return nil, fmt.Errorf("ingest: gateway: %w", err)
 		}
@@ -90,12 +151,26 @@ func (s *Service) newGateway(ctx context.Context, srv *grpc.Server) (*gateway, e
 	// The body may hold the payload in base64 (4/3 of its size) beside
 	// the other fields: the same headroom gRPC's MaxRecvMsgSize gives.
 	bodyLimit := int64(s.cfg.MaxPayloadBytes)/3*4 + 4 + 1<<20
-	return &gateway{Handler: limitBody(mux, bodyLimit), conn: conn, mem: mem}, nil
+	return &gateway{Handler: s.callDeadline(limitBody(mux, bodyLimit)), conns: conn, mem: mem}, nil
 }
 
-// Close ends the in-memory connection.
+// callDeadline gives an HTTP/JSON call that sets no deadline of its own
+// (a Grpc-Timeout header) --http-call-timeout: the gRPC call the gateway
+// makes ends then, whatever it waits on.
+func (s *Service) callDeadline(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Grpc-Timeout") == "" {
+			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.HTTPCallTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Close ends the in-memory connections.
 func (g *gateway) Close() {
-	_ = g.conn.Close()
+	g.conns.close()
 	_ = g.mem.Close()
 }
 

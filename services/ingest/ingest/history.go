@@ -69,7 +69,10 @@ func (s *Service) sweepHistory(ctx context.Context) {
 }
 
 // pageTokenKey is --page-token-secret or, unset, a key derived from the
-// API key entries, which every replica of a deployment shares.
+// API key entries, which every replica of a deployment shares. It signs
+// page tokens only: a token is bound to its tenant and query, so whoever
+// can make one gains only a cursor into a list its key may read anyway.
+// Console sessions never use it (--console-session-key-file).
 func pageTokenKey(cfg Config) []byte {
 	if cfg.PageTokenSecret != "" {
 		return []byte(cfg.PageTokenSecret)

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -14,11 +15,14 @@ import (
 	"github.com/hookline/hookline/platform/config"
 	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/tlsconf"
+	"github.com/hookline/hookline/platform/tlsconf/tlstest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -37,6 +41,14 @@ type historyRig struct {
 	kafka   hkafka.Config
 	dir     string
 	topics  hkafka.Topics
+	// configure, when set, changes each ingest's configuration last.
+	configure func(*Config)
+	// consoleKeys is the session key file (consoleKeyFile).
+	consoleKeys string
+	// addr is the gRPC (and HTTP/JSON) address of the last ingest started.
+	addr string
+	// clientTLS, when set, is how the rig's client reaches ingest.
+	clientTLS *tls.Config
 }
 
 func newHistoryRig(t *testing.T) *historyRig {
@@ -65,10 +77,15 @@ func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, fu
 	}
 	ic.Kafka, ic.DataDir, ic.APIKeys = r.kafka, r.dir, []string{"acme:" + historyTestKey}
 	ic.Secrets.InsecurePlaintext = true // the history needs no endpoint secrets
+	ic.ConsoleSessionKeyFile = r.consoleKeyFile()
+	if r.configure != nil {
+		r.configure(&ic)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.addr = ln.Addr().String()
 	svc, err := New(ic, append([]Option{WithListener(ln)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +97,11 @@ func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, fu
 			t.Errorf("ingest: %v", err)
 		}
 	})
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if r.clientTLS != nil {
+		creds = credentials.NewTLS(r.clientTLS)
+	}
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +131,30 @@ func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, fu
 	}
 	t.Cleanup(stop)
 	return hooklinev1.NewDeliveryServiceClient(conn), stop
+}
+
+// consoleKeyFile returns the console session key file every ingest of
+// the rig shares (as replicas do), made on first use.
+func (r *historyRig) consoleKeyFile() string {
+	if r.consoleKeys == "" {
+		r.consoleKeys = filepath.Join(r.t.TempDir(), "console-session.key")
+		if err := os.WriteFile(r.consoleKeys, []byte(ids.New("", time.Now())+ids.New("", time.Now())+"\n"), 0o600); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	return r.consoleKeys
+}
+
+// startTLS is start for an ingest serving mutual TLS: the rig's client
+// presents client's certificate and trusts its CA.
+func (r *historyRig) startTLS(client tlstest.Files, opts ...Option) (hooklinev1.DeliveryServiceClient, func()) {
+	r.t.Helper()
+	conf, err := tlsconf.Client(client.CA, client.Cert, client.Key)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.clientTLS = conf
+	return r.start(opts...)
 }
 
 // admin returns an admin client of the rig's cluster, closed with the test.

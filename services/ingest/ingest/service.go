@@ -88,6 +88,11 @@ type Service struct {
 	tokens      *pagetoken.Codec
 	// consoleLn, when set, is where the console serves.
 	consoleLn net.Listener
+	// consoleKeys seal console sessions (--console-session-key-file);
+	// the first seals.
+	consoleKeys [][]byte
+	// revocations are the console's signed-out sessions.
+	revocations *sessionRevocations
 	// flight counts, per claim id, the completions running here.
 	flightMu sync.Mutex
 	flight   map[string]int
@@ -97,8 +102,12 @@ type Service struct {
 	// per endpoint (and per tenant for creates); across replicas the
 	// conditional writes decide.
 	locks keyedMutex
+	// preauth bounds what connections that have not authenticated hold.
+	preauth *preauth
 	// publishLimits rate-limits PublishEvent per tenant.
 	publishLimits *publishLimits
+	// longCalls caps each tenant's long calls in progress.
+	longCalls *longCalls
 
 	tp trace.TracerProvider
 	mp metric.MeterProvider
@@ -145,11 +154,17 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.MaxInFlightBytes <= 0 {
 		return nil, errors.New("ingest: --max-in-flight-bytes must be positive")
 	}
+	if cfg.MaxUnauthenticatedBytes < preauthConnCost || cfg.HTTPBodyTimeout <= 0 {
+		return nil, fmt.Errorf("ingest: --max-unauthenticated-bytes must be at least %d and --http-body-timeout positive", preauthConnCost)
+	}
 	if cfg.DNSTimeout <= 0 {
 		return nil, errors.New("ingest: --dns-timeout must be positive")
 	}
 	if cfg.IdempotencyTTL <= 0 {
 		return nil, errors.New("ingest: --idempotency-ttl must be positive")
+	}
+	if cfg.MaxLongCallsPerTenant < 1 || cfg.HTTPCallTimeout <= 0 {
+		return nil, errors.New("ingest: --max-long-calls-per-tenant must be at least 1 and --http-call-timeout positive")
 	}
 	if err := cfg.checkLimits(); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
@@ -174,6 +189,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		},
 		flight:    map[string]int{},
 		admission: admission{limit: cfg.MaxInFlightBytes},
+		preauth:   newPreauth(cfg.MaxUnauthenticatedBytes),
 		tp:        otel.GetTracerProvider(),
 		mp:        otel.GetMeterProvider(),
 	}
@@ -183,15 +199,20 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if err := s.loadEdgeSecurity(); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
+	if err := s.loadConsoleKeys(); err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
 	// Every client of this service records its Kafka metrics.
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
 	s.instanceID = ids.New("ing_", s.now())
 	s.publishLimits = newPublishLimits(cfg.PublishRate, cfg.PublishBurst, s.now)
+	s.longCalls = newLongCalls(cfg.MaxLongCallsPerTenant)
 	s.idem = newIdemView(s.now, cfg.IdempotencyTTL)
 	s.idemFollow = hkafka.NewFollower(s.idem.apply, s.topics.Idempotency)
 	s.lanes = lanes.NewView()
 	s.laneFollow = hkafka.NewFollower(s.lanes.Apply, s.topics.Lanes)
 	s.tokens = pagetoken.New(pageTokenKey(cfg))
+	s.revocations = newSessionRevocations(s)
 	return s, nil
 }
 
@@ -229,7 +250,7 @@ func (s *Service) Run(ctx context.Context) error {
 		// claim a live key's winner could be compared with.
 		"cleanup.policy": "delete",
 		"retention.ms":   strconv.FormatInt((2 * s.cfg.IdempotencyTTL).Milliseconds(), 10),
-	}})
+	}}, s.consoleSessionsSpec())
 	if err := s.cfg.Kafka.EnsureTopics(ctx, kadm.NewClient(cl), specs); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
@@ -293,7 +314,9 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("ingest: listen: %w", err)
 		}
 	}
-	ln = s.secureListener(ln)
+	// Charged until each connection's first authenticated call; raw
+	// bytes, so a TLS handshake counts too.
+	ln = s.secureListener(s.preauth.listener(ln))
 	srv, hs := s.grpcServer()
 	gw, err := s.newGateway(ctx, srv)
 	if err != nil {
@@ -305,8 +328,10 @@ func (s *Service) Run(ctx context.Context) error {
 	// HTTP/JSON gateway.
 	mux := connmux.New(ln, sniffTimeout)
 	httpSrv := &http.Server{
-		Handler:           gw,
+		// The key is checked on the headers, before any body is read.
+		Handler:           s.authHTTP(gw),
 		ReadHeaderTimeout: sniffTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
@@ -401,6 +426,10 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 			}),
 		)),
 		grpc.MaxRecvMsgSize(s.cfg.MaxPayloadBytes+1<<20),
+		// The API key is checked when a stream's headers arrive, before
+		// any of its message is received (the interceptor checks scope).
+		grpc.InTapHandle(s.tapAuth),
+		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: s.cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: s.cfg.KeepaliveTime, Timeout: s.cfg.KeepaliveTimeout}),
@@ -408,6 +437,7 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 			logging.UnaryServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall), levels),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.keys.AuthFunc), needsAuth),
 			s.publishLimits.unaryInterceptor,
+			s.longCalls.unaryInterceptor,
 			recovery.UnaryServerInterceptor(onPanic),
 		),
 		grpc.ChainStreamInterceptor(
@@ -455,5 +485,5 @@ func kafkaStatus(ctx context.Context, what string, err error) error {
 
 // followers returns the topic readers Run starts.
 func (s *Service) followers() []*hkafka.Follower {
-	return []*hkafka.Follower{s.idemFollow, s.indexFollow, s.laneFollow}
+	return []*hkafka.Follower{s.idemFollow, s.indexFollow, s.laneFollow, s.revocations.follow}
 }
