@@ -18,7 +18,9 @@ import (
 // (receivers deduplicate on webhook-id) but never writes a Kafka record
 // twice and never loses one.
 //
-// The window is bounded (WindowRecords, WindowBytes): when it is full the
+// The window is bounded (WindowRecords, WindowBytes), charged what it
+// really holds: each record with its decoded copy and, once done, its
+// outputs until they are committed. When it is full the
 // loop stops fetching, and partitions whose oldest record waits in a
 // queue spill that queue (spill.go). Committing pops the completed
 // prefix, so its cost is what was completed, never the window's size.
@@ -180,10 +182,28 @@ func (w *window) add(r *kgo.Record, now time.Time, base context.Context) *entry 
 }
 
 // finish records e's outputs; the next commit writes them once the
-// watermark reaches e.
+// watermark reaches e. They wait in the window until then, so they are
+// charged to it with e (a retry or a deferral carries the payload a
+// third time, beside the polled record and its decoded copy).
 func (w *window) finish(e *entry, outs []*kgo.Record) {
+	held := outputsSize(outs)
 	e.state, e.outs = entryDone, outs
+	e.size += held
+	w.bytes += held
 	w.done++
+}
+
+// outputOverhead is what an output record costs the window beyond its
+// bytes (the record struct and its header slice).
+const outputOverhead = 128
+
+// outputsSize is what outs cost in memory while they wait for a commit.
+func outputsSize(outs []*kgo.Record) int64 {
+	var n int64
+	for _, o := range outs {
+		n += int64(recordBytes(o)) + outputOverhead
+	}
+	return n
 }
 
 // popDone removes pw's completed prefix, appending its outputs to outs,
