@@ -90,6 +90,7 @@ func (e *engine) dropped(m map[string][]int32) {
 // finished is committed.
 func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, e *engine) error {
 	defer e.cancelWork()
+	defer e.dropWindow() // what was not committed by now never will be
 	var drainBy time.Time
 	for {
 		now := s.now()
@@ -229,15 +230,26 @@ func (e *engine) sweep(now time.Time) {
 	for _, pw := range e.w.takeDropped() {
 		e.w.release(pw)
 		for _, en := range pw.entries[pw.head:] {
-			if en.state == entryQueued {
+			switch en.state {
+			case entryQueued:
 				en.lane.unqueue(en)
 				en.state = entryDropped
 				e.f.touch(en.lane, now)
+			case entryDone:
+				e.s.pausesDropped(en.outs)
+				en.outs, en.state = nil, entryDropped
 			}
 		}
 		pw.entries, pw.head, pw.resolving = nil, 0, nil
 		e.forgetOrdered(pw)
 	}
+}
+
+// dropWindow drops what the window still holds when the loop ends: its
+// outputs are never committed by this loop.
+func (e *engine) dropWindow() {
+	e.w.forgetAll()
+	e.sweep(e.s.now())
 }
 
 // collect takes the inbox: ended attempts give their slot back and their
@@ -266,7 +278,9 @@ func (e *engine) collect(now time.Time) error {
 			}
 			e.f.touch(l, now)
 			e.f.requeue(l, now)
-			if !en.part.dropped {
+			if en.part.dropped {
+				e.s.pausesDropped(m.outs)
+			} else {
 				e.w.finish(en, m.outs)
 			}
 		case msgResolved:
