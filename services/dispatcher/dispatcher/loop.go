@@ -25,6 +25,9 @@ type engine struct {
 	w  *window
 	f  *fair
 	in *inbox
+	// fetch pauses partitions over their share of the window (nil in
+	// tests without a session).
+	fetch fetchPauser
 
 	// work is the base of every attempt's context: it outlives the
 	// loop's context so that a shutdown lets attempts drain, and ends at
@@ -141,6 +144,8 @@ func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now t
 	if at := e.nextDeadline(now); !at.IsZero() {
 		timeout = max(at.Sub(now), 0)
 	}
+	e.fetch = sess.Client()
+	e.shareFetch()
 	if e.w.full() || e.gate.closed() {
 		// No more records until commits make room (relief spills
 		// partitions whose oldest record waits in a queue), and none
@@ -227,7 +232,9 @@ func (e *engine) nextDeadline(now time.Time) time.Time {
 // their waiting deliveries leave their lanes at once; their attempts
 // were cancelled and report back to be discarded.
 func (e *engine) sweep(now time.Time) {
-	for _, pw := range e.w.takeDropped() {
+	dropped := e.w.takeDropped()
+	e.resumeDropped(dropped)
+	for _, pw := range dropped {
 		e.w.release(pw)
 		for _, en := range pw.entries[pw.head:] {
 			switch en.state {
