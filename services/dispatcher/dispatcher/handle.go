@@ -122,7 +122,7 @@ func (s *Service) settle(ctx context.Context, v verdict, r *kgo.Record, d *hookl
 		setOutcome(ctx, "foreign_endpoint")
 		return s.deadLetter(ctx, d, res)
 	case epPaused:
-		return s.park(ctx, d, now)
+		return s.park(ctx, r, d, now)
 	}
 	return []*kgo.Record{s.workerFault(ctx, r, "not a Delivery")}
 }
@@ -282,6 +282,15 @@ const syncTimeout = 10 * time.Second
 // notes the probe's outcome on it; its caller ends it.
 func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, p *probeTurn) []*kgo.Record {
 	attrs := annotate(ctx, d)
+	// A delivery held by reference gets its payload back first: what
+	// follows sees it as it will be sent.
+	if err := s.readHeld(ctx, d); err != nil {
+		if ctx.Err() != nil {
+			setOutcome(ctx, "interrupted")
+			return []*kgo.Record{requeue(r, s.topics.Deliveries)}
+		}
+		return s.unreadHeld(ctx, r, d, err)
+	}
 	id := ep.GetEndpoint().GetId()
 	now := s.now()
 	if s.beforeAttempt != nil {
@@ -353,6 +362,11 @@ func annotate(ctx context.Context, d *hooklinev1.Delivery) []attribute.KeyValue 
 func (s *Service) faulted(ctx context.Context, r *kgo.Record, why string) []*kgo.Record {
 	if faultsOf(r)+1 >= s.cfg.MaxFaults {
 		if d, err := decodeDelivery(r); err == nil {
+			// A delivery held by reference is dead-lettered with its
+			// payload when it can be read back (else naming where it is).
+			if err := s.readHeld(ctx, d); err != nil {
+				s.log.WarnContext(ctx, "held delivery's payload not read back; dead-lettered without it", "delivery_id", d.GetDeliveryId(), "err", err)
+			}
 			res := s.result(d, s.now())
 			res.Attempt = d.GetAttempt() // the attempt it could not make
 			res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
