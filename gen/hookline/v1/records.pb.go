@@ -517,7 +517,15 @@ type Delivery struct {
 	// place.
 	LaneSeq *int64 `protobuf:"varint,17,opt,name=lane_seq,json=laneSeq,proto3,oneof" json:"lane_seq,omitempty"`
 	// Set on a record of kind LANE_COMMAND only.
-	LaneCommand   *LaneCommand `protobuf:"bytes,18,opt,name=lane_command,json=laneCommand,proto3" json:"lane_command,omitempty"`
+	LaneCommand *LaneCommand `protobuf:"bytes,18,opt,name=lane_command,json=laneCommand,proto3" json:"lane_command,omitempty"`
+	// Set on a held delivery's record (kind DEFERRED), which leaves the
+	// payload out: where the payload is, a deliveries-topic record of this
+	// delivery that carries it (platform/payloadref reads it back before
+	// the attempt). A hold therefore writes the payload to Kafka no more
+	// than once, whatever the number of rechecks. Valid while the topic
+	// retains that record: a hold ends at the dispatcher's --max-hold,
+	// which is below the topics' retention.
+	PayloadRecord *RecordRef `protobuf:"bytes,19,opt,name=payload_record,json=payloadRecord,proto3" json:"payload_record,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -674,6 +682,13 @@ func (x *Delivery) GetLaneSeq() int64 {
 func (x *Delivery) GetLaneCommand() *LaneCommand {
 	if x != nil {
 		return x.LaneCommand
+	}
+	return nil
+}
+
+func (x *Delivery) GetPayloadRecord() *RecordRef {
+	if x != nil {
+		return x.PayloadRecord
 	}
 	return nil
 }
@@ -1679,7 +1694,7 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x02op\x18\x01 \x01(\x0e2\x13.hookline.v1.LaneOpR\x02op\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x02 \x01(\tR\tcommandId\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x9f\x06\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xde\x06\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1706,7 +1721,8 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"held_since\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\theldSince\x12!\n" +
 	"\fordering_key\x18\x10 \x01(\tR\vorderingKey\x12\x1e\n" +
 	"\blane_seq\x18\x11 \x01(\x03H\x00R\alaneSeq\x88\x01\x01\x12;\n" +
-	"\flane_command\x18\x12 \x01(\v2\x18.hookline.v1.LaneCommandR\vlaneCommandB\v\n" +
+	"\flane_command\x18\x12 \x01(\v2\x18.hookline.v1.LaneCommandR\vlaneCommand\x12=\n" +
+	"\x0epayload_record\x18\x13 \x01(\v2\x16.hookline.v1.RecordRefR\rpayloadRecordB\v\n" +
 	"\t_lane_seq\"\x99\x05\n" +
 	"\rAttemptResult\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
@@ -1904,36 +1920,37 @@ var file_hookline_v1_records_proto_depIdxs = []int32{
 	20, // 7: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
 	19, // 8: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
 	6,  // 9: hookline.v1.Delivery.lane_command:type_name -> hookline.v1.LaneCommand
-	2,  // 10: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
-	20, // 11: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
-	19, // 12: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 13: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
-	19, // 14: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
-	7,  // 15: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
-	8,  // 16: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
-	19, // 17: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	21, // 18: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
-	11, // 19: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
-	19, // 20: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
-	19, // 21: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 22: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
-	4,  // 23: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
-	19, // 24: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	5,  // 25: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
-	22, // 26: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
-	19, // 27: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
-	19, // 28: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
-	16, // 29: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
-	17, // 30: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
-	7,  // 31: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
-	8,  // 32: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
-	19, // 33: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
-	18, // 34: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	18, // 10: hookline.v1.Delivery.payload_record:type_name -> hookline.v1.RecordRef
+	2,  // 11: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
+	20, // 12: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
+	19, // 13: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 14: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
+	19, // 15: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
+	7,  // 16: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
+	8,  // 17: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
+	19, // 18: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	21, // 19: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
+	11, // 20: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
+	19, // 21: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
+	19, // 22: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 23: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
+	4,  // 24: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
+	19, // 25: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	5,  // 26: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
+	22, // 27: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
+	19, // 28: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
+	19, // 29: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 30: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
+	17, // 31: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
+	7,  // 32: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
+	8,  // 33: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
+	19, // 34: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
+	18, // 35: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }

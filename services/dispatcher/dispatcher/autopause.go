@@ -19,7 +19,11 @@ import (
 // next permanent failure of its streak pauses it again, from the
 // endpoint's state at that time (a deleted or paused endpoint is not
 // attempted, so it is never paused twice). If the concurrent change
-// fixed the endpoint, no failure follows and no pause either.
+// fixed the endpoint, no failure follows and no pause either. An entry
+// whose outputs hold a pause and that is dropped before any commit takes
+// it (revoke, loss, an aborted commit's rewind, the drain deadline)
+// re-arms its endpoint the same way (pausesDropped): every pause is
+// settled, committed or not, and none is tracked for ever.
 
 // pending are the automatic pauses written but not yet settled, by write
 // id. Safe for concurrent use.
@@ -94,6 +98,17 @@ func (s *Service) pausesCommitted(ctx context.Context, recs []*kgo.Record, commi
 			}
 		}()
 	}
+}
+
+// pausesDropped settles the automatic pauses among outputs that will
+// never be committed: their entry was dropped from the window (its
+// partition revoked or lost, the window rewound after an aborted
+// commit, the loop stopped with them uncommitted) or its attempt
+// reported after its partition was dropped. Nothing was paused, so each
+// endpoint is re-armed and its tracking forgotten, as for an aborted
+// transaction. Called by the loop wherever it drops outputs.
+func (s *Service) pausesDropped(outs []*kgo.Record) {
+	s.pausesCommitted(context.Background(), outs, false)
 }
 
 // pauseOutcome waits for a committed automatic pause's outcome (tests

@@ -107,7 +107,13 @@ func (e *engine) takeBlockMark(en *entry, outs []*kgo.Record) (*hooklinev1.Block
 		panic(fmt.Sprintf("a block's own mark does not decode: %v", err))
 	}
 	outs = slices.Delete(outs, i, i+1)
-	head.DeliveryRecord = payloadref.Of(en.rec)
+	// The head's payload lives in the record it was read from, unless that
+	// record held it by reference itself (hold.go): then where it points.
+	if pr := en.d.GetPayloadRecord(); pr != nil {
+		head.DeliveryRecord = pr
+	} else {
+		head.DeliveryRecord = payloadref.Of(en.rec)
+	}
 	if en.key == nil {
 		dl := &hooklinev1.DeadLetter{Delivery: en.d, LastResult: head.GetLastResult(), DeadAt: timestamppb.New(e.s.now())}
 		return nil, append(outs, e.s.records(e.s.topics.Dead, en.d.GetEndpointId(), dl)...)

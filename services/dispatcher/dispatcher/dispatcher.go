@@ -61,7 +61,10 @@ type Service struct {
 	unwritable   hkafka.Unwritables
 	aborts       hkafka.Backoff
 	pauseOutcome func(context.Context, *endpoints.Tracked, *kgo.Record) (endpoints.Outcome, error)
-	signers      *signers
+	// readRecord reads a held delivery's payload record back (hold.go;
+	// nil: from the cluster; tests replace it).
+	readRecord func(context.Context, *hooklinev1.RecordRef) (*kgo.Record, error)
+	signers    *signers
 	// notices seeds endpoint health across rebalances; noticeFollow
 	// feeds it.
 	notices      *noticeView

@@ -6,12 +6,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/hookline/hookline/platform/sign"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,6 +33,29 @@ func testEngine(t testing.TB, s *Service) *engine {
 	// An engine test's lanes view holds what the test applies to it.
 	s.readLanes = func(context.Context) error { return nil }
 	t.Cleanup(e.cancelWork)
+	// The test is the Kafka: a record the engine popped (committed) can
+	// be read back by reference, as a held delivery's payload is.
+	var mu sync.Mutex
+	committed := map[tp]map[int64]*kgo.Record{}
+	popped := e.w.popped
+	e.w.popped = func(en *entry) {
+		mu.Lock()
+		k := tp{en.rec.Topic, en.rec.Partition}
+		if committed[k] == nil {
+			committed[k] = map[int64]*kgo.Record{}
+		}
+		committed[k][en.rec.Offset] = en.rec
+		mu.Unlock()
+		popped(en)
+	}
+	s.readRecord = func(_ context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r := committed[tp{ref.GetTopic(), ref.GetPartition()}][ref.GetOffset()]; r != nil {
+			return r, nil
+		}
+		return nil, fmt.Errorf("%w: %v not committed", payloadref.ErrGone, ref)
+	}
 	return e
 }
 

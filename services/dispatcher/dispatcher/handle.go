@@ -122,7 +122,7 @@ func (s *Service) settle(ctx context.Context, v verdict, r *kgo.Record, d *hookl
 		setOutcome(ctx, "foreign_endpoint")
 		return s.deadLetter(ctx, d, res)
 	case epPaused:
-		return s.park(ctx, d, now)
+		return s.park(ctx, r, d, now)
 	}
 	return []*kgo.Record{s.workerFault(ctx, r, "not a Delivery")}
 }
@@ -209,7 +209,28 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 	if g == gateHold {
 		return s.hold(ctx, r, d, until)
 	}
-	return s.attempt(ctx, r, d, ep, g == gateProbe)
+	var p *probeTurn
+	if g == gateProbe {
+		p = s.rcv.turn(ep.GetEndpoint().GetId())
+		defer func() { p.over(s.now()) }() // however the handling ends
+	}
+	return s.attempt(ctx, r, d, ep, p)
+}
+
+// attemptRecord is the handling of r by one attempt of d to ep, as the
+// loop runs it once d's lane started it (process: spans, panics,
+// records that cannot be written). probe says outage mode let d through
+// as ep's one probe: the probe's end is recorded here, around process,
+// so that every way out of it — set aside before the attempt, held for
+// an unusable secret, a panic, interrupted, an outcome — ends the probe
+// (DESIGN.md: every probe ends).
+func (s *Service) attemptRecord(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, probe bool) []*kgo.Record {
+	var p *probeTurn
+	if probe {
+		p = s.rcv.turn(ep.GetEndpoint().GetId())
+		defer func() { p.over(s.now()) }()
+	}
+	return s.process(ctx, r, func(ctx context.Context) []*kgo.Record { return s.attempt(ctx, r, d, ep, p) })
 }
 
 // syncEndpoints waits until the endpoints view holds every endpoint
@@ -256,18 +277,22 @@ func (s *Service) holdUnsigned(ctx context.Context, r *kgo.Record, d *hooklinev1
 const syncTimeout = 10 * time.Second
 
 // attempt makes one signed attempt of d to ep and returns the records
-// that follow from its outcome. probe says outage mode let it through as
-// the endpoint's one probe.
-func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, probe bool) []*kgo.Record {
+// that follow from its outcome. p is the endpoint's probe turn when
+// outage mode let d through as its one probe (nil otherwise): attempt
+// notes the probe's outcome on it; its caller ends it.
+func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, p *probeTurn) []*kgo.Record {
 	attrs := annotate(ctx, d)
+	// A delivery held by reference gets its payload back first: what
+	// follows sees it as it will be sent.
+	if err := s.readHeld(ctx, d); err != nil {
+		if ctx.Err() != nil {
+			setOutcome(ctx, "interrupted")
+			return []*kgo.Record{requeue(r, s.topics.Deliveries)}
+		}
+		return s.unreadHeld(ctx, r, d, err)
+	}
 	id := ep.GetEndpoint().GetId()
 	now := s.now()
-	// However the attempt ends (a panic included), the probe is over:
-	// one that never reported would leave the endpoint with no probe.
-	probeEnd, probeWait := now, func(int) time.Duration { return 0 } // not sent: the next delivery may probe
-	if probe {
-		defer func() { s.rcv.probed(id, probeEnd, probeWait) }()
-	}
 	if s.beforeAttempt != nil {
 		s.beforeAttempt(d) // where a bug in signing would panic
 	}
@@ -308,11 +333,11 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 	s.metrics.attempt(ctx, ar.Class, ar.Latency)
 	s.rcv.home(id, r.Partition)
 	out := s.outcome(ctx, d, ep, ar)
-	if probe {
+	if p != nil {
 		policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
-		probeEnd, probeWait = ar.Started.Add(ar.Latency), func(n int) time.Duration {
+		p.attempted(ar.Started.Add(ar.Latency), func(n int) time.Duration {
 			return min(policy.Delay(uint32(n), s.rand), s.cfg.OutageProbeMax)
-		}
+		})
 	}
 	return out
 }
@@ -337,6 +362,11 @@ func annotate(ctx context.Context, d *hooklinev1.Delivery) []attribute.KeyValue 
 func (s *Service) faulted(ctx context.Context, r *kgo.Record, why string) []*kgo.Record {
 	if faultsOf(r)+1 >= s.cfg.MaxFaults {
 		if d, err := decodeDelivery(r); err == nil {
+			// A delivery held by reference is dead-lettered with its
+			// payload when it can be read back (else naming where it is).
+			if err := s.readHeld(ctx, d); err != nil {
+				s.log.WarnContext(ctx, "held delivery's payload not read back; dead-lettered without it", "delivery_id", d.GetDeliveryId(), "err", err)
+			}
 			res := s.result(d, s.now())
 			res.Attempt = d.GetAttempt() // the attempt it could not make
 			res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED

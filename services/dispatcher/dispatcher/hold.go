@@ -2,11 +2,15 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -23,6 +27,97 @@ import (
 //   - a delivery whose give-up time has passed while held (outage mode
 //     and spills do not move it; a pause does) ends EXPIRED too, instead
 //     of being held again.
+
+// A held delivery is held by reference. Its payload stays in the
+// deliveries-topic record it was read from; the record that carries the
+// hold through the scheduler (retries, delay tiers, back to deliveries)
+// leaves the payload out and names that record instead
+// (Delivery.payload_record), and every later re-hold keeps the name. So a
+// hold writes the payload to Kafka at most once however many times it
+// is looked at again (a paused endpoint's delivery rechecks every few
+// seconds for up to --max-hold), and each recheck costs a record of a
+// few hundred bytes. When the hold ends in an attempt the payload is read
+// back (platform/payloadref) just before the request; the record is
+// still retained then, since a hold ends at --max-hold, below the
+// topics' retention. A hold that ends without an attempt (expired) dead-
+// letters the delivery without its payload, naming where it is; the
+// history keeps the payload for a resend or a recover.
+
+// payloadReadTimeout bounds one read of a held delivery's payload; a
+// read that fails holds the delivery again (unreadable) rather than
+// spend an attempt.
+const payloadReadTimeout = 10 * time.Second
+
+// heldCopy returns the record of d held again after r: without its
+// payload, which stays in r (or where d's record already says it is).
+func heldCopy(r *kgo.Record, d *hooklinev1.Delivery) *hooklinev1.Delivery {
+	held := proto.Clone(d).(*hooklinev1.Delivery)
+	if len(held.GetPayload()) > 0 {
+		if held.GetPayloadRecord() == nil {
+			held.PayloadRecord = payloadref.Of(r)
+		}
+		held.Payload = nil
+	}
+	return held
+}
+
+// readHeld reads back the payload of d, held by reference, into d. It
+// does nothing for a delivery that carries its payload.
+func (s *Service) readHeld(ctx context.Context, d *hooklinev1.Delivery) error {
+	ref := d.GetPayloadRecord()
+	if ref == nil || len(d.GetPayload()) > 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, payloadReadTimeout)
+	defer cancel()
+	read := s.readRecord
+	if read == nil {
+		read = s.readFromKafka
+	}
+	rec, err := read(ctx, ref)
+	if err != nil {
+		return err
+	}
+	var orig hooklinev1.Delivery
+	if err := hkafka.Decode(rec, &orig); err != nil || orig.GetDeliveryId() != d.GetDeliveryId() || len(orig.GetPayload()) == 0 {
+		return fmt.Errorf("%w: %s/%d@%d does not hold delivery %s's payload", payloadref.ErrGone, ref.GetTopic(), ref.GetPartition(), ref.GetOffset(), d.GetDeliveryId())
+	}
+	d.Payload = orig.GetPayload()
+	return nil
+}
+
+// readFromKafka reads the record ref names from the cluster.
+func (s *Service) readFromKafka(ctx context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
+	opts, err := s.cfg.Kafka.Opts()
+	if err != nil {
+		return nil, err
+	}
+	return payloadref.Read(ctx, opts, ref)
+}
+
+// unreadHeld settles d, held by reference, whose payload could not be
+// read back (err) before its attempt; no attempt is spent. A payload no
+// longer there ends the delivery FAILED with a dead letter; a read that
+// failed otherwise (Kafka unavailable) holds it again for a recheck,
+// within its hold's bounds.
+func (s *Service) unreadHeld(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, err error) []*kgo.Record {
+	now := s.now()
+	if errors.Is(err, payloadref.ErrGone) {
+		res := s.result(d, now)
+		res.Attempt = d.GetAttempt() // the attempt it could not make
+		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
+		res.Reason = "the held delivery's payload is no longer in Kafka (" + err.Error() + "); dead-lettered without it"
+		s.log.ErrorContext(ctx, "held delivery's payload gone; dead-lettered", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "err", err)
+		setOutcome(ctx, "payload_gone")
+		return s.deadLetter(ctx, d, res)
+	}
+	if end := s.endHold(ctx, d, now); end != nil {
+		return end
+	}
+	s.log.WarnContext(ctx, "held delivery's payload not read back; held again", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "err", err)
+	s.deferred(ctx, "payload_unreadable")
+	return s.deferTo(r, d, s.holdUntil(d, now, now.Add(s.cfg.ParkRecheck)))
+}
 
 // minParkWait is a paused endpoint's held delivery's first recheck; each
 // recheck waits as long as the hold has lasted so far (doubling), at most

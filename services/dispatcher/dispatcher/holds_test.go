@@ -171,7 +171,7 @@ func TestAProbeThatPanicsIsOver(t *testing.T) {
 	}
 	r := deliveryRecord(t, s)
 	d, _ := decodeDelivery(r)
-	s.process(t.Context(), r, func(ctx context.Context) []*kgo.Record { return s.attempt(ctx, r, d, s.store.Get("ep_1"), true) })
+	s.attemptRecord(t.Context(), r, d, s.store.Get("ep_1"), true)
 	if g, _ := s.rcv.outageGate("ep_1", time.Now(), true, time.Minute); g != gateProbe {
 		t.Fatalf("after a probe that panicked: gate %v, want another probe", g)
 	}

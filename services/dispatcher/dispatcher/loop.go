@@ -27,6 +27,9 @@ type engine struct {
 	w  *window
 	f  *fair
 	in *inbox
+	// fetch pauses partitions over their share of the window (nil in
+	// tests without a session).
+	fetch fetchPauser
 
 	// work is the base of every attempt's context: it outlives the
 	// loop's context so that a shutdown lets attempts drain, and ends at
@@ -117,6 +120,7 @@ func (e *engine) dropped(m map[string][]int32) {
 // finished is committed.
 func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, e *engine) error {
 	defer e.cancelWork()
+	defer e.dropWindow() // what was not committed by now never will be
 	var drainBy time.Time
 	for {
 		now := s.now()
@@ -167,6 +171,8 @@ func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now t
 	if at := e.nextDeadline(now); !at.IsZero() {
 		timeout = max(at.Sub(now), 0)
 	}
+	e.fetch = sess.Client()
+	e.shareFetch()
 	if e.w.full() || e.gate.closed() {
 		// No more records until commits make room (relief spills
 		// partitions whose oldest record waits in a queue), and none
@@ -253,18 +259,31 @@ func (e *engine) nextDeadline(now time.Time) time.Time {
 // their waiting deliveries leave their lanes at once; their attempts
 // were cancelled and report back to be discarded.
 func (e *engine) sweep(now time.Time) {
-	for _, pw := range e.w.takeDropped() {
+	dropped := e.w.takeDropped()
+	e.resumeDropped(dropped)
+	for _, pw := range dropped {
 		e.w.release(pw)
 		for _, en := range pw.entries[pw.head:] {
-			if en.state == entryQueued {
+			switch en.state {
+			case entryQueued:
 				en.lane.unqueue(en)
 				en.state = entryDropped
 				e.f.touch(en.lane, now)
+			case entryDone:
+				e.s.pausesDropped(en.outs)
+				en.outs, en.state = nil, entryDropped
 			}
 		}
 		pw.entries, pw.head, pw.resolving = nil, 0, nil
 		e.forgetOrdered(pw)
 	}
+}
+
+// dropWindow drops what the window still holds when the loop ends: its
+// outputs are never committed by this loop.
+func (e *engine) dropWindow() {
+	e.w.forgetAll()
+	e.sweep(e.s.now())
 }
 
 // collect takes the inbox: ended attempts give their slot back and their
@@ -293,7 +312,9 @@ func (e *engine) collect(now time.Time) error {
 			}
 			e.f.touch(l, now)
 			e.f.requeue(l, now)
-			if !en.part.dropped {
+			if en.part.dropped {
+				e.s.pausesDropped(m.outs)
+			} else {
 				e.w.finish(en, m.outs)
 			}
 		case msgResolved:

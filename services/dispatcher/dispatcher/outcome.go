@@ -91,7 +91,8 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 	retry := proto.Clone(d).(*hooklinev1.Delivery)
 	retry.Attempt++
 	retry.DueAt = res.NextAttemptAt
-	retry.HeldSince = nil // an attempt ends any hold
+	retry.HeldSince = nil     // an attempt ends any hold
+	retry.PayloadRecord = nil // and the retry carries the payload read back
 	retry.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY
 	s.metrics.retry(ctx, d.GetAttempt())
 	log.LogAttrs(ctx, slog.LevelInfo, "retry scheduled", slog.Time("next_attempt_at", next), slog.String("err", res.Error))
@@ -170,7 +171,7 @@ func describe(ar attempt.Result) string {
 // ends (hold.go). Its attempt number is untouched and its give-up time
 // moves by the time it waited (R-ENDPOINT-2). The first time, a PARKED
 // result says so.
-func (s *Service) park(ctx context.Context, d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
+func (s *Service) park(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
 	if end := s.endHold(ctx, d, now); end != nil {
 		return end
 	}
@@ -182,7 +183,7 @@ func (s *Service) park(ctx context.Context, d *hooklinev1.Delivery, now time.Tim
 		res.Reason = "endpoint paused"
 		out = s.resultRecords(ctx, res)
 	}
-	held := proto.Clone(d).(*hooklinev1.Delivery)
+	held := heldCopy(r, d) // by reference (hold.go)
 	wait := s.parkWait(d, now)
 	held.HeldSince = holdStart(d, now)
 	held.PausedFor = durationpb.New(d.GetPausedFor().AsDuration() + wait)
@@ -196,10 +197,11 @@ func (s *Service) park(ctx context.Context, d *hooklinev1.Delivery, now time.Tim
 }
 
 // deferTo sends a delivery back through the scheduler, due at, with no
-// attempt counted and its headers (trace context) kept. Callers check
-// first that its hold may go on (endHold).
+// attempt counted and its headers (trace context) kept, held by
+// reference: its payload stays in r (hold.go). Callers check first that
+// its hold may go on (endHold).
 func (s *Service) deferTo(r *kgo.Record, d *hooklinev1.Delivery, at time.Time) []*kgo.Record {
-	later := proto.Clone(d).(*hooklinev1.Delivery)
+	later := heldCopy(r, d)
 	later.DueAt = timestamppb.New(at)
 	later.HeldSince = holdStart(d, s.now())
 	later.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED

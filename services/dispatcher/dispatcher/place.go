@@ -160,9 +160,7 @@ func (e *engine) start(l *lane, now time.Time) {
 	probe := g == gateProbe
 	go func() {
 		began := time.Now()
-		outs := s.process(en.part.ctx, en.rec, func(ctx context.Context) []*kgo.Record {
-			return s.attempt(ctx, en.rec, en.d, ep, probe)
-		})
+		outs := s.attemptRecord(en.part.ctx, en.rec, en.d, ep, probe)
 		e.in.post(msg{kind: msgDone, e: en, outs: outs, latency: time.Since(began)})
 	}()
 }

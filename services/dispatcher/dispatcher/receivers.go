@@ -91,8 +91,47 @@ func (rs *receivers) outageGate(id string, now time.Time, preferred bool, rechec
 	return gateHold, until
 }
 
+// probeTurn is the one probe outage mode let through for an endpoint.
+// Whoever the gate gave it to ends it, once, on every way out of the
+// delivery's handling (attemptRecord, handle: deferred around it, so a
+// set-aside, a hold, a panic or an interruption ends it as a result
+// does). Only the goroutine handling the delivery uses it.
+type probeTurn struct {
+	rs   *receivers
+	id   string
+	at   time.Time               // when the probe's attempt ended (zero: no attempt was made)
+	wait func(int) time.Duration // the wait before the next probe after a failed one
+	done bool
+}
+
+// turn returns endpoint id's probe turn, which the gate has just granted.
+func (rs *receivers) turn(id string) *probeTurn { return &probeTurn{rs: rs, id: id} }
+
+// attempted notes that the probe's attempt ended at (with an outcome):
+// if it failed, the next probe waits wait(failed probes so far).
+func (p *probeTurn) attempted(at time.Time, wait func(failedProbes int) time.Duration) {
+	if p != nil {
+		p.at, p.wait = at, wait
+	}
+}
+
+// over ends the probe at now, unless it already ended. A probe that
+// made no attempt (set aside, held, interrupted, a worker fault) lets
+// the next delivery probe at once.
+func (p *probeTurn) over(now time.Time) {
+	if p == nil || p.done {
+		return
+	}
+	p.done = true
+	if p.wait == nil {
+		p.at, p.wait = now, func(int) time.Duration { return 0 }
+	}
+	p.rs.probed(p.id, p.at, p.wait)
+}
+
 // probed records a probe's end: on failure the next waits wait (on
-// success observe has already ended the outage).
+// success observe has already ended the outage). Only probeTurn.over
+// calls it.
 func (rs *receivers) probed(id string, now time.Time, wait func(failedProbes int) time.Duration) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()

@@ -18,7 +18,9 @@ import (
 // (receivers deduplicate on webhook-id) but never writes a Kafka record
 // twice and never loses one.
 //
-// The window is bounded (WindowRecords, WindowBytes): when it is full the
+// The window is bounded (WindowRecords, WindowBytes), charged what it
+// really holds: each record with its decoded copy and, once done, its
+// outputs until they are committed. When it is full the
 // loop stops fetching, and partitions whose oldest record waits in a
 // queue spill that queue (spill.go). Committing pops the completed
 // prefix, so its cost is what was completed, never the window's size.
@@ -90,6 +92,13 @@ type partWindow struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	dropped bool
+	// records and bytes are the partition's part of the window's
+	// charge (bytes: its records' charge, not their outputs, which the
+	// window's own bytes count); paused says its fetching is paused for
+	// holding more than its share (shareFetch).
+	records int
+	bytes   int64
+	paused  bool
 }
 
 // window is the dispatch loop's record state.
@@ -184,14 +193,34 @@ func (w *window) add(r *kgo.Record, now time.Time, base context.Context) *entry 
 	pw.entries = append(pw.entries, e)
 	w.records++
 	w.bytes += e.size
+	pw.records++
+	pw.bytes += e.size
 	return e
 }
 
 // finish records e's outputs; the next commit writes them once the
-// watermark reaches e.
+// watermark reaches e. They wait in the window until then, so they are
+// charged to it with e (a retry or a deferral carries the payload a
+// third time, beside the polled record and its decoded copy).
 func (w *window) finish(e *entry, outs []*kgo.Record) {
+	held := outputsSize(outs)
 	e.state, e.outs = entryDone, outs
+	e.size += held
+	w.bytes += held
 	w.done++
+}
+
+// outputOverhead is what an output record costs the window beyond its
+// bytes (the record struct and its header slice).
+const outputOverhead = 128
+
+// outputsSize is what outs cost in memory while they wait for a commit.
+func outputsSize(outs []*kgo.Record) int64 {
+	var n int64
+	for _, o := range outs {
+		n += int64(recordBytes(o)) + outputOverhead
+	}
+	return n
 }
 
 // popDone removes pw's completed prefix, appending its outputs to outs,
@@ -207,6 +236,8 @@ func (w *window) popDone(pw *partWindow, now time.Time, outs []*kgo.Record) ([]*
 		}
 		w.records--
 		w.bytes -= e.size
+		pw.records--
+		pw.bytes -= recordSize(e.rec)
 		pw.entries[pw.head] = nil
 		pw.head++
 	}
@@ -246,6 +277,86 @@ func (w *window) release(pw *partWindow) {
 	for _, e := range pw.entries[pw.head:] {
 		w.records--
 		w.bytes -= e.size
+	}
+}
+
+// A partition's share of the window. A commit cannot pass a partition's
+// oldest uncommitted record, and one in flight is never spilled: one
+// receiver hanging at the head of a busy partition holds everything
+// polled behind it for up to its attempt timeout, and were the window
+// one pool, those records would fill it and stop every partition's
+// polls. So, once the window is half full, a partition is fetched only
+// while it holds less than the room the window has left (in records and
+// in bytes); a partition over that has its fetching paused (the Kafka
+// client drops what it buffered for it and fetches it again on resume)
+// until commits bring it back under. A lone busy partition may use half
+// the window; k stuck partitions hold at most 1/2 + 1/4 + … of it, so
+// with n partitions in the window at least 1/(n+1) of it stays free for
+// the others, whatever hangs, and the window never exceeds its budget by
+// more than one poll.
+
+// fetchPauser pauses and resumes fetching (the session's *kgo.Client).
+type fetchPauser interface {
+	PauseFetchPartitions(map[string][]int32) map[string][]int32
+	ResumeFetchPartitions(map[string][]int32)
+}
+
+// overShare reports whether pw holds more than its share of the window.
+func (w *window) overShare(pw *partWindow) bool {
+	if 2*w.records < w.maxRecords && 2*w.bytes < w.maxBytes {
+		return false
+	}
+	return pw.records >= w.maxRecords-w.records || pw.bytes >= w.maxBytes-w.bytes
+}
+
+// shareFetch pauses the fetching of the partitions over their share and
+// resumes that of the ones back under it (loop goroutine, before a
+// poll).
+func (e *engine) shareFetch() {
+	if e.fetch == nil {
+		return
+	}
+	var pause, resume map[string][]int32
+	add := func(m *map[string][]int32, k tp) {
+		if *m == nil {
+			*m = map[string][]int32{}
+		}
+		(*m)[k.topic] = append((*m)[k.topic], k.partition)
+	}
+	for k, pw := range e.w.parts {
+		switch over := e.w.overShare(pw); {
+		case over && !pw.paused:
+			pw.paused = true
+			add(&pause, k)
+		case !over && pw.paused:
+			pw.paused = false
+			add(&resume, k)
+		}
+	}
+	if pause != nil {
+		e.fetch.PauseFetchPartitions(pause)
+	}
+	if resume != nil {
+		e.fetch.ResumeFetchPartitions(resume)
+	}
+}
+
+// resumeDropped resumes the fetching of dropped partitions that were
+// paused for their share: a pause outlives a revoke, and a partition
+// assigned back, or rewound after an aborted commit, would stay paused.
+func (e *engine) resumeDropped(pws []*partWindow) {
+	var resume map[string][]int32
+	for _, pw := range pws {
+		if pw.paused {
+			pw.paused = false
+			if resume == nil {
+				resume = map[string][]int32{}
+			}
+			resume[pw.k.topic] = append(resume[pw.k.topic], pw.k.partition)
+		}
+	}
+	if resume != nil && e.fetch != nil {
+		e.fetch.ResumeFetchPartitions(resume)
 	}
 }
 

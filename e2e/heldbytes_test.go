@@ -1,0 +1,101 @@
+package e2e
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/services/dispatcher/dispatcher"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// kafkaBytes is what recs take in Kafka: keys, values and headers.
+func kafkaBytes(recs []*kgo.Record) int {
+	n := 0
+	for _, r := range recs {
+		n += len(r.Key) + len(r.Value)
+		for _, h := range r.Headers {
+			n += len(h.Key) + len(h.Value)
+		}
+	}
+	return n
+}
+
+// TestAPausedEndpointsKafkaBytesStayFlatWhileItHolds: ten 64 KiB events
+// to a paused endpoint are held for two minutes, looking again every
+// few seconds (--park-recheck 5 s): each recheck writes a record without
+// the payload (it stays in the delivery's record in the deliveries
+// topic), so the retries and deliveries topics grow by the ten
+// originals and a few hundred bytes per recheck — not by the payload at
+// every recheck (F3: ten 1 MiB events wrote ~975 MiB in two minutes).
+// On resume each is delivered once with its payload, read back by
+// reference.
+func TestAPausedEndpointsKafkaBytesStayFlatWhileItHolds(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T) {
+		vs := startVirtual(t, func(c *dispatcher.Config) { c.ParkRecheck = 5 * time.Second })
+		defer vs.stop()
+		vs.wait = time.Hour
+		ln, err := vs.vn.Listen("tcp", "127.0.0.1:8080")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var bodies [][]byte
+		srv := &http.Server{Handler: http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			bodies = append(bodies, b)
+			mu.Unlock()
+		})}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		ep := vs.createEndpoint("http://127.0.0.1:8080/hooks")
+		if _, err := vs.endpoints().PauseEndpoint(vs.ctx(), &hooklinev1.PauseEndpointRequest{Id: ep.GetEndpoint().GetId(), Reason: "maintenance"}); err != nil {
+			t.Fatal(err)
+		}
+		const n, size = 10, 64 << 10
+		payload := []byte(`"` + string(bytes.Repeat([]byte("x"), size-2)) + `"`)
+		for range n {
+			vs.publish("invoice.paid", string(payload))
+		}
+		time.Sleep(2 * time.Minute)
+
+		retries := vs.readFor(vs.topics.Retries, time.Minute)
+		deliveries := vs.readFor(vs.topics.Deliveries, time.Minute)
+		rechecks := len(retries)
+		if rechecks < 5*n {
+			t.Fatalf("%d held records in two minutes for %d deliveries: the hold did not look again every few seconds", rechecks, n)
+		}
+		written := kafkaBytes(retries) + kafkaBytes(deliveries)
+		limit := n*(size+2<<10) + 2*rechecks*(2<<10) // the originals, and 2 KiB for each recheck's record and its release
+		t.Logf("%d deliveries of %d bytes held with %d rechecks: %d bytes written to the retries and deliveries topics (limit %d)", n, size, rechecks, written, limit)
+		if written > limit {
+			t.Fatalf("holding %d deliveries of %d bytes through %d rechecks wrote %d bytes to the retries and deliveries topics, want at most %d: the payload is rewritten at every recheck",
+				n, size, rechecks, written, limit)
+		}
+
+		if _, err := vs.endpoints().ResumeEndpoint(vs.ctx(), &hooklinev1.ResumeEndpointRequest{Id: ep.GetEndpoint().GetId()}); err != nil {
+			t.Fatal(err)
+		}
+		results := decodeAll(t, vs.readN(vs.topics.Results, 2*n), newResult)
+		for _, r := range results {
+			if s := r.GetState(); s != hooklinev1.DeliveryState_DELIVERY_STATE_PARKED && s != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
+				t.Fatalf("unexpected result %v", r)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(bodies) != n {
+			t.Fatalf("receiver got %d requests after the resume, want %d", len(bodies), n)
+		}
+		for i, b := range bodies {
+			if !bytes.Equal(b, payload) {
+				t.Fatalf("request %d carried %d bytes, want the %d-byte payload as published", i, len(b), len(payload))
+			}
+		}
+	})
+}
