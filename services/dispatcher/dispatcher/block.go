@@ -132,6 +132,6 @@ func (e *engine) spillBlocked(en *entry, now time.Time) {
 	at := now.Add(s.parkWait(en.d, now))
 	e.settle(en, func(ctx context.Context) []*kgo.Record {
 		annotate(ctx, en.d)
-		return s.spill(ctx, en.rec, en.d, at, "lane blocked")
+		return s.spillHeld(ctx, en.rec, en.d, at, "lane blocked")
 	})
 }

@@ -193,11 +193,26 @@ func (s *Service) parkWait(d *hooklinev1.Delivery, now time.Time) time.Duration 
 }
 
 // spill defers d, waiting for its lane, through the scheduler due at,
-// unless its hold is over.
+// unless its hold is over. A spill is one hop, due when the lane will
+// have room, not a recheck that repeats while a hold lasts, so d goes as
+// it is (its payload with it, or the reference it already carries): its
+// return to the lane then costs no read by reference (payloadref makes a
+// client per read, meant for rare reads, and a backlog spills thousands).
 func (s *Service) spill(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, at time.Time, reason string) []*kgo.Record {
+	return s.spillAs(ctx, r, d, proto.Clone(d).(*hooklinev1.Delivery), at, reason)
+}
+
+// spillHeld spills d by reference (heldCopy): for a member behind a
+// blocked head, which goes round the retry path again and again while
+// the block lasts, as a held delivery does.
+func (s *Service) spillHeld(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, at time.Time, reason string) []*kgo.Record {
+	return s.spillAs(ctx, r, d, heldCopy(r, d), at, reason)
+}
+
+func (s *Service) spillAs(ctx context.Context, r *kgo.Record, d, later *hooklinev1.Delivery, at time.Time, reason string) []*kgo.Record {
 	if end := s.endHold(ctx, d, s.now()); end != nil {
 		return end
 	}
 	s.deferred(ctx, reason)
-	return s.deferTo(r, d, at)
+	return s.deferAs(r, d, later, at)
 }

@@ -201,7 +201,12 @@ func (s *Service) park(ctx context.Context, r *kgo.Record, d *hooklinev1.Deliver
 // reference: its payload stays in r (hold.go). Callers check first that
 // its hold may go on (endHold).
 func (s *Service) deferTo(r *kgo.Record, d *hooklinev1.Delivery, at time.Time) []*kgo.Record {
-	later := heldCopy(r, d)
+	return s.deferAs(r, d, heldCopy(r, d), at)
+}
+
+// deferAs sends later, d's record to defer, back through the scheduler
+// due at (deferTo; spill).
+func (s *Service) deferAs(r *kgo.Record, d, later *hooklinev1.Delivery, at time.Time) []*kgo.Record {
 	later.DueAt = timestamppb.New(at)
 	later.HeldSince = holdStart(d, s.now())
 	later.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
