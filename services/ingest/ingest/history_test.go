@@ -37,6 +37,10 @@ type historyRig struct {
 	kafka   hkafka.Config
 	dir     string
 	topics  hkafka.Topics
+	// configure, when set, changes each instance's configuration.
+	configure func(*Config)
+	// conn is the client connection to the instance started last.
+	conn *grpc.ClientConn
 }
 
 func newHistoryRig(t *testing.T) *historyRig {
@@ -65,6 +69,9 @@ func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, fu
 	}
 	ic.Kafka, ic.DataDir, ic.APIKeys = r.kafka, r.dir, []string{"acme:" + historyTestKey}
 	ic.Secrets.InsecurePlaintext = true // the history needs no endpoint secrets
+	if r.configure != nil {
+		r.configure(&ic)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +91,7 @@ func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, fu
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.conn = conn
 	wctx, wcancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer wcancel()
 	w, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{})
