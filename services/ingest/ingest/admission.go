@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/status"
 )
 
 // callOverhead is what a PublishEvent call is charged beyond its payload
@@ -109,8 +111,9 @@ func (a *admission) grant() {
 	}
 }
 
-// release returns n bytes admit charged and admits who waits next.
-func (a *admission) release(n int64) {
+// release returns n bytes admit charged to the call of ctx and admits
+// who waits next.
+func (a *admission) release(_ context.Context, n int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.used -= n
@@ -122,4 +125,31 @@ func (a *admission) pushBack(n int64) error {
 	return retryLater(pushBackDelay, fmt.Sprintf(
 		"ingest holds its limit of %d bytes of publishes not yet confirmed by Kafka (--max-in-flight-bytes); this call needs %d: retry after the RetryInfo delay, with the same idempotency key",
 		a.limit, n))
+}
+
+// admitWrite charges n bytes of a write other than a publish (a recover
+// batch, a resend, a test event) to admission, waiting its turn for at
+// most --publish-timeout (and ctx): these calls are not latency
+// sensitive, but they share the budget publishes have. It answers the
+// push-back of admission when the turn does not come.
+func (s *Service) admitWrite(ctx context.Context, n int64) error {
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	defer cancel()
+	for {
+		if s.admission.admit(wctx, n, queueWait) {
+			return nil
+		}
+		// Pushed back (at once, when its tenant's waiting calls hold its
+		// share): try again after the delay a client would wait.
+		t := time.NewTimer(pushBackDelay)
+		select {
+		case <-t.C:
+		case <-wctx.Done():
+			t.Stop()
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			return s.admission.pushBack(n)
+		}
+	}
 }

@@ -33,7 +33,7 @@ func TestAdmissionBoundsBytesInFlight(t *testing.T) {
 		if s.admit > 0 {
 			got = a.admit(t.Context(), s.admit, 0)
 		} else {
-			a.release(-s.admit)
+			a.release(t.Context(), -s.admit)
 		}
 		if got != s.want || a.used != s.wantUse || a.waiting != 0 || len(a.queue) != 0 {
 			t.Fatalf("%s: admitted %v with %d in use (%d waiting, queue %d), want %v with %d", s.name, got, a.used, a.waiting, len(a.queue), s.want, s.wantUse)
@@ -76,7 +76,7 @@ func TestAdmissionIsFirstComeFirstServed(t *testing.T) {
 		if _, ok := answered(small); ok {
 			t.Fatal("the small call overtook the big one waiting before it")
 		}
-		a.release(60)
+		a.release(t.Context(), 60)
 		synctest.Wait()
 		b, okB := answered(big)
 		s, okS := answered(small)
