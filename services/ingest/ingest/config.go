@@ -28,7 +28,7 @@ type Config struct {
 	DevMode bool
 
 	PublishTimeout   time.Duration `flag:"publish-timeout" env:"HOOKLINE_PUBLISH_TIMEOUT" default:"10s" usage:"how long PublishEvent waits for Kafka to take the write before answering UNAVAILABLE"`
-	MaxInFlightBytes int64         `flag:"max-in-flight-bytes" env:"HOOKLINE_MAX_IN_FLIGHT_BYTES" default:"67108864" usage:"bytes of PublishEvent calls one ingest holds at once (each charged its payload times one plus its endpoints, plus 1 KiB); a call beyond it waits its turn at most 1 s, then is answered RESOURCE_EXHAUSTED with a RetryInfo delay"`
+	MaxInFlightBytes int64         `flag:"max-in-flight-bytes" env:"HOOKLINE_MAX_IN_FLIGHT_BYTES" default:"67108864" usage:"bytes of writes (PublishEvent calls, each charged its payload times one plus its endpoints, plus 1 KiB; recover batches, resends, test events) one ingest holds at once, shared fairly: while k tenants want bytes each may hold 1/k of it; a call beyond it waits its turn at most 1 s, then is answered RESOURCE_EXHAUSTED with a RetryInfo delay"`
 	MaxPayloadBytes  int           `flag:"max-payload-bytes" env:"HOOKLINE_MAX_PAYLOAD_BYTES" default:"1048576" usage:"largest event payload accepted"`
 	MaxEndpoints     int           `flag:"max-endpoints-per-tenant" env:"HOOKLINE_MAX_ENDPOINTS_PER_TENANT" default:"1000" usage:"most endpoints one tenant may have"`
 	AllowHTTP        bool          `flag:"allow-http" env:"HOOKLINE_ALLOW_HTTP" usage:"accept http:// endpoint URLs (default: https only)"`
@@ -40,6 +40,10 @@ type Config struct {
 	// Limits and quotas (docs/security.md, "Limits and quotas").
 	PublishRate          float64       `flag:"publish-rate" env:"HOOKLINE_PUBLISH_RATE" default:"1000" usage:"PublishEvent calls per second each tenant may make, sustained (0: no limit); beyond it a call is RESOURCE_EXHAUSTED with a retry delay"`
 	PublishBurst         int           `flag:"publish-burst" env:"HOOKLINE_PUBLISH_BURST" default:"2000" usage:"PublishEvent calls a tenant may make at once above --publish-rate"`
+	ReplayRate           float64       `flag:"replay-rate" env:"HOOKLINE_REPLAY_RATE" default:"10" usage:"SendTestEvent, ResendDelivery, RecoverEndpoint, ResendLaneHead and SkipLaneHead calls per second each tenant may make, together, sustained (0: no limit); beyond it a call is RESOURCE_EXHAUSTED with a retry delay"`
+	ReplayBurst          int           `flag:"replay-burst" env:"HOOKLINE_REPLAY_BURST" default:"50" usage:"of those calls, how many a tenant may make at once above --replay-rate"`
+	EndpointWriteRate    float64       `flag:"endpoint-write-rate" env:"HOOKLINE_ENDPOINT_WRITE_RATE" default:"100" usage:"endpoint writes (create, update, delete, pause, resume, rotate secret) per second each tenant may make, sustained (0: no limit); beyond it a call is RESOURCE_EXHAUSTED with a retry delay"`
+	EndpointWriteBurst   int           `flag:"endpoint-write-burst" env:"HOOKLINE_ENDPOINT_WRITE_BURST" default:"1000" usage:"endpoint writes a tenant may make at once above --endpoint-write-rate"`
 	MaxFanoutBytes       int64         `flag:"max-fanout-bytes" env:"HOOKLINE_MAX_FANOUT_BYTES" default:"67108864" usage:"largest payload × matching endpoints one PublishEvent may write; above it the call is RESOURCE_EXHAUSTED"`
 	MaxConcurrentStreams uint32        `flag:"grpc-max-concurrent-streams" env:"HOOKLINE_GRPC_MAX_CONCURRENT_STREAMS" default:"1000" usage:"most concurrent calls (HTTP/2 streams) one client connection may have open"`
 	KeepaliveMinTime     time.Duration `flag:"grpc-keepalive-min-time" env:"HOOKLINE_GRPC_KEEPALIVE_MIN_TIME" default:"10s" usage:"a client pinging more often than this is disconnected (GOAWAY too_many_pings)"`

@@ -97,8 +97,8 @@ type Service struct {
 	// per endpoint (and per tenant for creates); across replicas the
 	// conditional writes decide.
 	locks keyedMutex
-	// publishLimits rate-limits PublishEvent per tenant.
-	publishLimits *publishLimits
+	// limits rate-limit every write RPC per tenant.
+	limits *writeLimits
 
 	tp trace.TracerProvider
 	mp metric.MeterProvider
@@ -186,7 +186,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	// Every client of this service records its Kafka metrics.
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
 	s.instanceID = ids.New("ing_", s.now())
-	s.publishLimits = newPublishLimits(cfg.PublishRate, cfg.PublishBurst, s.now)
+	s.limits = newWriteLimits(cfg, func() time.Time { return s.now() })
 	s.idem = newIdemView(s.now, cfg.IdempotencyTTL)
 	s.idemFollow = hkafka.NewFollower(s.idem.apply, s.topics.Idempotency)
 	s.lanes = lanes.NewView()
@@ -407,12 +407,13 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 		grpc.ChainUnaryInterceptor(
 			logging.UnaryServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall), levels),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.keys.AuthFunc), needsAuth),
-			s.publishLimits.unaryInterceptor,
+			s.limits.unaryInterceptor,
 			recovery.UnaryServerInterceptor(onPanic),
 		),
 		grpc.ChainStreamInterceptor(
 			logging.StreamServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall), levels),
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.keys.AuthFunc), needsAuth),
+			s.limits.streamInterceptor,
 			recovery.StreamServerInterceptor(onPanic),
 		),
 	)

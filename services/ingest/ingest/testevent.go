@@ -67,7 +67,15 @@ func (s *Service) SendTestEvent(ctx context.Context, req *hooklinev1.SendTestEve
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "encode delivery: %v", err)
 	}
-	if err := s.produce(ctx, r); err != nil {
+	// Held until Kafka confirms it, within the budget publishes share
+	// (not while the outcome is awaited: that holds no more than this).
+	n := cost(len(payload), 1)
+	if err := s.admitWrite(ctx, n); err != nil {
+		return nil, err
+	}
+	err = s.produce(ctx, r)
+	s.admission.release(ctx, n)
+	if err != nil {
 		return nil, kafkaStatus(ctx, "test event not accepted", err)
 	}
 	resp := &hooklinev1.SendTestEventResponse{EventId: d.GetEventId(), DeliveryId: d.GetDeliveryId()}
