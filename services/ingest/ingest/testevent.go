@@ -9,6 +9,7 @@ import (
 	"github.com/hookline/hookline/platform/filter"
 	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -63,6 +64,7 @@ func (s *Service) SendTestEvent(ctx context.Context, req *hooklinev1.SendTestEve
 		CreatedAt:  timestamppb.New(now),
 		Kind:       hooklinev1.DeliveryKind_DELIVERY_KIND_TEST,
 	}
+	s.keyring.AuthenticateDelivery(d, keyring.PayloadSum(d.GetPayload()))
 	r, err := hkafka.Record(s.topics.Deliveries, d.GetEndpointId(), d)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "encode delivery: %v", err)
