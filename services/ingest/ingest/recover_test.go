@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"context"
 	"runtime"
 	"strings"
 	"testing"
@@ -109,4 +110,26 @@ func deliveriesEnd(r *historyRig) int64 {
 		}
 	})
 	return n
+}
+
+// TestARecoverWithinTheLimitWritesItsWindowInBatches: a recover whose
+// deliveries hold more bytes than --max-in-flight-bytes writes every one
+// of them, a batch at a time through admission, and reports them all.
+func TestARecoverWithinTheLimitWritesItsWindowInBatches(t *testing.T) {
+	const n, size = 24, 256 << 10 // 6 MiB: two batches
+	r, ep, since := recoverRig(t, n, size, func(c *Config) { c.MaxInFlightBytes = 1 << 20 })
+	before := deliveriesEnd(r)
+	ctx, cancel := context.WithCancel(r.ctx())
+	defer cancel()
+	stream, err := hooklinev1.NewDeliveryServiceClient(r.conn).RecoverEndpoint(ctx, &hooklinev1.RecoverEndpointRequest{EndpointId: ep, Since: timestamppb.New(since)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := stream.Recv()
+	if err != nil || p.GetTotal() != n || p.GetUnavailable() != 0 {
+		t.Fatalf("first progress %v, %v; want %d deliveries", p, err, n)
+	}
+	if got := deliveriesEnd(r) - before; got != n {
+		t.Fatalf("recover wrote %d deliveries, want %d", got, n)
+	}
 }
