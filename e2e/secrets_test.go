@@ -137,7 +137,8 @@ func rotationBeyondTheLimitIsRefused(t *testing.T, st *stack) {
 // an endpoint sealed under key A still delivers signed once B is put
 // first; rekey reseals it under B; a dispatcher whose key file lacks the
 // sealing key holds the delivery — no attempt, no dead letter, no crash —
-// and once it has B alone (A gone) the held delivery goes out.
+// and once it has B again the held delivery goes out (A stays while
+// ingest, not restarted, MACs delivery records under it).
 func TestKeyRotationOldRecordsStillOpenRekeyMovesThemAndAMissingKeyHolds(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "secrets.keys")
 	writeKeys := func(lines ...string) {
@@ -202,7 +203,11 @@ func TestKeyRotationOldRecordsStillOpenRekeyMovesThemAndAMissingKeyHolds(t *test
 		t.Fatalf("after rekey the secret is sealed under %q, want %q", sealed.GetKeyId(), keysBA.Current())
 	}
 
-	restart(lineC) // a key file without the sealing key
+	// A key file without the sealing key B. It keeps A: ingest, not
+	// restarted here, MACs its delivery records under A, and a
+	// dispatcher verifies them with the keys it holds (record
+	// authentication, docs/security.md).
+	restart(lineC, lineA)
 	st.publish("invoice.paid", `{"n":3}`)
 	held := decodeAll(t, st.readN(st.topics.Retries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
 	if held.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED || held.GetAttempt() > 1 {
@@ -214,9 +219,9 @@ func TestKeyRotationOldRecordsStillOpenRekeyMovesThemAndAMissingKeyHolds(t *test
 	if n := st.endOffsets(st.topics.Dead); n != 0 {
 		t.Fatalf("%d dead letters, want none: a missing key holds", n)
 	}
-	// B alone, A gone: the rekeyed secret opens, and the held delivery
-	// goes out.
-	restart(lineB)
+	// B back (A kept for ingest's MACs, above): the rekeyed secret
+	// opens, and the held delivery goes out.
+	restart(lineB, lineA)
 	delivered(3)
 }
 

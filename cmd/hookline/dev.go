@@ -144,9 +144,9 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	ic.AllowHTTP, ic.AllowPrivate = true, true
 	ic.DevMode = true // a --api-key of any strength
 	ic.GRPCTLSCert, ic.GRPCTLSKey, ic.GRPCClientCA = f.GRPCTLSCert, f.GRPCTLSKey, f.GRPCClientCA
-	// One developer, one tenant: no PublishEvent quota (and load
+	// One developer, one tenant: no per-tenant rates (and load
 	// benchmarks run on dev mode).
-	ic.PublishRate = 0
+	ic.PublishRate, ic.ReplayRate, ic.EndpointWriteRate = 0, 0, 0
 	ic.Secrets.KeyFile = f.KeyFile
 	dc, err := config.Defaults[dispatcher.Config]()
 	if err != nil {

@@ -1,6 +1,6 @@
 package endpoints
 
-// Ceilings on an endpoint's delivery limits: ingest refuses an endpoint
+// Ceilings (and a floor) on an endpoint's delivery limits: ingest refuses an endpoint
 // asking for more, and they are the defaults of the dispatcher's
 // --max-in-flight-ceiling and --rate-limit-ceiling (which cap what it
 // honours, for endpoints written before these were enforced).
@@ -10,4 +10,10 @@ const (
 	// RateLimitCeiling is the highest rate_limit_per_second an endpoint
 	// may set, in attempts per second.
 	RateLimitCeiling = 100000
+	// RateLimitFloor is the lowest positive rate_limit_per_second an
+	// endpoint may set (one attempt every 1000 s): below it the spacing
+	// of attempts does not fit a time.Duration (1e-12/s is 3e4 years),
+	// and such a rate means "never", which is what pausing is for. The
+	// dispatcher honours a record below it at the floor.
+	RateLimitFloor = 0.001
 )

@@ -10,6 +10,9 @@
 // seals every new secret; every key in the file opens. To rotate, put a
 // new key first, restart the services, run `hookline secrets rekey`, and
 // only then remove the old key.
+//
+// The same keys authenticate delivery records: a MAC key derived from
+// each (recordmac.go) lets the dispatcher send only records ingest wrote.
 package keyring
 
 import (
@@ -53,6 +56,7 @@ var (
 type Keyring struct {
 	current string // id of the key that seals; "" in plaintext mode
 	aeads   map[string]cipher.AEAD
+	macs    map[string][]byte // delivery-record MAC keys by key id (recordmac.go)
 }
 
 // Plaintext returns a Keyring that seals nothing: new secrets are stored
@@ -75,7 +79,7 @@ func Load(path string) (*Keyring, error) {
 
 // Parse reads the contents of a key file.
 func Parse(data []byte) (*Keyring, error) {
-	k := &Keyring{aeads: map[string]cipher.AEAD{}}
+	k := &Keyring{aeads: map[string]cipher.AEAD{}, macs: map[string][]byte{}}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -102,6 +106,9 @@ func Parse(data []byte) (*Keyring, error) {
 			return nil, fmt.Errorf("keyring: line %d: %w", n, err)
 		}
 		k.aeads[id] = aead
+		if k.macs[id], err = macKey(raw); err != nil {
+			return nil, fmt.Errorf("keyring: line %d: %w", n, err)
+		}
 		if k.current == "" {
 			k.current = id
 		}

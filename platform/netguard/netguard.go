@@ -19,6 +19,8 @@
 package netguard
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -302,15 +304,62 @@ func (g *Guard) CheckHost(host string, lookup func(host string) ([]net.IP, error
 	}
 	ips, err := lookup(host)
 	if err != nil {
-		return fmt.Errorf("cannot resolve %q: %w", host, err)
+		u := &unresolvable{host: host}
+		// The caller's own deadline stays visible (ingest answers it
+		// UNAVAILABLE, retry); the resolver's text never is.
+		if cerr := contextError(err); cerr != nil {
+			u.cause = cerr
+		}
+		return u
 	}
 	if len(ips) == 0 {
-		return fmt.Errorf("cannot resolve %q: no addresses", host)
+		return Unresolvable(host)
 	}
 	for _, ip := range ips {
 		a, ok := netip.AddrFromSlice(ip)
 		if err := g.Check(a); !ok || err != nil {
-			return fmt.Errorf("%s resolves to %w", host, errInternal)
+			return Unresolvable(host)
+		}
+	}
+	return nil
+}
+
+// ErrUnresolvable marks a host name that did not resolve to an address
+// the guard admits. It is not a refused destination: it classifies as
+// a DNS failure (transient, R-CLASS), like the failed lookups it must be
+// indistinguishable from.
+var ErrUnresolvable = errors.New("cannot resolve")
+
+// Unresolvable is the one answer for a host name that does not resolve
+// (not found, timed out, the server failed), resolves to no address, or
+// resolves (even partly) to an address the guard refuses: "cannot
+// resolve "host" to an allowed address", wrapping ErrUnresolvable. One
+// answer for all of them, so an endpoint URL is not a probe of which
+// internal names exist; and never the resolver's text, which names the
+// resolver's address and the pod's address and port.
+func Unresolvable(host string) error { return &unresolvable{host: host} }
+
+type unresolvable struct {
+	host  string
+	cause error // the caller's context error, if that ended the lookup
+}
+
+func (e *unresolvable) Error() string {
+	return fmt.Sprintf("cannot resolve %q to an allowed address", e.host)
+}
+
+func (e *unresolvable) Unwrap() []error {
+	if e.cause != nil {
+		return []error{ErrUnresolvable, e.cause}
+	}
+	return []error{ErrUnresolvable}
+}
+
+// contextError returns the context error err wraps, or nil.
+func contextError(err error) error {
+	for _, c := range []error{context.DeadlineExceeded, context.Canceled} {
+		if errors.Is(err, c) {
+			return c
 		}
 	}
 	return nil

@@ -150,14 +150,51 @@ func TestCheckHostResolvesNames(t *testing.T) {
 	if err == nil {
 		t.Fatal("a name with a loopback answer was accepted")
 	}
-	if strings.Contains(err.Error(), "127.0.0.1") || !strings.Contains(err.Error(), "evil.example resolves to a private/internal address") {
-		t.Fatalf("refusal %q: want it to say the name resolves to a private/internal address, without the address", err)
+	if strings.Contains(err.Error(), "127.0.0.1") || err.Error() != `cannot resolve "evil.example" to an allowed address` {
+		t.Fatalf("refusal %q: want it to say only that the name does not resolve to an allowed address", err)
 	}
 	if err := g.CheckHost("public.example", lookup); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.CheckHost("10.0.0.1", lookup); err == nil {
 		t.Fatal("a literal private IP was accepted")
+	}
+}
+
+// TestAFailedAndAPrivateResolutionReadAlike: a name that does not
+// resolve, resolves to nothing, or resolves (even partly) to an internal
+// address gets one answer naming only the host, so creating endpoints
+// cannot tell whether an internal name exists, and the resolver's text
+// (its address, the pod's address and port) never reaches the caller.
+func TestAFailedAndAPrivateResolutionReadAlike(t *testing.T) {
+	g, _ := New(false, nil)
+	answers := map[string]func() ([]net.IP, error){
+		"kafka.internal": func() ([]net.IP, error) { return []net.IP{net.ParseIP("10.0.0.7")}, nil },
+		"mixed.example":  func() ([]net.IP, error) { return []net.IP{net.ParseIP("93.184.216.34"), net.ParseIP("10.0.0.7")}, nil },
+		"empty.example":  func() ([]net.IP, error) { return nil, nil },
+		"nxdomain.internal": func() ([]net.IP, error) {
+			return nil, &net.DNSError{Err: "no such host", Name: "nxdomain.internal", Server: "10.96.0.10:53", IsNotFound: true}
+		},
+		"slow.internal": func() ([]net.IP, error) {
+			return nil, &net.DNSError{Err: "read udp 10.244.1.5:41234->10.96.0.10:53: i/o timeout", Name: "slow.internal", Server: "10.96.0.10:53", IsTimeout: true}
+		},
+		"servfail.internal": func() ([]net.IP, error) {
+			return nil, &net.DNSError{Err: "server misbehaving", Name: "servfail.internal", Server: "10.96.0.10:53"}
+		},
+	}
+	for host, answer := range answers {
+		err := g.CheckHost(host, func(string) ([]net.IP, error) { return answer() })
+		if err == nil {
+			t.Fatalf("%s: accepted", host)
+		}
+		if want := `cannot resolve "` + host + `" to an allowed address`; err.Error() != want {
+			t.Errorf("%s: %q, want %q", host, err, want)
+		}
+		for _, leak := range []string{"10.", ":53", "41234", "no such host", "timeout", "misbehaving", "private"} {
+			if strings.Contains(err.Error(), leak) {
+				t.Errorf("%s: %q names %q", host, err, leak)
+			}
+		}
 	}
 }
 

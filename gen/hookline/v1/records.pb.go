@@ -526,6 +526,13 @@ type Delivery struct {
 	// retains that record: a hold ends at the dispatcher's --max-hold,
 	// which is below the topics' retention.
 	PayloadRecord *RecordRef `protobuf:"bytes,19,opt,name=payload_record,json=payloadRecord,proto3" json:"payload_record,omitempty"`
+	// Authenticates the record to the dispatcher: written by ingest, which
+	// holds the secrets key file, over what the dispatcher signs and sends
+	// (delivery, event, tenant, endpoint, event type, payload), and kept
+	// unchanged on every later hop (retry, delay tiers, hold, spill). A
+	// writer of the deliveries topic without the key file cannot make one,
+	// so it cannot make the dispatcher sign a delivery (docs/security.md).
+	RecordMac     *RecordMac `protobuf:"bytes,20,opt,name=record_mac,json=recordMac,proto3" json:"record_mac,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -693,6 +700,70 @@ func (x *Delivery) GetPayloadRecord() *RecordRef {
 	return nil
 }
 
+func (x *Delivery) GetRecordMac() *RecordMac {
+	if x != nil {
+		return x.RecordMac
+	}
+	return nil
+}
+
+// RecordMac is a delivery record's authenticator: HMAC-SHA256 under a
+// key derived from the secrets key file's key key_id
+// (platform/keyring, DeliveryMAC).
+type RecordMac struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the secrets key file's key the MAC key is derived from.
+	KeyId string `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// HMAC-SHA256 over the record's authenticated fields.
+	Mac           []byte `protobuf:"bytes,2,opt,name=mac,proto3" json:"mac,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordMac) Reset() {
+	*x = RecordMac{}
+	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordMac) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordMac) ProtoMessage() {}
+
+func (x *RecordMac) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordMac.ProtoReflect.Descriptor instead.
+func (*RecordMac) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RecordMac) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *RecordMac) GetMac() []byte {
+	if x != nil {
+		return x.Mac
+	}
+	return nil
+}
+
 // AttemptResult reports one attempt, or one terminal decision made without
 // an attempt. Topic: <prefix>results; key: endpoint_id.
 type AttemptResult struct {
@@ -731,7 +802,7 @@ type AttemptResult struct {
 
 func (x *AttemptResult) Reset() {
 	*x = AttemptResult{}
-	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	mi := &file_hookline_v1_records_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +814,7 @@ func (x *AttemptResult) String() string {
 func (*AttemptResult) ProtoMessage() {}
 
 func (x *AttemptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	mi := &file_hookline_v1_records_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +827,7 @@ func (x *AttemptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptResult.ProtoReflect.Descriptor instead.
 func (*AttemptResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{2}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AttemptResult) GetDeliveryId() string {
@@ -898,7 +969,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_hookline_v1_records_proto_msgTypes[3]
+	mi := &file_hookline_v1_records_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +981,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[3]
+	mi := &file_hookline_v1_records_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +994,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{3}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeadLetter) GetDelivery() *Delivery {
@@ -964,7 +1035,7 @@ type EndpointRecord struct {
 
 func (x *EndpointRecord) Reset() {
 	*x = EndpointRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[4]
+	mi := &file_hookline_v1_records_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1047,7 @@ func (x *EndpointRecord) String() string {
 func (*EndpointRecord) ProtoMessage() {}
 
 func (x *EndpointRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[4]
+	mi := &file_hookline_v1_records_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1060,7 @@ func (x *EndpointRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointRecord.ProtoReflect.Descriptor instead.
 func (*EndpointRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{4}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EndpointRecord) GetEndpoint() *Endpoint {
@@ -1035,7 +1106,7 @@ type EndpointSecret struct {
 
 func (x *EndpointSecret) Reset() {
 	*x = EndpointSecret{}
-	mi := &file_hookline_v1_records_proto_msgTypes[5]
+	mi := &file_hookline_v1_records_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1118,7 @@ func (x *EndpointSecret) String() string {
 func (*EndpointSecret) ProtoMessage() {}
 
 func (x *EndpointSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[5]
+	mi := &file_hookline_v1_records_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1131,7 @@ func (x *EndpointSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSecret.ProtoReflect.Descriptor instead.
 func (*EndpointSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EndpointSecret) GetSecret() string {
@@ -1116,7 +1187,7 @@ type SealedSecret struct {
 
 func (x *SealedSecret) Reset() {
 	*x = SealedSecret{}
-	mi := &file_hookline_v1_records_proto_msgTypes[6]
+	mi := &file_hookline_v1_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1199,7 @@ func (x *SealedSecret) String() string {
 func (*SealedSecret) ProtoMessage() {}
 
 func (x *SealedSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[6]
+	mi := &file_hookline_v1_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1212,7 @@ func (x *SealedSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedSecret.ProtoReflect.Descriptor instead.
 func (*SealedSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SealedSecret) GetKeyId() string {
@@ -1189,7 +1260,7 @@ type Notice struct {
 
 func (x *Notice) Reset() {
 	*x = Notice{}
-	mi := &file_hookline_v1_records_proto_msgTypes[7]
+	mi := &file_hookline_v1_records_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1272,7 @@ func (x *Notice) String() string {
 func (*Notice) ProtoMessage() {}
 
 func (x *Notice) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[7]
+	mi := &file_hookline_v1_records_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1285,7 @@ func (x *Notice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notice.ProtoReflect.Descriptor instead.
 func (*Notice) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Notice) GetNoticeId() string {
@@ -1316,7 +1387,7 @@ type IdempotencyRecord struct {
 
 func (x *IdempotencyRecord) Reset() {
 	*x = IdempotencyRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[8]
+	mi := &file_hookline_v1_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1399,7 @@ func (x *IdempotencyRecord) String() string {
 func (*IdempotencyRecord) ProtoMessage() {}
 
 func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[8]
+	mi := &file_hookline_v1_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1412,7 @@ func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
 func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IdempotencyRecord) GetTenantId() string {
@@ -1431,7 +1502,7 @@ type LaneRecord struct {
 
 func (x *LaneRecord) Reset() {
 	*x = LaneRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[9]
+	mi := &file_hookline_v1_records_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1514,7 @@ func (x *LaneRecord) String() string {
 func (*LaneRecord) ProtoMessage() {}
 
 func (x *LaneRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[9]
+	mi := &file_hookline_v1_records_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1527,7 @@ func (x *LaneRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneRecord.ProtoReflect.Descriptor instead.
 func (*LaneRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LaneRecord) GetEndpointId() string {
@@ -1496,7 +1567,7 @@ type LaneMember struct {
 
 func (x *LaneMember) Reset() {
 	*x = LaneMember{}
-	mi := &file_hookline_v1_records_proto_msgTypes[10]
+	mi := &file_hookline_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1579,7 @@ func (x *LaneMember) String() string {
 func (*LaneMember) ProtoMessage() {}
 
 func (x *LaneMember) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[10]
+	mi := &file_hookline_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1592,7 @@ func (x *LaneMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneMember.ProtoReflect.Descriptor instead.
 func (*LaneMember) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LaneMember) GetDeliveryId() string {
@@ -1566,7 +1637,7 @@ type BlockedHead struct {
 
 func (x *BlockedHead) Reset() {
 	*x = BlockedHead{}
-	mi := &file_hookline_v1_records_proto_msgTypes[11]
+	mi := &file_hookline_v1_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1649,7 @@ func (x *BlockedHead) String() string {
 func (*BlockedHead) ProtoMessage() {}
 
 func (x *BlockedHead) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[11]
+	mi := &file_hookline_v1_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1662,7 @@ func (x *BlockedHead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockedHead.ProtoReflect.Descriptor instead.
 func (*BlockedHead) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BlockedHead) GetDelivery() *Delivery {
@@ -1636,7 +1707,7 @@ type RecordRef struct {
 
 func (x *RecordRef) Reset() {
 	*x = RecordRef{}
-	mi := &file_hookline_v1_records_proto_msgTypes[12]
+	mi := &file_hookline_v1_records_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1719,7 @@ func (x *RecordRef) String() string {
 func (*RecordRef) ProtoMessage() {}
 
 func (x *RecordRef) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[12]
+	mi := &file_hookline_v1_records_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1732,7 @@ func (x *RecordRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRef.ProtoReflect.Descriptor instead.
 func (*RecordRef) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RecordRef) GetTopic() string {
@@ -1694,7 +1765,7 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x02op\x18\x01 \x01(\x0e2\x13.hookline.v1.LaneOpR\x02op\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x02 \x01(\tR\tcommandId\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xde\x06\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x95\a\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1722,8 +1793,13 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\fordering_key\x18\x10 \x01(\tR\vorderingKey\x12\x1e\n" +
 	"\blane_seq\x18\x11 \x01(\x03H\x00R\alaneSeq\x88\x01\x01\x12;\n" +
 	"\flane_command\x18\x12 \x01(\v2\x18.hookline.v1.LaneCommandR\vlaneCommand\x12=\n" +
-	"\x0epayload_record\x18\x13 \x01(\v2\x16.hookline.v1.RecordRefR\rpayloadRecordB\v\n" +
-	"\t_lane_seq\"\x99\x05\n" +
+	"\x0epayload_record\x18\x13 \x01(\v2\x16.hookline.v1.RecordRefR\rpayloadRecord\x125\n" +
+	"\n" +
+	"record_mac\x18\x14 \x01(\v2\x16.hookline.v1.RecordMacR\trecordMacB\v\n" +
+	"\t_lane_seq\"4\n" +
+	"\tRecordMac\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x10\n" +
+	"\x03mac\x18\x02 \x01(\fR\x03mac\"\x99\x05\n" +
 	"\rAttemptResult\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1883,7 +1959,7 @@ func file_hookline_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_hookline_v1_records_proto_goTypes = []any{
 	(DeliveryKind)(0),             // 0: hookline.v1.DeliveryKind
 	(LaneOp)(0),                   // 1: hookline.v1.LaneOp
@@ -1893,64 +1969,66 @@ var file_hookline_v1_records_proto_goTypes = []any{
 	(IdempotencyState)(0),         // 5: hookline.v1.IdempotencyState
 	(*LaneCommand)(nil),           // 6: hookline.v1.LaneCommand
 	(*Delivery)(nil),              // 7: hookline.v1.Delivery
-	(*AttemptResult)(nil),         // 8: hookline.v1.AttemptResult
-	(*DeadLetter)(nil),            // 9: hookline.v1.DeadLetter
-	(*EndpointRecord)(nil),        // 10: hookline.v1.EndpointRecord
-	(*EndpointSecret)(nil),        // 11: hookline.v1.EndpointSecret
-	(*SealedSecret)(nil),          // 12: hookline.v1.SealedSecret
-	(*Notice)(nil),                // 13: hookline.v1.Notice
-	(*IdempotencyRecord)(nil),     // 14: hookline.v1.IdempotencyRecord
-	(*LaneRecord)(nil),            // 15: hookline.v1.LaneRecord
-	(*LaneMember)(nil),            // 16: hookline.v1.LaneMember
-	(*BlockedHead)(nil),           // 17: hookline.v1.BlockedHead
-	(*RecordRef)(nil),             // 18: hookline.v1.RecordRef
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
-	(*Endpoint)(nil),              // 21: hookline.v1.Endpoint
-	(*DeliveryRef)(nil),           // 22: hookline.v1.DeliveryRef
+	(*RecordMac)(nil),             // 8: hookline.v1.RecordMac
+	(*AttemptResult)(nil),         // 9: hookline.v1.AttemptResult
+	(*DeadLetter)(nil),            // 10: hookline.v1.DeadLetter
+	(*EndpointRecord)(nil),        // 11: hookline.v1.EndpointRecord
+	(*EndpointSecret)(nil),        // 12: hookline.v1.EndpointSecret
+	(*SealedSecret)(nil),          // 13: hookline.v1.SealedSecret
+	(*Notice)(nil),                // 14: hookline.v1.Notice
+	(*IdempotencyRecord)(nil),     // 15: hookline.v1.IdempotencyRecord
+	(*LaneRecord)(nil),            // 16: hookline.v1.LaneRecord
+	(*LaneMember)(nil),            // 17: hookline.v1.LaneMember
+	(*BlockedHead)(nil),           // 18: hookline.v1.BlockedHead
+	(*RecordRef)(nil),             // 19: hookline.v1.RecordRef
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
+	(*Endpoint)(nil),              // 22: hookline.v1.Endpoint
+	(*DeliveryRef)(nil),           // 23: hookline.v1.DeliveryRef
 }
 var file_hookline_v1_records_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.LaneCommand.op:type_name -> hookline.v1.LaneOp
-	19, // 1: hookline.v1.LaneCommand.at:type_name -> google.protobuf.Timestamp
-	19, // 2: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
-	19, // 3: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
-	19, // 4: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
-	19, // 5: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
+	20, // 1: hookline.v1.LaneCommand.at:type_name -> google.protobuf.Timestamp
+	20, // 2: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
+	20, // 3: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
+	20, // 4: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
+	20, // 5: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: hookline.v1.Delivery.kind:type_name -> hookline.v1.DeliveryKind
-	20, // 7: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
-	19, // 8: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
+	21, // 7: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
+	20, // 8: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
 	6,  // 9: hookline.v1.Delivery.lane_command:type_name -> hookline.v1.LaneCommand
-	18, // 10: hookline.v1.Delivery.payload_record:type_name -> hookline.v1.RecordRef
-	2,  // 11: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
-	20, // 12: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
-	19, // 13: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 14: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
-	19, // 15: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
-	7,  // 16: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
-	8,  // 17: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
-	19, // 18: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	21, // 19: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
-	11, // 20: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
-	19, // 21: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
-	19, // 22: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 23: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
-	4,  // 24: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
-	19, // 25: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	5,  // 26: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
-	22, // 27: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
-	19, // 28: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
-	19, // 29: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
-	16, // 30: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
-	17, // 31: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
-	7,  // 32: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
-	8,  // 33: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
-	19, // 34: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
-	18, // 35: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	19, // 10: hookline.v1.Delivery.payload_record:type_name -> hookline.v1.RecordRef
+	8,  // 11: hookline.v1.Delivery.record_mac:type_name -> hookline.v1.RecordMac
+	2,  // 12: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
+	21, // 13: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
+	20, // 14: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 15: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
+	20, // 16: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
+	7,  // 17: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
+	9,  // 18: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
+	20, // 19: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	22, // 20: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
+	12, // 21: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
+	20, // 22: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
+	20, // 23: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 24: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
+	4,  // 25: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
+	20, // 26: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	5,  // 27: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
+	23, // 28: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
+	20, // 29: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
+	20, // 30: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 31: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
+	18, // 32: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
+	7,  // 33: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
+	9,  // 34: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
+	20, // 35: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
+	19, // 36: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }
@@ -1967,7 +2045,7 @@ func file_hookline_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_records_proto_rawDesc), len(file_hookline_v1_records_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -244,11 +245,21 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
+		var dnsErr *net.DNSError
+		host := req.URL.Hostname()
+		_, literalErr := netip.ParseAddr(host)
 		switch {
+		case errors.As(err, &dnsErr),
+			errors.Is(err, classify.ErrRefusedDestination) && literalErr != nil:
+			// A name that fails to resolve and one that resolves to a
+			// refused address read alike (netguard.Unresolvable): the
+			// resolver's text names its address and the pod's, and two
+			// different answers would tell a tenant whose endpoint
+			// name points at an internal one whether that name exists.
+			err = netguard.Unresolvable(host)
 		case errors.Is(err, classify.ErrRefusedDestination):
-			// The dial error names the address the host resolved to:
-			// never tell the tenant (or the results topic) which.
-			err = fmt.Errorf("%w: %s resolves to a private/internal address", classify.ErrRefusedDestination, req.URL.Hostname())
+			// A literal address the guard refuses: permanent.
+			err = fmt.Errorf("%w: %s is a private/internal address", classify.ErrRefusedDestination, host)
 		case errors.Is(err, context.DeadlineExceeded):
 			err = fmt.Errorf("no response within %v: %w", r.Timeout, err)
 		}
@@ -333,6 +344,9 @@ func errorType(err error) string {
 		return "timeout"
 	case errors.As(err, &ne) && ne.Timeout():
 		return "timeout"
+	}
+	if errors.Is(err, netguard.ErrUnresolvable) {
+		return "dns"
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) {

@@ -3,6 +3,7 @@ package attempt
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"github.com/hookline/hookline/platform/classify"
 	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/platform/sign"
 	"go.opentelemetry.io/otel/baggage"
@@ -138,8 +138,8 @@ func TestShutdownBeforeSendingIsAWorkerFault(t *testing.T) {
 	}
 }
 
-// A refused dial says the host resolves to a private/internal address,
-// never the address it resolved to.
+// A refused dial to a name says only that the name does not resolve to
+// an allowed address, never the address it resolved to.
 func TestRefusedDialDoesNotNameTheAddress(t *testing.T) {
 	rx := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer rx.Close()
@@ -147,11 +147,49 @@ func TestRefusedDialDoesNotNameTheAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Err == nil || strings.Contains(res.Err.Error(), "127.0.0.1") || !strings.Contains(res.Err.Error(), "localhost resolves to a private/internal address") {
-		t.Fatalf("refusal %v: want 'localhost resolves to a private/internal address' without the address", res.Err)
+	if res.Err == nil || strings.Contains(res.Err.Error(), "127.0.0.1") || res.Err.Error() != `cannot resolve "localhost" to an allowed address` {
+		t.Fatalf("refusal %v: want 'cannot resolve \"localhost\" to an allowed address' without the address", res.Err)
 	}
-	if !errors.Is(res.Err, classify.ErrRefusedDestination) {
-		t.Fatalf("refusal %v does not wrap ErrRefusedDestination", res.Err)
+}
+
+// TestDialTimeDNSFailuresAndPrivateAnswersReadAlike: at dial time a name
+// the resolver fails on (not found, timed out, server failure: the
+// resolver's text names its address and the pod's address and port) and
+// a name that resolves to an internal address get the same result, error
+// and class, so a tenant who points its endpoint's name at an internal
+// one (a CNAME) learns nothing about whether that name exists.
+func TestDialTimeDNSFailuresAndPrivateAnswersReadAlike(t *testing.T) {
+	rx := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer rx.Close()
+	private, err := testClient(t, false).Do(t.Context(), request(t, strings.Replace(rx.URL, "127.0.0.1", "localhost", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failures := []*net.DNSError{
+		{Err: "no such host", Name: "localhost", Server: "10.96.0.10:53", IsNotFound: true},
+		{Err: "read udp 10.244.1.5:41234->10.96.0.10:53: i/o timeout", Name: "localhost", Server: "10.96.0.10:53", IsTimeout: true},
+		{Err: "server misbehaving", Name: "localhost", Server: "10.96.0.10:53"},
+	}
+	for _, dnsErr := range failures {
+		g, _ := netguard.NewPolicy(false, nil, nil)
+		c := New(g, WithDialContext(func(context.Context, string, string) (net.Conn, error) {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: dnsErr}
+		}))
+		res, err := c.Do(t.Context(), request(t, strings.Replace(rx.URL, "127.0.0.1", "localhost", 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Err == nil || res.Err.Error() != private.Err.Error() || res.Class != private.Class {
+			t.Errorf("DNS failure %q: result %v (%v), want what a private answer gets: %v (%v)", dnsErr.Err, res.Err, res.Class, private.Err, private.Class)
+		}
+		if res.Class != hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT {
+			t.Errorf("DNS failure %q: class %v, want transient (R-CLASS)", dnsErr.Err, res.Class)
+		}
+		for _, leak := range []string{"10.96", ":53", "41234", "lookup"} {
+			if res.Err != nil && strings.Contains(res.Err.Error(), leak) {
+				t.Errorf("DNS failure %q: result %q names %q", dnsErr.Err, res.Err, leak)
+			}
+		}
 	}
 }
 

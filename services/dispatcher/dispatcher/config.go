@@ -28,7 +28,11 @@ type Config struct {
 	MaxAttempts    uint32        `flag:"max-attempts" env:"HOOKLINE_MAX_ATTEMPTS" default:"16" usage:"default attempt budget of a delivery"`
 	MaxAge         time.Duration `flag:"max-age" env:"HOOKLINE_MAX_AGE" default:"72h" usage:"default time budget of a delivery, from its first attempt"`
 	RetryAfterMax  time.Duration `flag:"retry-after-max" env:"HOOKLINE_RETRY_AFTER_MAX" default:"24h" usage:"longest Retry-After (on 429 and 503) honoured; longer asks are capped"`
-	MaxFaults      int           `flag:"max-worker-faults" env:"HOOKLINE_MAX_WORKER_FAULTS" default:"5" usage:"worker faults (panics) one delivery may cause before it is set aside on the dead-letter topic"`
+	// AcceptUnsigned is the rolling-upgrade window of record
+	// authentication (docs/security.md): records without a RecordMac are
+	// sent; a record whose MAC does not verify is still refused.
+	AcceptUnsigned bool `flag:"accept-unsigned-deliveries" env:"HOOKLINE_ACCEPT_UNSIGNED_DELIVERIES" usage:"send delivery records that carry no MAC (those written before ingest wrote them, during an upgrade): off, such a record is refused and dead-lettered unsent; a record with a MAC that does not verify is refused either way. Without --secrets-key-file no record is checked"`
+	MaxFaults      int  `flag:"max-worker-faults" env:"HOOKLINE_MAX_WORKER_FAULTS" default:"5" usage:"worker faults (panics) one delivery may cause before it is set aside on the dead-letter topic"`
 
 	MaxInFlight        int           `flag:"max-in-flight" env:"HOOKLINE_MAX_IN_FLIGHT" default:"10" usage:"default cap of attempts in flight to one endpoint; endpoints may override"`
 	MaxInFlightCeiling int           `flag:"max-in-flight-ceiling" env:"HOOKLINE_MAX_IN_FLIGHT_CEILING" default:"1000" usage:"highest per-endpoint cap honoured; an endpoint asking for more gets this (ingest refuses more than the default, platform/endpoints.MaxInFlightCeiling)"`

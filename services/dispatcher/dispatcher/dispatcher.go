@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	mrand "math/rand/v2"
 	"os"
 	"slices"
@@ -149,8 +150,11 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.BatchSize < 1 || cfg.WindowRecords < 1 || cfg.WindowBytes < 1 || cfg.AttemptMemory < attemptOverhead {
 		return nil, errors.New("dispatcher: --batch-size, --window-records and --window-bytes must be at least 1, --attempt-memory at least 32768")
 	}
-	if cfg.MaxInFlight < 1 || cfg.MaxInFlightCeiling < 1 || cfg.RateLimit < 0 || cfg.RateLimitCeiling <= 0 {
+	if cfg.MaxInFlight < 1 || cfg.MaxInFlightCeiling < 1 || !(cfg.RateLimit >= 0) || math.IsInf(cfg.RateLimit, 0) || !(cfg.RateLimitCeiling > 0) {
 		return nil, errors.New("dispatcher: --max-in-flight and --max-in-flight-ceiling must be at least 1, --rate-limit at least 0, --rate-limit-ceiling above 0")
+	}
+	if (cfg.RateLimit > 0 && cfg.RateLimit < endpoints.RateLimitFloor) || cfg.RateLimitCeiling < endpoints.RateLimitFloor {
+		return nil, fmt.Errorf("dispatcher: --rate-limit (0: none) and --rate-limit-ceiling must be at least %v attempts per second", endpoints.RateLimitFloor)
 	}
 	if cfg.MaxHold <= 0 || (cfg.Kafka.Retention > 0 && cfg.MaxHold >= cfg.Kafka.Retention) {
 		// A hold longer than retention could outlive the records the

@@ -87,9 +87,10 @@ func (s *Service) triage(d *hooklinev1.Delivery, now time.Time, synced bool) (ve
 		return needSync, nil
 	case ep == nil:
 		return epDeleted, nil
-	case ep.GetEndpoint().GetTenantId() != d.GetTenantId():
+	case ep.GetEndpoint().GetTenantId() != d.GetTenantId(), !s.authentic(d):
 		// The deliveries topic must not be a signing oracle: only the
-		// tenant that owns an endpoint delivers to it.
+		// tenant that owns an endpoint delivers to it, and only through
+		// ingest (recordauth.go).
 		return epForeign, ep
 	case ep.GetEndpoint().GetStatus() == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED:
 		return epPaused, ep
@@ -117,8 +118,8 @@ func (s *Service) settle(ctx context.Context, v verdict, r *kgo.Record, d *hookl
 	case epForeign:
 		res := s.result(d, now)
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
-		res.Reason = fmt.Sprintf("delivery of tenant %q names endpoint %s of another tenant; not sent", d.GetTenantId(), d.GetEndpointId())
-		s.log.ErrorContext(ctx, "delivery names another tenant's endpoint; dead-lettered", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId())
+		res.Reason = s.refusedReason(d)
+		s.log.ErrorContext(ctx, "delivery refused; dead-lettered", "reason", res.Reason, "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId())
 		setOutcome(ctx, "foreign_endpoint")
 		return s.deadLetter(ctx, d, res)
 	case epPaused:

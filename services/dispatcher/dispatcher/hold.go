@@ -83,8 +83,19 @@ func (s *Service) readHeld(ctx context.Context, d *hooklinev1.Delivery) error {
 		return fmt.Errorf("%w: %s/%d@%d does not hold delivery %s's payload", payloadref.ErrGone, ref.GetTopic(), ref.GetPartition(), ref.GetOffset(), d.GetDeliveryId())
 	}
 	d.Payload = orig.GetPayload()
+	// Its record MAC covers the payload (recordauth.go): checked now that
+	// the payload is here, so a forged reference record that points at
+	// another delivery's payload, or altered fields, is refused.
+	if err := s.recordRefusal(d); err != nil {
+		d.Payload = nil
+		return fmt.Errorf("%w: %w", errNotAuthentic, err)
+	}
 	return nil
 }
+
+// errNotAuthentic marks a held delivery whose record, with its payload
+// read back, does not verify.
+var errNotAuthentic = errors.New("delivery record not authenticated: not written by ingest, or altered since; not sent")
 
 // readFromKafka reads the record ref names from the cluster.
 func (s *Service) readFromKafka(ctx context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
@@ -102,6 +113,15 @@ func (s *Service) readFromKafka(ctx context.Context, ref *hooklinev1.RecordRef) 
 // within its hold's bounds.
 func (s *Service) unreadHeld(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, err error) []*kgo.Record {
 	now := s.now()
+	if errors.Is(err, errNotAuthentic) {
+		res := s.result(d, now)
+		res.Attempt = d.GetAttempt()
+		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
+		res.Reason = err.Error()
+		s.log.ErrorContext(ctx, "held delivery record not authenticated; dead-lettered unsigned", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "err", err)
+		setOutcome(ctx, "refused")
+		return s.deadLetter(ctx, d, res)
+	}
 	if errors.Is(err, payloadref.ErrGone) {
 		res := s.result(d, now)
 		res.Attempt = d.GetAttempt() // the attempt it could not make

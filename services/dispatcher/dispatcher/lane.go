@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/hookline/hookline/platform/endpoints"
 	"golang.org/x/time/rate"
 )
 
@@ -61,8 +62,15 @@ func newLane(id string, t *tenant) *lane {
 // perSec starts per second (0: none). Starts are spaced 1/perSec apart
 // with a burst of max(1, ⌈perSec × 20 ms⌉), so a wake-up a little late
 // loses no throughput and no second holds more than perSec + burst.
+//
+// A positive rate below endpoints.RateLimitFloor (a record written before
+// ingest refused one) is the floor: its spacing would not fit a
+// time.Duration.
 func (l *lane) configure(capacity int, perSec float64, now time.Time) {
 	l.cap = max(capacity, 1)
+	if perSec > 0 {
+		perSec = max(perSec, endpoints.RateLimitFloor)
+	}
 	if perSec == l.perSec {
 		return
 	}
@@ -170,7 +178,7 @@ func (l *lane) rateReady(now time.Time) (bool, time.Time) {
 	if tokens >= 1 {
 		return true, time.Time{}
 	}
-	wait := time.Duration(math.Ceil((1 - tokens) / l.perSec * float64(time.Second)))
+	wait := clampedDuration(math.Ceil((1 - tokens) / l.perSec * float64(time.Second)))
 	return false, now.Add(max(wait, time.Millisecond))
 }
 
@@ -196,7 +204,7 @@ func (l *lane) observe(latency time.Duration) {
 func (l *lane) interval() time.Duration {
 	var d time.Duration
 	if l.perSec > 0 {
-		d = time.Duration(float64(time.Second) / l.perSec)
+		d = clampedDuration(float64(time.Second) / l.perSec)
 	}
 	if l.latency > 0 && l.cap > 0 {
 		d = max(d, l.latency/time.Duration(l.cap))
@@ -204,12 +212,29 @@ func (l *lane) interval() time.Duration {
 	return d
 }
 
+// maxWait bounds every wait the lane computes from its rate: longer than
+// any spacing the rate floor allows, far from time.Duration's overflow.
+const maxWait = 1000 * 24 * time.Hour
+
+// clampedDuration converts ns, a float64 count of nanoseconds, to a Duration
+// clamped to [0, maxWait]: a float64 beyond int64 converts to MinInt64
+// on amd64, which made a lane wake every millisecond and never start.
+func clampedDuration(ns float64) time.Duration {
+	switch {
+	case !(ns > 0): // zero, negative and NaN
+		return 0
+	case ns >= float64(maxWait):
+		return maxWait
+	}
+	return time.Duration(ns)
+}
+
 // spillDue returns when a delivery spilled now should come back: after
 // everything waiting ahead of it has had its turn, and after the
 // deliveries spilled before it.
 func (l *lane) spillDue(now time.Time, ahead int, minDelay time.Duration) time.Time {
 	per := l.interval()
-	due := now.Add(max(minDelay, time.Duration(ahead)*per))
+	due := now.Add(max(minDelay, clampedDuration(float64(ahead)*float64(per))))
 	if due.Before(l.spillNext) {
 		due = l.spillNext
 	}

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/config"
+	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/platform/sign"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 )
@@ -67,8 +69,10 @@ func TestNoticeWebhookHasItsOwnAllowList(t *testing.T) {
 	if res, err := s.noticeClient.Do(t.Context(), req); err != nil || res.Class != hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
 		t.Fatalf("notice webhook: %+v, %v", res, err)
 	}
+	// Refused as a name that does not resolve to an allowed address
+	// (netguard.Unresolvable: a private answer reads like a failed one).
 	req.Tenant = "acme"
-	if res, err := s.client.Do(t.Context(), req); err != nil || res.Class != hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT {
+	if res, err := s.client.Do(t.Context(), req); err != nil || !errors.Is(res.Err, netguard.ErrUnresolvable) || res.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
 		t.Fatalf("a tenant's receiver at the notice webhook's address: %+v, %v, want refused", res, err)
 	}
 }

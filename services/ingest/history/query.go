@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -312,47 +313,79 @@ func (s *Store) has(k []byte) (bool, error) {
 	return true, closer.Close()
 }
 
-// FailedIn returns the tenant's deliveries to endpoint whose latest
-// result is FAILED or EXPIRED and was made in [since, until): each ready
-// to send again (with payload and the next attempt number), and how many
-// more matched but have no payload left. Test deliveries are left out.
-func (s *Store) FailedIn(tenant, endpoint string, since, until time.Time) (out []*hooklinev1.Delivery, unavailable int, err error) {
-	for _, state := range []hooklinev1.DeliveryState{hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED} {
+// FailedIDs returns the ids of the tenant's deliveries to endpoint whose
+// latest result is FAILED or EXPIRED and was made in [since, until),
+// test deliveries left out, at most limit of them (a caller that asks
+// for one more than it accepts learns there are too many). It reads the
+// index's summaries and payload-free delivery records only: counting a
+// window costs no payload, however large its deliveries are.
+func (s *Store) FailedIDs(tenant, endpoint string, since, until time.Time, limit int) ([]string, error) {
+	var out []string
+	for _, state := range failedStates {
 		err := s.scan(prefix(tagByEpState, tenant, endpoint, stateByte(int32(state))), nil, func(k, _ []byte) (bool, error) {
+			if len(out) >= limit {
+				return false, nil
+			}
 			id := lastPart(k)
-			st := &hooklinev1.DeliveryStatus{}
-			if ok, err := getProto(s.db, key(tagStatus, tenant, id), st); err != nil || !ok {
-				return true, err
+			_, ok, err := s.failedIn(tenant, id, since, until)
+			if err != nil || !ok {
+				return err == nil, err
 			}
-			if at := st.GetUpdatedAt().AsTime(); at.Before(since) || !at.Before(until) {
-				return true, nil
-			}
-			d, err := s.resendable(tenant, id, st.GetEventId())
-			if err != nil {
+			m := &hooklinev1.Delivery{}
+			if _, err := getProto(s.db, key(tagMeta, tenant, id), m); err != nil {
 				return false, err
 			}
-			if d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST {
+			if m.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST {
 				return true, nil // a failed test event is not a delivery to recover
 			}
-			if d == nil {
-				unavailable++
-				return true, nil
-			}
-			attempts, err := s.attempts(tenant, id)
-			if err != nil {
-				return false, err
-			}
-			for _, a := range attempts {
-				d.Attempt = max(d.Attempt, a.GetAttempt()+1)
-			}
-			out = append(out, d)
+			out = append(out, id)
 			return true, nil
 		})
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 	}
-	return out, unavailable, nil
+	return out, nil
+}
+
+var failedStates = []hooklinev1.DeliveryState{hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED}
+
+// failedIn returns the status of the tenant's delivery id and whether
+// its latest result is FAILED or EXPIRED, made in [since, until).
+func (s *Store) failedIn(tenant, id string, since, until time.Time) (*hooklinev1.DeliveryStatus, bool, error) {
+	st := &hooklinev1.DeliveryStatus{}
+	if ok, err := getProto(s.db, key(tagStatus, tenant, id), st); err != nil || !ok {
+		return nil, false, err
+	}
+	if !slices.Contains(failedStates, st.GetState()) {
+		return nil, false, nil
+	}
+	at := st.GetUpdatedAt().AsTime()
+	return st, !at.Before(since) && at.Before(until), nil
+}
+
+// Redeliverable returns the tenant's delivery id ready to send again:
+// with its event's payload and the next attempt number, if its latest
+// result is still FAILED or EXPIRED in [since, until) (a delivery
+// delivered since FailedIDs listed it is not sent again). It returns
+// nil and found true when the delivery still qualifies but its payload
+// is no longer held; found false when it no longer qualifies.
+func (s *Store) Redeliverable(tenant, id string, since, until time.Time) (d *hooklinev1.Delivery, found bool, err error) {
+	st, ok, err := s.failedIn(tenant, id, since, until)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	if d, err = s.resendable(tenant, id, st.GetEventId()); err != nil || d == nil {
+		return nil, err == nil, err
+	}
+	attempts, err := s.attempts(tenant, id)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, a := range attempts {
+		d.Attempt = max(d.Attempt, a.GetAttempt()+1)
+	}
+	return d, true, nil
 }
 
 // OutcomeOf returns the state of the delivery's first result for attempt

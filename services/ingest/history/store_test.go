@@ -233,12 +233,26 @@ func TestFailedInPicksFailuresInsideTheWindowOnly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, unavailable, err := s.FailedIn(tt.tenant, "ep_1", tt.since, tt.until)
+			matched, err := s.FailedIDs(tt.tenant, "ep_1", tt.since, tt.until, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
+			if capped, err := s.FailedIDs(tt.tenant, "ep_1", tt.since, tt.until, 1); err != nil || len(capped) != min(1, len(matched)) {
+				t.Fatalf("FailedIDs with a limit of 1: %v, %v", capped, err)
+			}
 			var ids []string
-			for _, d := range got {
+			unavailable := 0
+			for _, id := range matched {
+				d, found, err := s.Redeliverable(tt.tenant, id, tt.since, tt.until)
+				switch {
+				case err != nil:
+					t.Fatal(err)
+				case !found:
+					t.Fatalf("%s: listed but not redeliverable", id)
+				case d == nil:
+					unavailable++
+					continue
+				}
 				ids = append(ids, d.GetDeliveryId())
 				if d.GetAttempt() != 2 || len(d.GetPayload()) == 0 {
 					t.Fatalf("%s: attempt %d with payload %q, want attempt 2 with the payload", d.GetDeliveryId(), d.GetAttempt(), d.GetPayload())

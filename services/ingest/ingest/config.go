@@ -28,7 +28,7 @@ type Config struct {
 	DevMode bool
 
 	PublishTimeout   time.Duration `flag:"publish-timeout" env:"HOOKLINE_PUBLISH_TIMEOUT" default:"10s" usage:"how long PublishEvent waits for Kafka to take the write before answering UNAVAILABLE"`
-	MaxInFlightBytes int64         `flag:"max-in-flight-bytes" env:"HOOKLINE_MAX_IN_FLIGHT_BYTES" default:"67108864" usage:"bytes of PublishEvent calls one ingest holds at once (each charged its payload times one plus its endpoints, plus 1 KiB); a call beyond it waits its turn at most 1 s, then is answered RESOURCE_EXHAUSTED with a RetryInfo delay"`
+	MaxInFlightBytes int64         `flag:"max-in-flight-bytes" env:"HOOKLINE_MAX_IN_FLIGHT_BYTES" default:"67108864" usage:"bytes of writes (PublishEvent calls, each charged its payload times one plus its endpoints, plus 1 KiB; recover batches, resends, test events) one ingest holds at once, shared fairly: while k tenants want bytes each may hold 1/k of it; a call beyond it waits its turn at most 1 s, then is answered RESOURCE_EXHAUSTED with a RetryInfo delay"`
 	MaxPayloadBytes  int           `flag:"max-payload-bytes" env:"HOOKLINE_MAX_PAYLOAD_BYTES" default:"1048576" usage:"largest event payload accepted"`
 	MaxEndpoints     int           `flag:"max-endpoints-per-tenant" env:"HOOKLINE_MAX_ENDPOINTS_PER_TENANT" default:"1000" usage:"most endpoints one tenant may have"`
 	AllowHTTP        bool          `flag:"allow-http" env:"HOOKLINE_ALLOW_HTTP" usage:"accept http:// endpoint URLs (default: https only)"`
@@ -38,18 +38,22 @@ type Config struct {
 	DNSTimeout       time.Duration `flag:"dns-timeout" env:"HOOKLINE_DNS_TIMEOUT" default:"5s" usage:"how long resolving an endpoint URL's host may take before the call answers UNAVAILABLE"`
 	IdempotencyTTL   time.Duration `flag:"idempotency-ttl" env:"HOOKLINE_IDEMPOTENCY_TTL" default:"24h" usage:"how long an idempotency key keeps returning its first response; the idempotency topic keeps records twice as long"`
 	// Limits and quotas (docs/security.md, "Limits and quotas").
-	PublishRate          float64 `flag:"publish-rate" env:"HOOKLINE_PUBLISH_RATE" default:"1000" usage:"PublishEvent calls per second each tenant may make, sustained (0: no limit); beyond it a call is RESOURCE_EXHAUSTED with a retry delay"`
-	PublishBurst         int     `flag:"publish-burst" env:"HOOKLINE_PUBLISH_BURST" default:"2000" usage:"PublishEvent calls a tenant may make at once above --publish-rate"`
-	MaxFanoutBytes       int64   `flag:"max-fanout-bytes" env:"HOOKLINE_MAX_FANOUT_BYTES" default:"67108864" usage:"largest payload × matching endpoints one PublishEvent may write; above it the call is RESOURCE_EXHAUSTED"`
-	MaxConcurrentStreams uint32  `flag:"grpc-max-concurrent-streams" env:"HOOKLINE_GRPC_MAX_CONCURRENT_STREAMS" default:"1000" usage:"most concurrent calls (HTTP/2 streams) one client connection may have open"`
+	PublishRate          float64       `flag:"publish-rate" env:"HOOKLINE_PUBLISH_RATE" default:"1000" usage:"PublishEvent calls per second each tenant may make, sustained (0: no limit); beyond it a call is RESOURCE_EXHAUSTED with a retry delay"`
+	PublishBurst         int           `flag:"publish-burst" env:"HOOKLINE_PUBLISH_BURST" default:"2000" usage:"PublishEvent calls a tenant may make at once above --publish-rate"`
+	ReplayRate           float64       `flag:"replay-rate" env:"HOOKLINE_REPLAY_RATE" default:"10" usage:"SendTestEvent, ResendDelivery, RecoverEndpoint, ResendLaneHead and SkipLaneHead calls per second each tenant may make, together, sustained (0: no limit); beyond it a call is RESOURCE_EXHAUSTED with a retry delay"`
+	ReplayBurst          int           `flag:"replay-burst" env:"HOOKLINE_REPLAY_BURST" default:"50" usage:"of those calls, how many a tenant may make at once above --replay-rate"`
+	EndpointWriteRate    float64       `flag:"endpoint-write-rate" env:"HOOKLINE_ENDPOINT_WRITE_RATE" default:"100" usage:"endpoint writes (create, update, delete, pause, resume, rotate secret) per second each tenant may make, sustained (0: no limit); beyond it a call is RESOURCE_EXHAUSTED with a retry delay"`
+	EndpointWriteBurst   int           `flag:"endpoint-write-burst" env:"HOOKLINE_ENDPOINT_WRITE_BURST" default:"1000" usage:"endpoint writes a tenant may make at once above --endpoint-write-rate"`
+	MaxFanoutBytes       int64         `flag:"max-fanout-bytes" env:"HOOKLINE_MAX_FANOUT_BYTES" default:"67108864" usage:"largest payload × matching endpoints one PublishEvent may write; above it the call is RESOURCE_EXHAUSTED"`
+	MaxConcurrentStreams uint32        `flag:"grpc-max-concurrent-streams" env:"HOOKLINE_GRPC_MAX_CONCURRENT_STREAMS" default:"1000" usage:"most concurrent calls (HTTP/2 streams) one client connection may have open"`
+	KeepaliveMinTime     time.Duration `flag:"grpc-keepalive-min-time" env:"HOOKLINE_GRPC_KEEPALIVE_MIN_TIME" default:"10s" usage:"a client pinging more often than this is disconnected (GOAWAY too_many_pings)"`
+	KeepaliveTime        time.Duration `flag:"grpc-keepalive-time" env:"HOOKLINE_GRPC_KEEPALIVE_TIME" default:"2m" usage:"after this long without activity the server pings a client connection"`
+	KeepaliveTimeout     time.Duration `flag:"grpc-keepalive-timeout" env:"HOOKLINE_GRPC_KEEPALIVE_TIMEOUT" default:"20s" usage:"a connection whose ping is not answered within this is closed"`
+	RecoverMaxWindow     time.Duration `flag:"recover-max-window" env:"HOOKLINE_RECOVER_MAX_WINDOW" default:"168h" usage:"widest since..until window one RecoverEndpoint call may name"`
+	RecoverMaxDeliveries int           `flag:"recover-max-deliveries" env:"HOOKLINE_RECOVER_MAX_DELIVERIES" default:"10000" usage:"most deliveries one RecoverEndpoint call may redeliver; a window with more is refused (recover it in parts)"`
 	// Fairness of long calls and of the HTTP/JSON gateway (longcalls.go, gateway.go).
 	MaxLongCallsPerTenant int           `flag:"max-long-calls-per-tenant" env:"HOOKLINE_MAX_LONG_CALLS_PER_TENANT" default:"8" usage:"SendTestEvent and RecoverEndpoint calls one tenant may have running at once in one ingest; another is RESOURCE_EXHAUSTED"`
 	HTTPCallTimeout       time.Duration `flag:"http-call-timeout" env:"HOOKLINE_HTTP_CALL_TIMEOUT" default:"90s" usage:"deadline of an HTTP/JSON call that sets none (a Grpc-Timeout header sets its own)"`
-	KeepaliveMinTime      time.Duration `flag:"grpc-keepalive-min-time" env:"HOOKLINE_GRPC_KEEPALIVE_MIN_TIME" default:"10s" usage:"a client pinging more often than this is disconnected (GOAWAY too_many_pings)"`
-	KeepaliveTime         time.Duration `flag:"grpc-keepalive-time" env:"HOOKLINE_GRPC_KEEPALIVE_TIME" default:"2m" usage:"after this long without activity the server pings a client connection"`
-	KeepaliveTimeout      time.Duration `flag:"grpc-keepalive-timeout" env:"HOOKLINE_GRPC_KEEPALIVE_TIMEOUT" default:"20s" usage:"a connection whose ping is not answered within this is closed"`
-	RecoverMaxWindow      time.Duration `flag:"recover-max-window" env:"HOOKLINE_RECOVER_MAX_WINDOW" default:"168h" usage:"widest since..until window one RecoverEndpoint call may name"`
-	RecoverMaxDeliveries  int           `flag:"recover-max-deliveries" env:"HOOKLINE_RECOVER_MAX_DELIVERIES" default:"10000" usage:"most deliveries one RecoverEndpoint call may redeliver; a window with more is refused (recover it in parts)"`
 
 	// What callers without a key, and slow ones, can hold (preauth.go).
 	MaxUnauthenticatedBytes int64         `flag:"max-unauthenticated-bytes" env:"HOOKLINE_MAX_UNAUTHENTICATED_BYTES" default:"67108864" usage:"bytes all connections that have not yet made an authenticated call may hold together (96 KiB each plus what they sent; each may send at most 144 KiB, and must authenticate within 30 s); a connection beyond it is closed"`

@@ -109,7 +109,14 @@ func (s *Service) ResendDelivery(ctx context.Context, req *hooklinev1.ResendDeli
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "encode delivery: %v", err)
 	}
-	if err := s.produce(ctx, r); err != nil {
+	// Held until Kafka confirms it, within the budget publishes share.
+	n := cost(len(d.GetPayload()), 1)
+	if err := s.admitWrite(ctx, n); err != nil {
+		return nil, err
+	}
+	err = s.produce(ctx, r)
+	s.admission.release(ctx, n)
+	if err != nil {
 		return nil, kafkaStatus(ctx, "resend not accepted", err)
 	}
 	return &hooklinev1.ResendDeliveryResponse{Delivery: st, Attempt: next}, nil

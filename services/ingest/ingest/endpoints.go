@@ -164,10 +164,13 @@ func validateMaxInFlight(n uint32) error {
 }
 
 // validateRate refuses a rate that is not a finite number between 0 (the
-// default) and the dispatcher's ceiling.
+// default) and the dispatcher's ceiling, or positive below the floor.
 func validateRate(r float64) error {
 	if math.IsNaN(r) || math.IsInf(r, 0) || r < 0 || r > endpoints.RateLimitCeiling {
 		return invalid("rate_limit_per_second", "is %v; it must be a number from 0 (the default) to %d attempts per second", r, endpoints.RateLimitCeiling)
+	}
+	if r > 0 && r < endpoints.RateLimitFloor {
+		return invalid("rate_limit_per_second", "is %v; a positive rate must be at least %v attempts per second (one every %v); to stop deliveries, pause the endpoint", r, endpoints.RateLimitFloor, time.Duration(float64(time.Second)/endpoints.RateLimitFloor))
 	}
 	return nil
 }

@@ -73,7 +73,7 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 	if !s.admission.admit(ctx, n, queueWait) {
 		return nil, s.admission.pushBack(n)
 	}
-	defer s.admission.release(n)
+	defer s.admission.release(ctx, n)
 	if req.GetIdempotencyKey() != "" {
 		return s.publishIdempotent(ctx, tenant, req)
 	}

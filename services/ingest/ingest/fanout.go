@@ -111,8 +111,10 @@ func (s *Service) writeDeliveries(ctx context.Context, n int, delivery func(i in
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 	defer cancel()
+	var mac recordAuthenticator
 	err := produceWindowed(pctx, s.kafka.Produce, fanOutWindow, n, func(i int) (*kgo.Record, error) {
 		d := delivery(i)
+		mac.authenticate(s.keyring, d)
 		return hkafka.Record(s.topics.Deliveries, d.GetEndpointId(), d)
 	})
 	var enc errEncode

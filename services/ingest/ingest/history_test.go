@@ -49,6 +49,8 @@ type historyRig struct {
 	addr string
 	// clientTLS, when set, is how the rig's client reaches ingest.
 	clientTLS *tls.Config
+	// conn is the client connection to the instance started last.
+	conn *grpc.ClientConn
 }
 
 func newHistoryRig(t *testing.T) *historyRig {
@@ -105,6 +107,7 @@ func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, fu
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.conn = conn
 	wctx, wcancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer wcancel()
 	w, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{})

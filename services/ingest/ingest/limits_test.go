@@ -38,6 +38,8 @@ func TestEndpointLimitsRefuseNaNInfiniteNegativeZeroAndAboveCeilings(t *testing.
 		{"rate -Inf", &hooklinev1.CreateEndpointRequest{RateLimitPerSecond: math.Inf(-1)}, "rate_limit_per_second"},
 		{"rate negative", &hooklinev1.CreateEndpointRequest{RateLimitPerSecond: -1}, "rate_limit_per_second"},
 		{"rate above the ceiling", &hooklinev1.CreateEndpointRequest{RateLimitPerSecond: 100001}, "rate_limit_per_second"},
+		{"rate below the floor", &hooklinev1.CreateEndpointRequest{RateLimitPerSecond: 1e-12}, "rate_limit_per_second"},
+		{"rate just below the floor", &hooklinev1.CreateEndpointRequest{RateLimitPerSecond: 0.000999}, "rate_limit_per_second"},
 		{"max_in_flight above the ceiling", &hooklinev1.CreateEndpointRequest{MaxInFlight: 1001}, "max_in_flight"},
 		{"factor NaN", &hooklinev1.CreateEndpointRequest{RetryPolicy: factor(math.NaN())}, "retry_policy.exponential.factor"},
 		{"factor +Inf", &hooklinev1.CreateEndpointRequest{RetryPolicy: factor(math.Inf(1))}, "retry_policy.exponential.factor"},
@@ -55,9 +57,13 @@ func TestEndpointLimitsRefuseNaNInfiniteNegativeZeroAndAboveCeilings(t *testing.
 			}
 		})
 	}
+	// A rate below the floor is refused naming the floor.
+	if err := validateRate(1e-12); !strings.Contains(status.Convert(err).Message(), "0.001") {
+		t.Errorf("a rate below the floor: %v, want the floor 0.001 named", err)
+	}
 	// At the ceilings, and a ladder with one positive delay, are fine.
 	for _, err := range []error{
-		validateRate(100000), validateRate(0), validateMaxInFlight(1000),
+		validateRate(100000), validateRate(0), validateRate(0.001), validateMaxInFlight(1000),
 		validateRetryPolicy(ladder(0, time.Second)), validateRetryPolicy(factor(1)), validateRetryPolicy(factor(0)),
 	} {
 		if err != nil {

@@ -18,39 +18,66 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// publishLimits is a token bucket per tenant for PublishEvent
-// (--publish-rate, --publish-burst). Tenants are those of the API keys,
-// so the map stays as small as the key set. Safe for concurrent use.
-type publishLimits struct {
+// A rateClass is a set of RPCs that share one token bucket per tenant.
+type rateClass struct {
+	name  string // what the refusal names: the flags and the calls
 	rate  rate.Limit
 	burst int
-	now   func() time.Time
 
 	mu      sync.Mutex
 	tenants map[string]*rate.Limiter
 }
 
-// newPublishLimits returns the limits of perSecond calls per tenant with
-// bursts of burst; perSecond 0 means no limit.
-func newPublishLimits(perSecond float64, burst int, now func() time.Time) *publishLimits {
-	r := rate.Limit(perSecond)
-	if perSecond == 0 {
-		r = rate.Inf
-	}
-	return &publishLimits{rate: r, burst: burst, now: now, tenants: map[string]*rate.Limiter{}}
+// writeLimits are the per-tenant rates of every RPC that writes to a
+// topic: PublishEvent (--publish-rate, --publish-burst); the calls that
+// make Hookline send on command, SendTestEvent, ResendDelivery,
+// RecoverEndpoint, ResendLaneHead and SkipLaneHead, together
+// (--replay-rate, --replay-burst); the endpoint writes (--endpoint-write-
+// rate, --endpoint-write-burst). Tenants are those of the API keys, so
+// each map stays as small as the key set. Safe for concurrent use.
+type writeLimits struct {
+	now     func() time.Time
+	classes map[string]*rateClass // by full method name
 }
 
-// take spends one of tenant's tokens; when none is left it spends
-// nothing and returns how long until one is.
-func (l *publishLimits) take(tenant string) (wait time.Duration, ok bool) {
-	l.mu.Lock()
-	lim, found := l.tenants[tenant]
-	if !found {
-		lim = rate.NewLimiter(l.rate, l.burst)
-		l.tenants[tenant] = lim
+// newWriteLimits returns the limits cfg sets; a rate of 0 is no limit.
+func newWriteLimits(cfg Config, now func() time.Time) *writeLimits {
+	class := func(name string, perSecond float64, burst int) *rateClass {
+		r := rate.Limit(perSecond)
+		if perSecond == 0 {
+			r = rate.Inf
+		}
+		return &rateClass{name: name, rate: r, burst: burst, tenants: map[string]*rate.Limiter{}}
 	}
-	l.mu.Unlock()
-	now := l.now()
+	publish := class("PublishEvent (--publish-rate, --publish-burst)", cfg.PublishRate, cfg.PublishBurst)
+	replay := class("SendTestEvent, ResendDelivery, RecoverEndpoint and the lane commands together (--replay-rate, --replay-burst)", cfg.ReplayRate, cfg.ReplayBurst)
+	endpoint := class("endpoint writes (--endpoint-write-rate, --endpoint-write-burst)", cfg.EndpointWriteRate, cfg.EndpointWriteBurst)
+	return &writeLimits{now: now, classes: map[string]*rateClass{
+		hooklinev1.EventService_PublishEvent_FullMethodName:            publish,
+		hooklinev1.DeliveryService_SendTestEvent_FullMethodName:        replay,
+		hooklinev1.DeliveryService_ResendDelivery_FullMethodName:       replay,
+		hooklinev1.DeliveryService_RecoverEndpoint_FullMethodName:      replay,
+		hooklinev1.LaneService_ResendLaneHead_FullMethodName:           replay,
+		hooklinev1.LaneService_SkipLaneHead_FullMethodName:             replay,
+		hooklinev1.EndpointService_CreateEndpoint_FullMethodName:       endpoint,
+		hooklinev1.EndpointService_UpdateEndpoint_FullMethodName:       endpoint,
+		hooklinev1.EndpointService_DeleteEndpoint_FullMethodName:       endpoint,
+		hooklinev1.EndpointService_PauseEndpoint_FullMethodName:        endpoint,
+		hooklinev1.EndpointService_ResumeEndpoint_FullMethodName:       endpoint,
+		hooklinev1.EndpointService_RotateEndpointSecret_FullMethodName: endpoint,
+	}}
+}
+
+// take spends one of tenant's tokens of class c at now; when none is
+// left it spends nothing and returns how long until one is.
+func (c *rateClass) take(tenant string, now time.Time) (wait time.Duration, ok bool) {
+	c.mu.Lock()
+	lim, found := c.tenants[tenant]
+	if !found {
+		lim = rate.NewLimiter(c.rate, c.burst)
+		c.tenants[tenant] = lim
+	}
+	c.mu.Unlock()
 	r := lim.ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
@@ -59,21 +86,39 @@ func (l *publishLimits) take(tenant string) (wait time.Duration, ok bool) {
 	return 0, true
 }
 
-// unaryInterceptor refuses a PublishEvent beyond its tenant's rate with
-// RESOURCE_EXHAUSTED and a google.rpc.RetryInfo saying when to retry. It
-// runs after authentication, so the tenant is known.
-func (l *publishLimits) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if info.FullMethod != hooklinev1.EventService_PublishEvent_FullMethodName || l.rate == rate.Inf {
-		return handler(ctx, req)
+// check returns nil when the call may go on, else RESOURCE_EXHAUSTED
+// with a google.rpc.RetryInfo saying when to retry. It runs after
+// authentication, so the tenant is known.
+func (l *writeLimits) check(ctx context.Context, method string) error {
+	c := l.classes[method]
+	if c == nil || c.rate == rate.Inf {
+		return nil
 	}
-	wait, ok := l.take(apikey.TenantFrom(ctx))
+	wait, ok := c.take(apikey.TenantFrom(ctx), l.now())
 	if ok {
-		return handler(ctx, req)
+		return nil
 	}
 	// Whole milliseconds, rounded up: a client that waits exactly this
 	// finds a token.
 	wait = time.Duration(math.Ceil(float64(wait)/float64(time.Millisecond))) * time.Millisecond
-	return nil, retryLater(wait, fmt.Sprintf("tenant is over its PublishEvent rate (%v per second, bursts of %d); retry in %v", float64(l.rate), l.burst, wait))
+	return retryLater(wait, fmt.Sprintf("tenant is over its rate of %s: %v per second, bursts of %d; retry in %v", c.name, float64(c.rate), c.burst, wait))
+}
+
+// unaryInterceptor applies the limits to unary calls.
+func (l *writeLimits) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := l.check(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// streamInterceptor applies the limits to streaming calls
+// (RecoverEndpoint).
+func (l *writeLimits) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := l.check(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
 }
 
 // retryLater is a RESOURCE_EXHAUSTED status saying msg, with a
@@ -93,6 +138,14 @@ func (cfg Config) checkLimits() error {
 		return errors.New("--publish-rate must be a number of calls per second, 0 for no limit")
 	case cfg.PublishRate > 0 && cfg.PublishBurst < 1:
 		return errors.New("--publish-burst must be at least 1")
+	case math.IsNaN(cfg.ReplayRate) || math.IsInf(cfg.ReplayRate, 0) || cfg.ReplayRate < 0:
+		return errors.New("--replay-rate must be a number of calls per second, 0 for no limit")
+	case cfg.ReplayRate > 0 && cfg.ReplayBurst < 1:
+		return errors.New("--replay-burst must be at least 1")
+	case math.IsNaN(cfg.EndpointWriteRate) || math.IsInf(cfg.EndpointWriteRate, 0) || cfg.EndpointWriteRate < 0:
+		return errors.New("--endpoint-write-rate must be a number of calls per second, 0 for no limit")
+	case cfg.EndpointWriteRate > 0 && cfg.EndpointWriteBurst < 1:
+		return errors.New("--endpoint-write-burst must be at least 1")
 	case cfg.MaxFanoutBytes < int64(cfg.MaxPayloadBytes):
 		return fmt.Errorf("--max-fanout-bytes (%d) must be at least --max-payload-bytes (%d)", cfg.MaxFanoutBytes, cfg.MaxPayloadBytes)
 	case cfg.MaxConcurrentStreams < 1:

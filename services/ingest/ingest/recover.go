@@ -51,7 +51,7 @@ func (s *Service) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest, stream
 		changed := s.indexFollow.Changed()
 		p := &hooklinev1.RecoverEndpointResponse{Total: uint32(len(todo)), Unavailable: uint32(unavailable)}
 		for _, d := range todo {
-			state, ok, err := s.history.OutcomeOf(tenant, d.GetDeliveryId(), d.GetAttempt())
+			state, ok, err := s.history.OutcomeOf(tenant, d.id, d.attempt)
 			switch {
 			case err != nil:
 				return historyStatus(err)
@@ -82,38 +82,103 @@ func (s *Service) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest, stream
 	}
 }
 
+// Recover writes its deliveries in batches of at most recoverBatchBytes
+// of encoded records (or recoverBatchRecords), each admitted by
+// --max-in-flight-bytes like a publish and acknowledged by Kafka before
+// the next is read: a recover holds one batch of payloads, never its
+// window's.
+const (
+	recoverBatchBytes   = fanOutWindow
+	recoverBatchRecords = 500
+)
+
+// recovered is one delivery a recover wrote: its id and the attempt
+// number whose outcome the progress waits for.
+type recovered struct {
+	id      string
+	attempt uint32
+}
+
 // redeliverFailed writes, once each, the tenant's deliveries to endpoint
 // that failed or expired in [since, until) again (kind RECOVER, due now,
 // the next attempt number), and returns them and how many more matched
 // but have no payload left. The caller checked the endpoint.
-func (s *Service) redeliverFailed(ctx context.Context, tenant, endpoint string, since, until time.Time) ([]*hooklinev1.Delivery, int, error) {
+//
+// It counts the window first, from the index's payload-free entries, and
+// refuses one over --recover-max-deliveries before any payload is read;
+// then it reads, encodes and writes the deliveries a batch at a time.
+func (s *Service) redeliverFailed(ctx context.Context, tenant, endpoint string, since, until time.Time) ([]recovered, int, error) {
 	if w := until.Sub(since); w > s.cfg.RecoverMaxWindow {
 		return nil, 0, invalid("since", "the window since..until is %v, the limit is %v (--recover-max-window); recover it in parts", w.Round(time.Second), s.cfg.RecoverMaxWindow)
 	}
 	if err := s.syncIndex(ctx); err != nil {
 		return nil, 0, err
 	}
-	todo, unavailable, err := s.history.FailedIn(tenant, endpoint, since, until)
+	limit := s.cfg.RecoverMaxDeliveries
+	ids, err := s.history.FailedIDs(tenant, endpoint, since, until, limit+1)
 	if err != nil {
 		return nil, 0, historyStatus(err)
 	}
-	if len(todo) > s.cfg.RecoverMaxDeliveries {
-		return nil, 0, status.Errorf(codes.ResourceExhausted, "%d deliveries failed in the window, the limit per call is %d (--recover-max-deliveries); recover a shorter window, in parts", len(todo), s.cfg.RecoverMaxDeliveries)
+	if len(ids) > limit {
+		return nil, 0, status.Errorf(codes.ResourceExhausted, "more than %d deliveries failed in the window, the limit per call is %d (--recover-max-deliveries); recover a shorter window, in parts", limit, limit)
 	}
-	recs := make([]*kgo.Record, 0, len(todo))
-	for _, d := range todo {
+	var (
+		done        = make([]recovered, 0, len(ids))
+		unavailable int
+		batch       []*kgo.Record
+		batchBytes  int
+	)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		n := int64(batchBytes) + callOverhead
+		if err := s.admitWrite(ctx, n); err != nil {
+			return err
+		}
+		err := s.produce(ctx, batch...)
+		s.admission.release(ctx, n)
+		written := len(done) - len(batch)
+		clear(batch)
+		batch, batchBytes = batch[:0], 0
+		if err != nil {
+			return kafkaStatus(ctx, fmt.Sprintf("recovery not accepted after %d of %d deliveries were written (recover again: those may be sent twice)", written, len(ids)), err)
+		}
+		return nil
+	}
+	for _, id := range ids {
+		d, found, err := s.history.Redeliverable(tenant, id, since, until)
+		switch {
+		case err != nil:
+			return nil, 0, historyStatus(err)
+		case !found: // delivered (or otherwise settled) since it was counted
+			continue
+		case d == nil:
+			unavailable++
+			continue
+		}
 		d.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RECOVER
 		d.DueAt = nil
 		r, err := hkafka.Record(s.topics.Deliveries, d.GetEndpointId(), d)
 		if err != nil {
 			return nil, 0, status.Errorf(codes.Internal, "encode delivery: %v", err)
 		}
-		recs = append(recs, r)
-	}
-	if len(recs) > 0 {
-		if err := s.produce(ctx, recs...); err != nil {
-			return nil, 0, kafkaStatus(ctx, "recovery not accepted", err)
+		if batchBytes > 0 && batchBytes+len(r.Key)+len(r.Value) > recoverBatchBytes {
+			if err := flush(); err != nil {
+				return nil, 0, err
+			}
+		}
+		batch = append(batch, r)
+		batchBytes += len(r.Key) + len(r.Value)
+		done = append(done, recovered{id: d.GetDeliveryId(), attempt: d.GetAttempt()})
+		if len(batch) >= recoverBatchRecords {
+			if err := flush(); err != nil {
+				return nil, 0, err
+			}
 		}
 	}
-	return todo, unavailable, nil
+	if err := flush(); err != nil {
+		return nil, 0, err
+	}
+	return done, unavailable, nil
 }

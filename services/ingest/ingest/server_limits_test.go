@@ -39,7 +39,7 @@ func TestPublishRateLimitIsPerTenantWithARetryDelay(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	s := newURLTestService(t, func(c *Config) { c.PublishRate, c.PublishBurst = 2, 2 })
-	s.now, s.publishLimits.now = clock, clock
+	s.now = clock
 	conn, err := grpc.NewClient(serve(t, s), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

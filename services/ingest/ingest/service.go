@@ -104,8 +104,8 @@ type Service struct {
 	locks keyedMutex
 	// preauth bounds what connections that have not authenticated hold.
 	preauth *preauth
-	// publishLimits rate-limits PublishEvent per tenant.
-	publishLimits *publishLimits
+	// limits rate-limit every write RPC per tenant.
+	limits *writeLimits
 	// longCalls caps each tenant's long calls in progress.
 	longCalls *longCalls
 
@@ -205,7 +205,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	// Every client of this service records its Kafka metrics.
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
 	s.instanceID = ids.New("ing_", s.now())
-	s.publishLimits = newPublishLimits(cfg.PublishRate, cfg.PublishBurst, s.now)
+	s.limits = newWriteLimits(cfg, func() time.Time { return s.now() })
 	s.longCalls = newLongCalls(cfg.MaxLongCallsPerTenant)
 	s.idem = newIdemView(s.now, cfg.IdempotencyTTL)
 	s.idemFollow = hkafka.NewFollower(s.idem.apply, s.topics.Idempotency)
@@ -436,13 +436,14 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 		grpc.ChainUnaryInterceptor(
 			logging.UnaryServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall), levels),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.keys.AuthFunc), needsAuth),
-			s.publishLimits.unaryInterceptor,
+			s.limits.unaryInterceptor,
 			s.longCalls.unaryInterceptor,
 			recovery.UnaryServerInterceptor(onPanic),
 		),
 		grpc.ChainStreamInterceptor(
 			logging.StreamServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall), levels),
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.keys.AuthFunc), needsAuth),
+			s.limits.streamInterceptor,
 			recovery.StreamServerInterceptor(onPanic),
 		),
 	)

@@ -9,6 +9,7 @@ import (
 	"github.com/hookline/hookline/platform/filter"
 	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -63,11 +64,20 @@ func (s *Service) SendTestEvent(ctx context.Context, req *hooklinev1.SendTestEve
 		CreatedAt:  timestamppb.New(now),
 		Kind:       hooklinev1.DeliveryKind_DELIVERY_KIND_TEST,
 	}
+	s.keyring.AuthenticateDelivery(d, keyring.PayloadSum(d.GetPayload()))
 	r, err := hkafka.Record(s.topics.Deliveries, d.GetEndpointId(), d)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "encode delivery: %v", err)
 	}
-	if err := s.produce(ctx, r); err != nil {
+	// Held until Kafka confirms it, within the budget publishes share
+	// (not while the outcome is awaited: that holds no more than this).
+	n := cost(len(payload), 1)
+	if err := s.admitWrite(ctx, n); err != nil {
+		return nil, err
+	}
+	err = s.produce(ctx, r)
+	s.admission.release(ctx, n)
+	if err != nil {
 		return nil, kafkaStatus(ctx, "test event not accepted", err)
 	}
 	resp := &hooklinev1.SendTestEventResponse{EventId: d.GetEventId(), DeliveryId: d.GetDeliveryId()}

@@ -55,8 +55,8 @@ func TestEndpointURLIsCheckedWithItsTenantsAllowList(t *testing.T) {
 		t.Fatalf("acme's allow-listed receiver: %v", err)
 	}
 	err := s.validateURL(other, "https://intranet.acme.test/hooks")
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "intranet.acme.test resolves to a private/internal address") || strings.Contains(err.Error(), "10.20.1.2") {
-		t.Fatalf("another tenant: %v, want InvalidArgument saying it resolves to a private/internal address, without the address", err)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `cannot resolve "intranet.acme.test" to an allowed address`) || strings.Contains(err.Error(), "10.20.1.2") {
+		t.Fatalf("another tenant: %v, want InvalidArgument saying it does not resolve to an allowed address, without the address", err)
 	}
 	for _, u := range []string{"https://[fe80::1%25eth0]/", "https://[::1%25lo]:8443/", "https://[fd00:ec2::254%25eth0]/", "https://[64:ff9b::7f00:1]/", "https://[2002:a00:1::]/"} {
 		if err := s.validateURL(acme, u); status.Code(err) != codes.InvalidArgument {
