@@ -49,6 +49,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 // ends it (before the test's end, to restart it).
 type devAddrs struct {
 	grpc, kafka, metrics, apiKey string
+	banner                       string // every line it printed up to its last
 	stop                         func()
 }
 
@@ -77,7 +78,12 @@ func startDev(t *testing.T, dir string, args ...string) devAddrs {
 	}
 	t.Cleanup(a.stop)
 	sc := bufio.NewScanner(pr)
-	for sc.Scan() && (a.grpc == "" || a.kafka == "" || a.metrics == "") {
+	var banner strings.Builder
+	for sc.Scan() {
+		banner.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "results tail") {
+			break // the banner's last line
+		}
 		f := strings.Fields(sc.Text())
 		switch {
 		case len(f) >= 3 && f[0] == "ingest" && f[1] == "gRPC":
@@ -88,6 +94,7 @@ func startDev(t *testing.T, dir string, args ...string) devAddrs {
 			a.metrics = f[1]
 		}
 	}
+	a.banner = banner.String()
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	if a.grpc == "" || a.kafka == "" {
 		t.Fatalf("hookline dev did not print its addresses (grpc %q, kafka %q)", a.grpc, a.kafka)
