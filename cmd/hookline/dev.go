@@ -221,12 +221,12 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
   traces        %s
 
 Try it:
-  export HOOKLINE_API_KEY=%s
-  hookline endpoint create --url http://127.0.0.1:9000/webhooks
-  hookline publish --type invoice.paid --data '{"invoice":"in_1","amount":4200}'
+  export HOOKLINE_API_KEY=%s%s
+  ./bin/hookline endpoint create --url http://127.0.0.1:9000/webhooks
+  ./bin/hookline publish --type invoice.paid --data '{"invoice":"in_1","amount":4200}'
   curl -H "authorization: Bearer $HOOKLINE_API_KEY" -d '{"event_type":"invoice.paid","payload":{"invoice":"in_2"}}' %s/v1/events
-  hookline results tail --kafka-brokers %s
-`, ln.Addr(), tlsNote(f), httpBase(f, ln.Addr().String()), consoleURL(f.ConsoleAddr), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, f.KeyFile, metricsURL(metricsEnv), tracesTo(tel["ingest"]), key, httpBase(f, ln.Addr().String()), strings.Join(brokers, ","))
+  ./bin/hookline results tail --kafka-brokers %s
+`, ln.Addr(), tlsNote(f), httpBase(f, ln.Addr().String()), consoleURL(f.ConsoleAddr), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, f.KeyFile, metricsURL(metricsEnv), tracesTo(tel["ingest"]), key, addrExport(ln.Addr().String()), httpBase(f, ln.Addr().String()), strings.Join(brokers, ","))
 	wg.Wait()
 	return errors.Join(errs...)
 }
@@ -314,4 +314,13 @@ func tlsNote(f devFlags) string {
 		return "   (TLS: clients pass --ca)"
 	}
 	return ""
+}
+
+// addrExport is the banner's HOOKLINE_ADDR setting when ingest is not
+// where the CLI looks by default (127.0.0.1:7070), else "".
+func addrExport(addr string) string {
+	if addr == "127.0.0.1:7070" {
+		return ""
+	}
+	return " HOOKLINE_ADDR=" + addr
 }
