@@ -40,7 +40,7 @@ type gateway struct {
 func (s *Service) newGateway(ctx context.Context, srv *grpc.Server) (*gateway, error) {
 	mem := bufconn.Listen(256 << 10)
 	go func() { _ = srv.Serve(mem) }() // ends when srv stops
-	msgLimit := s.cfg.MaxPayloadBytes + 1<<20
+	msgLimit := payloadLimit(s.cfg.MaxPayloadBytes).doorBytes()
 	conn, err := grpc.NewClient("passthrough:///ingest-gateway",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return mem.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -87,10 +87,7 @@ func (s *Service) newGateway(ctx context.Context, srv *grpc.Server) (*gateway, e
 			return nil, fmt.Errorf("ingest: gateway: %w", err)
 		}
 	}
-	// The body may hold the payload in base64 (4/3 of its size) beside
-	// the other fields: the same headroom gRPC's MaxRecvMsgSize gives.
-	bodyLimit := int64(s.cfg.MaxPayloadBytes)/3*4 + 4 + 1<<20
-	return &gateway{Handler: limitBody(mux, bodyLimit), conn: conn, mem: mem}, nil
+	return &gateway{Handler: payloadLimit(s.cfg.MaxPayloadBytes).limitBody(mux), conn: conn, mem: mem}, nil
 }
 
 // Close ends the in-memory connection.
@@ -108,22 +105,6 @@ func headerMatcher(key string) (string, bool) {
 		return k, true
 	}
 	return runtime.DefaultHeaderMatcher(key)
-}
-
-// limitBody answers 413 to a body over limit bytes: at once when
-// Content-Length says so, else when reading passes the limit (which
-// grpc-gateway reports as 400).
-func limitBody(h http.Handler, limit int64) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > limit {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusRequestEntityTooLarge)
-			_, _ = fmt.Fprintf(w, `{"code":3,"message":"request body is %d bytes, the limit is %d (--max-payload-bytes)","details":[]}`+"\n", r.ContentLength, limit)
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, limit)
-		h.ServeHTTP(w, r)
-	})
 }
 
 // payloadJSON is the gateway's JSON codec: protojson, except that a

@@ -400,7 +400,7 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 				return !strings.HasPrefix(info.FullMethodName, "/grpc.health.") && !strings.HasPrefix(info.FullMethodName, "/grpc.reflection.")
 			}),
 		)),
-		grpc.MaxRecvMsgSize(s.cfg.MaxPayloadBytes+1<<20),
+		grpc.MaxRecvMsgSize(payloadLimit(s.cfg.MaxPayloadBytes).doorBytes()),
 		grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: s.cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: s.cfg.KeepaliveTime, Timeout: s.cfg.KeepaliveTimeout}),
