@@ -73,6 +73,11 @@ func (s *Service) validateURL(ctx context.Context, raw string) error {
 	if u.Hostname() == "" {
 		return invalid("url", "has no host")
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return invalid("url", "has port %s; a port is between 1 and 65535", p)
+		}
+	}
 	if u.User != nil {
 		return invalid("url", "must not contain credentials; authenticate receivers with the webhook signature")
 	}
