@@ -15,6 +15,7 @@ import (
 	"github.com/hookline/hookline/platform/tlsconf"
 	sdk "github.com/hookline/hookline/sdk/client"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -186,6 +187,7 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 		return err
 	}
 	var resp proto.Message
+	var hdr metadata.MD // ingest's warnings (hookline-warning) on create and update
 	switch sub {
 	case "create":
 		if f.URL == "" {
@@ -200,7 +202,7 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 			return herr
 		}
 		resp, err = api.CreateEndpoint(cctx, &hooklinev1.CreateEndpointRequest{Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Secret: f.Secret,
-			SignatureScheme: scheme, Ordering: ord, OnHeadFailure: hf})
+			SignatureScheme: scheme, Ordering: ord, OnHeadFailure: hf}, grpc.Header(&hdr))
 	case "get":
 		var eid string
 		if eid, err = id(); err == nil {
@@ -256,13 +258,17 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 	case "update":
 		var eid string
 		if eid, err = id(); err == nil {
-			resp, err = updateEndpoint(cctx, api, eid, f, args[1:])
+			resp, err = updateEndpoint(cctx, api, eid, f, args[1:], grpc.Header(&hdr))
 		}
 	default:
 		return fmt.Errorf("unknown endpoint command %q; use create, get, list, update, pause, resume, delete, rotate-secret or test", sub)
 	}
 	if err != nil {
 		return callErr(err)
+	}
+	// Beside the JSON, not in it: the output stays the API's answer.
+	for _, w := range hdr.Get("hookline-warning") {
+		fmt.Fprintln(os.Stderr, "hookline: warning:", w)
 	}
 	return printJSON(out, resp)
 }
@@ -285,7 +291,7 @@ func testOutcome(r *hooklinev1.AttemptResult) error {
 }
 
 // updateEndpoint sends the fields given as flags, and only those.
-func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, id string, f endpointFlags, args []string) (proto.Message, error) {
+func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, id string, f endpointFlags, args []string, opts ...grpc.CallOption) (proto.Message, error) {
 	ord, err := orderingFlag(f.Ordering)
 	if err != nil {
 		return nil, err
@@ -310,7 +316,7 @@ func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, i
 	if len(paths) == 0 {
 		return nil, errors.New("nothing to update: give --url, --description, --event-types, --ordering or --on-head-failure")
 	}
-	return api.UpdateEndpoint(ctx, &hooklinev1.UpdateEndpointRequest{Endpoint: ep, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
+	return api.UpdateEndpoint(ctx, &hooklinev1.UpdateEndpointRequest{Endpoint: ep, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}}, opts...)
 }
 
 type publishFlags struct {

@@ -41,6 +41,9 @@ type Backend interface {
 	Resend(ctx context.Context, id string) (attempt uint32, err error)
 	// Recover redelivers the endpoint's deliveries that failed since.
 	Recover(ctx context.Context, endpointID string, since time.Time) (total, unavailable int, err error)
+	// URLNote says what is wrong with an accepted endpoint URL that may
+	// still come right (its host does not resolve now), or "".
+	URLNote(ctx context.Context, url string) string
 }
 
 // Health is an endpoint's health as the console shows it.
@@ -60,6 +63,8 @@ type EndpointHealth struct {
 	Health   Health
 	// Why, in a few words ("last 5 deliveries failed").
 	Detail string
+	// Note is Backend.URLNote's, on the endpoints page only.
+	Note string
 }
 
 // Server serves the console. It is safe for concurrent use.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -102,6 +103,13 @@ func (s *Server) endpointsPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "endpoints", view{}, err)
 		return
 	}
+	// Each look-up is bounded (ingest's --dns-timeout); they run
+	// together so the page waits for the slowest only.
+	var wg sync.WaitGroup
+	for i := range eps {
+		wg.Go(func() { eps[i].Note = s.backend.URLNote(r.Context(), eps[i].Endpoint.GetUrl()) })
+	}
+	wg.Wait()
 	s.render(w, r, "endpoints", view{Endpoints: eps}, http.StatusOK)
 }
 

@@ -187,3 +187,8 @@ func (b consoleBackend) Recover(ctx context.Context, endpointID string, since ti
 	todo, unavailable, err := b.s.redeliverFailed(ctx, apikey.TenantFrom(ctx), endpointID, since, until)
 	return len(todo), unavailable, err
 }
+
+// URLNote is the note CreateEndpoint sends for the URL (urlNote).
+func (b consoleBackend) URLNote(ctx context.Context, url string) string {
+	return b.s.urlNote(ctx, url)
+}
