@@ -53,7 +53,7 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 		return nil, err
 	}
 	if !json.Valid(payload) {
-		return nil, invalid("payload", "is not valid JSON; receivers get it as application/json")
+		return nil, invalid("payload", "is not valid JSON; receivers get it as application/json (over HTTP/JSON, %s)", payloadForm)
 	}
 	if k := req.GetIdempotencyKey(); len(k) > maxIdempotencyKeyLen {
 		return nil, invalid("idempotency_key", "is %d bytes, the limit is %d", len(k), maxIdempotencyKeyLen)

@@ -124,7 +124,7 @@ func (m payloadJSON) NewDecoder(r io.Reader) runtime.Decoder {
 		if err := json.NewDecoder(r).Decode(&raw); err != nil {
 			return err
 		}
-		return m.Unmarshal(inlinePayload(raw), v)
+		return explainPayload(m.Unmarshal(inlinePayload(raw), v), raw)
 	})
 }
 
