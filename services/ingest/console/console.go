@@ -38,6 +38,8 @@ type Backend interface {
 	Endpoints(ctx context.Context) ([]EndpointHealth, error)
 	ListDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest) (*hooklinev1.ListDeliveriesResponse, error)
 	GetDelivery(ctx context.Context, id string) (*hooklinev1.GetDeliveryResponse, error)
+	// Event is the event with its payload.
+	Event(ctx context.Context, id string) (*hooklinev1.GetEventResponse, error)
 	Resend(ctx context.Context, id string) (attempt uint32, err error)
 	// Recover redelivers the endpoint's deliveries that failed since.
 	Recover(ctx context.Context, endpointID string, since time.Time) (total, unavailable int, err error)

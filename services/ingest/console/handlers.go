@@ -27,6 +27,13 @@ type view struct {
 	Filter     filterForm
 	States     []string
 	Next       string
+	// Now is when the page is rendered (the console's clock): what
+	// "held" is judged against.
+	Now time.Time
+	// Held says why Delivery waits without an attempt (Held), if it does.
+	Held string
+	// Payload is the delivery's event payload, as text.
+	Payload string
 }
 
 // filterForm is the delivery log's filters as the form sends them.
@@ -44,6 +51,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, v v
 	if v.Flash == "" {
 		v.Flash = s.takeFlash(w, r)
 	}
+	v.Now = s.now()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
 	if err := s.pages[page].Execute(w, v); err != nil {
@@ -176,7 +184,15 @@ func (s *Server) deliveryPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "error", view{}, err)
 		return
 	}
-	s.render(w, r, "delivery", view{Delivery: d}, http.StatusOK)
+	v := view{Delivery: d, Held: Held(d.GetDelivery(), s.now())}
+	// The payload is the event's; an event no longer retained leaves
+	// the timeline without it.
+	if ev, err := s.backend.Event(r.Context(), d.GetDelivery().GetEventId()); err == nil {
+		v.Payload = strings.ToValidUTF8(string(ev.GetPayload()), "\uFFFD")
+	} else {
+		v.Payload = "(not available: " + status.Convert(err).Message() + ")"
+	}
+	s.render(w, r, "delivery", v, http.StatusOK)
 }
 
 // errNotAdmin answers an action by a key without the admin scope.

@@ -52,6 +52,10 @@ func (f *fakeBackend) GetDelivery(ctx context.Context, id string) (*hooklinev1.G
 	return &hooklinev1.GetDeliveryResponse{Delivery: &hooklinev1.DeliveryStatus{DeliveryId: id}}, nil
 }
 
+func (f *fakeBackend) Event(_ context.Context, id string) (*hooklinev1.GetEventResponse, error) {
+	return &hooklinev1.GetEventResponse{EventId: id, Payload: []byte(`{"n":1}`)}, nil
+}
+
 func (f *fakeBackend) Resend(_ context.Context, id string) (uint32, error) {
 	f.resent = append(f.resent, id)
 	return 3, nil

@@ -66,8 +66,8 @@ func TestConsoleInChromiumShowsTheTimelineOfADeliveryThatFailedThenSucceeded(t *
 	// everything (failing; outage mode never holds permanent failures),
 	// ep_c fails transiently and its deliveries are held past their due
 	// time (outage mode).
-	r.produceEndpoints("ep_a", "ep_b", "ep_c")
 	r.start(WithConsoleListener(ln))
+	r.produceEndpoints("ep_a", "ep_b", "ep_c")
 	r.produceHistory(6, time.Now().Add(-time.Minute))
 	held := r.produceOutage("ep_c", 3, time.Now().Add(-30*time.Second))
 	base := "http://" + ln.Addr().String()
