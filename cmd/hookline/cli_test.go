@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // TestFlagsGoBeforeOrAfterPositionalArguments: every command takes its
@@ -108,5 +110,15 @@ func TestCLIPrintsWhatAPersonCanRead(t *testing.T) {
 	payload, _ := json.Marshal(ev["payload"])
 	if string(payload) != `{"amount":4200,"invoice":"in_1"}` {
 		t.Fatalf("events get printed payload %s, want the JSON document itself", payload)
+	}
+}
+
+// TestCallErrExplainsAMessageTooLargeForIngest: gRPC's transport refusal
+// of a message over ingest's largest (far over --max-payload-bytes)
+// says which setting limits payloads.
+func TestCallErrExplainsAMessageTooLargeForIngest(t *testing.T) {
+	err := callErr(status.Error(codes.ResourceExhausted, "grpc: received message larger than max (20971530 vs. 5242880)"))
+	if !strings.Contains(err.Error(), "--max-payload-bytes") {
+		t.Fatalf("callErr = %v; want it to name --max-payload-bytes", err)
 	}
 }
