@@ -93,7 +93,7 @@ func parse(name string, cfg any, args []string, out io.Writer, getenv func(strin
 // callErr turns a gRPC error into one line a person can act on.
 func callErr(err error) error {
 	if s, ok := status.FromError(err); ok {
-		return fmt.Errorf("%s: %s", s.Code(), s.Message())
+		return fmt.Errorf("%s: %s%s", s.Code(), s.Message(), tooLargeHint(s))
 	}
 	return err
 }
