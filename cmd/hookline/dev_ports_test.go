@@ -65,3 +65,13 @@ func TestDevBannerCommandsRunFromTheClone(t *testing.T) {
 		t.Errorf("banner lacks ./bin/hookline endpoint create:\n%s", dev)
 	}
 }
+
+// TestDevBannerCommandsReachAMovedIngest: with --grpc-addr moved, the
+// banner's export line sets HOOKLINE_ADDR too, so the commands after it
+// reach this dev as pasted.
+func TestDevBannerCommandsReachAMovedIngest(t *testing.T) {
+	dev := startDev(t, t.TempDir())
+	if !strings.Contains(dev.banner, "HOOKLINE_ADDR="+dev.grpc) {
+		t.Fatalf("banner does not export HOOKLINE_ADDR=%s:\n%s", dev.grpc, dev.banner)
+	}
+}
