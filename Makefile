@@ -92,8 +92,8 @@ images: ## container images of ingest, dispatcher, scheduler and the CLI as OCI 
 	  --version $(IMAGE_VERSION) --revision $(IMAGE_REVISION) --created $(IMAGE_CREATED)
 
 .PHONY: run
-run: build ## run all of Hookline on an embedded Kafka (hookline dev)
-	./bin/hookline dev
+run: build ## run all of Hookline on an embedded Kafka (hookline dev); flags with ARGS, e.g. make run ARGS='--console-addr 127.0.0.1:7081'
+	./bin/hookline dev $(ARGS)
 
 ## ---- quality gates -----------------------------------------------------
 

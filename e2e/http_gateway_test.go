@@ -109,7 +109,10 @@ func TestHTTPJSONErrorsCarryTheStatusOfTheirGRPCCode(t *testing.T) {
 		{"payload not JSON", "POST", "/v1/events", st.apiKey, `{"event_type":"a.b","payload":"` + base64.StdEncoding.EncodeToString([]byte("not json")) + `"}`, http.StatusBadRequest, 3, "payload"},
 		{"misspelt field", "POST", "/v1/events", st.apiKey, `{"event_type":"a.b","paylod":{}}`, http.StatusBadRequest, 3, "paylod"},
 		{"unknown delivery", "GET", "/v1/deliveries/dlv_nope", st.apiKey, "", http.StatusNotFound, 5, ""},
-		{"payload over the limit", "POST", "/v1/events", st.apiKey, `{"event_type":"a.b","payload":"` + strings.Repeat("A", 4<<20) + `"}`, http.StatusRequestEntityTooLarge, 3, "limit"},
+		// Over --max-payload-bytes is 400 naming it, whatever the size:
+		// read by the handler (3 MiB), or refused at the door (6 MiB).
+		{"payload over the limit", "POST", "/v1/events", st.apiKey, `{"event_type":"a.b","payload":"` + strings.Repeat("A", 4<<20) + `"}`, http.StatusBadRequest, 3, "--max-payload-bytes"},
+		{"payload far over the limit", "POST", "/v1/events", st.apiKey, `{"event_type":"a.b","payload":"` + strings.Repeat("A", 8<<20) + `"}`, http.StatusBadRequest, 3, "--max-payload-bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

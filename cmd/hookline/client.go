@@ -15,8 +15,8 @@ import (
 	"github.com/hookline/hookline/platform/tlsconf"
 	sdk "github.com/hookline/hookline/sdk/client"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 )
@@ -65,28 +65,41 @@ func dial(cfg Conn) (*client, error) {
 }
 
 // parse loads cfg (a pointer to a struct embedding Conn or not)
-// from args and the environment.
+// from args and the environment, and returns the positional arguments.
+// Flags may come before, between and after them (`endpoint pause ID
+// --reason R`); everything after "--" is positional.
 func parse(name string, cfg any, args []string, out io.Writer, getenv func(string) string) ([]string, error) {
 	fs := flag.NewFlagSet("hookline "+name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	if err := config.Load(fs, cfg, args, getenv); err != nil {
 		return nil, err
 	}
-	return fs.Args(), nil
+	var pos []string
+	given := args
+	for rest := fs.Args(); len(rest) > 0; rest = fs.Args() {
+		if n := len(given) - len(rest); n > 0 && given[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		// flag stopped at a positional argument: keep it, parse on.
+		pos = append(pos, rest[0])
+		given = rest[1:]
+		if err := fs.Parse(given); err != nil {
+			return nil, err
+		}
+	}
+	return pos, nil
 }
 
 // callErr turns a gRPC error into one line a person can act on.
 func callErr(err error) error {
 	if s, ok := status.FromError(err); ok {
-		return fmt.Errorf("%s: %s", s.Code(), s.Message())
+		return fmt.Errorf("%s: %s%s", s.Code(), s.Message(), tooLargeHint(s))
 	}
 	return err
 }
 
-var jsonOut = protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: false}
-
 func printJSON(out io.Writer, m proto.Message) error {
-	b, err := jsonOut.Marshal(m)
+	b, err := readableJSON(m, "  ")
 	if err != nil {
 		return err
 	}
@@ -174,6 +187,7 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 		return err
 	}
 	var resp proto.Message
+	var hdr metadata.MD // ingest's warnings (hookline-warning) on create and update
 	switch sub {
 	case "create":
 		if f.URL == "" {
@@ -188,7 +202,7 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 			return herr
 		}
 		resp, err = api.CreateEndpoint(cctx, &hooklinev1.CreateEndpointRequest{Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Secret: f.Secret,
-			SignatureScheme: scheme, Ordering: ord, OnHeadFailure: hf})
+			SignatureScheme: scheme, Ordering: ord, OnHeadFailure: hf}, grpc.Header(&hdr))
 	case "get":
 		var eid string
 		if eid, err = id(); err == nil {
@@ -230,13 +244,21 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 		}
 	case "test":
 		var eid string
-		if eid, err = id(); err == nil {
-			resp, err = hooklinev1.NewDeliveryServiceClient(c.conn).SendTestEvent(cctx, &hooklinev1.SendTestEventRequest{EndpointId: eid})
+		if eid, err = id(); err != nil {
+			break
 		}
+		tr, terr := hooklinev1.NewDeliveryServiceClient(c.conn).SendTestEvent(cctx, &hooklinev1.SendTestEventRequest{EndpointId: eid})
+		if terr != nil {
+			return callErr(terr)
+		}
+		if err := printJSON(out, tr); err != nil {
+			return err
+		}
+		return testOutcome(tr.GetResult())
 	case "update":
 		var eid string
 		if eid, err = id(); err == nil {
-			resp, err = updateEndpoint(cctx, api, eid, f, args[1:])
+			resp, err = updateEndpoint(cctx, api, eid, f, args[1:], grpc.Header(&hdr))
 		}
 	default:
 		return fmt.Errorf("unknown endpoint command %q; use create, get, list, update, pause, resume, delete, rotate-secret or test", sub)
@@ -244,11 +266,32 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 	if err != nil {
 		return callErr(err)
 	}
+	// Beside the JSON, not in it: the output stays the API's answer.
+	for _, w := range hdr.Get("hookline-warning") {
+		fmt.Fprintln(os.Stderr, "hookline: warning:", w)
+	}
 	return printJSON(out, resp)
 }
 
+// testOutcome is nil when the test attempt was delivered, else an error
+// that says how it went, so a script sees the failure in the exit code.
+func testOutcome(r *hooklinev1.AttemptResult) error {
+	if r.GetState() == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
+		return nil
+	}
+	what := r.GetError()
+	if r.GetStatusCode() != 0 {
+		what = fmt.Sprintf("HTTP %d", r.GetStatusCode())
+	}
+	if what == "" {
+		what = r.GetReason()
+	}
+	return fmt.Errorf("test event not delivered: %s (%s, %s)", what,
+		strings.ToLower(strings.TrimPrefix(r.GetClass().String(), "OUTCOME_CLASS_")), strings.ToLower(strings.TrimPrefix(r.GetState().String(), "DELIVERY_STATE_")))
+}
+
 // updateEndpoint sends the fields given as flags, and only those.
-func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, id string, f endpointFlags, args []string) (proto.Message, error) {
+func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, id string, f endpointFlags, args []string, opts ...grpc.CallOption) (proto.Message, error) {
 	ord, err := orderingFlag(f.Ordering)
 	if err != nil {
 		return nil, err
@@ -273,7 +316,7 @@ func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, i
 	if len(paths) == 0 {
 		return nil, errors.New("nothing to update: give --url, --description, --event-types, --ordering or --on-head-failure")
 	}
-	return api.UpdateEndpoint(ctx, &hooklinev1.UpdateEndpointRequest{Endpoint: ep, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
+	return api.UpdateEndpoint(ctx, &hooklinev1.UpdateEndpointRequest{Endpoint: ep, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}}, opts...)
 }
 
 type publishFlags struct {

@@ -135,16 +135,10 @@ func progressBar(done, total uint32) string {
 // progress line per report until every one has an outcome.
 func runRecover(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
 	var f recoverFlags
-	// The endpoint id may come before the flags.
-	var id []string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[:1], args[1:]
-	}
 	rest, err := parse("recover", &f, args, out, getenv)
 	if err != nil {
 		return err
 	}
-	rest = append(id, rest...)
 	if len(rest) != 1 || f.Since == "" {
 		return errors.New("usage: hookline recover ENDPOINT_ID --since T [--until T]")
 	}

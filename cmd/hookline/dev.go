@@ -55,13 +55,10 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	if _, err := parse("dev", &f, args, out, getenv); err != nil {
 		return err
 	}
-	host, portStr, err := net.SplitHostPort(f.KafkaAddr)
-	if err != nil {
-		return fmt.Errorf("--kafka-addr: %w", err)
+	if err := loopback("--kafka-addr", f.KafkaAddr); err != nil {
+		return err
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("--kafka-addr: the embedded Kafka listens on loopback only, got host %q", host)
-	}
+	_, portStr, _ := net.SplitHostPort(f.KafkaAddr)
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
 		return fmt.Errorf("--kafka-addr: bad port %q", portStr)
@@ -89,7 +86,11 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	// meter provider for all three.
 	metricsEnv, err := telemetry.Start(ctx, "hookline-dev", telemetry.Config{MetricsAddr: f.MetricsAddr, LogLevel: f.LogLevel, PprofAddr: f.PprofAddr}, os.Stderr)
 	if err != nil {
-		return err
+		// Start listens on --metrics-addr, then --pprof-addr.
+		if strings.HasPrefix(err.Error(), "--metrics-addr") {
+			return portTaken("--metrics-addr", "HOOKLINE_DEV_METRICS_ADDR", f.MetricsAddr, err)
+		}
+		return portTaken("--pprof-addr", "HOOKLINE_PPROF_ADDR", f.PprofAddr, err)
 	}
 	log := metricsEnv.Log
 	if a := metricsEnv.PprofAddr(); a != "" {
@@ -121,7 +122,7 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 		kfake.ClusterID("hookline-dev"),
 	)
 	if err != nil {
-		return fmt.Errorf("embedded Kafka on %s: %w", f.KafkaAddr, err)
+		return portTaken("--kafka-addr", "HOOKLINE_DEV_KAFKA_ADDR", f.KafkaAddr, fmt.Errorf("embedded Kafka: %w", err))
 	}
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
@@ -169,12 +170,28 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 		return err
 	}
 
+	// Every port is bound before the banner says dev is running: a busy
+	// one fails here, naming what moves it.
 	ln, err := net.Listen("tcp", f.GRPCAddr)
 	if err != nil {
-		return fmt.Errorf("--grpc-addr: %w", err)
+		return portTaken("--grpc-addr", "HOOKLINE_DEV_GRPC_ADDR", f.GRPCAddr, err)
 	}
-	in, err := ingest.New(ic, ingest.WithLogger(log.With("service", "ingest")), ingest.WithListener(ln),
-		ingest.WithTelemetry(tel["ingest"].TracerProvider, mp))
+	inOpts := []ingest.Option{ingest.WithLogger(log.With("service", "ingest")), ingest.WithListener(ln),
+		ingest.WithTelemetry(tel["ingest"].TracerProvider, mp)}
+	if f.ConsoleAddr != "" {
+		if err := loopback("--console-addr", f.ConsoleAddr); err != nil {
+			_ = ln.Close()
+			return err
+		}
+		cln, err := net.Listen("tcp", f.ConsoleAddr)
+		if err != nil {
+			_ = ln.Close()
+			return portTaken("--console-addr", "HOOKLINE_DEV_CONSOLE_ADDR", f.ConsoleAddr, err)
+		}
+		f.ConsoleAddr = cln.Addr().String() // what the banner shows
+		inOpts = append(inOpts, ingest.WithConsoleListener(cln))
+	}
+	in, err := ingest.New(ic, inOpts...)
 	if err != nil {
 		return err
 	}
@@ -212,14 +229,33 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
   traces        %s
 
 Try it:
-  export HOOKLINE_API_KEY=%s
-  hookline endpoint create --url http://127.0.0.1:9000/webhooks
-  hookline publish --type invoice.paid --data '{"invoice":"in_1","amount":4200}'
+  export HOOKLINE_API_KEY=%s%s
+  ./bin/hookline endpoint create --url http://127.0.0.1:9000/webhooks
+  ./bin/hookline publish --type invoice.paid --data '{"invoice":"in_1","amount":4200}'
   curl -H "authorization: Bearer $HOOKLINE_API_KEY" -d '{"event_type":"invoice.paid","payload":{"invoice":"in_2"}}' %s/v1/events
-  hookline results tail --kafka-brokers %s
-`, ln.Addr(), tlsNote(f), httpBase(f, ln.Addr().String()), consoleURL(f.ConsoleAddr), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, f.KeyFile, metricsURL(metricsEnv), tracesTo(tel["ingest"]), key, httpBase(f, ln.Addr().String()), strings.Join(brokers, ","))
+  ./bin/hookline results tail --kafka-brokers %s
+`, ln.Addr(), tlsNote(f), httpBase(f, ln.Addr().String()), consoleURL(f.ConsoleAddr), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, f.KeyFile, metricsURL(metricsEnv), tracesTo(tel["ingest"]), key, addrExport(ln.Addr().String()), httpBase(f, ln.Addr().String()), strings.Join(brokers, ","))
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// loopback checks that addr, given as flag, is a loopback address: dev
+// serves this machine only.
+func loopback(flag, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%s: hookline dev listens on loopback only, got host %q", flag, host)
+	}
+	return nil
+}
+
+// portTaken says that addr, which flag (or env) sets, cannot be listened
+// on, and how to pick another.
+func portTaken(flag, env, addr string, err error) error {
+	return fmt.Errorf("cannot listen on %s (%s): %w; pick another address with %s or %s (a busy port is usually another hookline dev)", addr, flag, err, flag, env)
 }
 
 func consoleURL(addr string) string {
@@ -304,4 +340,13 @@ func tlsNote(f devFlags) string {
 		return "   (TLS: clients pass --ca)"
 	}
 	return ""
+}
+
+// addrExport is the banner's HOOKLINE_ADDR setting when ingest is not
+// where the CLI looks by default (127.0.0.1:7070), else "".
+func addrExport(addr string) string {
+	if addr == "127.0.0.1:7070" {
+		return ""
+	}
+	return " HOOKLINE_ADDR=" + addr
 }

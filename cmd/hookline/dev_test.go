@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -49,6 +50,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 // ends it (before the test's end, to restart it).
 type devAddrs struct {
 	grpc, kafka, metrics, apiKey string
+	banner                       string // every line it printed up to its last
 	stop                         func()
 }
 
@@ -77,7 +79,12 @@ func startDev(t *testing.T, dir string, args ...string) devAddrs {
 	}
 	t.Cleanup(a.stop)
 	sc := bufio.NewScanner(pr)
-	for sc.Scan() && (a.grpc == "" || a.kafka == "" || a.metrics == "") {
+	var banner strings.Builder
+	for sc.Scan() {
+		banner.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "results tail") {
+			break // the banner's last line
+		}
 		f := strings.Fields(sc.Text())
 		switch {
 		case len(f) >= 3 && f[0] == "ingest" && f[1] == "gRPC":
@@ -88,6 +95,7 @@ func startDev(t *testing.T, dir string, args ...string) devAddrs {
 			a.metrics = f[1]
 		}
 	}
+	a.banner = banner.String()
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	if a.grpc == "" || a.kafka == "" {
 		t.Fatalf("hookline dev did not print its addresses (grpc %q, kafka %q)", a.grpc, a.kafka)
@@ -212,8 +220,13 @@ func TestDevQuickStart(t *testing.T) {
 	if err := run(t.Context(), []string{"events", "get", pub.GetEventId()}, &out, getenv); err != nil {
 		t.Fatal(err)
 	}
-	var event hooklinev1.GetEventResponse
-	if err := protojson.Unmarshal(out.Bytes(), &event); err != nil || len(event.GetDeliveries()) != 1 || len(event.GetPayload()) == 0 {
+	// The payload prints as the JSON document itself (not base64), so
+	// the answer is read as plain JSON.
+	var event struct {
+		Deliveries []json.RawMessage `json:"deliveries"`
+		Payload    json.RawMessage   `json:"payload"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &event); err != nil || len(event.Deliveries) != 1 || string(event.Payload) == "" {
 		t.Fatalf("events get printed %q (%v)", out.String(), err)
 	}
 	out.Reset()

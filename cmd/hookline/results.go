@@ -9,7 +9,6 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
 type tailFlags struct {
@@ -18,7 +17,8 @@ type tailFlags struct {
 }
 
 // runResultsTail prints each AttemptResult of the results topic as one
-// JSON line (protobuf JSON mapping) until interrupted. It reads committed
+// JSON line (the protobuf JSON mapping with proto names, as the HTTP API
+// writes it, and text bytes: see readableJSON) until interrupted. It reads committed
 // records only, as every consumer of Hookline's topics should.
 func runResultsTail(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
 	var f tailFlags
@@ -42,7 +42,6 @@ func runResultsTail(ctx context.Context, args []string, out io.Writer, getenv fu
 		return err
 	}
 	defer cl.Close()
-	line := protojson.MarshalOptions{}
 	for {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -60,7 +59,7 @@ func runResultsTail(ctx context.Context, args []string, out io.Writer, getenv fu
 				werr = err
 				return
 			}
-			b, err := line.Marshal(&res)
+			b, err := readableJSON(&res, "")
 			if err == nil {
 				_, err = fmt.Fprintln(out, string(b))
 			}

@@ -32,16 +32,21 @@ func ValidateType(t string) error {
 	return nil
 }
 
+// patternRule is what a refused pattern with a '*' is told.
+const patternRule = `a filter is an exact event type, a prefix followed by only a trailing ".*" (invoice.* matches invoice.paid and invoice.payment.failed), or "*" for every type`
+
 // ValidatePattern checks one filter entry: an exact event type, a prefix
-// wildcard "invoice.*", or "*" for every type.
+// wildcard "invoice.*", or "*" for every type. A '*' anywhere else, or
+// ".*" with no prefix, is refused with that rule.
 func ValidatePattern(p string) error {
 	if p == "*" {
 		return nil
 	}
-	if prefix, ok := strings.CutSuffix(p, ".*"); ok {
-		return ValidateType(prefix)
+	prefix, wild := strings.CutSuffix(p, ".*")
+	if strings.Contains(prefix, "*") || (wild && prefix == "") {
+		return fmt.Errorf("%q: %s", p, patternRule)
 	}
-	return ValidateType(p)
+	return ValidateType(prefix)
 }
 
 // Match reports whether eventType passes the filter patterns. An empty

@@ -1,6 +1,9 @@
 package filter
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestMatch(t *testing.T) {
 	tests := []struct {
@@ -45,6 +48,18 @@ func TestValidate(t *testing.T) {
 	for _, bad := range []string{"in*", ".*", "*.paid"} {
 		if err := ValidatePattern(bad); err == nil {
 			t.Errorf("ValidatePattern(%q) = nil", bad)
+		}
+	}
+}
+
+// TestRefusedPatternsSayWhatIsAllowed: a filter with a '*' anywhere but
+// a trailing ".*" (or alone), and ".*" with no prefix, are refused with
+// the rule: an exact type, a prefix and ".*", or "*".
+func TestRefusedPatternsSayWhatIsAllowed(t *testing.T) {
+	for _, bad := range []string{"*.paid", ".*", "in*", "invoice.*.paid", "invoice*"} {
+		err := ValidatePattern(bad)
+		if err == nil || !strings.Contains(err.Error(), `only a trailing ".*"`) || !strings.Contains(err.Error(), "invoice.*") {
+			t.Errorf("ValidatePattern(%q) = %v; want it to say only a trailing \".*\" is allowed, as in invoice.*", bad, err)
 		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -63,6 +64,11 @@ type Telemetry struct {
 	// or OTLP), the no-op provider otherwise.
 	MeterProvider metric.MeterProvider
 
+	// LoggerProvider is the OpenTelemetry logs SDK's provider when logs
+	// are exported (OTLP), nil otherwise; Start bridges the service's
+	// slog logger to it.
+	LoggerProvider *sdklog.LoggerProvider
+
 	metrics  http.Handler
 	flush    []func(context.Context) error
 	shutdown []func(context.Context) error
@@ -92,8 +98,9 @@ func WithPrometheus() Option { return func(s *setup) { s.prometheus = true } }
 // Setup builds the providers of service (its service.name, unless
 // OTEL_SERVICE_NAME says otherwise). Traces are exported when
 // OTEL_TRACES_EXPORTER names an exporter or an OTLP endpoint is set;
-// metrics go to OTLP on the same terms (OTEL_METRICS_EXPORTER) and to
-// Prometheus with WithPrometheus. OTEL_SDK_DISABLED=true turns all of it
+// logs on the same terms (OTEL_LOGS_EXPORTER); metrics go to OTLP on the
+// same terms (OTEL_METRICS_EXPORTER) and to Prometheus with
+// WithPrometheus. OTEL_SDK_DISABLED=true turns all of it
 // off. Call Shutdown to flush.
 func Setup(ctx context.Context, service string, opts ...Option) (*Telemetry, error) {
 	s := setup{getenv: osGetenv}
@@ -135,6 +142,19 @@ func Setup(ctx context.Context, service string, opts ...Option) (*Telemetry, err
 		t.shutdown = append(t.shutdown, tp.Shutdown)
 	}
 
+	if exporting(s.getenv, "LOGS") {
+		exp, err := autoexport.NewLogExporter(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: log exporter (OTEL_LOGS_EXPORTER, OTEL_EXPORTER_OTLP_*): %w", err)
+		}
+		if !autoexport.IsNoneLogExporter(exp) {
+			lp := sdklog.NewLoggerProvider(sdklog.WithResource(res), sdklog.WithProcessor(sdklog.NewBatchProcessor(exp)))
+			t.LoggerProvider = lp
+			t.flush = append(t.flush, lp.ForceFlush)
+			t.shutdown = append(t.shutdown, lp.Shutdown)
+		}
+	}
+
 	if s.noMetrics {
 		return t, nil
 	}
@@ -170,8 +190,8 @@ func Setup(ctx context.Context, service string, opts ...Option) (*Telemetry, err
 	return t, nil
 }
 
-// exporting reports whether the environment asks for signal ("TRACES" or
-// "METRICS") to be exported: its OTEL_<signal>_EXPORTER names one other
+// exporting reports whether the environment asks for signal ("TRACES",
+// "METRICS" or "LOGS") to be exported: its OTEL_<signal>_EXPORTER names one other
 // than "none", or an OTLP endpoint is set.
 func exporting(getenv func(string) string, signal string) bool {
 	if e := getenv("OTEL_" + signal + "_EXPORTER"); e != "" {
@@ -228,7 +248,8 @@ type Env struct {
 }
 
 // Start sets up a service binary's logging (JSON to w at cfg.LogLevel,
-// with trace ids) and telemetry (OTEL_* environment, and Prometheus when
+// with trace ids, and to the OpenTelemetry logs SDK as well when logs
+// are exported) and telemetry (OTEL_* environment, and Prometheus when
 // cfg.MetricsAddr is set, listening already so a busy port fails here),
 // and the profiler when cfg.PprofAddr is set (a loopback address).
 func Start(ctx context.Context, service string, cfg Config, w io.Writer) (Env, error) {
@@ -243,6 +264,9 @@ func Start(ctx context.Context, service string, cfg Config, w io.Writer) (Env, e
 	t, err := Setup(ctx, service, opts...)
 	if err != nil {
 		return Env{}, err
+	}
+	if t.LoggerProvider != nil {
+		log = bridgeLogs(log, service, t.LoggerProvider, cfg.LogLevel)
 	}
 	env := Env{Log: log, Telemetry: t}
 	if cfg.MetricsAddr != "" && t.metrics != nil {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/hookline/hookline/platform/backoff"
@@ -64,14 +65,29 @@ func (p RetryPolicy) backoff() backoff.Policy {
 // Retryable reports whether a failed call may be tried again: only the
 // transient codes UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED.
 // Every other code (INVALID_ARGUMENT, UNAUTHENTICATED, NOT_FOUND, …)
-// would fail the same way again.
+// would fail the same way again, and so would a RESOURCE_EXHAUSTED that
+// is gRPC's transport refusing a message larger than its maximum (either
+// side's): the same message is as large next time.
 func Retryable(err error) bool {
 	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
+	case codes.Unavailable, codes.DeadlineExceeded:
 		return true
+	case codes.ResourceExhausted:
+		return !tooLarge(err)
 	default:
 		return false
 	}
+}
+
+// tooLarge reports whether err is grpc-go's refusal of an oversize
+// message ("grpc: received message larger than max (N vs. M)", "grpc:
+// trying to send message larger than max …"), which carries no
+// RetryInfo; ingest's push-back does.
+func tooLarge(err error) bool {
+	if _, ok := ServerDelay(err); ok {
+		return false
+	}
+	return strings.Contains(status.Convert(err).Message(), "message larger than max")
 }
 
 // ServerDelay returns the wait the server asked for in a

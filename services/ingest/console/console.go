@@ -38,9 +38,14 @@ type Backend interface {
 	Endpoints(ctx context.Context) ([]EndpointHealth, error)
 	ListDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest) (*hooklinev1.ListDeliveriesResponse, error)
 	GetDelivery(ctx context.Context, id string) (*hooklinev1.GetDeliveryResponse, error)
+	// Event is the event with its payload.
+	Event(ctx context.Context, id string) (*hooklinev1.GetEventResponse, error)
 	Resend(ctx context.Context, id string) (attempt uint32, err error)
 	// Recover redelivers the endpoint's deliveries that failed since.
 	Recover(ctx context.Context, endpointID string, since time.Time) (total, unavailable int, err error)
+	// URLNote says what is wrong with an accepted endpoint URL that may
+	// still come right (its host does not resolve now), or "".
+	URLNote(ctx context.Context, url string) string
 }
 
 // Health is an endpoint's health as the console shows it.
@@ -60,6 +65,8 @@ type EndpointHealth struct {
 	Health   Health
 	// Why, in a few words ("last 5 deliveries failed").
 	Detail string
+	// Note is Backend.URLNote's, on the endpoints page only.
+	Note string
 }
 
 // Server serves the console. It is safe for concurrent use.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -27,6 +28,13 @@ type view struct {
 	Filter     filterForm
 	States     []string
 	Next       string
+	// Now is when the page is rendered (the console's clock): what
+	// "held" is judged against.
+	Now time.Time
+	// Held says why Delivery waits without an attempt (Held), if it does.
+	Held string
+	// Payload is the delivery's event payload, as text.
+	Payload string
 }
 
 // filterForm is the delivery log's filters as the form sends them.
@@ -44,6 +52,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, v v
 	if v.Flash == "" {
 		v.Flash = s.takeFlash(w, r)
 	}
+	v.Now = s.now()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
 	if err := s.pages[page].Execute(w, v); err != nil {
@@ -151,6 +160,13 @@ func (s *Server) endpointsPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "endpoints", view{}, err)
 		return
 	}
+	// Each look-up is bounded (ingest's --dns-timeout); they run
+	// together so the page waits for the slowest only.
+	var wg sync.WaitGroup
+	for i := range eps {
+		wg.Go(func() { eps[i].Note = s.backend.URLNote(r.Context(), eps[i].Endpoint.GetUrl()) })
+	}
+	wg.Wait()
 	s.render(w, r, "endpoints", view{Endpoints: eps}, http.StatusOK)
 }
 
@@ -217,7 +233,15 @@ func (s *Server) deliveryPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "error", view{}, err)
 		return
 	}
-	s.render(w, r, "delivery", view{Delivery: d}, http.StatusOK)
+	v := view{Delivery: d, Held: Held(d.GetDelivery(), s.now())}
+	// The payload is the event's; an event no longer retained leaves
+	// the timeline without it.
+	if ev, err := s.backend.Event(r.Context(), d.GetDelivery().GetEventId()); err == nil {
+		v.Payload = strings.ToValidUTF8(string(ev.GetPayload()), "\uFFFD")
+	} else {
+		v.Payload = "(not available: " + status.Convert(err).Message() + ")"
+	}
+	s.render(w, r, "delivery", v, http.StatusOK)
 }
 
 // errNotAdmin answers an action by a key without the admin scope.

@@ -52,12 +52,34 @@ func (f *fakeBackend) GetDelivery(ctx context.Context, id string) (*hooklinev1.G
 	return &hooklinev1.GetDeliveryResponse{Delivery: &hooklinev1.DeliveryStatus{DeliveryId: id}}, nil
 }
 
+func (f *fakeBackend) Event(_ context.Context, id string) (*hooklinev1.GetEventResponse, error) {
+	return &hooklinev1.GetEventResponse{EventId: id, Payload: []byte(`{"n":1}`)}, nil
+}
+
 func (f *fakeBackend) Resend(_ context.Context, id string) (uint32, error) {
 	f.resent = append(f.resent, id)
 	return 3, nil
 }
 
 func (f *fakeBackend) Recover(context.Context, string, time.Time) (int, int, error) { return 0, 0, nil }
+
+func (f *fakeBackend) URLNote(_ context.Context, u string) string {
+	if u == "https://example.com/h" {
+		return `host "example.com" does not resolve now`
+	}
+	return ""
+}
+
+// TestEndpointsPageSaysWhenAnEndpointsHostDoesNotResolve: an accepted
+// URL whose host does not resolve is said so on the endpoints page.
+func TestEndpointsPageSaysWhenAnEndpointsHostDoesNotResolve(t *testing.T) {
+	srv := httptest.NewServer(New(&fakeBackend{}).Handler())
+	defer srv.Close()
+	_, page := signIn(t, srv, "reader-key")
+	if !strings.Contains(page, `host &#34;example.com&#34; does not resolve now`) {
+		t.Fatalf("the endpoints page does not say the host does not resolve:\n%s", page)
+	}
+}
 
 // signIn returns a client with a session for key, and the page it lands on.
 func signIn(t *testing.T, srv *httptest.Server, key string) (*http.Client, string) {

@@ -33,6 +33,8 @@ var funcs = template.FuncMap{
 	"class": func(c hooklinev1.OutcomeClass) string {
 		return strings.ToLower(strings.TrimPrefix(c.String(), "OUTCOME_CLASS_"))
 	},
+	"held":    Held,
+	"headers": requestHeaders,
 	"excerpt": func(b []byte) string {
 		const limit = 300
 		s := strings.ToValidUTF8(string(b), "�")

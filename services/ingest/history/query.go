@@ -93,6 +93,8 @@ type Filter struct {
 	State                          hooklinev1.DeliveryState
 	// Created in [Since, Until); zero means unbounded.
 	Since, Until time.Time
+	// Newest lists newest first; a page then goes on below its After.
+	Newest bool
 }
 
 // Page is one page of a list.
@@ -133,7 +135,7 @@ func (s *Store) Deliveries(tenant string, f Filter, after string, size int) (Pag
 		defer statuses.close()
 	}
 	var page Page[*hooklinev1.DeliveryStatus]
-	err := s.list(p, ids.Delivery, f.Since, f.Until, after, func(id string, v []byte) (bool, error) {
+	err := s.list(p, ids.Delivery, f.Since, f.Until, after, f.Newest, func(id string, v []byte) (bool, error) {
 		st := &hooklinev1.DeliveryStatus{}
 		if inline {
 			if err := proto.Unmarshal(v, st); err != nil {
@@ -175,7 +177,8 @@ func (s *Store) newStatusReader(tenant string) (*statusReader, error) {
 	return &statusReader{it: it, p: p}, nil
 }
 
-// get reads the summary of id into st; ids must come in ascending order.
+// get reads the summary of id into st; ids in ascending order seek
+// forward through blocks already read (any order is correct).
 func (r *statusReader) get(id string, st *hooklinev1.DeliveryStatus) (bool, error) {
 	r.k = append(append(r.k[:0], r.p...), id...)
 	if !r.it.SeekGE(r.k) || !bytes.Equal(r.it.Key(), r.k) {
@@ -214,7 +217,7 @@ func (s *Store) Events(tenant string, f EventFilter, after string, size int) (Pa
 		p = prefix(tagEvByType, tenant, f.EventType)
 	}
 	var page Page[*hooklinev1.GetEventResponse]
-	err := s.list(p, ids.Event, f.Since, f.Until, after, func(id string, _ []byte) (bool, error) {
+	err := s.list(p, ids.Event, f.Since, f.Until, after, false, func(id string, _ []byte) (bool, error) {
 		ev := &hooklinev1.GetEventResponse{}
 		if ok, err := getProto(s.db, key(tagEvent, tenant, id), ev); err != nil || !ok {
 			return true, err
@@ -232,25 +235,32 @@ func (s *Store) Events(tenant string, f EventFilter, after string, size int) (Pa
 }
 
 // list walks the keys under p whose last part (an id of kind idPrefix)
-// is above after and inside [since, until), calling fn with each id and
-// value until fn says stop. Past MaxScan entries it stops and sets
-// *more, *last to go on from where it stopped.
-func (s *Store) list(p []byte, idPrefix string, since, until time.Time, after string, fn func(id string, v []byte) (bool, error), more *bool, last *string) error {
+// is above after (newest: below it, walking down) and inside [since,
+// until), calling fn with each id and value until fn says stop. Past
+// MaxScan entries it stops and sets *more, *last to go on from where it
+// stopped.
+func (s *Store) list(p []byte, idPrefix string, since, until time.Time, after string, newest bool, fn func(id string, v []byte) (bool, error), more *bool, last *string) error {
 	lo := p
 	if !since.IsZero() {
 		lo = append(bytes.Clone(p), ids.Floor(idPrefix, since)...)
-	}
-	if after != "" {
-		if a := append(append(bytes.Clone(p), after...), 0); bytes.Compare(a, lo) > 0 {
-			lo = a // the first key above after
-		}
 	}
 	hi := upperBound(p)
 	if !until.IsZero() {
 		hi = append(bytes.Clone(p), ids.Floor(idPrefix, until)...)
 	}
+	if after != "" {
+		if a := append(bytes.Clone(p), after...); newest && bytes.Compare(a, hi) < 0 {
+			hi = a // every key below after
+		} else if a = append(a, 0); !newest && bytes.Compare(a, lo) > 0 {
+			lo = a // the first key above after
+		}
+	}
 	scanned, prev := 0, ""
-	return s.scan(lo, hi, func(k, v []byte) (bool, error) {
+	walk := s.scan
+	if newest {
+		walk = s.scanDown
+	}
+	return walk(lo, hi, func(k, v []byte) (bool, error) {
 		if scanned++; scanned > s.maxScan {
 			*more, *last = true, prev // go on from the first unread
 			return false, nil
@@ -264,6 +274,15 @@ func (s *Store) list(p []byte, idPrefix string, since, until time.Time, after st
 // starting with lo) until fn says stop. The slices are valid only during
 // the call.
 func (s *Store) scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
+	return s.walk(lo, hi, false, fn)
+}
+
+// scanDown is scan from the last key down.
+func (s *Store) scanDown(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
+	return s.walk(lo, hi, true, fn)
+}
+
+func (s *Store) walk(lo, hi []byte, down bool, fn func(k, v []byte) (bool, error)) error {
 	if hi == nil {
 		hi = upperBound(lo)
 	}
@@ -271,7 +290,11 @@ func (s *Store) scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
-	for it.First(); it.Valid(); it.Next() {
+	first, next := it.First, it.Next
+	if down {
+		first, next = it.Last, it.Prev
+	}
+	for first(); it.Valid(); next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()

@@ -212,28 +212,42 @@ func (b consoleBackend) Endpoints(ctx context.Context) ([]console.EndpointHealth
 		if err != nil {
 			return nil, historyStatus(err)
 		}
-		out = append(out, healthOf(ep, recent))
+		out = append(out, healthOf(ep, recent, b.s.now()))
 	}
 	return out, nil
 }
 
-// healthOf judges an endpoint by its status and its latest deliveries:
-// paused; failing when the latest settled one failed; in outage mode
-// when the last recentForHealth all failed and outage mode is on (the
-// dispatcher then holds deliveries and probes); active otherwise.
-func healthOf(ep *hooklinev1.Endpoint, recent []*hooklinev1.DeliveryStatus) console.EndpointHealth {
+// healthOf judges an endpoint by its status and its latest deliveries,
+// newest first, up to the latest delivered one, as of now — by what the
+// dispatcher does, not by how many failed:
+//   - paused: its status says so;
+//   - outage mode: a delivery of the run is held (console.Held: a retry
+//     long past its due time with no newer result — the dispatcher holds
+//     deliveries without a result only in outage mode, or when it spills a
+//     backlog), and outage mode is not disabled for the endpoint;
+//   - failing: any other failure in the run — retries not yet due, or
+//     deliveries that failed for good (a 410 to everything fails every
+//     delivery at once and never puts the endpoint in outage mode);
+//   - active otherwise.
+func healthOf(ep *hooklinev1.Endpoint, recent []*hooklinev1.DeliveryStatus, now time.Time) console.EndpointHealth {
 	h := console.EndpointHealth{Endpoint: ep, Health: console.HealthActive}
 	if ep.GetStatus() == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
 		h.Health, h.Detail = console.HealthPaused, ep.GetPausedReason()
 		return h
 	}
-	failing := 0
+	retrying, failed, held := 0, 0, 0
 recent:
 	for _, d := range recent {
 		switch d.GetState() {
-		case hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED, hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED,
+		case hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED:
+			retrying++
+			if console.Held(d, now) != "" {
+				held++
+			}
+			continue
+		case hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED,
 			hooklinev1.DeliveryState_DELIVERY_STATE_BLOCKED:
-			failing++
+			failed++
 			continue
 		case hooklinev1.DeliveryState_DELIVERY_STATE_PENDING, hooklinev1.DeliveryState_DELIVERY_STATE_PARKED:
 			continue // not settled: says nothing yet
@@ -241,16 +255,23 @@ recent:
 		break recent
 	}
 	switch {
-	case failing == recentForHealth && !ep.GetOutageModeDisabled():
-		h.Health, h.Detail = console.HealthOutage, fmt.Sprintf("the last %d deliveries failed", failing)
-	case failing > 0:
-		h.Health, h.Detail = console.HealthFailing, fmt.Sprintf("the latest %d deliveries failed", failing)
+	case held > 0 && !ep.GetOutageModeDisabled():
+		h.Health, h.Detail = console.HealthOutage, fmt.Sprintf("the latest %d deliveries failed transiently; deliveries are held without spending attempts while the dispatcher probes the endpoint", retrying+failed)
+	case failed > 0 && retrying == 0:
+		h.Health, h.Detail = console.HealthFailing, fmt.Sprintf("the latest %d deliveries failed for good (not retried): check the endpoint's URL and what it answers", failed)
+	case failed+retrying > 0:
+		h.Health, h.Detail = console.HealthFailing, fmt.Sprintf("the latest %d deliveries failed", failed+retrying)
 	}
 	return h
 }
 
+func (b consoleBackend) Event(ctx context.Context, id string) (*hooklinev1.GetEventResponse, error) {
+	return b.s.GetEvent(ctx, &hooklinev1.GetEventRequest{EventId: id})
+}
+
+// ListDeliveries is the console's log: newest first.
 func (b consoleBackend) ListDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest) (*hooklinev1.ListDeliveriesResponse, error) {
-	return b.s.ListDeliveries(ctx, req)
+	return b.s.listDeliveries(ctx, req, true)
 }
 
 func (b consoleBackend) GetDelivery(ctx context.Context, id string) (*hooklinev1.GetDeliveryResponse, error) {
@@ -276,4 +297,9 @@ func (b consoleBackend) Recover(ctx context.Context, endpointID string, since ti
 	}
 	todo, unavailable, err := b.s.redeliverFailed(ctx, apikey.TenantFrom(ctx), endpointID, since, until)
 	return len(todo), unavailable, err
+}
+
+// URLNote is the note CreateEndpoint sends for the URL (urlNote).
+func (b consoleBackend) URLNote(ctx context.Context, url string) string {
+	return b.s.urlNote(ctx, url)
 }

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -11,6 +12,12 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/ids"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // chromium finds the browser: Debian's chromium package (make test
@@ -54,8 +61,15 @@ func TestConsoleInChromiumShowsTheTimelineOfADeliveryThatFailedThenSucceeded(t *
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The endpoints as the store holds them, each in the state its
+	// deliveries show: ep_a recovers after a retry, ep_b answers 410 to
+	// everything (failing; outage mode never holds permanent failures),
+	// ep_c fails transiently and its deliveries are held past their due
+	// time (outage mode).
 	r.start(WithConsoleListener(ln))
+	r.produceEndpoints("ep_a", "ep_b", "ep_c")
 	r.produceHistory(6, time.Now().Add(-time.Minute))
+	held := r.produceOutage("ep_c", 3, time.Now().Add(-30*time.Second))
 	base := "http://" + ln.Addr().String()
 
 	alloc, cancel := chromedp.NewExecAllocator(t.Context(),
@@ -106,6 +120,27 @@ func TestConsoleInChromiumShowsTheTimelineOfADeliveryThatFailedThenSucceeded(t *
 		chromedp.SendKeys(chromedp.CSS("#api_key"), historyTestKey),
 		chromedp.Click(chromedp.CSS("#sign_in")),
 		chromedp.WaitVisible(chromedp.CSS("#endpoints")))
+	health, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`Object.fromEntries(Array.from(document.querySelectorAll("#endpoints tr.endpoint")).map(tr => [tr.dataset.id, tr.querySelector(".health").textContent]))`))
+	if err != nil {
+		t.Fatalf("browser, read the endpoints' health: %v", err)
+	}
+	if want := map[string]string{"ep_a": "active", "ep_b": "failing", "ep_c": "outage mode"}; fmt.Sprint(health) != fmt.Sprint(want) {
+		t.Fatalf("endpoints labelled %v, want %v", health, want)
+	}
+	step("the log, newest first",
+		chromedp.Navigate(base+"/deliveries"),
+		chromedp.WaitVisible(chromedp.CSS("a.delivery-link")))
+	first, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("a.delivery-link").textContent`))
+	if err != nil || first != held[len(held)-1] {
+		t.Fatalf("the log's first row is %q (%v), want the newest delivery %s", first, err, held[len(held)-1])
+	}
+	step("open a held delivery",
+		chromedp.Navigate(base+"/deliveries/"+held[0]),
+		chromedp.WaitVisible(chromedp.CSS("#held")))
+	heldText := get("read why it is held", chromedp.Text(chromedp.CSS("#held")))
+	if !strings.Contains(heldText, "held: outage mode") {
+		t.Fatalf("a delivery held in outage mode says %q", heldText)
+	}
 	step("filter the log to ep_a's delivered deliveries",
 		chromedp.Navigate(base+"/deliveries?endpoint=ep_a"),
 		chromedp.WaitVisible(chromedp.CSS("#filters")),
@@ -142,6 +177,10 @@ func TestConsoleInChromiumShowsTheTimelineOfADeliveryThatFailedThenSucceeded(t *
 			t.Fatalf("timeline lacks %q:\n%s", want, timeline)
 		}
 	}
+	payload := get("read the payload", chromedp.Text(chromedp.CSS("#payload")))
+	if !strings.Contains(payload, `{"n":`) {
+		t.Fatalf("the delivery page shows payload %q, want the event's JSON", payload)
+	}
 	if strings.Index(timeline, "503") > strings.Index(timeline, "200") {
 		t.Fatalf("the failed attempt is not listed before the one that succeeded:\n%s", timeline)
 	}
@@ -154,4 +193,71 @@ func TestConsoleInChromiumShowsTheTimelineOfADeliveryThatFailedThenSucceeded(t *
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s (%d bytes)", path, len(shot))
+}
+
+// produceEndpoints writes an active endpoint record of tenant acme for
+// each id.
+func (r *historyRig) produceEndpoints(ids ...string) {
+	t := r.t
+	t.Helper()
+	opts, err := r.kafka.Opts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, id := range ids {
+		rec, err := hkafka.Record(r.topics.Endpoints, id, &hooklinev1.EndpointRecord{Version: 1, Endpoint: &hooklinev1.Endpoint{
+			Id: id, TenantId: "acme", Url: "https://" + id + ".example/hooks", Status: hooklinev1.EndpointStatus_ENDPOINT_STATUS_ACTIVE}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(t.Context(), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// produceOutage writes n deliveries to ep whose first attempt failed
+// transiently (503) with a retry due a second later, which never came:
+// the dispatcher holds them in outage mode (a hold writes no result). It
+// returns their ids, oldest first.
+func (r *historyRig) produceOutage(ep string, n int, at time.Time) []string {
+	t := r.t
+	t.Helper()
+	opts, err := r.kafka.Opts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []string
+	for i := range n {
+		now := at.Add(time.Duration(i) * time.Second)
+		d := &hooklinev1.Delivery{DeliveryId: ids.New(ids.Delivery, now), EventId: ids.New(ids.Event, now), TenantId: "acme", EndpointId: ep,
+			EventType: "invoice.paid", Payload: []byte(`{"n":1}`), Attempt: 1, CreatedAt: timestamppb.New(now)}
+		res := &hooklinev1.AttemptResult{DeliveryId: d.GetDeliveryId(), EventId: d.GetEventId(), TenantId: "acme", EndpointId: ep, EventType: d.GetEventType(),
+			Attempt: 1, State: hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED, StatusCode: 503, Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT,
+			StartedAt: timestamppb.New(now), NextAttemptAt: timestamppb.New(now.Add(time.Second))}
+		for _, m := range []struct {
+			topic string
+			msg   proto.Message
+		}{{r.topics.Deliveries, d}, {r.topics.Results, res}} {
+			rec, err := hkafka.Record(m.topic, ep, m.msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.ProduceSync(t.Context(), rec).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out = append(out, d.GetDeliveryId())
+	}
+	return out
 }

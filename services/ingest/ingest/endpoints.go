@@ -17,7 +17,9 @@ import (
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -73,6 +75,11 @@ func (s *Service) validateURL(ctx context.Context, raw string) error {
 	if u.Hostname() == "" {
 		return invalid("url", "has no host")
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return invalid("url", "has port %s; a port is between 1 and 65535", p)
+		}
+	}
 	if u.User != nil {
 		return invalid("url", "must not contain credentials; authenticate receivers with the webhook signature")
 	}
@@ -91,6 +98,41 @@ func (s *Service) validateURL(ctx context.Context, raw string) error {
 		return status.Errorf(codes.Unavailable, "url: resolving %q took longer than %v; nothing was changed, retry", u.Hostname(), s.cfg.DNSTimeout)
 	}
 	return status.Errorf(codes.InvalidArgument, "url: destination not allowed: %v", err)
+}
+
+// warningHeader is the response header (gRPC metadata; over HTTP
+// Grpc-Metadata-Hookline-Warning) that carries urlNote's note on
+// CreateEndpoint and UpdateEndpoint. The CLI prints it.
+const warningHeader = "hookline-warning"
+
+// urlNote says what is wrong with an accepted endpoint URL that may
+// still come right: a host name that does not resolve now (where the
+// destination guard did not need it to: dev mode, or every destination
+// allowed). Deliveries fail until it resolves; nothing refuses it,
+// since DNS may be fixed. "" when there is nothing to say. Resolving
+// is bounded by --dns-timeout.
+func (s *Service) urlNote(ctx context.Context, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" || net.ParseIP(u.Hostname()) != nil {
+		return ""
+	}
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.DNSTimeout)
+	defer cancel()
+	ips, err := s.lookup(lctx, u.Hostname())
+	switch {
+	case err != nil:
+		return fmt.Sprintf("host %q does not resolve now (%v): deliveries fail until it does", u.Hostname(), err)
+	case len(ips) == 0:
+		return fmt.Sprintf("host %q does not resolve now (no addresses): deliveries fail until it does", u.Hostname())
+	}
+	return ""
+}
+
+// noteURL sends urlNote's note, if any, as the call's warningHeader.
+func (s *Service) noteURL(ctx context.Context, raw string) {
+	if note := s.urlNote(ctx, raw); note != "" {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(warningHeader, note))
+	}
 }
 
 func validateEventTypes(types []string) error {
@@ -192,6 +234,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndp
 	if err := s.validateURL(ctx, req.GetUrl()); err != nil {
 		return nil, err
 	}
+	s.noteURL(ctx, req.GetUrl())
 	if len(req.GetDescription()) > maxDescriptionLen {
 		return nil, invalid("description", "is %d bytes, the limit is %d", len(req.GetDescription()), maxDescriptionLen)
 	}
@@ -447,6 +490,7 @@ func (s *Service) UpdateEndpoint(ctx context.Context, req *hooklinev1.UpdateEndp
 			if err := s.validateURL(ctx, in.GetUrl()); err != nil {
 				return nil, err
 			}
+			s.noteURL(ctx, in.GetUrl())
 		}
 	}
 	rec, err := s.change(ctx, in.GetId(), in.GetEtag(), func(rec *hooklinev1.EndpointRecord) error {

@@ -49,11 +49,11 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 	if len(payload) == 0 {
 		return nil, invalid("payload", "is required (a JSON document)")
 	}
-	if len(payload) > s.cfg.MaxPayloadBytes {
-		return nil, invalid("payload", "is %d bytes, the limit is %d", len(payload), s.cfg.MaxPayloadBytes)
+	if err := payloadLimit(s.cfg.MaxPayloadBytes).check(len(payload)); err != nil {
+		return nil, err
 	}
 	if !json.Valid(payload) {
-		return nil, invalid("payload", "is not valid JSON; receivers get it as application/json")
+		return nil, invalid("payload", "is not valid JSON; receivers get it as application/json (over HTTP/JSON, %s)", payloadForm)
 	}
 	if k := req.GetIdempotencyKey(); len(k) > maxIdempotencyKeyLen {
 		return nil, invalid("idempotency_key", "is %d bytes, the limit is %d", len(k), maxIdempotencyKeyLen)

@@ -96,7 +96,7 @@ func (p *connPool) close() {
 func (s *Service) newGateway(ctx context.Context, srv *grpc.Server) (*gateway, error) {
 	mem := bufconn.Listen(256 << 10)
 	go func() { _ = srv.Serve(mem) }() // ends when srv stops
-	msgLimit := s.cfg.MaxPayloadBytes + 1<<20
+	msgLimit := payloadLimit(s.cfg.MaxPayloadBytes).doorBytes()
 	conn := &connPool{inFlight: make([]atomic.Int64, gatewayConns)}
 	for range gatewayConns {
 		c, err := grpc.NewClient("passthrough:///ingest-gateway",
@@ -148,10 +148,7 @@ func (s *Service) newGateway(ctx context.Context, srv *grpc.Server) (*gateway, e
 			return nil, fmt.Errorf("ingest: gateway: %w", err)
 		}
 	}
-	// The body may hold the payload in base64 (4/3 of its size) beside
-	// the other fields: the same headroom gRPC's MaxRecvMsgSize gives.
-	bodyLimit := int64(s.cfg.MaxPayloadBytes)/3*4 + 4 + 1<<20
-	return &gateway{Handler: s.callDeadline(limitBody(mux, bodyLimit)), conns: conn, mem: mem}, nil
+	return &gateway{Handler: s.callDeadline(payloadLimit(s.cfg.MaxPayloadBytes).limitBody(mux)), conns: conn, mem: mem}, nil
 }
 
 // callDeadline gives an HTTP/JSON call that sets no deadline of its own
@@ -185,22 +182,6 @@ func headerMatcher(key string) (string, bool) {
 	return runtime.DefaultHeaderMatcher(key)
 }
 
-// limitBody answers 413 to a body over limit bytes: at once when
-// Content-Length says so, else when reading passes the limit (which
-// grpc-gateway reports as 400).
-func limitBody(h http.Handler, limit int64) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > limit {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusRequestEntityTooLarge)
-			_, _ = fmt.Fprintf(w, `{"code":3,"message":"request body is %d bytes, the limit is %d (--max-payload-bytes)","details":[]}`+"\n", r.ContentLength, limit)
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, limit)
-		h.ServeHTTP(w, r)
-	})
-}
-
 // payloadJSON is the gateway's JSON codec: protojson, except that a
 // request's bytes field named "payload" may also be given as the JSON
 // document itself ({"payload":{"id":1}}) instead of its base64 (the
@@ -218,7 +199,7 @@ func (m payloadJSON) NewDecoder(r io.Reader) runtime.Decoder {
 		if err := json.NewDecoder(r).Decode(&raw); err != nil {
 			return err
 		}
-		return m.Unmarshal(inlinePayload(raw), v)
+		return explainPayload(m.Unmarshal(inlinePayload(raw), v), raw)
 	})
 }
 

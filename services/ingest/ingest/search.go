@@ -17,6 +17,12 @@ import (
 // ListDeliveries lists the caller's deliveries matching the request's
 // filters, ordered by id (creation time), paginated by signed tokens.
 func (s *Service) ListDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest) (*hooklinev1.ListDeliveriesResponse, error) {
+	return s.listDeliveries(ctx, req, false)
+}
+
+// listDeliveries is ListDeliveries, newest first when newest (the
+// console's log); a page token works only in the order it was made for.
+func (s *Service) listDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest, newest bool) (*hooklinev1.ListDeliveriesResponse, error) {
 	size, err := pageSize(req.GetPageSize())
 	if err != nil {
 		return nil, err
@@ -24,7 +30,7 @@ func (s *Service) ListDeliveries(ctx context.Context, req *hooklinev1.ListDelive
 	if _, ok := hooklinev1.DeliveryState_name[int32(req.GetState())]; !ok {
 		return nil, invalid("state", "%d is not a DeliveryState", req.GetState())
 	}
-	f := history.Filter{EventID: req.GetEventId(), EndpointID: req.GetEndpointId(), EventType: req.GetEventType(), State: req.GetState()}
+	f := history.Filter{EventID: req.GetEventId(), EndpointID: req.GetEndpointId(), EventType: req.GetEventType(), State: req.GetState(), Newest: newest}
 	if f.Since, f.Until, err = timeRange(req.GetSince(), req.GetUntil()); err != nil {
 		return nil, err
 	}
@@ -116,8 +122,12 @@ func (s *Service) ListEvents(ctx context.Context, req *hooklinev1.ListEventsRequ
 
 // deliveryQuery is the canonical form of f that a page token is bound to.
 func deliveryQuery(f history.Filter) string {
-	return strings.Join([]string{"deliveries", f.EventID, f.EndpointID, f.EventType, f.State.String(),
-		fmt.Sprint(unixNano(f.Since)), fmt.Sprint(unixNano(f.Until))}, "\x00")
+	q := []string{"deliveries", f.EventID, f.EndpointID, f.EventType, f.State.String(),
+		fmt.Sprint(unixNano(f.Since)), fmt.Sprint(unixNano(f.Until))}
+	if f.Newest {
+		q = append(q, "newest") // only when set: tokens made before it still work
+	}
+	return strings.Join(q, "\x00")
 }
 
 func unixNano(t time.Time) int64 {

@@ -425,7 +425,7 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 				return !strings.HasPrefix(info.FullMethodName, "/grpc.health.") && !strings.HasPrefix(info.FullMethodName, "/grpc.reflection.")
 			}),
 		)),
-		grpc.MaxRecvMsgSize(s.cfg.MaxPayloadBytes+1<<20),
+		grpc.MaxRecvMsgSize(payloadLimit(s.cfg.MaxPayloadBytes).doorBytes()),
 		// The API key is checked when a stream's headers arrive, before
 		// any of its message is received (the interceptor checks scope).
 		grpc.InTapHandle(s.tapAuth),

@@ -46,8 +46,8 @@ func (s *Service) SendTestEvent(ctx context.Context, req *hooklinev1.SendTestEve
 	if len(payload) == 0 {
 		payload = []byte(testEventPayload)
 	}
-	if len(payload) > s.cfg.MaxPayloadBytes {
-		return nil, invalid("payload", "is %d bytes, the limit is %d", len(payload), s.cfg.MaxPayloadBytes)
+	if err := payloadLimit(s.cfg.MaxPayloadBytes).check(len(payload)); err != nil {
+		return nil, err
 	}
 	if !json.Valid(payload) {
 		return nil, invalid("payload", "is not valid JSON; receivers get it as application/json")
