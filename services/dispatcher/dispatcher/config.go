@@ -50,6 +50,7 @@ type Config struct {
 	QueueTime     time.Duration `flag:"queue-time" env:"HOOKLINE_QUEUE_TIME" default:"30s" usage:"per endpoint, how much backlog (in time at its rate limit) waits in memory; beyond it deliveries are spilled, once, to the retry path due when the rate allows"`
 	QueueMin      int           `flag:"queue-min" env:"HOOKLINE_QUEUE_MIN" default:"1000" usage:"per endpoint, deliveries that may always wait in memory, whatever its rate"`
 	QueueBytes    int64         `flag:"queue-bytes" env:"HOOKLINE_QUEUE_BYTES" default:"33554432" usage:"per endpoint, bytes of deliveries that may wait in memory"`
+	EarlyHold     time.Duration `flag:"early-hold" env:"HOOKLINE_EARLY_HOLD" default:"2s" usage:"the clock-skew tolerance between scheduler and dispatcher: a delivery the scheduler released up to this long before its due time by this dispatcher's clock waits in memory until it is due; one released earlier goes back through the scheduler, pushed by how early it was (at most half of --stuck-after; 0: every early delivery goes back). Keep the hosts' clocks in sync (NTP) well within it"`
 	StuckAfter    time.Duration `flag:"stuck-after" env:"HOOKLINE_STUCK_AFTER" default:"10s" usage:"when a partition's oldest uncommitted delivery has waited in its endpoint's queue this long, that endpoint's waiting deliveries are spilled so the partition's other endpoints go on"`
 
 	FailingAfter   int           `flag:"failing-after" env:"HOOKLINE_FAILING_AFTER" default:"5" usage:"consecutive failed attempts after which an endpoint.failing notice goes out"`

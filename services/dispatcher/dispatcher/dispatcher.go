@@ -48,6 +48,7 @@ type Service struct {
 	// noticeClient posts to --notice-webhook-url.
 	noticeClient *attempt.Client
 	topics       hkafka.Topics
+	earlyWarned  earlyWarned
 
 	attemptOpts []attempt.Option
 	// beforeAttempt, if set, is called as each attempt begins (tests).
@@ -161,6 +162,13 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		// delivery's history and resend are read from.
 		return nil, fmt.Errorf("dispatcher: --max-hold (%v) must be above 0 and below --topic-retention (%v)", cfg.MaxHold, cfg.Kafka.Retention)
 	}
+	if cfg.EarlyHold < 0 {
+		return nil, fmt.Errorf("dispatcher: --early-hold (%v) must be at least 0", cfg.EarlyHold)
+	}
+	// A delivery held early holds its partition's watermark; one that
+	// came due must still have time in its lane before its partition is
+	// called stuck.
+	cfg.EarlyHold = min(cfg.EarlyHold, cfg.StuckAfter/2)
 	keys, err := cfg.Secrets.Keyring()
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)

@@ -52,7 +52,7 @@ type verdict uint8
 
 const (
 	toLane    verdict = iota // waits in its endpoint's lane
-	notDue                   // back to the retries topic, untouched
+	notDue                   // held in memory until due, or back to the retries topic (early.go)
 	needSync                 // endpoint unknown: sync the endpoints view, then triage again
 	epDeleted                // endpoint deleted: a final result
 	epForeign                // the delivery's tenant does not own the endpoint: dead-lettered
@@ -68,6 +68,7 @@ func decodeDelivery(r *kgo.Record) (*hooklinev1.Delivery, error) {
 	if d.GetDeliveryId() == "" {
 		return nil, errors.New("not a Delivery: no delivery id")
 	}
+	restoreDue(r, d) // early.go
 	return d, nil
 }
 
@@ -76,8 +77,9 @@ func decodeDelivery(r *kgo.Record) (*hooklinev1.Delivery, error) {
 // endpoint still unknown is deleted.
 func (s *Service) triage(d *hooklinev1.Delivery, now time.Time, synced bool) (verdict, *hooklinev1.EndpointRecord) {
 	if due := d.GetDueAt(); due != nil && due.AsTime().After(now) {
-		// Never fire early: a delivery not yet due waits on the retries
-		// topic, untouched.
+		// Never fire early: a delivery not yet due waits, in memory when
+		// it is due within the early hold, else on the retries topic
+		// (early.go).
 		return notDue, nil
 	}
 	ep := s.store.Get(d.GetEndpointId())
@@ -107,7 +109,7 @@ func (s *Service) settle(ctx context.Context, v verdict, r *kgo.Record, d *hookl
 	switch v {
 	case notDue:
 		setOutcome(ctx, "not_due")
-		return s.records(s.topics.Retries, d.GetEndpointId(), d)
+		return s.notYetDue(ctx, r, d, now)
 	case epDeleted:
 		res := s.result(d, now)
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_ENDPOINT_DELETED

@@ -77,6 +77,9 @@ type engine struct {
 	// heads hands a blocked head read back to its command (lanecmd.go).
 	readRecord func(context.Context, *hooklinev1.RecordRef) (*kgo.Record, error)
 	heads      fetchedHeads
+	// early are the deliveries read a little before their due time,
+	// waiting in memory until it (early.go).
+	early earlyHeap
 }
 
 func (s *Service) newEngine() *engine {
@@ -131,6 +134,7 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 		}
 		if !stopping {
 			e.f.wake(now)
+			e.wakeEarly(now)
 			e.relieve(now)
 			e.pump(now)
 		}
@@ -237,7 +241,8 @@ func (e *engine) idle(ctx context.Context, timeout time.Duration) {
 }
 
 // nextDeadline is the earliest time the loop has something to do without
-// being woken: a rate-held lane's start, a commit, a relief check.
+// being woken: a rate-held lane's start, a delivery held early coming
+// due, a commit, a relief check.
 func (e *engine) nextDeadline(now time.Time) time.Time {
 	var at time.Time
 	earlier := func(t time.Time) {
@@ -246,6 +251,7 @@ func (e *engine) nextDeadline(now time.Time) time.Time {
 		}
 	}
 	earlier(e.f.nextWake())
+	earlier(e.nextEarly())
 	if e.w.done > 0 && !e.committing {
 		earlier(e.lastCommit.Add(e.s.cfg.CommitInterval))
 	}

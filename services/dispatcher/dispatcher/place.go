@@ -49,6 +49,12 @@ func (e *engine) placeNow(en *entry, now time.Time) {
 	case needSync:
 		e.resolve(en)
 		return
+	case notDue:
+		if e.holdEarly(en, now) { // early.go
+			return
+		}
+		e.settleTriaged(en, v, ep, now)
+		return
 	default:
 		e.settleTriaged(en, v, ep, now)
 		return

@@ -39,6 +39,7 @@ type entryState uint8
 const (
 	entryResolving entryState = iota // waits for the endpoints view to learn its endpoint
 	entryQueued                      // waits in its endpoint's lane
+	entryEarly                       // read before its due time; waits in memory until it (early.go)
 	entryInFlight                    // being attempted
 	entryDone                        // outputs ready; waits for the watermark
 	entryDropped                     // its partition was revoked or rewound
