@@ -115,19 +115,24 @@ type row struct {
 	DupIDs                    int // webhook-ids received more than once with 2xx
 	Phantom                   int // received, never accepted (nor possibly accepted)
 	BodyChanged               int // one webhook-id seen with two bodies
-	Unconfirmed               int // publishes never answered OK (not counted as accepted)
-	UnconfirmedDelivered      int // of those, delivered anyway (allowed: the write landed)
-	Rejected                  map[string]int
-	PushedBack                int           // RESOURCE_EXHAUSTED answers
-	PublishP99, HealthyP99    time.Duration // 0: nothing measured
-	RSS                       map[string]float64
-	Recover                   string
-	Settle                    time.Duration
-	Faults                    string
-	Err                       string
-	BadRecords                int
-	Examples                  []string // a few broken promises, for the log
-	deliveredNotReceived      int
+	// OrderViolations: ordered-lane members whose first success came
+	// before an earlier member's (orderViolations), over OrderedLanes
+	// lanes of OrderedMembers deliveries, OrderedRepeated of them
+	// answered 2xx more than once.
+	OrderViolations, OrderedLanes, OrderedMembers, OrderedRepeated int
+	Unconfirmed                                                    int // publishes never answered OK (not counted as accepted)
+	UnconfirmedDelivered                                           int // of those, delivered anyway (allowed: the write landed)
+	Rejected                                                       map[string]int
+	PushedBack                                                     int           // RESOURCE_EXHAUSTED answers
+	PublishP99, HealthyP99                                         time.Duration // 0: nothing measured
+	RSS                                                            map[string]float64
+	Recover                                                        string
+	Settle                                                         time.Duration
+	Faults                                                         string
+	Err                                                            string
+	BadRecords                                                     int
+	Examples                                                       []string // a few broken promises, for the log
+	deliveredNotReceived                                           int
 }
 
 // reconcile checks the ledger: accepted deliveries against the results
@@ -140,8 +145,10 @@ func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results
 	rw.Unconfirmed = len(unconfirmed)
 	rw.BadRecords = res.bad
 	known := map[string]bool{}
+	acceptedIDs := map[int64]string{} // seq -> event id (of the accepted publish)
 	for _, a := range acc {
 		known[a.eventID] = true
+		acceptedIDs[a.seq] = a.eventID
 		ends := res.ends[a.deliveryID]
 		if len(ends) == 0 {
 			rw.Lost++
@@ -172,6 +179,13 @@ func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results
 			rw.Dead++
 		}
 	}
+	oc := orderViolations(acc, got)
+	rw.OrderedLanes, rw.OrderedMembers, rw.OrderedRepeated, rw.OrderViolations = oc.lanes, oc.members, oc.repeated, oc.violations
+	for _, e := range oc.examples {
+		if len(rw.Examples) < 10 {
+			rw.Examples = append(rw.Examples, e)
+		}
+	}
 	for id, s := range got {
 		if s.ok > 1 {
 			rw.Duplicates += s.ok - 1
@@ -186,6 +200,10 @@ func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results
 				continue
 			}
 			rw.Phantom++
+			if len(rw.Examples) < 10 {
+				rw.Examples = append(rw.Examples, fmt.Sprintf("webhook-id %s (%s receiver, body seq %d, %d requests, %d 2xx) was never accepted; seq %d was accepted as %s",
+					id, s.kind, s.seq, s.requests, s.ok, s.seq, acceptedIDs[s.seq]))
+			}
 		}
 	}
 }

@@ -3,11 +3,13 @@
 // bin/ingest, bin/dispatcher and bin/scheduler (two of each) as separate
 // processes on Apache Kafka 4.4 (scripts/kafka.sh, one node or three),
 // drives steady load through gRPC to loopback receivers that are healthy,
-// slow, 50% 503, dead and hanging, injects one fault per scenario, then
+// slow, 50% 503, dead and hanging (and ordered lanes to receivers
+// answering 503 one time in four), injects one fault per scenario, then
 // reconciles a ledger: every delivery a PublishEvent accepted has exactly
 // one terminal outcome on the results topic, every delivered one reached
-// its receiver, duplicates carry the same webhook-id and body, and nothing
-// reached a receiver that was never published. It prints one markdown
+// its receiver, duplicates carry the same webhook-id and body, nothing
+// reached a receiver that was never published, and every ordered lane's
+// members first succeeded in publish order. It prints one markdown
 // table and exits non-zero if any row lost anything.
 //
 //	make build && go run ./chaos --scenarios quick          # what make test runs
@@ -136,5 +138,5 @@ func run() int {
 
 // ok reports whether a row kept every promise of the ledger.
 func (r row) ok() bool {
-	return r.Err == "" && r.Lost == 0 && r.MultiTerminal == 0 && r.Phantom == 0 && r.BodyChanged == 0 && r.BadRecords == 0 && r.Accepted > 0
+	return r.Err == "" && r.Lost == 0 && r.MultiTerminal == 0 && r.Phantom == 0 && r.BodyChanged == 0 && r.OrderViolations == 0 && r.BadRecords == 0 && r.Accepted > 0
 }

@@ -36,14 +36,16 @@ type loadShape struct {
 	slowInFlight  uint32
 	relaxAfter    bool     // the slow receiver answers at once after the load
 	bad           bool     // start the misbehaving receivers (kindBad)
+	ordered       bool     // publish the ordered lanes too (runOrdered)
 	ingestArgs    []string // extra flags of every ingest
 	dispatchArgs  []string // extra flags of every dispatcher
 }
 
 // defaultShape is the steady load of the crash scenarios: --rate events
-// per second over the mixed receivers, at most 64 publishes in flight.
+// per second over the mixed receivers, at most 64 publishes in flight,
+// and beside them the ordered lanes (ordered.go).
 func defaultShape(cfg config) loadShape {
-	return loadShape{rate: cfg.Rate, inflight: 64, mix: kindOf}
+	return loadShape{rate: cfg.Rate, inflight: 64, mix: kindOf, ordered: true}
 }
 
 // overloadPad is the payload size of the overload scenario's events.
@@ -296,6 +298,9 @@ func runScenario(ctx context.Context, cfg config, cl *harness.Kafka, brokers str
 			rw.Faults, faultErr = s.fault(ctx, e)
 		})
 	}
+	if shape.ordered {
+		wg.Go(func() { pub.runOrdered(loadCtx) })
+	}
 	pub.run(loadCtx, shape.rate, shape.inflight, shape.maxEvents)
 	if shape.relaxAfter {
 		rx.relax()
@@ -326,8 +331,8 @@ func render(cfg config, rows []row, took time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n### Chaos: %d Kafka node(s), 2 × ingest / dispatcher / scheduler, %d events/s for %v per scenario unless it says otherwise (took %v)\n\n",
 		cfg.Nodes, cfg.Rate, cfg.Load, took.Round(time.Second))
-	b.WriteString("| scenario | accepted | delivered | dead-lettered | lost | duplicates | pushed back | publish p99 | healthy p99 | peak RSS ingest MiB | peak RSS dispatcher MiB | peak RSS scheduler MiB | time to recover | settled in | ledger |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
+	b.WriteString("| scenario | accepted | delivered | dead-lettered | lost | duplicates | order violations | pushed back | publish p99 | healthy p99 | peak RSS ingest MiB | peak RSS dispatcher MiB | peak RSS scheduler MiB | time to recover | settled in | ledger |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
 	for _, r := range rows {
 		verdict := "ok"
 		var bad []string
@@ -346,6 +351,9 @@ func render(cfg config, rows []row, took time.Duration) string {
 		if r.BodyChanged > 0 {
 			bad = append(bad, fmt.Sprintf("%d webhook-ids with two bodies", r.BodyChanged))
 		}
+		if r.OrderViolations > 0 {
+			bad = append(bad, fmt.Sprintf("%d ordered deliveries first succeeded out of publish order", r.OrderViolations))
+		}
 		if r.BadRecords > 0 {
 			bad = append(bad, fmt.Sprintf("%d undecodable results", r.BadRecords))
 		}
@@ -363,8 +371,12 @@ func render(cfg config, rows []row, took time.Duration) string {
 		if r.RSS["dev"] > 0 {
 			rss = fmt.Sprintf("%.0f (one `hookline dev` process) | – | –", r.RSS["dev"])
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d (%d ids) | %d | %s | %s | %s | %s | %.0f s | %s |\n",
-			name, r.Accepted, r.Delivered, r.Dead, r.Lost, r.Duplicates, r.DupIDs,
+		order := "–"
+		if r.OrderedLanes > 0 {
+			order = fmt.Sprintf("%d (%d lanes, %d deliveries, %d repeated)", r.OrderViolations, r.OrderedLanes, r.OrderedMembers, r.OrderedRepeated)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d (%d ids) | %s | %d | %s | %s | %s | %s | %.0f s | %s |\n",
+			name, r.Accepted, r.Delivered, r.Dead, r.Lost, r.Duplicates, r.DupIDs, order,
 			r.PushedBack, ms(r.PublishP99), ms(r.HealthyP99), rss, r.Recover, r.Settle.Seconds(), verdict)
 	}
 	b.WriteString(`
@@ -372,7 +384,12 @@ accepted: deliveries PublishEvent answered OK for. delivered / dead-lettered: fi
 outcome on the results topic (read_committed) is DELIVERED / FAILED or EXPIRED. lost: accepted
 with no terminal outcome when the settle wait ended, or DELIVERED yet never answered 2xx by its
 receiver. duplicates: extra 2xx-answered requests for one webhook-id (at-least-once HTTP; all
-carried the same webhook-id and body, or the ledger column says otherwise). pushed back:
+carried the same webhook-id and body, or the ledger column says otherwise). order violations:
+deliveries of an ordered lane (2 endpoints ordered per key × 20 keys, 1 ordered per endpoint;
+each lane published one event at a time, in bursts of 3; 503 to one request in four) whose first 2xx-answered
+request arrived before an earlier member's first 2xx answer was written; repeats are allowed,
+members dead-lettered by skip are not compared; 0 expected ("repeated": lane members answered
+2xx more than once). pushed back:
 PublishEvent answers RESOURCE_EXHAUSTED (ingest's --max-in-flight-bytes), each retried after
 its RetryInfo delay with the same key. publish p99: of the calls answered OK. healthy p99: from
 the accepted publish to the healthy receiver's first request. peak RSS: the largest
