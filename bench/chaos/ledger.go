@@ -30,7 +30,9 @@ type results struct {
 
 	mu    sync.Mutex
 	ends  map[string][]hooklinev1.DeliveryState
-	bad   int // records that did not decode
+	last  map[string]lastResult // the latest result of each delivery, terminal or not
+	endAt map[string]time.Time  // when the first terminal outcome of each delivery was read
+	bad   int                   // records that did not decode
 	count int
 }
 
@@ -41,7 +43,7 @@ func followResults(brokers []string, topic string) (*results, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &results{cl: cl, done: make(chan struct{}), ends: map[string][]hooklinev1.DeliveryState{}}
+	r := &results{cl: cl, done: make(chan struct{}), ends: map[string][]hooklinev1.DeliveryState{}, last: map[string]lastResult{}, endAt: map[string]time.Time{}}
 	go func() {
 		defer close(r.done)
 		for {
@@ -58,13 +60,30 @@ func followResults(brokers []string, topic string) (*results, error) {
 					r.bad++
 					return
 				}
+				r.last[ar.GetDeliveryId()] = lastResult{state: ar.GetState(), attempt: ar.GetAttempt(), status: ar.GetStatusCode(),
+					reason: ar.GetReason(), next: ar.GetNextAttemptAt().AsTime(), seen: time.Now(), results: r.last[ar.GetDeliveryId()].results + 1}
 				if terminal(ar.GetState()) {
+					if _, ok := r.endAt[ar.GetDeliveryId()]; !ok {
+						r.endAt[ar.GetDeliveryId()] = time.Now()
+					}
 					r.ends[ar.GetDeliveryId()] = append(r.ends[ar.GetDeliveryId()], ar.GetState())
 				}
 			})
 		}
 	}()
 	return r, nil
+}
+
+// lastResult is the latest result record of one delivery and how many
+// it had: what an unfinished delivery was last seen doing.
+type lastResult struct {
+	state   hooklinev1.DeliveryState
+	attempt uint32
+	status  int32
+	reason  string
+	next    time.Time // next_attempt_at of a RETRY_SCHEDULED result
+	seen    time.Time // when the ledger read it
+	results int
 }
 
 func (r *results) close() {
@@ -132,7 +151,13 @@ type row struct {
 	Err                                                            string
 	BadRecords                                                     int
 	Examples                                                       []string // a few broken promises, for the log
-	deliveredNotReceived                                           int
+	// Ledger is one line per accepted delivery (written to ledger.tsv in
+	// the scenario's log dir, columns ledgerHeader): its first terminal
+	// outcome ("-": none) and when the ledger read it, its receiver kind
+	// and lane, what the receiver saw and the delivery's last result
+	// record, so a stall or a slow tail can be located.
+	Ledger               []string
+	deliveredNotReceived int
 }
 
 // reconcile checks the ledger: accepted deliveries against the results
@@ -150,8 +175,17 @@ func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results
 		known[a.eventID] = true
 		acceptedIDs[a.seq] = a.eventID
 		ends := res.ends[a.deliveryID]
+		s, l := got[a.eventID], res.last[a.deliveryID]
+		end := "-"
+		if len(ends) > 0 {
+			end = ends[0].String()
+		}
+		rw.Ledger = append(rw.Ledger, fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%d\t%s\t%d\t%q\t%s\t%s",
+			a.deliveryID, end, a.kind, a.lane, a.laneSeq, stamp(a.at), stamp(res.endAt[a.deliveryID]), s.requests, s.ok, stamp(s.firstStart), stamp(s.last),
+			l.results, l.state, l.attempt, l.reason, stamp(l.next), stamp(l.seen)))
 		if len(ends) == 0 {
 			rw.Lost++
+
 			if len(rw.Examples) < 5 {
 				rw.Examples = append(rw.Examples, fmt.Sprintf("%s (%s receiver, %d requests) has no terminal outcome", a.deliveryID, a.kind, got[a.eventID].requests))
 			}
@@ -206,6 +240,17 @@ func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results
 			}
 		}
 	}
+}
+
+// ledgerHeader names the columns of row.Ledger.
+const ledgerHeader = "delivery\tterminal\tkind\tlane\tlane_seq\taccepted_at\tterminal_read_at\trequests\tok\tfirst_ok_request\tlast_request\tresults\tlast_state\tlast_attempt\tlast_reason\tnext_attempt_at\tlast_result_read_at"
+
+// stamp formats t for ledger.tsv, "-" for the zero time.
+func stamp(t time.Time) string {
+	if t.IsZero() || t.Unix() <= 0 {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
 // healthyP99 is the 99th percentile, over accepted healthy-receiver

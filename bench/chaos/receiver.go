@@ -51,9 +51,10 @@ type seen struct {
 	first    time.Time // first request answered 2xx: when its answer was decided, just before it was written
 	// firstStart is when the first request answered 2xx arrived.
 	firstStart time.Time
-	seq        int64  // the body's seq (-1: body not ours)
-	kind       string // the receiver that saw it
-	bodyDiff   bool   // a later request carried another body
+	last       time.Time // when the latest request arrived
+	seq        int64     // the body's seq (-1: body not ours)
+	kind       string    // the receiver that saw it
+	bodyDiff   bool      // a later request carried another body
 }
 
 // receivers runs one loopback HTTP server per kind (none for dead) and
@@ -169,6 +170,7 @@ func (r *receivers) note(id, kind string, seq int64, ok bool, arrived time.Time)
 		s.bodyDiff = true
 	}
 	s.requests++
+	s.last = arrived
 	if ok {
 		s.ok++
 		if s.first.IsZero() {

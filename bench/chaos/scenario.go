@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -320,6 +322,10 @@ func runScenario(ctx context.Context, cfg config, cl *harness.Kafka, brokers str
 		seqs[a.eventID] = a.seq
 	}
 	reconcile(&rw, acc, unconfirmed, res, rx, seqs)
+	f := filepath.Join(cfg.LogDir, s.name, "ledger.tsv")
+	if err := os.WriteFile(f, []byte(ledgerHeader+"\n"+strings.Join(rw.Ledger, "\n")+"\n"), 0o644); err == nil && rw.Lost > 0 {
+		rw.Examples = append(rw.Examples, fmt.Sprintf("every delivery's ledger line (terminal '-': unfinished) is in %s", f))
+	}
 	rw.Recover = recovery(acc, rx, e.faultAt, 2*time.Second)
 	rw.PushedBack, rw.PublishP99 = pub.pressure()
 	rw.HealthyP99 = healthyP99(acc, rx)

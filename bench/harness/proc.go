@@ -146,6 +146,28 @@ func (p *Proc) Kill9() error {
 	}
 }
 
+// Pause stops the process with SIGSTOP, as a stalled VM, a long GC
+// pause or a debugger would: its sockets stay open, its heartbeats and
+// timers stop, nothing it holds is released. Resume sends SIGCONT.
+func (p *Proc) Pause() error { return p.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT): a zombie owner that wakes
+// up after its session timed out and must find itself fenced.
+func (p *Proc) Resume() error { return p.signal(syscall.SIGCONT) }
+
+func (p *Proc) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("%s is not running", p.Name)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("%s: %v: %w", p.Name, sig, err)
+	}
+	return nil
+}
+
 // Stop sends SIGTERM, waits up to grace, then SIGKILL. It returns the
 // current run's memory figures, read just before the signal.
 func (p *Proc) Stop(grace time.Duration) MemFigures {
