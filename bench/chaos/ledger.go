@@ -156,7 +156,10 @@ type row struct {
 	// outcome ("-": none) and when the ledger read it, its receiver kind
 	// and lane, what the receiver saw and the delivery's last result
 	// record, so a stall or a slow tail can be located.
-	Ledger               []string
+	Ledger []string
+	// Exits are the processes that exited by themselves (the stack's
+	// supervisor restarted them): when, which, and the last line logged.
+	Exits                []string
 	deliveredNotReceived int
 }
 
@@ -240,6 +243,14 @@ func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results
 			}
 		}
 	}
+}
+
+// dupPerDelivery is duplicates over delivered, as a percentage.
+func (r row) dupPerDelivery() string {
+	if r.Delivered == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(r.Duplicates)/float64(r.Delivered))
 }
 
 // ledgerHeader names the columns of row.Ledger.

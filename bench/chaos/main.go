@@ -39,6 +39,7 @@ type config struct {
 	Load, Settle                      time.Duration
 	Scenarios                         []string
 	Out                               string
+	Seed                              uint64 // the storm's schedule
 }
 
 func main() {
@@ -59,6 +60,7 @@ func run() int {
 	flag.DurationVar(&cfg.Load, "load", 45*time.Second, "how long each scenario publishes")
 	flag.DurationVar(&cfg.Settle, "settle", 2*time.Minute, "how long to wait after the load for every accepted delivery to end")
 	flag.StringVar(&scen, "scenarios", "", "comma-separated scenarios (default: every one the --nodes allow); 'quick' = the make test run")
+	flag.Uint64Var(&cfg.Seed, "seed", 1, "seed of the storm scenario's fault schedule (the same seed draws the same schedule)")
 	flag.StringVar(&cfg.Out, "out", "bin/chaos-logs/results.md", "where the table is also written (not under bin/chaos: that is this binary)")
 	flag.Parse()
 	for _, p := range []*string{&cfg.RepoDir, &cfg.BinDir, &cfg.LogDir, &cfg.Out} {
@@ -115,6 +117,9 @@ func run() int {
 		rw := runScenario(ctx, cfg, cl, brokers, s)
 		fmt.Fprintf(os.Stderr, "chaos: %s: accepted %d delivered %d dead %d lost %d dup %d settle %v %s\n",
 			s.name, rw.Accepted, rw.Delivered, rw.Dead, rw.Lost, rw.Duplicates, rw.Settle.Round(time.Second), rw.Err)
+		for _, ex := range rw.Exits {
+			fmt.Fprintf(os.Stderr, "chaos: %s: %s\n", s.name, ex)
+		}
 		for _, ex := range rw.Examples {
 			fmt.Fprintf(os.Stderr, "chaos: %s: %s\n", s.name, ex)
 		}

@@ -181,6 +181,61 @@ var scenarios = []scenario{
 		}
 		return "kill -9 dispatcher-0, restart; 1.5 s later kill -9 dispatcher-1, restart", e.killRestart(ctx, "dispatcher", 1)
 	}},
+	{name: "sigstop", doc: "SIGSTOP dispatcher-0 past its group session (18 s), SIGCONT; then scheduler-0; then ingest-0", fault: func(ctx context.Context, e *env) (string, error) {
+		var done []string
+		for i, kind := range []string{"dispatcher", "scheduler", "ingest"} {
+			if err := e.at(ctx, 0.1+0.3*float64(i)); err != nil {
+				return "", err
+			}
+			what, err := e.pause(ctx, kind, 0, beyondSession)
+			if err != nil {
+				return "", err
+			}
+			done = append(done, what)
+		}
+		return strings.Join(done, ", then "), nil
+	}},
+	{name: "partition", doc: "cut dispatcher-0 off the brokers past its group session (18 s: its link silent both ways), heal; then scheduler-0; then ingest-0", fault: func(ctx context.Context, e *env) (string, error) {
+		var done []string
+		for i, name := range []string{"dispatcher-0", "scheduler-0", "ingest-0"} {
+			if err := e.at(ctx, 0.1+0.3*float64(i)); err != nil {
+				return "", err
+			}
+			what, err := e.partition(ctx, name, beyondSession)
+			if err != nil {
+				return "", err
+			}
+			done = append(done, what)
+		}
+		return strings.Join(done, ", then "), nil
+	}},
+	{name: "slow-link", doc: "400 ms on every Kafka request and response of dispatcher-0 for 20 s, then of scheduler-0, then of ingest-0", fault: func(ctx context.Context, e *env) (string, error) {
+		var done []string
+		for i, name := range []string{"dispatcher-0", "scheduler-0", "ingest-0"} {
+			if err := e.at(ctx, 0.1+0.3*float64(i)); err != nil {
+				return "", err
+			}
+			what, err := e.slowLink(ctx, name, 400*time.Millisecond, 20*time.Second)
+			if err != nil {
+				return "", err
+			}
+			done = append(done, what)
+		}
+		return strings.Join(done, ", then "), nil
+	}},
+	{name: "storm", doc: "a seeded (--seed), overlapping schedule of kill -9, SIGSTOP, partitions, slow links (and on 3 brokers leader bounces and a transaction coordinator's kill) over the first 70% of the load; the rest and the settle are quiet", fault: storm},
+	{name: "bounce-leader", nodes: 3, doc: "move the leader of the busiest deliveries partition to the next replica every 3 s for 30 s (reassign, elect preferred)", fault: func(ctx context.Context, e *env) (string, error) {
+		if err := e.at(ctx, 0.2); err != nil {
+			return "", err
+		}
+		return e.bounceLeader(ctx, 3*time.Second, 30*time.Second)
+	}},
+	{name: "kill-txn-coordinator", nodes: 3, doc: "kill -9 the broker coordinating dispatcher-0's transactions mid-load, back 10 s later", fault: func(ctx context.Context, e *env) (string, error) {
+		if err := e.at(ctx, 1.0/3); err != nil {
+			return "", err
+		}
+		return e.killTxnCoordinator(ctx, 10*time.Second)
+	}},
 	{name: "kill-broker", nodes: 3, doc: "kill -9 one of three brokers mid-load, bring it back 10 s later", fault: func(ctx context.Context, e *env) (string, error) {
 		if err := e.at(ctx, 1.0/3); err != nil {
 			return "", err
@@ -317,6 +372,7 @@ func runScenario(ctx context.Context, cfg config, cl *harness.Kafka, brokers str
 	for _, k := range []string{"ingest", "dispatcher", "scheduler", "dev"} {
 		rw.RSS[k] = st.peakMiB(k)
 	}
+	rw.Exits = st.exited()
 	seqs := map[string]int64{}
 	for _, a := range acc {
 		seqs[a.eventID] = a.seq
@@ -337,8 +393,8 @@ func render(cfg config, rows []row, took time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n### Chaos: %d Kafka node(s), 2 × ingest / dispatcher / scheduler, %d events/s for %v per scenario unless it says otherwise (took %v)\n\n",
 		cfg.Nodes, cfg.Rate, cfg.Load, took.Round(time.Second))
-	b.WriteString("| scenario | accepted | delivered | dead-lettered | lost | duplicates | order violations | pushed back | publish p99 | healthy p99 | peak RSS ingest MiB | peak RSS dispatcher MiB | peak RSS scheduler MiB | time to recover | settled in | ledger |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
+	b.WriteString("| scenario | accepted | delivered | dead-lettered | lost | duplicates | duplicates per delivery | order violations | exits by themselves | pushed back | publish p99 | healthy p99 | peak RSS ingest MiB | peak RSS dispatcher MiB | peak RSS scheduler MiB | time to recover | settled in | ledger |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
 	for _, r := range rows {
 		verdict := "ok"
 		var bad []string
@@ -381,8 +437,12 @@ func render(cfg config, rows []row, took time.Duration) string {
 		if r.OrderedLanes > 0 {
 			order = fmt.Sprintf("%d (%d lanes, %d deliveries, %d repeated)", r.OrderViolations, r.OrderedLanes, r.OrderedMembers, r.OrderedRepeated)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d (%d ids) | %s | %d | %s | %s | %s | %s | %.0f s | %s |\n",
-			name, r.Accepted, r.Delivered, r.Dead, r.Lost, r.Duplicates, r.DupIDs, order,
+		exits := "0"
+		if len(r.Exits) > 0 {
+			exits = fmt.Sprintf("%d (%s)", len(r.Exits), strings.Join(r.Exits, "; "))
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d (%d ids) | %s | %s | %s | %d | %s | %s | %s | %s | %.0f s | %s |\n",
+			name, r.Accepted, r.Delivered, r.Dead, r.Lost, r.Duplicates, r.DupIDs, r.dupPerDelivery(), order, exits,
 			r.PushedBack, ms(r.PublishP99), ms(r.HealthyP99), rss, r.Recover, r.Settle.Seconds(), verdict)
 	}
 	b.WriteString(`
@@ -390,7 +450,10 @@ accepted: deliveries PublishEvent answered OK for. delivered / dead-lettered: fi
 outcome on the results topic (read_committed) is DELIVERED / FAILED or EXPIRED. lost: accepted
 with no terminal outcome when the settle wait ended, or DELIVERED yet never answered 2xx by its
 receiver. duplicates: extra 2xx-answered requests for one webhook-id (at-least-once HTTP; all
-carried the same webhook-id and body, or the ledger column says otherwise). order violations:
+carried the same webhook-id and body, or the ledger column says otherwise). duplicates per
+delivery: duplicates / delivered (the target: at most 2%, none in a rolling upgrade). exits by
+themselves: processes that exited without being killed or stopped by the run (the stack
+restarts them after 2 s, as Kubernetes would, and names each with its last log line). order violations:
 deliveries of an ordered lane (2 endpoints ordered per key × 20 keys, 1 ordered per endpoint;
 each lane published one event at a time, in bursts of 3; 503 to one request in four) whose first 2xx-answered
 request arrived before an earlier member's first 2xx answer was written; repeats are allowed,

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,19 +42,25 @@ type linkPort struct {
 	upstream string
 }
 
-// NewKafkaLink starts a link to the cluster whose bootstrap broker is
-// upstream and returns it; Bootstrap is the address to give the client.
-func NewKafkaLink(name, upstream string) (*KafkaLink, error) {
+// NewKafkaLink starts a link to the cluster whose bootstrap brokers
+// are upstream and returns it; Bootstrap is what to give the client.
+func NewKafkaLink(name string, upstream ...string) (*KafkaLink, error) {
 	l := &KafkaLink{Name: name, ports: map[string]*linkPort{}, conns: map[net.Conn]struct{}{}}
-	p, err := l.portFor(upstream)
-	if err != nil {
-		return nil, err
+	var seeds []string
+	for _, u := range upstream {
+		p, err := l.portFor(u)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		seeds = append(seeds, p.ln.Addr().String())
 	}
-	l.bootstrap = p.ln.Addr().String()
+	l.bootstrap = strings.Join(seeds, ",")
 	return l, nil
 }
 
-// Bootstrap is the link's address of the upstream bootstrap broker.
+// Bootstrap is the link's addresses of the upstream bootstrap brokers,
+// comma-separated.
 func (l *KafkaLink) Bootstrap() string { return l.bootstrap }
 
 // Partition cuts the link: nothing more passes either way until Heal.
