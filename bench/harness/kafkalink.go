@@ -257,11 +257,12 @@ func readFrame(r io.Reader) ([]byte, error) {
 	return buf, err
 }
 
-// Capped protocol versions: from Produce v10 and Fetch v16 on, an error
-// answer may carry the new leader's address (KIP-951), which the link
-// would have to rewrite in every such response; capping them keeps
-// every broker address in the few responses rewrite decodes.
-var linkMaxVersion = map[int16]int16{0: 9, 1: 15}
+// Capped protocol versions: from Fetch v16 on, an error answer may
+// carry the new leader's address (KIP-951), which the link would have to
+// find in every (large) fetch response; capped, fetches pass untouched.
+// Produce is not capped (transactions v2 need Produce v12): its small
+// responses are decoded and their leader addresses rewritten.
+var linkMaxVersion = map[int16]int16{1: 15}
 
 // rewrite returns the response frame with every broker address it
 // carries replaced by the link's port for that broker. A response it
@@ -269,6 +270,10 @@ var linkMaxVersion = map[int16]int16{0: 9, 1: 15}
 func (l *KafkaLink) rewrite(h reqHeader, frame []byte) []byte {
 	switch h.key {
 	case 3, 10, 60, 18: // Metadata, FindCoordinator, DescribeCluster, ApiVersions
+	case 0: // Produce: only if it may carry a leader's address (v10+)
+		if h.version < 10 {
+			return frame
+		}
 	default:
 		return frame
 	}
@@ -300,6 +305,13 @@ func (l *KafkaLink) rewrite(h reqHeader, frame []byte) []byte {
 			if r.Coordinators[i].Host != "" && err == nil {
 				r.Coordinators[i].Host, r.Coordinators[i].Port, err = l.local(r.Coordinators[i].Host, r.Coordinators[i].Port)
 			}
+		}
+	case *kmsg.ProduceResponse:
+		if len(r.Brokers) == 0 {
+			return frame
+		}
+		for i := range r.Brokers {
+			r.Brokers[i].Host, r.Brokers[i].Port, err = l.local(r.Brokers[i].Host, r.Brokers[i].Port)
 		}
 	case *kmsg.DescribeClusterResponse:
 		for i := range r.Brokers {
