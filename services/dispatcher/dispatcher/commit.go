@@ -36,9 +36,14 @@ import (
 func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now time.Time) {
 	var outs []*kgo.Record
 	marks := map[string]map[int32]kgo.EpochOffset{}
+	var parts []hkafka.TopicPartition // whose work the transaction carries
 	for k, pw := range e.w.parts {
 		var mark int64
-		outs, mark, _ = e.w.popDone(pw, now, outs)
+		var moved bool
+		outs, mark, moved = e.w.popDone(pw, now, outs)
+		if moved {
+			parts = append(parts, hkafka.TopicPartition{Topic: k.topic, Partition: k.partition})
+		}
 		if marks[k.topic] == nil {
 			marks[k.topic] = map[int32]kgo.EpochOffset{}
 		}
@@ -65,7 +70,7 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 			e.gate.close(e.in)
 		}, func(r *kgo.Record, err error) {
 			mu.Lock()
-			failed = append(failed, refused{r, err})
+			failed = append(failed, refused{R: r, Err: err})
 			mu.Unlock()
 		})
 		if !ending {
@@ -76,7 +81,7 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		}
 		e.gate.endDone()
 		aborted := !committed && err == nil
-		wait := e.s.afterTransaction(committed, aborted, failed, len(outs), perr)
+		wait := e.s.afterTransaction(committed, aborted, failed, len(outs), perr, parts)
 		e.s.pausesCommitted(ctx, outs, committed && err == nil)
 		e.in.post(msg{kind: msgCommitted, committed: committed, produceErr: perr, err: err, records: len(outs), took: time.Since(began)})
 		if aborted {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -55,6 +57,10 @@ type engine struct {
 	// popped; undo takes a commit's lane changes back (lanes.go).
 	popped []*entry
 	undo   []laneUndo
+	// readRecord reads a record back by reference (payloadref.Read);
+	// heads hands a blocked head read back to its command (lanecmd.go).
+	readRecord func(context.Context, *hooklinev1.RecordRef) (*kgo.Record, error)
+	heads      fetchedHeads
 }
 
 func (s *Service) newEngine() *engine {
@@ -67,6 +73,13 @@ func (s *Service) newEngine() *engine {
 		work:       work,
 		cancelWork: cancel,
 		recent:     newRecent(recentDeliveries),
+	}
+	e.readRecord = func(ctx context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
+		opts, err := s.cfg.Kafka.Opts()
+		if err != nil {
+			return nil, err
+		}
+		return payloadref.Read(ctx, opts, ref)
 	}
 	e.w.popped = func(en *entry) {
 		if en.opKey != nil {
