@@ -40,7 +40,7 @@ func TestARefusedReleaseIsSetAsideAndTheHopsBackOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	var waits []time.Duration
-	// s.backoff = func(_ context.Context, d time.Duration) { waits = append(waits, d) }
+	s.backoff = func(_ context.Context, d time.Duration) { waits = append(waits, d) }
 	ctx := t.Context()
 	if err := s.ensureTopics(ctx); err != nil {
 		t.Fatal(err)
