@@ -14,7 +14,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 )
 
-// bodyCounter answers 200 and counts the POSTs per body.
+// bodyCounter answers 200 and counts the POSTs per path and body.
 type bodyCounter struct {
 	mu    sync.Mutex
 	posts map[string]int
@@ -24,7 +24,7 @@ type bodyCounter struct {
 func (rx *bodyCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
 	rx.mu.Lock()
-	rx.posts[string(raw)]++
+	rx.posts[r.URL.Path+" "+string(raw)]++
 	rx.total++
 	rx.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
@@ -54,8 +54,8 @@ func TestAHeadNearThePayloadLimitBlocksItsLaneOnlyOnce(t *testing.T) {
 	healthy := &bodyCounter{posts: map[string]int{}}
 	hsrv := httptest.NewServer(healthy)
 	defer hsrv.Close()
-	for range 6 {
-		st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: hsrv.URL + "/hooks", EventTypes: []string{"healthy.*"}})
+	for i := range 6 {
+		st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: fmt.Sprint(hsrv.URL, "/hooks/", i), EventTypes: []string{"healthy.*"}})
 	}
 
 	const size = 1_048_500
