@@ -9,6 +9,7 @@ import (
 	"time"
 
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -37,10 +38,14 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 	var outs []*kgo.Record
 	marks := map[string]map[int32]kgo.EpochOffset{}
 	var parts []hkafka.TopicPartition // whose work the transaction carries
+	clear(e.txn)
+	e.txn = e.txn[:0]
+	clear(e.laneOps)
+	e.laneOps = e.laneOps[:0]
 	for k, pw := range e.w.parts {
 		var mark int64
 		var moved bool
-		outs, mark, moved = e.w.popDone(pw, now, outs)
+		outs, mark, moved = e.w.popDone(pw, now, outs) // popped entries: e.txn
 		if moved {
 			parts = append(parts, hkafka.TopicPartition{Topic: k.topic, Partition: k.partition})
 		}
@@ -57,8 +62,7 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 	e.committing = true
 	e.outstanding++
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
-		atWatermarks(req, marks)
-		return nil
+		return atWatermarks(req, marks, parts)
 	})
 	go func() {
 		began := time.Now()
@@ -118,39 +122,108 @@ func (e *engine) committed(m *msg, now time.Time) error {
 	}
 	e.lastCommit = now
 	e.lanesCommitted(m.committed && m.err == nil)
+	if m.committed && m.err == nil {
+		clear(e.txn)
+		e.txn = e.txn[:0]
+	}
 	e.s.log.Debug("commit ended", "records", m.records, "took", m.took, "committed", m.committed)
 	if m.err != nil {
 		return fmt.Errorf("dispatcher: %w", m.err)
 	}
 	if !m.committed {
-		e.w.forgetAll()
+		if m.produceErr != nil {
+			// A record was refused: the window starts over, so that the
+			// blamed delivery comes again and is set aside.
+			e.w.forgetAll()
+		} else {
+			// Kafka aborted it (a rebalance, a coordinator moving): what
+			// the kept partitions completed stays done and is committed
+			// by the next transaction, never attempted again; only the
+			// partitions that moved away lose their work.
+			e.keepTxn()
+		}
+		clear(e.txn)
+		e.txn = e.txn[:0]
+		clear(e.laneOps)
+		e.laneOps = e.laneOps[:0]
 		e.sweep(now)
 		e.committing, e.outstanding = true, e.outstanding+1 // until the backoff ends
 	}
 	return nil
 }
 
+// keepTxn puts the entries an aborted commit popped back at the head of
+// their partitions, with their lane changes, for the partitions still
+// owned; those of dropped partitions go with their partition (sweep).
+// The session rewound its fetch positions to the committed offsets: the
+// records it fetches again are below each partition's next offset and
+// skipped (window.add), so nothing the window holds is placed twice.
+func (e *engine) keepTxn() {
+	w := e.w
+	byPart := map[*partWindow][]*entry{}
+	for _, en := range e.txn {
+		byPart[en.part] = append(byPart[en.part], en)
+	}
+	w.mu.Lock()
+	for pw, ens := range byPart {
+		if pw.dropped || w.dropped[pw.k] || w.parts[pw.k] != pw {
+			continue
+		}
+		rest := pw.entries[pw.head:]
+		pw.entries = append(append(make([]*entry, 0, len(ens)+len(rest)), ens...), rest...)
+		pw.head = 0
+		for _, en := range ens {
+			w.records++
+			w.bytes += en.size
+			w.done++
+		}
+	}
+	w.mu.Unlock()
+	for _, op := range e.laneOps {
+		if pw := op.en.part; !pw.dropped && w.parts[pw.k] == pw {
+			op.en.opKey, op.en.opMember = op.k, op.member
+			op.k.pending++
+			if o := op.k.lane.ord; o != nil && o.keys[op.k.key] == nil {
+				o.keys[op.k.key] = op.k // forgotten as idle meanwhile
+			}
+		}
+	}
+}
+
 // atWatermarks sets each partition of an offset commit to its watermark;
 // a partition the window does not hold (it was dropped) is left out, so
-// nothing is committed past a record this dispatcher did not finish.
-func atWatermarks(req *kmsg.TxnOffsetCommitRequest, marks map[string]map[int32]kgo.EpochOffset) {
+// nothing is committed past a record this dispatcher did not finish. A
+// partition whose work the transaction carries (parts) must be in the
+// request: absent (revoked after the commit was built), its outputs
+// would commit without its offset and its next owner would write them
+// again (I3). The error wraps REBALANCE_IN_PROGRESS, which makes the
+// session abort the transaction like any rebalance (never fail).
+func atWatermarks(req *kmsg.TxnOffsetCommitRequest, marks map[string]map[int32]kgo.EpochOffset, parts []hkafka.TopicPartition) error {
+	present := map[hkafka.TopicPartition]bool{}
 	topics := req.Topics[:0]
 	for _, t := range req.Topics {
-		parts := t.Partitions[:0]
+		kept := t.Partitions[:0]
 		for _, p := range t.Partitions {
 			m, ok := marks[t.Topic][p.Partition]
 			if !ok {
 				continue
 			}
+			present[hkafka.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = true
 			p.Offset, p.LeaderEpoch = m.Offset, m.Epoch
-			parts = append(parts, p)
+			kept = append(kept, p)
 		}
-		if len(parts) > 0 {
-			t.Partitions = parts
+		if len(kept) > 0 {
+			t.Partitions = kept
 			topics = append(topics, t)
 		}
 	}
 	req.Topics = topics
+	for _, p := range parts {
+		if !present[p] {
+			return fmt.Errorf("%w: partition %s/%d has outputs in this transaction but is not in its offset commit (revoked); aborting", kerr.RebalanceInProgress, p.Topic, p.Partition)
+		}
+	}
+	return nil
 }
 
 // pollGate keeps the loop from polling while a transaction ends (a

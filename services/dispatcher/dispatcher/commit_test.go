@@ -1,8 +1,12 @@
 package dispatcher
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -23,7 +27,9 @@ func TestCommitRequestIsRewrittenToTheWatermarks(t *testing.T) {
 		req.Topics = append(req.Topics, rt)
 	}
 	marks := map[string]map[int32]kgo.EpochOffset{"d": {0: {Epoch: 3, Offset: 17}, 2: {Epoch: 4, Offset: 900}}}
-	atWatermarks(req, marks)
+	if err := atWatermarks(req, marks, []hkafka.TopicPartition{{Topic: "d", Partition: 0}}); err != nil {
+		t.Fatal(err)
+	}
 	if len(req.Topics) != 1 || req.Topics[0].Topic != "d" {
 		t.Fatalf("topics %+v, want only d", req.Topics)
 	}
@@ -36,5 +42,68 @@ func TestCommitRequestIsRewrittenToTheWatermarks(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != 17 || got[2] != 900 {
 		t.Fatalf("offsets %v, want {0:17 2:900}", got)
+	}
+}
+
+// TestACommitWithoutAPartitionWhoseOutputsItCarriesAborts (issue 24 item
+// 8): a partition with outputs in the transaction that is missing from
+// the offset commit (revoked after the commit was built) fails the hook
+// with REBALANCE_IN_PROGRESS, so the session aborts: its outputs never
+// commit without its offset.
+func TestACommitWithoutAPartitionWhoseOutputsItCarriesAborts(t *testing.T) {
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = "d"
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = 0, 1000
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	marks := map[string]map[int32]kgo.EpochOffset{"d": {0: {Offset: 17}, 1: {Offset: 40}}}
+	err := atWatermarks(req, marks, []hkafka.TopicPartition{{Topic: "d", Partition: 0}, {Topic: "d", Partition: 1}})
+	if !errors.Is(err, kerr.RebalanceInProgress) {
+		t.Fatalf("hook error %v; want one wrapping REBALANCE_IN_PROGRESS", err)
+	}
+}
+
+// TestACommitKafkaAbortedKeepsTheWorkOfThePartitionsStillOwned (issue
+// 24 item 8): a commit aborted by Kafka (a rebalance, no record refused)
+// puts what it popped back, lane changes included; the records fetched
+// again from the rewound session are skipped, nothing is attempted
+// again, and the next commit writes the same outputs. A partition
+// revoked meanwhile loses its work (its next owner redoes it).
+func TestACommitKafkaAbortedKeepsTheWorkOfThePartitionsStillOwned(t *testing.T) {
+	f := newBlockFixture(t)
+	f.publish(t, "a", 0, 0)
+	f.publish(t, "b", 0, 1)
+	f.e.runDry(t)
+	posts := len(f.rx.received())
+	e := f.e
+	var first []*kgo.Record
+	for _, pw := range e.w.parts {
+		first, _, _ = e.w.popDone(pw, e.s.now(), first)
+	}
+	first = e.laneOutputs(first)
+	if err := e.committed(&msg{kind: msgCommitted}, e.s.now()); err != nil {
+		t.Fatal(err)
+	}
+	e.outstanding-- // the backoff's end, as collect takes it
+	e.committed(&msg{kind: msgCommitted, produceErr: errBackoffEnded}, e.s.now())
+	// The rewound session fetches both records again.
+	f.publish(t, "a", 0, 0)
+	f.publish(t, "b", 0, 1)
+	f.e.runDry(t)
+	again := e.commitNow()
+	if got := len(f.rx.received()); got != posts {
+		t.Fatalf("%d POSTs after the abort, want %d: completed work was attempted again", got, posts)
+	}
+	topics := func(rs []*kgo.Record) map[string]int {
+		m := map[string]int{}
+		for _, r := range rs {
+			m[r.Topic]++
+		}
+		return m
+	}
+	if a, b := topics(first), topics(again); len(first) == 0 || fmt.Sprint(a) != fmt.Sprint(b) || b[e.s.topics.Lanes] != 1 {
+		t.Fatalf("after the abort the commit writes %v, want what the aborted one wrote, %v, lane a's record included", b, a)
 	}
 }

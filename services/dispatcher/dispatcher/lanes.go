@@ -28,6 +28,14 @@ func (s *Service) syncLanes(ctx context.Context) error {
 	return s.laneFollow.Sync(ctx, s.topics.Lanes)
 }
 
+// laneOp is the lane change an entry popped by the commit in progress
+// carried: an aborted commit that keeps its work gives it back (keepTxn).
+type laneOp struct {
+	en     *entry
+	k      *keyLane
+	member *hooklinev1.LaneMember
+}
+
 // laneUndo is one change a commit made to a keyLane's committed list,
 // taken back if the transaction aborts.
 type laneUndo struct {
@@ -48,6 +56,7 @@ func (e *engine) laneOutputs(outs []*kgo.Record) []*kgo.Record {
 	var dirty []*keyLane
 	for _, en := range e.popped {
 		k := en.opKey
+		e.laneOps = append(e.laneOps, laneOp{en: en, k: k, member: en.opMember})
 		en.opKey = nil
 		k.pending--
 		id := en.d.GetDeliveryId()

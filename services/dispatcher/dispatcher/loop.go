@@ -57,6 +57,11 @@ type engine struct {
 	// popped; undo takes a commit's lane changes back (lanes.go).
 	popped []*entry
 	undo   []laneUndo
+	// txn are the entries the commit in progress popped and laneOps
+	// their lane changes: an abort Kafka caused puts them back
+	// (keepTxn).
+	txn     []*entry
+	laneOps []laneOp
 	// readRecord reads a record back by reference (payloadref.Read);
 	// heads hands a blocked head read back to its command (lanecmd.go).
 	readRecord func(context.Context, *hooklinev1.RecordRef) (*kgo.Record, error)
@@ -82,6 +87,7 @@ func (s *Service) newEngine() *engine {
 		return payloadref.Read(ctx, opts, ref)
 	}
 	e.w.popped = func(en *entry) {
+		e.txn = append(e.txn, en)
 		if en.opKey != nil {
 			e.popped = append(e.popped, en)
 		}
