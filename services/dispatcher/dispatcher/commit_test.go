@@ -3,6 +3,8 @@ package dispatcher
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	hkafka "github.com/hookline/hookline/platform/kafka"
@@ -105,5 +107,45 @@ func TestACommitKafkaAbortedKeepsTheWorkOfThePartitionsStillOwned(t *testing.T) 
 	}
 	if a, b := topics(first), topics(again); len(first) == 0 || fmt.Sprint(a) != fmt.Sprint(b) || b[e.s.topics.Lanes] != 1 {
 		t.Fatalf("after the abort the commit writes %v, want what the aborted one wrote, %v, lane a's record included", b, a)
+	}
+}
+
+// TestNoAttemptStartsUntilTheWorkAnAbortedCommitKeptHasCommitted (issue
+// 24 item 13): after a commit Kafka aborted, the work it kept commits
+// before any new attempt starts, so however many rounds commits fail,
+// what a crash would re-POST stays what was in flight plus one commit
+// interval of completions.
+func TestNoAttemptStartsUntilTheWorkAnAbortedCommitKeptHasCommitted(t *testing.T) {
+	f := newBlockFixture(t)
+	e := f.e
+	pop := func() {
+		var outs []*kgo.Record
+		for _, pw := range e.w.parts {
+			outs, _, _ = e.w.popDone(pw, e.s.now(), outs)
+		}
+		e.laneOutputs(outs)
+	}
+	f.publish(t, "b", 0, 0)
+	e.runDry(t)
+	for round := range 3 { // the kept work's commit aborts three times
+		pop()
+		if err := e.committed(&msg{kind: msgCommitted}, e.s.now()); err != nil {
+			t.Fatal(err)
+		}
+		e.outstanding-- // the backoff's end, as collect takes it
+		e.committed(&msg{kind: msgCommitted, produceErr: errBackoffEnded}, e.s.now())
+		f.publish(t, "c", round, int64(1+round))
+		e.runDry(t)
+		if got := f.rx.received(); slices.ContainsFunc(got, func(b string) bool { return strings.HasPrefix(b, `"c`) }) {
+			t.Fatalf("round %d: receiver got %v before the kept work committed; want only b0", round, got)
+		}
+	}
+	pop()
+	if err := e.committed(&msg{kind: msgCommitted, committed: true}, e.s.now()); err != nil {
+		t.Fatal(err)
+	}
+	e.runDry(t)
+	if got := f.rx.received(); len(got) != 4 {
+		t.Fatalf("receiver got %v once the kept work committed; want b0, c0, c1, c2", got)
 	}
 }
