@@ -60,6 +60,7 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		return
 	}
 	e.committing = true
+	e.commitStarted = now
 	e.outstanding++
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
 		return atWatermarks(req, marks, parts)
@@ -118,6 +119,7 @@ func (e *engine) committed(m *msg, now time.Time) error {
 	e.committing = false
 	if errors.Is(m.produceErr, errBackoffEnded) {
 		e.gate.open()
+		e.backingOff = false
 		return nil
 	}
 	e.lastCommit = now
@@ -125,12 +127,14 @@ func (e *engine) committed(m *msg, now time.Time) error {
 	if m.committed && m.err == nil {
 		clear(e.txn)
 		e.txn = e.txn[:0]
+		e.retrying = false
 	}
 	e.s.log.Debug("commit ended", "records", m.records, "took", m.took, "committed", m.committed)
 	if m.err != nil {
 		return fmt.Errorf("dispatcher: %w", m.err)
 	}
 	if !m.committed {
+		e.retrying = m.produceErr == nil
 		if m.produceErr != nil {
 			// A record was refused: the window starts over, so that the
 			// blamed delivery comes again and is set aside.
@@ -148,6 +152,7 @@ func (e *engine) committed(m *msg, now time.Time) error {
 		e.laneOps = e.laneOps[:0]
 		e.sweep(now)
 		e.committing, e.outstanding = true, e.outstanding+1 // until the backoff ends
+		e.backingOff = true
 	}
 	return nil
 }
@@ -259,3 +264,20 @@ func (g *pollGate) open() { g.shut.Store(false) }
 
 // closed reports whether polling is shut out.
 func (g *pollGate) closed() bool { return g.shut.Load() }
+
+// commitStall is how long a commit may run before the loop stops
+// starting attempts until one lands (a broker outage, a coordinator
+// moving): what completes while commits cannot land is what a crash
+// re-POSTs.
+const commitStall = time.Second
+
+// attemptsMayStart reports whether the loop may start attempts now: not
+// while it backs off after an aborted commit, nor until the work that
+// commit kept has committed, nor while a commit has run past
+// max(commitStall, CommitInterval) (docs/DESIGN.md, "What a crash, a
+// rebalance or an outage re-POSTs").
+func (e *engine) attemptsMayStart(now time.Time) bool {
+	stalled := e.committing && now.Sub(e.commitStarted) > max(commitStall, e.s.cfg.CommitInterval)
+	kept := e.retrying && (e.committing || e.w.done > 0)
+	return !e.backingOff && !stalled && !kept
+}

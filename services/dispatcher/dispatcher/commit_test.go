@@ -88,6 +88,9 @@ func TestACommitKafkaAbortedKeepsTheWorkOfThePartitionsStillOwned(t *testing.T) 
 	if err := e.committed(&msg{kind: msgCommitted}, e.s.now()); err != nil {
 		t.Fatal(err)
 	}
+	if !e.backingOff || e.attemptsMayStart(e.s.now()) {
+		t.Fatal("attempts may start while the aborted commit backs off")
+	}
 	e.outstanding-- // the backoff's end, as collect takes it
 	e.committed(&msg{kind: msgCommitted, produceErr: errBackoffEnded}, e.s.now())
 	// The rewound session fetches both records again.

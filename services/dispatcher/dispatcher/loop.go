@@ -59,9 +59,17 @@ type engine struct {
 	undo   []laneUndo
 	// txn are the entries the commit in progress popped and laneOps
 	// their lane changes: an abort Kafka caused puts them back
-	// (keepTxn).
-	txn     []*entry
-	laneOps []laneOp
+	// (keepTxn). backingOff is set from an aborted commit until its
+	// backoff ends: no attempt starts meanwhile (duplicates stay bounded:
+	// docs/DESIGN.md, "What a crash, a rebalance or an outage re-POSTs").
+	txn        []*entry
+	laneOps    []laneOp
+	backingOff bool
+	// retrying is set from a commit Kafka aborted until one lands: the
+	// work it kept commits before new attempts start.
+	retrying bool
+	// commitStarted is when the commit in progress began.
+	commitStarted time.Time
 	// readRecord reads a record back by reference (payloadref.Read);
 	// heads hands a blocked head read back to its command (lanecmd.go).
 	readRecord func(context.Context, *hooklinev1.RecordRef) (*kgo.Record, error)
@@ -300,6 +308,9 @@ func (e *engine) collect(now time.Time) error {
 
 // pump starts attempts while the fair scheduler has a lane that can.
 func (e *engine) pump(now time.Time) {
+	if !e.attemptsMayStart(now) {
+		return // commits cannot land: what completes now would wait uncommitted
+	}
 	for {
 		l := e.f.next()
 		if l == nil {
