@@ -92,7 +92,7 @@ func TestACommitKafkaAbortedKeepsTheWorkOfThePartitionsStillOwned(t *testing.T) 
 		t.Fatal("attempts may start while the aborted commit backs off")
 	}
 	e.outstanding-- // the backoff's end, as collect takes it
-	e.committed(&msg{kind: msgCommitted, produceErr: errBackoffEnded}, e.s.now())
+	_ = e.committed(&msg{kind: msgCommitted, produceErr: errBackoffEnded}, e.s.now())
 	// The rewound session fetches both records again.
 	f.publish(t, "a", 0, 0)
 	f.publish(t, "b", 0, 1)
@@ -136,7 +136,7 @@ func TestNoAttemptStartsUntilTheWorkAnAbortedCommitKeptHasCommitted(t *testing.T
 			t.Fatal(err)
 		}
 		e.outstanding-- // the backoff's end, as collect takes it
-		e.committed(&msg{kind: msgCommitted, produceErr: errBackoffEnded}, e.s.now())
+		_ = e.committed(&msg{kind: msgCommitted, produceErr: errBackoffEnded}, e.s.now())
 		f.publish(t, "c", round, int64(1+round))
 		e.runDry(t)
 		if got := f.rx.received(); slices.ContainsFunc(got, func(b string) bool { return strings.HasPrefix(b, `"c`) }) {
