@@ -55,7 +55,9 @@ func TestARefusedReleaseIsSetAsideAndTheHopsBackOff(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	altered, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: kadm.StringPtr("1024")}}, s.topics.Deliveries)
+	// Under the big release, over the small one: a batch holding both
+	// is refused, and the big one is blamed (hkafka.BigRecord).
+	altered, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: kadm.StringPtr("65536")}}, s.topics.Deliveries)
 	if err == nil {
 		_, err = altered.On(s.topics.Deliveries, nil)
 	}
@@ -86,7 +88,7 @@ func TestARefusedReleaseIsSetAsideAndTheHopsBackOff(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	big := make([]byte, 4096)
+	big := make([]byte, 2*hkafka.BigRecord)
 	_, _ = rand.Read(big)
 	put(0, "dlv_big", big)
 	put(1, "dlv_small", []byte(`{}`))
