@@ -46,7 +46,10 @@ func (c Config) Specs() []TopicSpec {
 		{Name: t.Notices, Configs: retain(c.Retention)},
 		// The dispatcher's ordered lanes: a record per lane with members
 		// outside memory, a tombstone when none is (docs/DESIGN.md).
-		{Name: t.Lanes, Configs: map[string]string{"cleanup.policy": "compact"}},
+		// max.message.bytes as every other topic's: the dispatcher sizes
+		// every record it writes against MaxRecordBytes, and a lanes
+		// record over the broker's 1 MiB default would abort every commit.
+		{Name: t.Lanes, Configs: map[string]string{"cleanup.policy": "compact", "max.message.bytes": strconv.Itoa(MaxRecordBytes)}},
 		{Name: t.Dead, Configs: retain(c.HoldRetention)},
 	}
 }

@@ -2,7 +2,8 @@
 // delivery's lanes (docs/DESIGN.md, "Ordered delivery"). For each lane,
 // an (endpoint, ordering key) pair, the topic holds one LaneRecord: the
 // members outside the dispatcher's memory as of its committed watermark,
-// and the lane's blocked head if it has one. The dispatcher writes it
+// and the lane's blocked head if it has one — by reference: the view
+// holds no payload (a blocked head's is read back with payloadref). The dispatcher writes it
 // and seeds its lanes from it; ingest answers LaneService from it.
 package lanes
 
@@ -62,6 +63,11 @@ func (v *View) Apply(r *kgo.Record) {
 		}
 		members = make(Members, len(rec.GetOutside()))
 		for _, m := range rec.GetOutside() {
+			if b := m.GetBlocked(); b.GetDeliveryRecord() != nil && len(b.GetDelivery().GetPayload()) > 0 {
+				// The payload lives where delivery_record says: the view
+				// never holds it (payloadref reads it back when needed).
+				b.GetDelivery().Payload = nil
+			}
 			members[m.GetDeliveryId()] = m
 		}
 	}

@@ -59,3 +59,17 @@ func TestBlockedListsBlockedLanesByKeyWithTheirFollowers(t *testing.T) {
 		t.Fatalf("after %q: %+v", after, got)
 	}
 }
+
+// TestTheViewHoldsNoPayloadOfAHeadKeptByReference: a blocked head written
+// with its record's reference is held without its payload, whatever the
+// record carried.
+func TestTheViewHoldsNoPayloadOfAHeadKeptByReference(t *testing.T) {
+	v := NewView()
+	v.Apply(record(t, &hooklinev1.LaneRecord{EndpointId: "ep_1", Outside: []*hooklinev1.LaneMember{{DeliveryId: "dlv_1", Blocked: &hooklinev1.BlockedHead{
+		Delivery:       &hooklinev1.Delivery{DeliveryId: "dlv_1", Payload: make([]byte, 1<<20)},
+		DeliveryRecord: &hooklinev1.RecordRef{Topic: "deliveries", Offset: 7}}}}}))
+	head := v.Snapshot("ep_1")[""]["dlv_1"].GetBlocked()
+	if len(head.GetDelivery().GetPayload()) != 0 || head.GetDeliveryRecord().GetOffset() != 7 {
+		t.Fatalf("held %d payload bytes, reference %v; want none, offset 7", len(head.GetDelivery().GetPayload()), head.GetDeliveryRecord())
+	}
+}

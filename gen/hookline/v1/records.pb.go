@@ -1471,9 +1471,9 @@ type LaneMember struct {
 	DeliveryId string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
 	LaneSeq    int64                  `protobuf:"varint,2,opt,name=lane_seq,json=laneSeq,proto3" json:"lane_seq,omitempty"`
 	// Set when the member is the lane's blocked head (on_head_failure
-	// BLOCK): the delivery as it was at its failed attempt, payload
-	// included, so the lane holds it durably until an operator resends or
-	// skips it; it is in no other topic's retry path.
+	// BLOCK): the delivery as it was at its failed attempt, so the lane
+	// holds it durably until an operator resends or skips it; it is in no
+	// other topic's retry path.
 	Blocked       *BlockedHead `protobuf:"bytes,3,opt,name=blocked,proto3" json:"blocked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1532,13 +1532,21 @@ func (x *LaneMember) GetBlocked() *BlockedHead {
 
 // BlockedHead is what a lane keeps of its blocked head.
 type BlockedHead struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Delivery *Delivery              `protobuf:"bytes,1,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The delivery as it was at its failed attempt. Written since
+	// delivery_record exists: without its payload, which is read back from
+	// delivery_record (platform/payloadref) when an operator resends or
+	// skips the head. Older records carry the payload here and no
+	// delivery_record.
+	Delivery *Delivery `protobuf:"bytes,1,opt,name=delivery,proto3" json:"delivery,omitempty"`
 	// The result of the attempt that blocked the lane (state BLOCKED).
-	LastResult    *AttemptResult         `protobuf:"bytes,2,opt,name=last_result,json=lastResult,proto3" json:"last_result,omitempty"`
-	BlockedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=blocked_at,json=blockedAt,proto3" json:"blocked_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LastResult *AttemptResult         `protobuf:"bytes,2,opt,name=last_result,json=lastResult,proto3" json:"last_result,omitempty"`
+	BlockedAt  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=blocked_at,json=blockedAt,proto3" json:"blocked_at,omitempty"`
+	// Where the delivery's whole record (payload included) lives: the
+	// record the dispatcher read the head's failed attempt from.
+	DeliveryRecord *RecordRef `protobuf:"bytes,4,opt,name=delivery_record,json=deliveryRecord,proto3" json:"delivery_record,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BlockedHead) Reset() {
@@ -1590,6 +1598,76 @@ func (x *BlockedHead) GetBlockedAt() *timestamppb.Timestamp {
 		return x.BlockedAt
 	}
 	return nil
+}
+
+func (x *BlockedHead) GetDeliveryRecord() *RecordRef {
+	if x != nil {
+		return x.DeliveryRecord
+	}
+	return nil
+}
+
+// RecordRef names one Kafka record: what a record that must stay small
+// keeps instead of a payload (platform/payloadref reads it back). It is
+// valid while the topic retains the record (its retention.ms).
+type RecordRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordRef) Reset() {
+	*x = RecordRef{}
+	mi := &file_hookline_v1_records_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordRef) ProtoMessage() {}
+
+func (x *RecordRef) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_records_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordRef.ProtoReflect.Descriptor instead.
+func (*RecordRef) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RecordRef) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RecordRef) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *RecordRef) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
 }
 
 var File_hookline_v1_records_proto protoreflect.FileDescriptor
@@ -1722,13 +1800,18 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
 	"\blane_seq\x18\x02 \x01(\x03R\alaneSeq\x122\n" +
-	"\ablocked\x18\x03 \x01(\v2\x18.hookline.v1.BlockedHeadR\ablocked\"\xb8\x01\n" +
+	"\ablocked\x18\x03 \x01(\v2\x18.hookline.v1.BlockedHeadR\ablocked\"\xf9\x01\n" +
 	"\vBlockedHead\x121\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x15.hookline.v1.DeliveryR\bdelivery\x12;\n" +
 	"\vlast_result\x18\x02 \x01(\v2\x1a.hookline.v1.AttemptResultR\n" +
 	"lastResult\x129\n" +
 	"\n" +
-	"blocked_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tblockedAt*\x84\x02\n" +
+	"blocked_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tblockedAt\x12?\n" +
+	"\x0fdelivery_record\x18\x04 \x01(\v2\x16.hookline.v1.RecordRefR\x0edeliveryRecord\"W\n" +
+	"\tRecordRef\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset*\x84\x02\n" +
 	"\fDeliveryKind\x12\x1d\n" +
 	"\x19DELIVERY_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13DELIVERY_KIND_FIRST\x10\x01\x12\x17\n" +
@@ -1784,7 +1867,7 @@ func file_hookline_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_hookline_v1_records_proto_goTypes = []any{
 	(DeliveryKind)(0),             // 0: hookline.v1.DeliveryKind
 	(LaneOp)(0),                   // 1: hookline.v1.LaneOp
@@ -1804,51 +1887,53 @@ var file_hookline_v1_records_proto_goTypes = []any{
 	(*LaneRecord)(nil),            // 15: hookline.v1.LaneRecord
 	(*LaneMember)(nil),            // 16: hookline.v1.LaneMember
 	(*BlockedHead)(nil),           // 17: hookline.v1.BlockedHead
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*Endpoint)(nil),              // 20: hookline.v1.Endpoint
-	(*DeliveryRef)(nil),           // 21: hookline.v1.DeliveryRef
+	(*RecordRef)(nil),             // 18: hookline.v1.RecordRef
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
+	(*Endpoint)(nil),              // 21: hookline.v1.Endpoint
+	(*DeliveryRef)(nil),           // 22: hookline.v1.DeliveryRef
 }
 var file_hookline_v1_records_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.LaneCommand.op:type_name -> hookline.v1.LaneOp
-	18, // 1: hookline.v1.LaneCommand.at:type_name -> google.protobuf.Timestamp
-	18, // 2: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
-	18, // 3: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
-	18, // 4: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
-	18, // 5: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
+	19, // 1: hookline.v1.LaneCommand.at:type_name -> google.protobuf.Timestamp
+	19, // 2: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
+	19, // 3: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
+	19, // 4: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
+	19, // 5: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: hookline.v1.Delivery.kind:type_name -> hookline.v1.DeliveryKind
-	19, // 7: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
-	18, // 8: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
+	20, // 7: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
+	19, // 8: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
 	6,  // 9: hookline.v1.Delivery.lane_command:type_name -> hookline.v1.LaneCommand
 	2,  // 10: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
-	19, // 11: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
-	18, // 12: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
+	20, // 11: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
+	19, // 12: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
 	3,  // 13: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
-	18, // 14: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
+	19, // 14: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
 	7,  // 15: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
 	8,  // 16: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
-	18, // 17: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	20, // 18: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
+	19, // 17: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	21, // 18: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
 	11, // 19: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
-	18, // 20: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
-	18, // 21: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
+	19, // 20: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
+	19, // 21: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
 	12, // 22: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
 	4,  // 23: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
-	18, // 24: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	19, // 24: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
 	5,  // 25: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
-	21, // 26: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
-	18, // 27: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
-	18, // 28: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
+	22, // 26: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
+	19, // 27: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
+	19, // 28: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
 	16, // 29: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
 	17, // 30: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
 	7,  // 31: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
 	8,  // 32: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
-	18, // 33: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	19, // 33: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
+	18, // 34: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }
@@ -1865,7 +1950,7 @@ func file_hookline_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_records_proto_rawDesc), len(file_hookline_v1_records_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

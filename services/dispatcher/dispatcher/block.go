@@ -9,6 +9,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/ids"
+	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -19,8 +20,9 @@ import (
 // endpoint fails for good (a permanent failure, out of attempts, out of
 // time), it is not dead-lettered: its result says BLOCKED, a
 // lane.blocked notice goes out, and the head stays outside the lane,
-// kept whole (delivery, payload, last result) in the lanes topic, in the
-// commit that passes its attempt. The Rule (ordered.go) then holds
+// kept in the lanes topic (delivery without its payload, last result,
+// and a reference to the record holding its payload: platform/payloadref)
+// in the commit that passes its attempt. The Rule (ordered.go) then holds
 // every later member of the lane behind it: they wait in memory and are
 // spilled in order like any stuck lane's. Only an operator's command
 // (lanecmd.go) ends the block. A new owner seeds the lane from the
@@ -75,7 +77,12 @@ func (s *Service) block(ctx context.Context, d *hooklinev1.Delivery, ep *hooklin
 		TenantId: e.GetTenantId(), EndpointId: e.GetId(), At: timestamppb.New(now), Detail: detail,
 		OrderingKey: key, DeliveryId: d.GetDeliveryId(),
 	})...)
-	head := &hooklinev1.BlockedHead{Delivery: d, LastResult: res, BlockedAt: timestamppb.New(now)}
+	// The lane keeps the head by reference: its payload stays in the
+	// record it was read from (takeBlockMark names it), so the lanes
+	// record stays small whatever the payload's size.
+	small := proto.Clone(d).(*hooklinev1.Delivery)
+	small.Payload = nil
+	head := &hooklinev1.BlockedHead{Delivery: small, LastResult: res, BlockedAt: timestamppb.New(now)}
 	v, err := proto.Marshal(head)
 	if err != nil {
 		panic(err) // a message Hookline built: a bug, a worker fault
@@ -100,8 +107,9 @@ func (e *engine) takeBlockMark(en *entry, outs []*kgo.Record) (*hooklinev1.Block
 		panic(fmt.Sprintf("a block's own mark does not decode: %v", err))
 	}
 	outs = slices.Delete(outs, i, i+1)
+	head.DeliveryRecord = payloadref.Of(en.rec)
 	if en.key == nil {
-		dl := &hooklinev1.DeadLetter{Delivery: head.GetDelivery(), LastResult: head.GetLastResult(), DeadAt: timestamppb.New(e.s.now())}
+		dl := &hooklinev1.DeadLetter{Delivery: en.d, LastResult: head.GetLastResult(), DeadAt: timestamppb.New(e.s.now())}
 		return nil, append(outs, e.s.records(e.s.topics.Dead, en.d.GetEndpointId(), dl)...)
 	}
 	return head, outs

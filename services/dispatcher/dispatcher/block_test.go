@@ -1,11 +1,13 @@
 package dispatcher
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/lanes"
+	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/hookline/hookline/platform/sign"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
@@ -58,6 +61,10 @@ type blockFixture struct {
 	ep *hooklinev1.EndpointRecord
 	s  *Service
 	e  *engine
+	// log holds the deliveries published, by offset: what a blocked
+	// head's reference is read back from.
+	log   map[int64]*kgo.Record
+	reads int
 }
 
 func newBlockFixture(t *testing.T) *blockFixture {
@@ -86,6 +93,13 @@ func (f *blockFixture) restart(t *testing.T, laneRecords []*kgo.Record) {
 		f.s.lanes.Apply(r)
 	}
 	f.e = testEngine(t, f.s)
+	f.e.readRecord = func(_ context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
+		f.reads++
+		if r := f.log[ref.GetOffset()]; r != nil && ref.GetTopic() == r.Topic {
+			return r, nil
+		}
+		return nil, payloadref.ErrGone
+	}
 }
 
 // publish places deliveries of key k with bodies `"<k><i>"` at offsets.
@@ -93,6 +107,15 @@ func (f *blockFixture) publish(t *testing.T, key string, i int, offset int64) {
 	t.Helper()
 	d := &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", key, i), EventId: fmt.Sprint("evt_", key, i), TenantId: "t", EndpointId: "ep_1",
 		EventType: "a.b", Payload: fmt.Appendf(nil, `"%s%d"`, key, i), Attempt: 1, OrderingKey: key}
+	if f.log == nil {
+		f.log = map[int64]*kgo.Record{}
+	}
+	r, err := hkafka.Record(f.s.topics.Deliveries, d.GetEndpointId(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Offset = offset
+	f.log[offset] = r
 	f.e.placeAt(t, d, offset)
 }
 
@@ -147,8 +170,9 @@ func (f *blockFixture) blockedLane(t *testing.T) []*kgo.Record {
 
 // TestABlockedLaneHoldsItsFollowersWhileOtherKeysGoOn: a block endpoint's
 // head that fails permanently is not dead-lettered: its result says
-// BLOCKED, a lane.blocked notice names it, the lanes topic keeps it
-// whole, its followers wait, and another key's lane goes on.
+// BLOCKED, a lane.blocked notice names it, the lanes topic keeps it by
+// reference (no payload), its followers wait, and another key's lane
+// goes on.
 func TestABlockedLaneHoldsItsFollowersWhileOtherKeysGoOn(t *testing.T) {
 	f := newBlockFixture(t)
 	outs := f.blockedLane(t)
@@ -177,9 +201,11 @@ func TestABlockedLaneHoldsItsFollowersWhileOtherKeysGoOn(t *testing.T) {
 		t.Fatalf("lanes records %v; want lane a with its blocked head", recs)
 	}
 	head := recs[0].GetOutside()[0]
-	if head.GetDeliveryId() != "dlv_a0" || head.GetLaneSeq() != 0 || string(head.GetBlocked().GetDelivery().GetPayload()) != `"a0"` ||
+	ref := head.GetBlocked().GetDeliveryRecord()
+	if head.GetDeliveryId() != "dlv_a0" || head.GetLaneSeq() != 0 || head.GetBlocked().GetDelivery().GetDeliveryId() != "dlv_a0" ||
+		len(head.GetBlocked().GetDelivery().GetPayload()) != 0 || ref.GetTopic() != f.s.topics.Deliveries || ref.GetOffset() != 0 ||
 		head.GetBlocked().GetLastResult().GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_BLOCKED {
-		t.Fatalf("lane member %v; want dlv_a0 blocked at lane_seq 0 with its delivery and last result", head)
+		t.Fatalf("lane member %v; want dlv_a0 blocked at lane_seq 0 with its delivery (by reference: no payload) and last result", head)
 	}
 	// Blocked is until an operator acts: --max-hold does not end it.
 	f.e.expireOrdered(f.s.now().Add(time.Hour), f.s.now())
@@ -354,5 +380,62 @@ func TestACopyOfABlockedHeadDoesNotUnblockItsLane(t *testing.T) {
 	}
 	if f.e.f.lanes["ep_1"].ord.keys["a"].outside["dlv_a0"].blocked == nil {
 		t.Fatal("the copy unblocked the lane")
+	}
+}
+
+// TestAResendOfAHeadPastRetentionReleasesTheLane: a blocked head whose
+// record is no longer retained cannot be resent: the lane is released as
+// by a skip, the dead letter (without the payload) says why.
+func TestAResendOfAHeadPastRetentionReleasesTheLane(t *testing.T) {
+	f := newBlockFixture(t)
+	f.blockedLane(t)
+	delete(f.log, 0) // retention deleted a0's record
+	f.command(t, hooklinev1.LaneOp_LANE_OP_RESEND, "a", "dlv_a0", 5)
+	f.e.runDry(t)
+	outs := f.e.commitNow()
+	dead := decodeAll(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) })
+	if len(dead) != 1 || dead[0].GetDelivery().GetDeliveryId() != "dlv_a0" || len(dead[0].GetDelivery().GetPayload()) != 0 ||
+		!strings.Contains(dead[0].GetLastResult().GetReason(), "no longer retained") {
+		t.Fatalf("dead letters %v; want dlv_a0 without its payload, saying it was no longer retained", dead)
+	}
+	if got := f.rx.received(); fmt.Sprint(got[3:]) != `["a1" "a2"]` || f.reads != 1 {
+		t.Fatalf("receiver got %v after %d reads; want a1 then a2 after one read", got, f.reads)
+	}
+}
+
+// TestAMemberThatWouldOverflowItsLanesRecordIsSetAside (issue 24 item 1):
+// a lane's record is sized when a member settles outside: one that would
+// take it over the record limit ends FAILED and dead-lettered, before
+// the transaction, instead of aborting every commit; the lane goes on.
+// And a lanes record a broker refuses is blamed on its blocked head.
+func TestAMemberThatWouldOverflowItsLanesRecordIsSetAside(t *testing.T) {
+	f := newBlockFixture(t)
+	f.blockedLane(t)
+	f.e.spillLane(f.e.f.lanes["ep_1"], f.s.now()) // a1, a2 outside: the watermark passes them
+	k := f.e.f.lanes["ep_1"].ord.keys["a"]
+	for i := range recordLimit/memberBound + 10 {
+		k.outside[fmt.Sprintf("dlv_%060d", i)] = outsider{seq: int64(1000 + i), since: f.s.now()}
+	}
+	f.publish(t, "a", 3, 5) // behind the blocked head: spilled, so outside
+	f.e.runDry(t)
+	outs := f.e.commitNow()
+	for _, r := range outs {
+		if why := hkafka.OverLimit(r); why != "" {
+			t.Fatalf("handed on: %s", why)
+		}
+	}
+	dead := decodeAll(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) })
+	if len(dead) != 1 || dead[0].GetDelivery().GetDeliveryId() != "dlv_a3" || dead[0].GetLastResult().GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED ||
+		!strings.Contains(dead[0].GetLastResult().GetReason(), "lane's record") {
+		t.Fatalf("dead letters %v; want dlv_a3 FAILED, its lane's record over the limit", dead)
+	}
+	if _, ok := k.outside["dlv_a3"]; ok {
+		t.Fatal("the member set aside is still outside")
+	}
+
+	rec, _ := hkafka.Record(f.s.topics.Lanes, lanes.RecordKey("ep_1", "a"), &hooklinev1.LaneRecord{EndpointId: "ep_1", OrderingKey: "a",
+		Outside: []*hooklinev1.LaneMember{{DeliveryId: "dlv_a1", LaneSeq: 1}, {DeliveryId: "dlv_a0", LaneSeq: 0, Blocked: &hooklinev1.BlockedHead{}}}})
+	if reason := f.s.classifyAbort([]refused{{R: rec, Err: kerrMessageTooLarge}}, f.s.now()); reason != hkafka.AbortUnwritable || f.s.unwritable.Reason("dlv_a0") == "" {
+		t.Fatalf("a refused lanes record: abort %q, blamed %q; want unwritable, its blocked head", reason, f.s.unwritable.Reason("dlv_a0"))
 	}
 }

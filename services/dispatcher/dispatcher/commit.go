@@ -9,6 +9,7 @@ import (
 	"time"
 
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -36,9 +37,18 @@ import (
 func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now time.Time) {
 	var outs []*kgo.Record
 	marks := map[string]map[int32]kgo.EpochOffset{}
+	var parts []hkafka.TopicPartition // whose work the transaction carries
+	clear(e.txn)
+	e.txn = e.txn[:0]
+	clear(e.laneOps)
+	e.laneOps = e.laneOps[:0]
 	for k, pw := range e.w.parts {
 		var mark int64
-		outs, mark, _ = e.w.popDone(pw, now, outs)
+		var moved bool
+		outs, mark, moved = e.w.popDone(pw, now, outs) // popped entries: e.txn
+		if moved {
+			parts = append(parts, hkafka.TopicPartition{Topic: k.topic, Partition: k.partition})
+		}
 		if marks[k.topic] == nil {
 			marks[k.topic] = map[int32]kgo.EpochOffset{}
 		}
@@ -50,10 +60,10 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		return
 	}
 	e.committing = true
+	e.commitStarted = now
 	e.outstanding++
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
-		atWatermarks(req, marks)
-		return nil
+		return atWatermarks(req, marks, parts)
 	})
 	go func() {
 		began := time.Now()
@@ -65,7 +75,7 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 			e.gate.close(e.in)
 		}, func(r *kgo.Record, err error) {
 			mu.Lock()
-			failed = append(failed, refused{r, err})
+			failed = append(failed, refused{R: r, Err: err})
 			mu.Unlock()
 		})
 		if !ending {
@@ -76,7 +86,7 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		}
 		e.gate.endDone()
 		aborted := !committed && err == nil
-		wait := e.s.afterTransaction(committed, aborted, failed, len(outs), perr)
+		wait := e.s.afterTransaction(committed, aborted, failed, len(outs), perr, parts)
 		e.s.pausesCommitted(ctx, outs, committed && err == nil)
 		e.in.post(msg{kind: msgCommitted, committed: committed, produceErr: perr, err: err, records: len(outs), took: time.Since(began)})
 		if aborted {
@@ -109,43 +119,116 @@ func (e *engine) committed(m *msg, now time.Time) error {
 	e.committing = false
 	if errors.Is(m.produceErr, errBackoffEnded) {
 		e.gate.open()
+		e.backingOff = false
 		return nil
 	}
 	e.lastCommit = now
 	e.lanesCommitted(m.committed && m.err == nil)
+	if m.committed && m.err == nil {
+		clear(e.txn)
+		e.txn = e.txn[:0]
+		e.retrying = false
+	}
 	e.s.log.Debug("commit ended", "records", m.records, "took", m.took, "committed", m.committed)
 	if m.err != nil {
 		return fmt.Errorf("dispatcher: %w", m.err)
 	}
 	if !m.committed {
-		e.w.forgetAll()
+		e.retrying = m.produceErr == nil
+		if m.produceErr != nil {
+			// A record was refused: the window starts over, so that the
+			// blamed delivery comes again and is set aside.
+			e.w.forgetAll()
+		} else {
+			// Kafka aborted it (a rebalance, a coordinator moving): what
+			// the kept partitions completed stays done and is committed
+			// by the next transaction, never attempted again; only the
+			// partitions that moved away lose their work.
+			e.keepTxn()
+		}
+		clear(e.txn)
+		e.txn = e.txn[:0]
+		clear(e.laneOps)
+		e.laneOps = e.laneOps[:0]
 		e.sweep(now)
 		e.committing, e.outstanding = true, e.outstanding+1 // until the backoff ends
+		e.backingOff = true
 	}
 	return nil
 }
 
+// keepTxn puts the entries an aborted commit popped back at the head of
+// their partitions, with their lane changes, for the partitions still
+// owned; those of dropped partitions go with their partition (sweep).
+// The session rewound its fetch positions to the committed offsets: the
+// records it fetches again are below each partition's next offset and
+// skipped (window.add), so nothing the window holds is placed twice.
+func (e *engine) keepTxn() {
+	w := e.w
+	byPart := map[*partWindow][]*entry{}
+	for _, en := range e.txn {
+		byPart[en.part] = append(byPart[en.part], en)
+	}
+	w.mu.Lock()
+	for pw, ens := range byPart {
+		if pw.dropped || w.dropped[pw.k] || w.parts[pw.k] != pw {
+			continue
+		}
+		rest := pw.entries[pw.head:]
+		pw.entries = append(append(make([]*entry, 0, len(ens)+len(rest)), ens...), rest...)
+		pw.head = 0
+		for _, en := range ens {
+			w.records++
+			w.bytes += en.size
+			w.done++
+		}
+	}
+	w.mu.Unlock()
+	for _, op := range e.laneOps {
+		if pw := op.en.part; !pw.dropped && w.parts[pw.k] == pw {
+			op.en.opKey, op.en.opMember = op.k, op.member
+			op.k.pending++
+			if o := op.k.lane.ord; o != nil && o.keys[op.k.key] == nil {
+				o.keys[op.k.key] = op.k // forgotten as idle meanwhile
+			}
+		}
+	}
+}
+
 // atWatermarks sets each partition of an offset commit to its watermark;
 // a partition the window does not hold (it was dropped) is left out, so
-// nothing is committed past a record this dispatcher did not finish.
-func atWatermarks(req *kmsg.TxnOffsetCommitRequest, marks map[string]map[int32]kgo.EpochOffset) {
+// nothing is committed past a record this dispatcher did not finish. A
+// partition whose work the transaction carries (parts) must be in the
+// request: absent (revoked after the commit was built), its outputs
+// would commit without its offset and its next owner would write them
+// again (I3). The error wraps REBALANCE_IN_PROGRESS, which makes the
+// session abort the transaction like any rebalance (never fail).
+func atWatermarks(req *kmsg.TxnOffsetCommitRequest, marks map[string]map[int32]kgo.EpochOffset, parts []hkafka.TopicPartition) error {
+	present := map[hkafka.TopicPartition]bool{}
 	topics := req.Topics[:0]
 	for _, t := range req.Topics {
-		parts := t.Partitions[:0]
+		kept := t.Partitions[:0]
 		for _, p := range t.Partitions {
 			m, ok := marks[t.Topic][p.Partition]
 			if !ok {
 				continue
 			}
+			present[hkafka.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = true
 			p.Offset, p.LeaderEpoch = m.Offset, m.Epoch
-			parts = append(parts, p)
+			kept = append(kept, p)
 		}
-		if len(parts) > 0 {
-			t.Partitions = parts
+		if len(kept) > 0 {
+			t.Partitions = kept
 			topics = append(topics, t)
 		}
 	}
 	req.Topics = topics
+	for _, p := range parts {
+		if !present[p] {
+			return fmt.Errorf("%w: partition %s/%d has outputs in this transaction but is not in its offset commit (revoked); aborting", kerr.RebalanceInProgress, p.Topic, p.Partition)
+		}
+	}
+	return nil
 }
 
 // pollGate keeps the loop from polling while a transaction ends (a
@@ -181,3 +264,20 @@ func (g *pollGate) open() { g.shut.Store(false) }
 
 // closed reports whether polling is shut out.
 func (g *pollGate) closed() bool { return g.shut.Load() }
+
+// commitStall is how long a commit may run before the loop stops
+// starting attempts until one lands (a broker outage, a coordinator
+// moving): what completes while commits cannot land is what a crash
+// re-POSTs.
+const commitStall = time.Second
+
+// attemptsMayStart reports whether the loop may start attempts now: not
+// while it backs off after an aborted commit, nor until the work that
+// commit kept has committed, nor while a commit has run past
+// max(commitStall, CommitInterval) (docs/DESIGN.md, "What a crash, a
+// rebalance or an outage re-POSTs").
+func (e *engine) attemptsMayStart(now time.Time) bool {
+	stalled := e.committing && now.Sub(e.commitStarted) > max(commitStall, e.s.cfg.CommitInterval)
+	kept := e.retrying && (e.committing || e.w.done > 0)
+	return !e.backingOff && !stalled && !kept
+}

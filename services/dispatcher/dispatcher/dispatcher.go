@@ -56,10 +56,10 @@ type Service struct {
 	// pauseOutcome learns how one fared once committed.
 	pauses pendingPauses
 	// unwritable are deliveries a broker refused a record of; aborts
-	// counts commits aborted in a row (commit goroutines only, one at a
-	// time).
-	unwritable   unwritables
-	aborts       int
+	// counts commits aborted in a row, per partition (commit goroutines
+	// only, one at a time).
+	unwritable   hkafka.Unwritables
+	aborts       hkafka.Backoff
 	pauseOutcome func(context.Context, *endpoints.Tracked, *kgo.Record) (endpoints.Outcome, error)
 	signers      *signers
 	// notices seeds endpoint health across rebalances; noticeFollow

@@ -344,7 +344,7 @@ func TestARecordThatCanNeverBeWrittenIsDeadLetteredWithoutItsPayload(t *testing.
 	small := deliveryRecord(t, s)
 	retry, _ := hkafka.Record(s.topics.Retries, "ep_1", &hooklinev1.Delivery{DeliveryId: "dlv_1", Payload: make([]byte, bigRecord)})
 	other, _ := hkafka.Record(s.topics.Retries, "ep_1", &hooklinev1.Delivery{DeliveryId: "dlv_2"})
-	if reason := s.classifyAbort([]refused{{retry, kerrMessageTooLarge}, {other, kerrMessageTooLarge}}, time.Now()); reason != "unwritable" {
+	if reason := s.classifyAbort([]refused{{R: retry, Err: kerrMessageTooLarge}, {R: other, Err: kerrMessageTooLarge}}, time.Now()); reason != "unwritable" {
 		t.Fatalf("abort reason %q, want unwritable", reason)
 	}
 	before := requests.Load()
@@ -355,11 +355,11 @@ func TestARecordThatCanNeverBeWrittenIsDeadLetteredWithoutItsPayload(t *testing.
 	if res := decoded(t, out, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED {
 		t.Fatalf("marked delivery: %v, want FAILED", res)
 	}
-	if s.unwritable.reason("dlv_2") != "" {
+	if s.unwritable.Reason("dlv_2") != "" {
 		t.Fatal("a small record refused in the same batch was marked too")
 	}
 	// A refusal no delivery can fix is not blamed on one.
-	if reason := s.classifyAbort([]refused{{other, kerrTopicAuthorizationFailed}}, time.Now()); reason != "refused" {
+	if reason := s.classifyAbort([]refused{{R: other, Err: kerrTopicAuthorizationFailed}}, time.Now()); reason != "refused" {
 		t.Fatalf("abort reason %q, want refused", reason)
 	}
 }
@@ -370,19 +370,26 @@ func TestARecordThatCanNeverBeWrittenIsDeadLetteredWithoutItsPayload(t *testing.
 // it refuses the writes; a commit resets it.
 func TestAbortedCommitsBackOff(t *testing.T) {
 	s := newTestService(t)
+	p0 := []hkafka.TopicPartition{{Topic: s.topics.Deliveries, Partition: 0}}
 	var got []time.Duration
 	for range 12 {
-		got = append(got, s.afterTransaction(false, true, nil, 1, nil))
+		got = append(got, s.afterTransaction(false, true, nil, 1, nil, p0))
 	}
 	if got[0] != abortBackoffMin || got[1] != 2*abortBackoffMin || got[len(got)-1] != transientBackoffMax {
 		t.Fatalf("backoffs %v, want doubling from %v to %v", got, abortBackoffMin, transientBackoffMax)
 	}
-	if w := abortBackoff(12, "refused"); w != abortBackoffMax {
+	if w := hkafka.AbortBackoff(12, "refused"); w != abortBackoffMax {
 		t.Fatalf("backoff after 12 refusals %v, want %v", w, abortBackoffMax)
 	}
-	s.afterTransaction(true, false, nil, 1, nil)
-	if w := s.afterTransaction(false, true, nil, 1, nil); w != abortBackoffMin {
+	s.afterTransaction(true, false, nil, 1, nil, p0)
+	if w := s.afterTransaction(false, true, nil, 1, nil, p0); w != abortBackoffMin {
 		t.Fatalf("after a commit the backoff is %v, want %v again", w, abortBackoffMin)
+	}
+	// Per partition: another partition's commit does not reset it.
+	p1 := []hkafka.TopicPartition{{Topic: s.topics.Deliveries, Partition: 1}}
+	s.afterTransaction(true, false, nil, 1, nil, p1)
+	if w := s.afterTransaction(false, true, nil, 1, nil, p0); w != 2*abortBackoffMin {
+		t.Fatalf("after another partition's commit the backoff is %v, want %v", w, 2*abortBackoffMin)
 	}
 }
 

@@ -2,10 +2,13 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -60,7 +63,17 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 		l.ord.touch(k)
 		return
 	}
-	head := out.blocked.GetDelivery()
+	head, gone, ready := e.headDelivery(en, out.blocked)
+	if !ready {
+		return // its payload is being read back; en is placed again then
+	}
+	if gone && op == hooklinev1.LaneOp_LANE_OP_RESEND {
+		// Nothing to resend: the lane is released as by a skip, and the
+		// dead letter says why (the event's history still has the
+		// payload: resend it from there).
+		log.Warn("blocked head's payload is no longer retained; resend taken as a skip")
+		op = hooklinev1.LaneOp_LANE_OP_SKIP
+	}
 	var member *hooklinev1.LaneMember // the lane change: the head's entry after the command
 	var fn func(context.Context) []*kgo.Record
 	if op == hooklinev1.LaneOp_LANE_OP_SKIP {
@@ -71,6 +84,9 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 			res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 			res.Reason = fmt.Sprintf("skipped by an operator while it blocked its ordered lane; its last attempt (%d): %s",
 				last.GetAttempt(), last.GetReason())
+			if gone {
+				res.Reason += "; its payload was no longer retained (past --topic-retention): dead-lettered without it"
+			}
 			log.Info("blocked head skipped; dead-lettered, lane released")
 			setOutcome(ctx, "lane_skipped")
 			return s.deadLetter(ctx, head, res)
@@ -93,4 +109,96 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 	e.settle(en, fn)
 	en.opMember = member
 	e.laneChanged(en, k, now)
+}
+
+// headDelivery returns a blocked head's delivery whole, payload included,
+// for a command on it (en). A lane written before heads were kept by
+// reference holds it whole; otherwise its payload is read back from the
+// record delivery_record names (platform/payloadref), on a goroutine of
+// its own: en waits meanwhile as a resolving entry (below the watermark,
+// in offset order with the partition's other resolving entries) and is
+// placed again, with the read's result, when it ends. gone says the
+// record is no longer retained: the delivery comes without its payload.
+func (e *engine) headDelivery(en *entry, b *hooklinev1.BlockedHead) (d *hooklinev1.Delivery, gone, ready bool) {
+	d = b.GetDelivery()
+	if len(d.GetPayload()) > 0 || b.GetDeliveryRecord() == nil {
+		return d, false, true
+	}
+	if got, ok := e.heads.take(en); ok {
+		return got.d, got.gone, true
+	}
+	e.resolving(en)
+	ctx, read := en.part.ctx, e.readRecord
+	go func() {
+		got, err := readHead(ctx, read, b)
+		if err != nil {
+			// The partition went away or the loop is stopping: the
+			// command stays uncommitted and comes again.
+			e.in.post(msg{kind: msgDropped, e: en})
+			return
+		}
+		e.heads.put(en, got)
+		e.in.post(msg{kind: msgResolved, e: en})
+	}()
+	return nil, false, false
+}
+
+// readHead reads b's delivery back from its record, retrying (with
+// backoff) a read that fails for any reason but the record's absence,
+// until ctx ends.
+func readHead(ctx context.Context, read func(context.Context, *hooklinev1.RecordRef) (*kgo.Record, error), b *hooklinev1.BlockedHead) (fetchedHead, error) {
+	wait := 100 * time.Millisecond
+	for {
+		r, err := read(ctx, b.GetDeliveryRecord())
+		if err == nil {
+			var d *hooklinev1.Delivery
+			if d, err = decodeDelivery(r); err == nil && d.GetDeliveryId() == b.GetDelivery().GetDeliveryId() {
+				whole := proto.Clone(b.GetDelivery()).(*hooklinev1.Delivery)
+				whole.Payload = d.GetPayload()
+				return fetchedHead{d: whole}, nil
+			}
+			err = fmt.Errorf("%w: the record at the reference is not the head's", payloadref.ErrGone)
+		}
+		if errors.Is(err, payloadref.ErrGone) {
+			return fetchedHead{d: b.GetDelivery(), gone: true}, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fetchedHead{}, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+// fetchedHead is a blocked head read back for a command.
+type fetchedHead struct {
+	d    *hooklinev1.Delivery
+	gone bool
+}
+
+// fetchedHeads hand heads read back from their goroutine to the loop,
+// by command entry. Safe for concurrent use.
+type fetchedHeads struct {
+	mu sync.Mutex
+	m  map[*entry]fetchedHead
+}
+
+func (f *fetchedHeads) put(en *entry, h fetchedHead) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[*entry]fetchedHead{}
+	}
+	f.m[en] = h
+}
+
+func (f *fetchedHeads) take(en *entry) (fetchedHead, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h, ok := f.m[en]
+	delete(f.m, en)
+	return h, ok
 }

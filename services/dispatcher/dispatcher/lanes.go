@@ -2,16 +2,21 @@ package dispatcher
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/lanes"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
 )
 
 // The lanes topic holds the durable part of ordered lanes (ordered.go):
 // for each lane, the members outside memory, as of the committed
-// watermark, its blocked head whole (block.go). The engine writes a
+// watermark, its blocked head by reference (block.go). A lane's record
+// is sized before the transaction: a member whose going outside would
+// take it over recordLimit is set aside instead (laneFits), so no lanes
+// record can abort a commit. The engine writes a
 // lane's record in the commit whose prefix changed it (laneOutputs);
 // every dispatcher follows the topic (platform/lanes.View) and seeds an
 // endpoint's lanes from it the first time it places one of the
@@ -21,6 +26,14 @@ import (
 // so far (bounded by ctx).
 func (s *Service) syncLanes(ctx context.Context) error {
 	return s.laneFollow.Sync(ctx, s.topics.Lanes)
+}
+
+// laneOp is the lane change an entry popped by the commit in progress
+// carried: an aborted commit that keeps its work gives it back (keepTxn).
+type laneOp struct {
+	en     *entry
+	k      *keyLane
+	member *hooklinev1.LaneMember
 }
 
 // laneUndo is one change a commit made to a keyLane's committed list,
@@ -43,13 +56,14 @@ func (e *engine) laneOutputs(outs []*kgo.Record) []*kgo.Record {
 	var dirty []*keyLane
 	for _, en := range e.popped {
 		k := en.opKey
+		e.laneOps = append(e.laneOps, laneOp{en: en, k: k, member: en.opMember})
 		en.opKey = nil
 		k.pending--
 		id := en.d.GetDeliveryId()
 		was, change := k.committed[id], en.opMember
 		en.opMember = nil
-		if was == nil && change == nil {
-			continue // neither outside before nor now: the record stands
+		if was == nil && change == nil || was != nil && change != nil && proto.Equal(was, change) {
+			continue // unchanged (not outside, or outside as committed): the record stands
 		}
 		e.undo = append(e.undo, laneUndo{k: k, id: id, was: was})
 		if change != nil {
@@ -94,4 +108,38 @@ func (e *engine) lanesCommitted(committed bool) {
 	}
 	clear(e.undo)
 	e.undo = e.undo[:0]
+}
+
+// memberBound is the most one member that is not a blocked head takes in
+// a LaneRecord: field tags and lengths, a delivery id, its lane_seq.
+const memberBound = 16 + 64
+
+// laneFits reports whether k's lanes record stays under recordLimit with
+// m, a member of k just settled outside (or blocked), in it; if not, it
+// says why. Its cost is a count while the lane is far from the limit,
+// and a pass over the lane's outside members near it.
+func (e *engine) laneFits(k *keyLane, m *hooklinev1.LaneMember) (string, bool) {
+	fixed := len(k.lane.id) + len(k.key) + 16 + proto.Size(m)
+	if fixed+(len(k.outside)+len(k.committed))*memberBound+64<<10 < recordLimit {
+		return "", true
+	}
+	n := fixed
+	for id, out := range k.outside {
+		if id == m.GetDeliveryId() {
+			continue
+		}
+		n += len(id) + 16
+		if out.blocked != nil {
+			n += proto.Size(out.blocked) + 4
+		}
+	}
+	for id, c := range k.committed {
+		if _, ok := k.outside[id]; !ok && id != m.GetDeliveryId() {
+			n += proto.Size(c) + 4
+		}
+	}
+	if n <= recordLimit {
+		return "", true
+	}
+	return fmt.Sprintf("its ordered lane's record (%s) would be %d bytes with it outside, over the %d-byte limit", e.s.topics.Lanes, n, recordLimit), false
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -55,6 +57,23 @@ type engine struct {
 	// popped; undo takes a commit's lane changes back (lanes.go).
 	popped []*entry
 	undo   []laneUndo
+	// txn are the entries the commit in progress popped and laneOps
+	// their lane changes: an abort Kafka caused puts them back
+	// (keepTxn). backingOff is set from an aborted commit until its
+	// backoff ends: no attempt starts meanwhile (duplicates stay bounded:
+	// docs/DESIGN.md, "What a crash, a rebalance or an outage re-POSTs").
+	txn        []*entry
+	laneOps    []laneOp
+	backingOff bool
+	// retrying is set from a commit Kafka aborted until one lands: the
+	// work it kept commits before new attempts start.
+	retrying bool
+	// commitStarted is when the commit in progress began.
+	commitStarted time.Time
+	// readRecord reads a record back by reference (payloadref.Read);
+	// heads hands a blocked head read back to its command (lanecmd.go).
+	readRecord func(context.Context, *hooklinev1.RecordRef) (*kgo.Record, error)
+	heads      fetchedHeads
 }
 
 func (s *Service) newEngine() *engine {
@@ -68,7 +87,15 @@ func (s *Service) newEngine() *engine {
 		cancelWork: cancel,
 		recent:     newRecent(recentDeliveries),
 	}
+	e.readRecord = func(ctx context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
+		opts, err := s.cfg.Kafka.Opts()
+		if err != nil {
+			return nil, err
+		}
+		return payloadref.Read(ctx, opts, ref)
+	}
 	e.w.popped = func(en *entry) {
+		e.txn = append(e.txn, en)
 		if en.opKey != nil {
 			e.popped = append(e.popped, en)
 		}
@@ -281,6 +308,9 @@ func (e *engine) collect(now time.Time) error {
 
 // pump starts attempts while the fair scheduler has a lane that can.
 func (e *engine) pump(now time.Time) {
+	if !e.attemptsMayStart(now) {
+		return // commits cannot land: what completes now would wait uncommitted
+	}
 	for {
 		l := e.f.next()
 		if l == nil {

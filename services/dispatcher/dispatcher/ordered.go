@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -291,6 +292,15 @@ func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) []
 				en.opMember = &hooklinev1.LaneMember{DeliveryId: id, LaneSeq: seq(en)}
 				break
 			}
+		}
+	}
+	if en.opMember != nil {
+		if why, ok := e.laneFits(k, en.opMember); !ok {
+			// Blamed on this delivery before the transaction: it ends
+			// FAILED, dead-lettered, and the lane goes on without it.
+			delete(k.outside, id)
+			en.opMember = nil
+			outs = e.s.setAside(context.Background(), en.d, outs, why)
 		}
 	}
 	e.laneChanged(en, k, now)

@@ -3,15 +3,10 @@ package dispatcher
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 )
@@ -39,88 +34,35 @@ import (
 //     no progress, retrying at most every abortBackoffMax, until an
 //     operator fixes the cause.
 
-// recordLimit is the largest record (key, value and headers) the
-// dispatcher hands to its producer: kgo refuses a record whose batch
-// would exceed ProducerBatchMaxBytes (hkafka.MaxRecordBytes), and a batch
-// adds its own overhead.
-const recordLimit = hkafka.MaxRecordBytes - 16<<10
+// recordLimit is the largest record the dispatcher hands its producer
+// (platform/kafka: every service's records are sized against it).
+const recordLimit = hkafka.RecordLimit
 
-// bigRecord is the smallest record taken to be the cause when a broker
-// refuses a batch of several records as too large: a batch of small
-// records over the limit means the topic's max.message.bytes is below
-// Hookline's batches, which no single delivery can fix.
-const bigRecord = 64 << 10
+// bigRecord: see hkafka.BigRecord.
+const bigRecord = hkafka.BigRecord
 
 const (
-	abortBackoffMin = 100 * time.Millisecond
-	abortBackoffMax = 30 * time.Second
-	// transientBackoffMax caps the backoff after aborts Kafka itself
-	// caused (a broker restarting, a leader moving): they end by
-	// themselves, and a long wait would only delay the recovery (make
-	// chaos: a 30 s backoff after a broker restart held deliveries past
-	// the crash test's settle bound).
-	transientBackoffMax = 2 * time.Second
-	// unwritableMemory is how long a delivery marked unwritable stays
-	// marked: its record comes again right after the abort.
-	unwritableMemory = 10 * time.Minute
+	abortBackoffMin     = hkafka.AbortBackoffMin
+	abortBackoffMax     = hkafka.AbortBackoffMax
+	transientBackoffMax = hkafka.TransientBackoffMax
 )
 
 // errBackoffEnded, as a commit message's produce error, ends the pause
 // after an aborted commit (commit.go).
 var errBackoffEnded = errors.New("commit backoff ended")
 
-func recordBytes(r *kgo.Record) int {
-	n := len(r.Key) + len(r.Value)
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
-	return n
-}
-
-// unwritables are deliveries whose outputs a broker refused for what they
-// are, by delivery id. Safe for concurrent use.
-type unwritables struct {
-	n  atomic.Int32 // len(m), read without the lock on the hot path
-	mu sync.Mutex
-	m  map[string]unwritable
-}
-
-type unwritable struct {
-	why string
-	at  time.Time
-}
-
-func (u *unwritables) mark(id, why string, now time.Time) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.m == nil {
-		u.m = map[string]unwritable{}
-	}
-	for k, v := range u.m {
-		if now.Sub(v.at) > unwritableMemory {
-			delete(u.m, k)
-		}
-	}
-	u.m[id] = unwritable{why: why, at: now}
-	u.n.Store(int32(len(u.m)))
-}
-
-func (u *unwritables) reason(id string) string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.m[id].why
-}
+func recordBytes(r *kgo.Record) int { return hkafka.RecordBytes(r) }
 
 // unwritableReason says why r's delivery was marked unwritable, or "".
 func (s *Service) unwritableReason(r *kgo.Record) (*hooklinev1.Delivery, string) {
-	if s.unwritable.n.Load() == 0 {
+	if !s.unwritable.Any() {
 		return nil, ""
 	}
 	d, err := decodeDelivery(r)
 	if err != nil {
 		return nil, ""
 	}
-	return d, s.unwritable.reason(d.GetDeliveryId())
+	return d, s.unwritable.Reason(d.GetDeliveryId())
 }
 
 // fit returns outs, or, when one of them is over recordLimit, what
@@ -128,8 +70,7 @@ func (s *Service) unwritableReason(r *kgo.Record) (*hooklinev1.Delivery, string)
 func (s *Service) fit(ctx context.Context, r *kgo.Record, outs []*kgo.Record) []*kgo.Record {
 	why := ""
 	for _, o := range outs {
-		if n := recordBytes(o); n > recordLimit {
-			why = fmt.Sprintf("a record of %d bytes for %s is over the %d-byte limit", n, o.Topic, recordLimit)
+		if why = hkafka.OverLimit(o); why != "" {
 			break
 		}
 	}
@@ -178,57 +119,15 @@ func (s *Service) setAside(ctx context.Context, d *hooklinev1.Delivery, outs []*
 }
 
 // refused is a record a broker did not take, and why.
-type refused struct {
-	r   *kgo.Record
-	err error
-}
-
-// recordFault reports whether err says a record can never be written as
-// it is (rather than that Kafka is unavailable or refuses every write).
-func recordFault(err error) bool {
-	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) || errors.Is(err, kerr.InvalidRecord)
-}
-
-// refusal reports whether err is a refusal no retry can fix: writes
-// Kafka will not take until an operator changes something.
-func refusal(err error) bool {
-	return recordFault(err) ||
-		errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) ||
-		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.InvalidTopicException) ||
-		errors.Is(err, kerr.PolicyViolation) || errors.Is(err, kerr.UnsupportedForMessageFormat)
-}
+type refused = hkafka.Refused
 
 // classifyAbort marks the deliveries whose records a broker refused for
-// what they are, and names the abort's reason: "unwritable" (some were
-// marked; they are set aside when they come again), "refused" (a refusal
-// no delivery can fix) or "transient".
-//
-// A broker refuses a whole batch, so every record of a partition's batch
-// carries the error: in a partition with one refused record that record
-// is marked; with several, only the largest, and only if it is big
-// enough to be the cause (bigRecord) — a batch of small records refused
-// as too large is the topic's configuration, not a delivery.
+// what they are (hkafka.Blame; they are set aside when they come again)
+// and names the abort's reason.
 func (s *Service) classifyAbort(failed []refused, now time.Time) string {
-	byPart := map[tp][]refused{}
-	reason := "transient"
-	for _, f := range failed {
-		if refusal(f.err) {
-			reason = "refused"
-		}
-		if recordFault(f.err) {
-			k := tp{f.r.Topic, f.r.Partition}
-			byPart[k] = append(byPart[k], f)
-		}
-	}
-	for _, fs := range byPart {
-		sort.Slice(fs, func(i, j int) bool { return recordBytes(fs[i].r) > recordBytes(fs[j].r) })
-		if len(fs) > 1 && recordBytes(fs[0].r) < bigRecord {
-			continue
-		}
-		if id := s.deliveryOf(fs[0].r); id != "" {
-			s.unwritable.mark(id, fmt.Sprintf("%s refused a record of %d bytes: %v", fs[0].r.Topic, recordBytes(fs[0].r), fs[0].err), now)
-			reason = "unwritable"
-		}
+	reason, blamed := hkafka.Blame(failed, s.deliveryOf)
+	for id, why := range blamed {
+		s.unwritable.Mark(id, why, now)
 	}
 	return reason
 }
@@ -253,39 +152,54 @@ func (s *Service) deliveryOf(r *kgo.Record) string {
 		if hkafka.Decode(r, &ar) == nil {
 			return ar.GetDeliveryId()
 		}
+	case s.topics.Notices:
+		var n hooklinev1.Notice
+		if hkafka.Decode(r, &n) == nil {
+			return n.GetDeliveryId()
+		}
+	case s.topics.Lanes:
+		// A lane's record grows with its blocked head and the members
+		// that went outside: blame the head (set aside when it comes
+		// again, it leaves the record), else the last member.
+		var rec hooklinev1.LaneRecord
+		if r.Value == nil || hkafka.Decode(r, &rec) != nil {
+			return ""
+		}
+		var last *hooklinev1.LaneMember
+		for _, m := range rec.GetOutside() {
+			if m.GetBlocked() != nil {
+				return m.GetDeliveryId()
+			}
+			if last == nil || m.GetLaneSeq() > last.GetLaneSeq() {
+				last = m
+			}
+		}
+		return last.GetDeliveryId()
 	}
 	return ""
 }
 
-// abortBackoff is the pause after the n-th aborted commit in a row.
-func abortBackoff(n int, reason string) time.Duration {
-	limit := abortBackoffMax
-	if reason == "transient" {
-		limit = transientBackoffMax
-	}
-	return min(abortBackoffMin<<min(n-1, 16), limit)
-}
-
 // afterTransaction accounts for a transaction's end, on the commit's
 // goroutine (one at a time): an abort is classified, counted and logged,
-// and the backoff before the window is consumed again returned.
-func (s *Service) afterTransaction(committed, aborted bool, failed []refused, records int, produceErr error) time.Duration {
+// and the backoff before the window is consumed again returned. parts
+// are the partitions whose work the transaction carried: only their
+// abort counts move (hkafka.Backoff).
+func (s *Service) afterTransaction(committed, aborted bool, failed []refused, records int, produceErr error, parts []hkafka.TopicPartition) time.Duration {
 	if committed {
-		s.aborts = 0
+		s.aborts.Committed(parts)
 		return 0
 	}
 	if !aborted {
 		return 0 // the session failed: the loop ends
 	}
 	reason := s.classifyAbort(failed, s.now())
-	s.aborts++
-	wait := abortBackoff(s.aborts, reason)
+	wait, n := s.aborts.Aborted(parts, reason)
 	s.metrics.abort(reason)
 	log := s.log.Warn
-	if reason != "transient" {
+	if reason != hkafka.AbortTransient {
 		log = s.log.Error
 	}
 	log("commit aborted; uncommitted deliveries are consumed again after a backoff", "reason", reason,
-		"records", records, "aborts_in_a_row", s.aborts, "backoff", wait, "produce_err", produceErr)
+		"records", records, "aborts_in_a_row", n, "backoff", wait, "produce_err", produceErr)
 	return wait
 }

@@ -33,6 +33,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 const scope = "github.com/hookline/hookline/services/scheduler"
@@ -69,6 +71,14 @@ type Service struct {
 	held map[tp]*heldPartition
 	wake context.CancelFunc
 	cl   *kgo.Client
+
+	// unwritable are deliveries a broker refused a release (or tier
+	// move) of: set aside when they come again. aborts counts aborted
+	// hops in a row per partition, and backoff waits after one
+	// (hkafka.Backoff; the poll loop only).
+	unwritable hkafka.Unwritables
+	aborts     hkafka.Backoff
+	backoff    func(context.Context, time.Duration)
 }
 
 type tp struct {
@@ -130,8 +140,16 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		byTier: map[time.Duration]string{},
 		held:   map[tp]*heldPartition{},
 		probe:  &health.Probe{},
-		tp:     otel.GetTracerProvider(),
-		mp:     otel.GetMeterProvider(),
+		backoff: func(ctx context.Context, d time.Duration) {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+		},
+		tp: otel.GetTracerProvider(),
+		mp: otel.GetMeterProvider(),
 	}
 	for _, d := range ts {
 		name := s.topics.DelayPrefix + tier.Name(d)
@@ -347,10 +365,12 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 		}
 		offsets[k.topic][k.partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: next}
 	}
+	parts := make([]hkafka.TopicPartition, 0, len(todo))
 	for _, w := range todo {
+		parts = append(parts, hkafka.TopicPartition{Topic: w.k.topic, Partition: w.k.partition})
 		stopped := false
 		for i, r := range w.recs {
-			rec, h, d := s.step(r, now)
+			recs, h, d := s.step(r, now)
 			if !h.IsZero() {
 				// Commit up to, not past, the head that must wait.
 				setOffset(w.k, r, r.Offset)
@@ -358,9 +378,9 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 				stopped = true
 				break
 			}
-			out = append(out, rec)
+			out = append(out, recs...)
 			if d != nil {
-				rel = append(rel, release{d, rec})
+				rel = append(rel, release{d, recs[0]})
 			}
 		}
 		if !stopped {
@@ -386,14 +406,36 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 		return nil
 	}
 
-	committed, perr, err := hkafka.Transact(ctx, sess, out, nil)
+	var (
+		fmu    sync.Mutex
+		failed []hkafka.Refused
+	)
+	committed, perr, err := hkafka.TransactEach(ctx, sess, out, nil, func(r *kgo.Record, err error) {
+		fmu.Lock()
+		failed = append(failed, hkafka.Refused{R: r, Err: err})
+		fmu.Unlock()
+	})
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	if !committed {
 		// Nothing of this hop is visible and the session rewound to the
-		// committed offsets: drop every hold and read it all again.
-		s.log.Warn("hop not committed; its records will be read again", "records", len(out), "produce_err", perr)
+		// committed offsets: drop every hold and read it all again —
+		// after a backoff, and with the deliveries whose records a
+		// broker refused marked, so they are set aside when they come
+		// again instead of aborting every hop (hkafka.Blame).
+		reason, blamed := hkafka.Blame(failed, s.deliveryOf)
+		for id, why := range blamed {
+			s.unwritable.Mark(id, why, now)
+		}
+		wait, n := s.aborts.Aborted(parts, reason)
+		log := s.log.Warn
+		if reason != hkafka.AbortTransient {
+			log = s.log.Error
+		}
+		log("hop not committed; its records will be read again after a backoff", "reason", reason, "records", len(out),
+			"aborts_in_a_row", n, "backoff", wait, "produce_err", perr)
+		defer s.backoff(ctx, wait)
 		s.forgetAll()
 		// forgetAll resumes what s.held names; the partitions this hop
 		// paused (new holds) or took out of s.held (holds that came due)
@@ -405,12 +447,65 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 		cl.ResumeFetchPartitions(touched)
 		return nil
 	}
+	s.aborts.Committed(parts)
 	cl.ResumeFetchPartitions(resume)
 	for k, h := range hold {
 		s.holdUntil(k, h)
 	}
 	s.released(ctx, rel)
 	return nil
+}
+
+// deliveryOf returns the id of the delivery a record the scheduler
+// produces is about ("" for a raw copy that does not decode).
+func (s *Service) deliveryOf(r *kgo.Record) string {
+	switch r.Topic {
+	case s.topics.Results:
+		var ar hooklinev1.AttemptResult
+		if hkafka.Decode(r, &ar) == nil {
+			return ar.GetDeliveryId()
+		}
+	case s.topics.Dead:
+		var dl hooklinev1.DeadLetter
+		if hkafka.Decode(r, &dl) == nil && dl.GetDelivery().GetDeliveryId() != "" {
+			return dl.GetDelivery().GetDeliveryId()
+		}
+	default: // a release or a tier move: the delivery itself
+		var d hooklinev1.Delivery
+		if hkafka.Decode(r, &d) == nil {
+			return d.GetDeliveryId()
+		}
+	}
+	return ""
+}
+
+// setAside ends d FAILED because its next hop's record can never be
+// written (why): a result and a dead letter without the payload (ingest's
+// history keeps the payload, so it can still be resent) take its place.
+func (s *Service) setAside(d *hooklinev1.Delivery, why string, now time.Time) []*kgo.Record {
+	s.log.Error("timer's record cannot be written to Kafka; dead-lettered without its payload",
+		"delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "attempt", d.GetAttempt(), "why", why)
+	res := &hooklinev1.AttemptResult{
+		DeliveryId: d.GetDeliveryId(), EventId: d.GetEventId(), TenantId: d.GetTenantId(), EndpointId: d.GetEndpointId(),
+		EventType: d.GetEventType(), Attempt: d.GetAttempt(), StartedAt: timestamppb.New(now),
+		State:  hooklinev1.DeliveryState_DELIVERY_STATE_FAILED,
+		Reason: "its release cannot be written to Kafka (" + why + "); dead-lettered without its payload",
+	}
+	small := proto.Clone(d).(*hooklinev1.Delivery)
+	small.Payload = nil
+	var out []*kgo.Record
+	for _, m := range []struct {
+		topic string
+		m     proto.Message
+	}{{s.topics.Results, res}, {s.topics.Dead, &hooklinev1.DeadLetter{Delivery: small, LastResult: res, DeadAt: timestamppb.New(now)}}} {
+		r, err := hkafka.Record(m.topic, d.GetEndpointId(), m.m)
+		if err != nil {
+			panic(err) // a message the scheduler built: a bug
+		}
+		r.Timestamp = now
+		out = append(out, r)
+	}
+	return out
 }
 
 // release is a delivery released to the deliveries topic in a hop.
@@ -450,10 +545,37 @@ func (s *Service) released(ctx context.Context, rel []release) {
 	}
 }
 
-// step decides one record's next hop at now. It returns the record to
+// step decides one record's next hop at now. It returns the records to
 // produce, or a non-zero hold when the record must wait longer in its
-// partition; d is set when the record is a release.
-func (s *Service) step(r *kgo.Record, now time.Time) (out *kgo.Record, hold time.Time, d *hooklinev1.Delivery) {
+// partition; d is set when the record is a release (then the first
+// record). A hop whose record is over hkafka.RecordLimit, or was refused
+// by a broker before (unwritable), is set aside instead (setAside).
+func (s *Service) step(r *kgo.Record, now time.Time) (outs []*kgo.Record, hold time.Time, d *hooklinev1.Delivery) {
+	out, hold, del, release := s.next(r, now)
+	switch {
+	case out == nil:
+		return nil, hold, nil
+	case del == nil: // an undecodable record's raw copy
+		return []*kgo.Record{out}, hold, nil
+	}
+	why := hkafka.OverLimit(out)
+	if why == "" {
+		why = s.unwritable.Reason(del.GetDeliveryId())
+	}
+	switch {
+	case why != "":
+		return s.setAside(del, why, now), time.Time{}, nil
+	case release:
+		return []*kgo.Record{out}, time.Time{}, del
+	}
+	return []*kgo.Record{out}, time.Time{}, nil
+}
+
+// next decides one record's next hop at now, as step does, before the
+// hop's record is sized: the record to produce (nil when it must wait
+// until hold), the delivery it carries (nil for an undecodable record,
+// copied raw to the dead-letter topic), and whether it is a release.
+func (s *Service) next(r *kgo.Record, now time.Time) (out *kgo.Record, hold time.Time, d *hooklinev1.Delivery, release bool) {
 	var del hooklinev1.Delivery
 	if err := hkafka.Decode(r, &del); err != nil || del.GetDeliveryId() == "" {
 		reason := "not a Delivery"
@@ -463,7 +585,7 @@ func (s *Service) step(r *kgo.Record, now time.Time) (out *kgo.Record, hold time
 		s.log.Error("undecodable timer record copied to the dead-letter topic", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", reason)
 		dead := s.copyTo(r, s.topics.Dead, now)
 		dead.Headers = append(dead.Headers, kgo.RecordHeader{Key: headerPoison, Value: []byte(reason)})
-		return dead, time.Time{}, nil
+		return dead, time.Time{}, nil, false
 	}
 	due := now
 	if del.GetDueAt() != nil {
@@ -471,19 +593,19 @@ func (s *Service) step(r *kgo.Record, now time.Time) (out *kgo.Record, hold time
 	}
 	if delay, inTier := s.tierOf[r.Topic]; inTier {
 		if h := tier.Hold(delay, r.Timestamp, due); h.After(now) {
-			return nil, h, nil
+			return nil, h, nil, false
 		}
 	}
 	dec := s.tiers.Route(now, due)
 	switch {
 	case dec.Release:
-		return s.copyTo(r, s.topics.Deliveries, now), time.Time{}, &del
+		return s.copyTo(r, s.topics.Deliveries, now), time.Time{}, &del, true
 	case dec.InPlace:
 		// Due sooner than the smallest tier: another hop could only
 		// add lateness, so wait here, held in memory.
-		return nil, due, nil
+		return nil, due, nil, false
 	}
-	return s.copyTo(r, s.byTier[dec.Tier], now), time.Time{}, nil
+	return s.copyTo(r, s.byTier[dec.Tier], now), time.Time{}, &del, false
 }
 
 // copyTo returns r for topic, unchanged but for its timestamp: the bytes

@@ -1,0 +1,59 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestAbortedCommitsRePOSTNothingCompleted (issue 24 items 8 and 13): the
+// dispatcher's transactions abort for N rounds in a row the way a
+// rebalance aborts them (the offset commit answered
+// REBALANCE_IN_PROGRESS), while it owns every partition all along. No
+// delivery already attempted is POSTed again: the completed work of the
+// partitions it keeps is committed after the aborts, not redone.
+func TestAbortedCommitsRePOSTNothingCompleted(t *testing.T) {
+	st, c := faultyStack(t)
+	bodies := &bodyCounter{posts: map[string]int{}}
+	srv := httptest.NewServer(bodies)
+	defer srv.Close()
+	for i := range 3 {
+		st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: fmt.Sprint(srv.URL, "/hooks/", i)})
+	}
+	group := st.kafka.TopicPrefix + "dispatcher"
+	const rounds = 6
+	aborts := c.Fault(kfake.Fault{
+		Keys:  []kmsg.Key{kmsg.TxnOffsetCommit},
+		Err:   kerr.RebalanceInProgress,
+		Count: rounds,
+		When: func(r kmsg.Request) bool {
+			req, ok := r.(*kmsg.TxnOffsetCommitRequest)
+			return ok && req.Group == group
+		},
+	})
+	const events = 40
+	for i := range events {
+		body, _ := json.Marshal(laneEvent{"x", i})
+		if _, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(st.failed, waitFor)
+	defer cancel()
+	if err := aborts.Wait(ctx, rounds); err != nil {
+		t.Fatalf("the dispatcher's commits did not abort %d times: %v", rounds, err)
+	}
+	const deliveries = 3 * events
+	st.until("every delivery POSTed", func() bool { d, _ := bodies.counts(); return d == deliveries })
+	results := st.terminalResults(deliveries)
+	if _, total := bodies.counts(); total != deliveries || len(results) != deliveries {
+		t.Fatalf("%d POSTs and %d results for %d deliveries after %d aborted commits; want one POST each", total, len(results), deliveries, rounds)
+	}
+}
