@@ -131,6 +131,15 @@ func (p *publisher) createEndpoints(ctx context.Context, rx *receivers) error {
 				if k == kindOrderedEndpoint {
 					req.Ordering = hooklinev1.Ordering_ORDERING_PER_ENDPOINT
 				}
+				// The second per-key endpoint blocks its lanes on a head
+				// that fails for good instead of skipping it: its heads'
+				// retries hold their followers the block way (a head
+				// failing 12 times in a row at one 503 in four, about one
+				// in 17 million, would hold its lane for an operator and
+				// show as unfinished).
+				if k == kindOrderedKey && i == 1 {
+					req.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_BLOCK
+				}
 			}
 			reqs = append(reqs, req)
 			kindOfReq[req] = k

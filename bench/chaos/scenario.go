@@ -454,7 +454,7 @@ carried the same webhook-id and body, or the ledger column says otherwise). dupl
 delivery: duplicates / delivered (the target: at most 2%, none in a rolling upgrade). exits by
 themselves: processes that exited without being killed or stopped by the run (the stack
 restarts them after 2 s, as Kubernetes would, and names each with its last log line). order violations:
-deliveries of an ordered lane (2 endpoints ordered per key × 20 keys, 1 ordered per endpoint;
+deliveries of an ordered lane (2 endpoints ordered per key × 20 keys, one of them "block", 1 ordered per endpoint;
 each lane published one event at a time, in bursts of 3; 503 to one request in four) whose first 2xx-answered
 request arrived before an earlier member's first 2xx answer was written; repeats are allowed,
 members dead-lettered by skip are not compared; 0 expected ("repeated": lane members answered
