@@ -190,7 +190,7 @@ func (e *env) killTxnCoordinator(ctx context.Context, down time.Duration) (strin
 	done()
 	c, ok := resp[id]
 	if !ok || c.Err != nil {
-		return "", fmt.Errorf("transaction coordinator of %s: %v", id, c.Err)
+		return "", fmt.Errorf("transaction coordinator of %s: %w", id, c.Err)
 	}
 	node := int(c.NodeID) // kafka.sh: broker id i is node i
 	e.mark()

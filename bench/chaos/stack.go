@@ -235,6 +235,9 @@ func (s *stack) supervise(p *harness.Proc) {
 			return
 		case <-time.After(supervisorDelay):
 		}
+		if now, _ := p.Runs(); now != runs {
+			continue // a fault started it meanwhile (kill -9 and restart)
+		}
 		if err := p.Start(); err != nil {
 			s.exitsMu.Lock()
 			s.exits = append(s.exits, fmt.Sprintf("%s could not be started again: %v", p.Name, err))
