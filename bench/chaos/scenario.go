@@ -439,7 +439,7 @@ func render(cfg config, rows []row, took time.Duration) string {
 		}
 		exits := "0"
 		if len(r.Exits) > 0 {
-			exits = fmt.Sprintf("%d (%s)", len(r.Exits), strings.Join(r.Exits, "; "))
+			exits = fmt.Sprintf("%d (first: %s)", len(r.Exits), r.Exits[0])
 		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d (%d ids) | %s | %s | %s | %d | %s | %s | %s | %s | %.0f s | %s |\n",
 			name, r.Accepted, r.Delivered, r.Dead, r.Lost, r.Duplicates, r.DupIDs, r.dupPerDelivery(), order, exits,
@@ -453,7 +453,7 @@ receiver. duplicates: extra 2xx-answered requests for one webhook-id (at-least-o
 carried the same webhook-id and body, or the ledger column says otherwise). duplicates per
 delivery: duplicates / delivered (the target: at most 2%, none in a rolling upgrade). exits by
 themselves: processes that exited without being killed or stopped by the run (the stack
-restarts them after 2 s, as Kubernetes would, and names each with its last log line). order violations:
+restarts them after 2 s, as Kubernetes would, the first with its last log line; every one is in the run's output). order violations:
 deliveries of an ordered lane (2 endpoints ordered per key × 20 keys, one of them "block", 1 ordered per endpoint;
 each lane published one event at a time, in bursts of 3; 503 to one request in four) whose first 2xx-answered
 request arrived before an earlier member's first 2xx answer was written; repeats are allowed,

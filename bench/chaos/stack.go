@@ -254,7 +254,7 @@ func (s *stack) exited() []string {
 	return slices.Clone(s.exits)
 }
 
-// lastLine is the last line of the file at path (at most 300 bytes).
+// lastLine is the last line of the file at path (at most 160 bytes).
 func lastLine(path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -262,8 +262,8 @@ func lastLine(path string) string {
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	l := lines[len(lines)-1]
-	if len(l) > 300 {
-		l = l[:300] + "…"
+	if len(l) > 160 {
+		l = l[:160] + "…"
 	}
 	return l
 }
