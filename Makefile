@@ -295,7 +295,7 @@ chaos-bin: build
 	go build -o bin/chaos ./bench/chaos
 
 .PHONY: chaos
-chaos: chaos-bin ## crash suite on a 3-broker Kafka 4.4 (CHAOS_NODES=1 for one): kill -9 every service kind and brokers under load, reconcile; table in bin/chaos-logs/results.md
+chaos: chaos-bin ## crash suite on a 3-broker Kafka 4.4 (CHAOS_NODES=1 for one): kill -9 and SIGSTOP of every service kind, partitions and slow links to the brokers, leader bounces, broker and coordinator kills, a seeded storm (--seed), under load with ordered lanes; reconcile; table in bin/chaos-logs/results.md
 	bin/chaos --nodes $(CHAOS_NODES) --out bin/chaos-logs/results.md $(CHAOS_FLAGS)
 
 .PHONY: test-crash

@@ -4,7 +4,13 @@
 // processes on Apache Kafka 4.4 (scripts/kafka.sh, one node or three),
 // drives steady load through gRPC to loopback receivers that are healthy,
 // slow, 50% 503, dead and hanging (and ordered lanes to receivers
-// answering 503 one time in four), injects one fault per scenario, then
+// answering 503 one time in four, some lanes "block"), injects a fault
+// per scenario — kill -9, SIGSTOP past the group session, a partition or
+// a slow link between one process and the brokers (harness.KafkaLink),
+// leader bounces, a broker or the transaction coordinator killed, or a
+// seeded overlapping storm of them (--seed) — supervises the processes
+// as Kubernetes would (one that exits by itself is restarted and named in
+// the row), then
 // reconciles a ledger: every delivery a PublishEvent accepted has exactly
 // one terminal outcome on the results topic, every delivered one reached
 // its receiver, duplicates carry the same webhook-id and body, nothing
