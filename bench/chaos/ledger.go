@@ -30,7 +30,9 @@ type results struct {
 
 	mu    sync.Mutex
 	ends  map[string][]hooklinev1.DeliveryState
-	bad   int // records that did not decode
+	last  map[string]lastResult // the latest result of each delivery, terminal or not
+	endAt map[string]time.Time  // when the first terminal outcome of each delivery was read
+	bad   int                   // records that did not decode
 	count int
 }
 
@@ -41,7 +43,7 @@ func followResults(brokers []string, topic string) (*results, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &results{cl: cl, done: make(chan struct{}), ends: map[string][]hooklinev1.DeliveryState{}}
+	r := &results{cl: cl, done: make(chan struct{}), ends: map[string][]hooklinev1.DeliveryState{}, last: map[string]lastResult{}, endAt: map[string]time.Time{}}
 	go func() {
 		defer close(r.done)
 		for {
@@ -58,13 +60,30 @@ func followResults(brokers []string, topic string) (*results, error) {
 					r.bad++
 					return
 				}
+				r.last[ar.GetDeliveryId()] = lastResult{state: ar.GetState(), attempt: ar.GetAttempt(), status: ar.GetStatusCode(),
+					reason: ar.GetReason(), next: ar.GetNextAttemptAt().AsTime(), seen: time.Now(), results: r.last[ar.GetDeliveryId()].results + 1}
 				if terminal(ar.GetState()) {
+					if _, ok := r.endAt[ar.GetDeliveryId()]; !ok {
+						r.endAt[ar.GetDeliveryId()] = time.Now()
+					}
 					r.ends[ar.GetDeliveryId()] = append(r.ends[ar.GetDeliveryId()], ar.GetState())
 				}
 			})
 		}
 	}()
 	return r, nil
+}
+
+// lastResult is the latest result record of one delivery and how many
+// it had: what an unfinished delivery was last seen doing.
+type lastResult struct {
+	state   hooklinev1.DeliveryState
+	attempt uint32
+	status  int32
+	reason  string
+	next    time.Time // next_attempt_at of a RETRY_SCHEDULED result
+	seen    time.Time // when the ledger read it
+	results int
 }
 
 func (r *results) close() {
@@ -115,19 +134,33 @@ type row struct {
 	DupIDs                    int // webhook-ids received more than once with 2xx
 	Phantom                   int // received, never accepted (nor possibly accepted)
 	BodyChanged               int // one webhook-id seen with two bodies
-	Unconfirmed               int // publishes never answered OK (not counted as accepted)
-	UnconfirmedDelivered      int // of those, delivered anyway (allowed: the write landed)
-	Rejected                  map[string]int
-	PushedBack                int           // RESOURCE_EXHAUSTED answers
-	PublishP99, HealthyP99    time.Duration // 0: nothing measured
-	RSS                       map[string]float64
-	Recover                   string
-	Settle                    time.Duration
-	Faults                    string
-	Err                       string
-	BadRecords                int
-	Examples                  []string // a few broken promises, for the log
-	deliveredNotReceived      int
+	// OrderViolations: ordered-lane members whose first success came
+	// before an earlier member's (orderViolations), over OrderedLanes
+	// lanes of OrderedMembers deliveries, OrderedRepeated of them
+	// answered 2xx more than once.
+	OrderViolations, OrderedLanes, OrderedMembers, OrderedRepeated int
+	Unconfirmed                                                    int // publishes never answered OK (not counted as accepted)
+	UnconfirmedDelivered                                           int // of those, delivered anyway (allowed: the write landed)
+	Rejected                                                       map[string]int
+	PushedBack                                                     int           // RESOURCE_EXHAUSTED answers
+	PublishP99, HealthyP99                                         time.Duration // 0: nothing measured
+	RSS                                                            map[string]float64
+	Recover                                                        string
+	Settle                                                         time.Duration
+	Faults                                                         string
+	Err                                                            string
+	BadRecords                                                     int
+	Examples                                                       []string // a few broken promises, for the log
+	// Ledger is one line per accepted delivery (written to ledger.tsv in
+	// the scenario's log dir, columns ledgerHeader): its first terminal
+	// outcome ("-": none) and when the ledger read it, its receiver kind
+	// and lane, what the receiver saw and the delivery's last result
+	// record, so a stall or a slow tail can be located.
+	Ledger []string
+	// Exits are the processes that exited by themselves (the stack's
+	// supervisor restarted them): when, which, and the last line logged.
+	Exits                []string
+	deliveredNotReceived int
 }
 
 // reconcile checks the ledger: accepted deliveries against the results
@@ -140,11 +173,22 @@ func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results
 	rw.Unconfirmed = len(unconfirmed)
 	rw.BadRecords = res.bad
 	known := map[string]bool{}
+	acceptedIDs := map[int64]string{} // seq -> event id (of the accepted publish)
 	for _, a := range acc {
 		known[a.eventID] = true
+		acceptedIDs[a.seq] = a.eventID
 		ends := res.ends[a.deliveryID]
+		s, l := got[a.eventID], res.last[a.deliveryID]
+		end := "-"
+		if len(ends) > 0 {
+			end = ends[0].String()
+		}
+		rw.Ledger = append(rw.Ledger, fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%d\t%s\t%d\t%q\t%s\t%s",
+			a.deliveryID, end, a.kind, a.lane, a.laneSeq, stamp(a.at), stamp(res.endAt[a.deliveryID]), s.requests, s.ok, stamp(s.firstStart), stamp(s.last),
+			l.results, l.state, l.attempt, l.reason, stamp(l.next), stamp(l.seen)))
 		if len(ends) == 0 {
 			rw.Lost++
+
 			if len(rw.Examples) < 5 {
 				rw.Examples = append(rw.Examples, fmt.Sprintf("%s (%s receiver, %d requests) has no terminal outcome", a.deliveryID, a.kind, got[a.eventID].requests))
 			}
@@ -172,6 +216,13 @@ func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results
 			rw.Dead++
 		}
 	}
+	oc := orderViolations(acc, got)
+	rw.OrderedLanes, rw.OrderedMembers, rw.OrderedRepeated, rw.OrderViolations = oc.lanes, oc.members, oc.repeated, oc.violations
+	for _, e := range oc.examples {
+		if len(rw.Examples) < 10 {
+			rw.Examples = append(rw.Examples, e)
+		}
+	}
 	for id, s := range got {
 		if s.ok > 1 {
 			rw.Duplicates += s.ok - 1
@@ -186,8 +237,31 @@ func reconcile(rw *row, acc []accepted, unconfirmed map[int64]bool, res *results
 				continue
 			}
 			rw.Phantom++
+			if len(rw.Examples) < 10 {
+				rw.Examples = append(rw.Examples, fmt.Sprintf("webhook-id %s (%s receiver, body seq %d, %d requests, %d 2xx) was never accepted; seq %d was accepted as %s",
+					id, s.kind, s.seq, s.requests, s.ok, s.seq, acceptedIDs[s.seq]))
+			}
 		}
 	}
+}
+
+// dupPerDelivery is duplicates over delivered, as a percentage.
+func (r row) dupPerDelivery() string {
+	if r.Delivered == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(r.Duplicates)/float64(r.Delivered))
+}
+
+// ledgerHeader names the columns of row.Ledger.
+const ledgerHeader = "delivery\tterminal\tkind\tlane\tlane_seq\taccepted_at\tterminal_read_at\trequests\tok\tfirst_ok_request\tlast_request\tresults\tlast_state\tlast_attempt\tlast_reason\tnext_attempt_at\tlast_result_read_at"
+
+// stamp formats t for ledger.tsv, "-" for the zero time.
+func stamp(t time.Time) string {
+	if t.IsZero() || t.Unix() <= 0 {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
 // healthyP99 is the 99th percentile, over accepted healthy-receiver

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +66,55 @@ func TestReconcileCatchesEveryBrokenPromise(t *testing.T) {
 	}
 	if rw.ok() {
 		t.Error("a ledger with lost deliveries passed")
+	}
+}
+
+// TestOrderViolationsCatchesALaneOutOfOrder feeds the order check lanes
+// that kept their order (with a repeat after a kill and a dead-lettered
+// member) and one whose third member first succeeded before the second
+// member's first success was answered: only that one is counted.
+func TestOrderViolationsCatchesALaneOutOfOrder(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	acc := []accepted{
+		// Lane A in order; member 1 repeated after member 2 (a kill).
+		{eventID: "a0", lane: "A", laneSeq: 0},
+		{eventID: "a1", lane: "A", laneSeq: 1},
+		{eventID: "a2", lane: "A", laneSeq: 2},
+		// Lane B: member 1 dead-lettered (never 2xx), 0 and 2 in order.
+		{eventID: "b0", lane: "B", laneSeq: 0},
+		{eventID: "b1", lane: "B", laneSeq: 1},
+		{eventID: "b2", lane: "B", laneSeq: 2},
+		// Lane C: member 2 arrived before member 1's answer was written.
+		{eventID: "c2", lane: "C", laneSeq: 2},
+		{eventID: "c0", lane: "C", laneSeq: 0},
+		{eventID: "c1", lane: "C", laneSeq: 1},
+		// Unordered traffic is not checked.
+		{eventID: "u0", seq: 1},
+		{eventID: "u1", seq: 2},
+	}
+	got := map[string]seen{
+		"a0": {ok: 1, firstStart: at(0), first: at(1)},
+		"a1": {ok: 2, firstStart: at(2), first: at(3)},
+		"a2": {ok: 1, firstStart: at(4), first: at(5)},
+		"b0": {ok: 1, firstStart: at(0), first: at(1)},
+		"b1": {requests: 12},
+		"b2": {ok: 1, firstStart: at(9), first: at(10)},
+		"c0": {ok: 1, firstStart: at(0), first: at(1)},
+		"c1": {ok: 1, firstStart: at(2), first: at(6)},
+		"c2": {ok: 1, firstStart: at(5), first: at(7)},
+		"u0": {ok: 1, firstStart: at(9), first: at(10)},
+		"u1": {ok: 1, firstStart: at(0), first: at(1)},
+	}
+	c := orderViolations(acc, got)
+	if c.lanes != 3 || c.members != 9 || c.repeated != 1 || c.violations != 1 {
+		t.Fatalf("lanes %d members %d repeated %d violations %d, want 3, 9, 1, 1 (%v)", c.lanes, c.members, c.repeated, c.violations, c.examples)
+	}
+	if len(c.examples) != 1 || !strings.Contains(c.examples[0], "lane C: member 2") {
+		t.Errorf("examples %q, want one naming lane C member 2", c.examples)
+	}
+	rw := row{Accepted: 1, OrderViolations: c.violations}
+	if rw.ok() {
+		t.Error("a row with an order violation passed")
 	}
 }

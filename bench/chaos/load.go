@@ -26,6 +26,10 @@ type accepted struct {
 	deliveryID, eventID, kind string
 	seq                       int64
 	at                        time.Time // when the publish was answered
+	// lane is the ordered lane the delivery joined ("" for unordered
+	// traffic) and laneSeq its place in the lane's publish order.
+	lane    string
+	laneSeq int
 }
 
 // publisher drives steady load through every ingest replica, retrying a
@@ -97,8 +101,11 @@ func (p *publisher) createEndpoints(ctx context.Context, rx *receivers) error {
 	kindOfReq := map[*hooklinev1.CreateEndpointRequest]string{}
 	for _, k := range kinds {
 		n := 1
-		if k == kindSlow {
+		switch k {
+		case kindSlow:
 			n = max(p.shape.slowEndpoints, 1)
+		case kindOrderedKey:
+			n = orderedKeyEndpoints
 		}
 		for i := range n {
 			req := &hooklinev1.CreateEndpointRequest{Url: fmt.Sprintf("%s/%d", rx.urls[k], i), Description: "chaos " + k}
@@ -115,6 +122,24 @@ func (p *publisher) createEndpoints(ctx context.Context, rx *receivers) error {
 				req.RetryPolicy = short(2, time.Second)
 				req.OutageModeDisabled = true
 				req.Timeout = durationpb.New(time.Second)
+			case kindOrderedKey, kindOrderedEndpoint:
+				// A head that fails 12 times is skipped (dead-lettered),
+				// so no lane holds past the settle wait.
+				req.RetryPolicy = short(12, time.Second)
+				req.OutageModeDisabled = true
+				req.Ordering = hooklinev1.Ordering_ORDERING_PER_KEY
+				if k == kindOrderedEndpoint {
+					req.Ordering = hooklinev1.Ordering_ORDERING_PER_ENDPOINT
+				}
+				// The second per-key endpoint blocks its lanes on a head
+				// that fails for good instead of skipping it: its heads'
+				// retries hold their followers the block way (a head
+				// failing 12 times in a row at one 503 in four, about one
+				// in 17 million, would hold its lane for an operator and
+				// show as unfinished).
+				if k == kindOrderedKey && i == 1 {
+					req.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_BLOCK
+				}
 			}
 			reqs = append(reqs, req)
 			kindOfReq[req] = k
@@ -203,16 +228,24 @@ func (p *publisher) run(ctx context.Context, rate, inflight, maxEvents int) {
 	}
 }
 
-// publish sends event seq, retrying transient failures with the same
-// idempotency key, across replicas, within the budget.
+// publish sends event seq of the unordered mix.
 func (p *publisher) publish(ctx context.Context, seq int64) {
 	kind := p.shape.mix(seq)
 	eps := p.endpoints[kind]
+	p.publishTo(ctx, seq, kind, eps[int(seq)%len(eps)], "", "", 0)
+}
+
+// publishTo sends event seq to one endpoint of kind, with ordering key
+// key (in ordered lane lane at laneSeq when lane is not ""), retrying transient failures with the same
+// idempotency key, across replicas, within the budget, and reports
+// whether it was accepted.
+func (p *publisher) publishTo(ctx context.Context, seq int64, kind, endpointID, key, lane string, laneSeq int) bool {
 	req := &hooklinev1.PublishEventRequest{
 		EventType:      "chaos.test",
 		Payload:        fmt.Appendf(nil, `{"seq":%d,"kind":%q,"pad":%q}`, seq, kind, p.pad),
 		IdempotencyKey: fmt.Sprintf("%s-%d", p.tag, seq),
-		EndpointIds:    []string{eps[int(seq)%len(eps)]},
+		EndpointIds:    []string{endpointID},
+		OrderingKey:    key,
 	}
 	deadline := time.Now().Add(p.budget)
 	var last error
@@ -226,10 +259,11 @@ func (p *publisher) publish(ctx context.Context, seq int64) {
 			p.mu.Lock()
 			p.latencies = append(p.latencies, now.Sub(start))
 			for _, d := range resp.GetDeliveries() {
-				p.accepted = append(p.accepted, accepted{deliveryID: d.GetDeliveryId(), eventID: resp.GetEventId(), kind: kind, seq: seq, at: now})
+				p.accepted = append(p.accepted, accepted{deliveryID: d.GetDeliveryId(), eventID: resp.GetEventId(), kind: kind, seq: seq, at: now,
+					lane: lane, laneSeq: laneSeq})
 			}
 			p.mu.Unlock()
-			return
+			return true
 		}
 		last = err
 		switch status.Code(err) {
@@ -257,6 +291,7 @@ func (p *publisher) publish(ctx context.Context, seq int64) {
 	p.unconfirmed[seq] = true
 	p.rejected[status.Code(last).String()]++
 	p.mu.Unlock()
+	return false
 }
 
 // retryDelay is the RetryInfo delay of a RESOURCE_EXHAUSTED answer.

@@ -27,6 +27,12 @@ const (
 	// headers, endless 1xx, garbage, a cut connection, a redirect to an
 	// internal address, silence. Each has an endpoint of its own.
 	kindBad = "misbehaving"
+	// kindOrderedKey and kindOrderedEndpoint receive the ordered
+	// traffic (orderedLanes): endpoints ordered per key and one ordered
+	// per endpoint. Both answer 503 to one request in four, so lane heads
+	// retry while their followers wait.
+	kindOrderedKey      = "ordered-key"
+	kindOrderedEndpoint = "ordered-endpoint"
 )
 
 // badKinds are the misbehaviours of kindBad receivers: the ones that
@@ -34,7 +40,7 @@ const (
 // ended DELIVERED would count as lost: its receiver never took it).
 var badKinds = []string{"trickled-body", "10mb-body", "slowloris-headers", "huge-headers", "endless-1xx", "garbage", "close-mid-headers", "hang", "redirect-internal"}
 
-var kinds = []string{kindHealthy, kindSlow, kindFlaky, kindDead, kindHanging}
+var kinds = []string{kindHealthy, kindSlow, kindFlaky, kindDead, kindHanging, kindOrderedKey, kindOrderedEndpoint}
 
 const slowDelay = 300 * time.Millisecond
 
@@ -42,9 +48,13 @@ const slowDelay = 300 * time.Millisecond
 type seen struct {
 	requests int       // every request
 	ok       int       // requests answered 2xx
-	first    time.Time // first request answered 2xx
-	seq      int64     // the body's seq (-1: body not ours)
-	bodyDiff bool      // a later request carried another body
+	first    time.Time // first request answered 2xx: when its answer was decided, just before it was written
+	// firstStart is when the first request answered 2xx arrived.
+	firstStart time.Time
+	last       time.Time // when the latest request arrived
+	seq        int64     // the body's seq (-1: body not ours)
+	kind       string    // the receiver that saw it
+	bodyDiff   bool      // a later request carried another body
 }
 
 // receivers runs one loopback HTTP server per kind (none for dead) and
@@ -99,6 +109,7 @@ func startReceivers(bad bool) (*receivers, error) {
 
 func (r *receivers) handler(kind string) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
+		arrived := time.Now()
 		body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
 		id := req.Header.Get("webhook-id")
 		var p struct {
@@ -127,34 +138,44 @@ func (r *receivers) handler(kind string) http.HandlerFunc {
 				status = http.StatusServiceUnavailable
 			}
 			r.mu.Unlock()
+		case kindOrderedKey, kindOrderedEndpoint:
+			r.mu.Lock()
+			if r.rng.IntN(4) == 0 {
+				status = http.StatusServiceUnavailable
+			}
+			r.mu.Unlock()
 		case kindHanging:
-			r.note(id, seq, false)
+			r.note(id, kind, seq, false, arrived)
 			select {
 			case <-req.Context().Done():
 			case <-r.stop:
 			}
 			return
 		}
-		r.note(id, seq, status < 300)
+		// Noted before the answer is written: a lane's next member cannot
+		// arrive before its predecessor's success is on record.
+		r.note(id, kind, seq, status < 300, arrived)
 		w.WriteHeader(status)
 	}
 }
 
-func (r *receivers) note(id string, seq int64, ok bool) {
+func (r *receivers) note(id, kind string, seq int64, ok bool, arrived time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.seen[id]
 	if s == nil {
-		s = &seen{seq: seq}
+		s = &seen{seq: seq, kind: kind}
 		r.seen[id] = s
 	} else if s.seq != seq {
 		s.bodyDiff = true
 	}
 	s.requests++
+	s.last = arrived
 	if ok {
 		s.ok++
 		if s.first.IsZero() {
 			s.first = time.Now()
+			s.firstStart = arrived
 		}
 	}
 }

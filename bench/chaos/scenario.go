@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,14 +38,16 @@ type loadShape struct {
 	slowInFlight  uint32
 	relaxAfter    bool     // the slow receiver answers at once after the load
 	bad           bool     // start the misbehaving receivers (kindBad)
+	ordered       bool     // publish the ordered lanes too (runOrdered)
 	ingestArgs    []string // extra flags of every ingest
 	dispatchArgs  []string // extra flags of every dispatcher
 }
 
 // defaultShape is the steady load of the crash scenarios: --rate events
-// per second over the mixed receivers, at most 64 publishes in flight.
+// per second over the mixed receivers, at most 64 publishes in flight,
+// and beside them the ordered lanes (ordered.go).
 func defaultShape(cfg config) loadShape {
-	return loadShape{rate: cfg.Rate, inflight: 64, mix: kindOf}
+	return loadShape{rate: cfg.Rate, inflight: 64, mix: kindOf, ordered: true}
 }
 
 // overloadPad is the payload size of the overload scenario's events.
@@ -177,6 +181,61 @@ var scenarios = []scenario{
 		}
 		return "kill -9 dispatcher-0, restart; 1.5 s later kill -9 dispatcher-1, restart", e.killRestart(ctx, "dispatcher", 1)
 	}},
+	{name: "sigstop", doc: "SIGSTOP dispatcher-0 past its group session (18 s), SIGCONT; then scheduler-0; then ingest-0", fault: func(ctx context.Context, e *env) (string, error) {
+		var done []string
+		for i, kind := range []string{"dispatcher", "scheduler", "ingest"} {
+			if err := e.at(ctx, 0.1+0.3*float64(i)); err != nil {
+				return "", err
+			}
+			what, err := e.pause(ctx, kind, 0, beyondSession)
+			if err != nil {
+				return "", err
+			}
+			done = append(done, what)
+		}
+		return strings.Join(done, ", then "), nil
+	}},
+	{name: "partition", doc: "cut dispatcher-0 off the brokers past its group session (18 s: its link silent both ways), heal; then scheduler-0; then ingest-0", fault: func(ctx context.Context, e *env) (string, error) {
+		var done []string
+		for i, name := range []string{"dispatcher-0", "scheduler-0", "ingest-0"} {
+			if err := e.at(ctx, 0.1+0.3*float64(i)); err != nil {
+				return "", err
+			}
+			what, err := e.partition(ctx, name, beyondSession)
+			if err != nil {
+				return "", err
+			}
+			done = append(done, what)
+		}
+		return strings.Join(done, ", then "), nil
+	}},
+	{name: "slow-link", doc: "400 ms on every Kafka request and response of dispatcher-0 for 20 s, then of scheduler-0, then of ingest-0", fault: func(ctx context.Context, e *env) (string, error) {
+		var done []string
+		for i, name := range []string{"dispatcher-0", "scheduler-0", "ingest-0"} {
+			if err := e.at(ctx, 0.1+0.3*float64(i)); err != nil {
+				return "", err
+			}
+			what, err := e.slowLink(ctx, name, 400*time.Millisecond, 20*time.Second)
+			if err != nil {
+				return "", err
+			}
+			done = append(done, what)
+		}
+		return strings.Join(done, ", then "), nil
+	}},
+	{name: "storm", doc: "a seeded (--seed), overlapping schedule of kill -9, SIGSTOP, partitions, slow links (and on 3 brokers leader bounces and a transaction coordinator's kill) over the first 70% of the load; the rest and the settle are quiet", fault: storm},
+	{name: "bounce-leader", nodes: 3, doc: "move the leader of the busiest deliveries partition to the next replica every 3 s for 30 s (reassign, elect preferred)", fault: func(ctx context.Context, e *env) (string, error) {
+		if err := e.at(ctx, 0.2); err != nil {
+			return "", err
+		}
+		return e.bounceLeader(ctx, 3*time.Second, 30*time.Second)
+	}},
+	{name: "kill-txn-coordinator", nodes: 3, doc: "kill -9 the broker coordinating dispatcher-0's transactions mid-load, back 10 s later", fault: func(ctx context.Context, e *env) (string, error) {
+		if err := e.at(ctx, 1.0/3); err != nil {
+			return "", err
+		}
+		return e.killTxnCoordinator(ctx, 10*time.Second)
+	}},
 	{name: "kill-broker", nodes: 3, doc: "kill -9 one of three brokers mid-load, bring it back 10 s later", fault: func(ctx context.Context, e *env) (string, error) {
 		if err := e.at(ctx, 1.0/3); err != nil {
 			return "", err
@@ -296,6 +355,9 @@ func runScenario(ctx context.Context, cfg config, cl *harness.Kafka, brokers str
 			rw.Faults, faultErr = s.fault(ctx, e)
 		})
 	}
+	if shape.ordered {
+		wg.Go(func() { pub.runOrdered(loadCtx) })
+	}
 	pub.run(loadCtx, shape.rate, shape.inflight, shape.maxEvents)
 	if shape.relaxAfter {
 		rx.relax()
@@ -310,11 +372,16 @@ func runScenario(ctx context.Context, cfg config, cl *harness.Kafka, brokers str
 	for _, k := range []string{"ingest", "dispatcher", "scheduler", "dev"} {
 		rw.RSS[k] = st.peakMiB(k)
 	}
+	rw.Exits = st.exited()
 	seqs := map[string]int64{}
 	for _, a := range acc {
 		seqs[a.eventID] = a.seq
 	}
 	reconcile(&rw, acc, unconfirmed, res, rx, seqs)
+	f := filepath.Join(cfg.LogDir, s.name, "ledger.tsv")
+	if err := os.WriteFile(f, []byte(ledgerHeader+"\n"+strings.Join(rw.Ledger, "\n")+"\n"), 0o644); err == nil && rw.Lost > 0 {
+		rw.Examples = append(rw.Examples, fmt.Sprintf("every delivery's ledger line (terminal '-': unfinished) is in %s", f))
+	}
 	rw.Recover = recovery(acc, rx, e.faultAt, 2*time.Second)
 	rw.PushedBack, rw.PublishP99 = pub.pressure()
 	rw.HealthyP99 = healthyP99(acc, rx)
@@ -326,8 +393,8 @@ func render(cfg config, rows []row, took time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n### Chaos: %d Kafka node(s), 2 × ingest / dispatcher / scheduler, %d events/s for %v per scenario unless it says otherwise (took %v)\n\n",
 		cfg.Nodes, cfg.Rate, cfg.Load, took.Round(time.Second))
-	b.WriteString("| scenario | accepted | delivered | dead-lettered | lost | duplicates | pushed back | publish p99 | healthy p99 | peak RSS ingest MiB | peak RSS dispatcher MiB | peak RSS scheduler MiB | time to recover | settled in | ledger |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
+	b.WriteString("| scenario | accepted | delivered | dead-lettered | lost | duplicates | duplicates per delivery | order violations | exits by themselves | pushed back | publish p99 | healthy p99 | peak RSS ingest MiB | peak RSS dispatcher MiB | peak RSS scheduler MiB | time to recover | settled in | ledger |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
 	for _, r := range rows {
 		verdict := "ok"
 		var bad []string
@@ -346,6 +413,9 @@ func render(cfg config, rows []row, took time.Duration) string {
 		if r.BodyChanged > 0 {
 			bad = append(bad, fmt.Sprintf("%d webhook-ids with two bodies", r.BodyChanged))
 		}
+		if r.OrderViolations > 0 {
+			bad = append(bad, fmt.Sprintf("%d ordered deliveries first succeeded out of publish order", r.OrderViolations))
+		}
 		if r.BadRecords > 0 {
 			bad = append(bad, fmt.Sprintf("%d undecodable results", r.BadRecords))
 		}
@@ -363,8 +433,16 @@ func render(cfg config, rows []row, took time.Duration) string {
 		if r.RSS["dev"] > 0 {
 			rss = fmt.Sprintf("%.0f (one `hookline dev` process) | – | –", r.RSS["dev"])
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d (%d ids) | %d | %s | %s | %s | %s | %.0f s | %s |\n",
-			name, r.Accepted, r.Delivered, r.Dead, r.Lost, r.Duplicates, r.DupIDs,
+		order := "–"
+		if r.OrderedLanes > 0 {
+			order = fmt.Sprintf("%d (%d lanes, %d deliveries, %d repeated)", r.OrderViolations, r.OrderedLanes, r.OrderedMembers, r.OrderedRepeated)
+		}
+		exits := "0"
+		if len(r.Exits) > 0 {
+			exits = fmt.Sprintf("%d (first: %s)", len(r.Exits), r.Exits[0])
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d (%d ids) | %s | %s | %s | %d | %s | %s | %s | %s | %.0f s | %s |\n",
+			name, r.Accepted, r.Delivered, r.Dead, r.Lost, r.Duplicates, r.DupIDs, r.dupPerDelivery(), order, exits,
 			r.PushedBack, ms(r.PublishP99), ms(r.HealthyP99), rss, r.Recover, r.Settle.Seconds(), verdict)
 	}
 	b.WriteString(`
@@ -372,7 +450,15 @@ accepted: deliveries PublishEvent answered OK for. delivered / dead-lettered: fi
 outcome on the results topic (read_committed) is DELIVERED / FAILED or EXPIRED. lost: accepted
 with no terminal outcome when the settle wait ended, or DELIVERED yet never answered 2xx by its
 receiver. duplicates: extra 2xx-answered requests for one webhook-id (at-least-once HTTP; all
-carried the same webhook-id and body, or the ledger column says otherwise). pushed back:
+carried the same webhook-id and body, or the ledger column says otherwise). duplicates per
+delivery: duplicates / delivered (the target: at most 2%, none in a rolling upgrade). exits by
+themselves: processes that exited without being killed or stopped by the run (the stack
+restarts them after 2 s, as Kubernetes would, the first with its last log line; every one is in the run's output). order violations:
+deliveries of an ordered lane (2 endpoints ordered per key × 20 keys, one of them "block", 1 ordered per endpoint;
+each lane published one event at a time, in bursts of 3; 503 to one request in four) whose first 2xx-answered
+request arrived before an earlier member's first 2xx answer was written; repeats are allowed,
+members dead-lettered by skip are not compared; 0 expected ("repeated": lane members answered
+2xx more than once). pushed back:
 PublishEvent answers RESOURCE_EXHAUSTED (ingest's --max-in-flight-bytes), each retried after
 its RetryInfo delay with the same key. publish p99: of the calls answered OK. healthy p99: from
 the accepted publish to the healthy receiver's first request. peak RSS: the largest

@@ -18,13 +18,20 @@ type Dev struct {
 }
 
 // NewDev prepares a `hookline dev` named name, logging to logDir, with a
-// fresh data directory and a key "hk_<tag>_…".
+// fresh data directory and a key "hk_<tag>_…". Every address it listens
+// on is a free port of its own (gRPC, Kafka, console; metrics off), so it
+// never meets a `hookline dev` or anything else already on the machine
+// on dev's fixed defaults (7070, 9092, 7071, 9464).
 func NewDev(logDir, name, hookline, tag string) (*Dev, error) {
 	gp, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
 	kp, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	cp, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +46,7 @@ func NewDev(logDir, name, hookline, tag string) (*Dev, error) {
 	d := &Dev{GRPCAddr: "127.0.0.1:" + strconv.Itoa(gp), KafkaAddr: "127.0.0.1:" + strconv.Itoa(kp),
 		APIKey: "hk_" + tag + "_" + hex.EncodeToString(b), DataDir: dir}
 	d.Proc = NewProc(logDir, name, hookline, nil, "dev", "--data-dir", dir, "--grpc-addr", d.GRPCAddr,
-		"--kafka-addr", d.KafkaAddr, "--metrics-addr", "", "--api-key", d.APIKey, "--log-level", "warn")
+		"--kafka-addr", d.KafkaAddr, "--console-addr", "127.0.0.1:"+strconv.Itoa(cp), "--metrics-addr", "", "--api-key", d.APIKey, "--log-level", "warn")
 	d.Proc.Kind = "dev"
 	return d, nil
 }

@@ -33,6 +33,7 @@ type Proc struct {
 	err     error         // its exit error, valid after done
 	logPath string
 	runs    int
+	ended   bool // the current run was ended by Kill9 or Stop, not by itself
 	mem     *memSampler
 	past    MemFigures // of the runs before the current one
 }
@@ -73,6 +74,7 @@ func (p *Proc) Start() error {
 		return fmt.Errorf("start %s (run make build first): %w", p.bin, err)
 	}
 	p.runs++
+	p.ended = false
 	done := make(chan struct{})
 	p.cmd, p.done, p.err, p.logPath = cmd, done, nil, lf.Name()
 	p.mem = newMemSampler(cmd.Process.Pid)
@@ -137,6 +139,7 @@ func (p *Proc) Kill9() error {
 		return nil
 	}
 	p.endRun()
+	p.markEnded()
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	select {
 	case <-done:
@@ -144,6 +147,43 @@ func (p *Proc) Kill9() error {
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("%s (pid %d) survived SIGKILL for 10s", p.Name, cmd.Process.Pid)
 	}
+}
+
+func (p *Proc) markEnded() {
+	p.mu.Lock()
+	p.ended = true
+	p.mu.Unlock()
+}
+
+// Runs is how many times the process was started, and whether the
+// current (or last) run was ended by Kill9 or Stop rather than exiting
+// by itself: a supervisor restarts only a run that ended by itself.
+func (p *Proc) Runs() (runs int, endedByHarness bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.runs, p.ended
+}
+
+// Pause stops the process with SIGSTOP, as a stalled VM, a long GC
+// pause or a debugger would: its sockets stay open, its heartbeats and
+// timers stop, nothing it holds is released. Resume sends SIGCONT.
+func (p *Proc) Pause() error { return p.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT): a zombie owner that wakes
+// up after its session timed out and must find itself fenced.
+func (p *Proc) Resume() error { return p.signal(syscall.SIGCONT) }
+
+func (p *Proc) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("%s is not running", p.Name)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("%s: %v: %w", p.Name, sig, err)
+	}
+	return nil
 }
 
 // Stop sends SIGTERM, waits up to grace, then SIGKILL. It returns the
@@ -156,6 +196,7 @@ func (p *Proc) Stop(grace time.Duration) MemFigures {
 		return MemFigures{Name: p.Name}
 	}
 	f := p.endRun()
+	p.markEnded()
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
