@@ -240,24 +240,7 @@ func (s *Service) attemptRecord(ctx context.Context, r *kgo.Record, d *hooklinev
 // written before the call. A failure is an infrastructure error, never a
 // worker fault: it is retried with backoff until it succeeds or ctx ends.
 func (s *Service) syncEndpoints(ctx context.Context) error {
-	for fails := 0; ; fails++ {
-		sctx, cancel := context.WithTimeout(ctx, syncTimeout)
-		err := s.store.Sync(sctx)
-		cancel()
-		if err == nil || ctx.Err() != nil {
-			return err
-		}
-		wait := min(100*time.Millisecond<<min(fails, 7), 10*time.Second)
-		wait = wait/2 + time.Duration(s.rand.Int64N(int64(wait/2)+1))
-		s.log.WarnContext(ctx, "endpoints view sync failed; retrying", "err", err, "failures", fails+1, "retry_in", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-	}
+	return s.untilRead(ctx, "endpoints view", s.store.Sync)
 }
 
 // holdUnsigned holds d, whose endpoint's secret cannot be used (sealed
