@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/services/dispatcher/dispatcher"
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // TestHeldDeliveriesStartWithinSecondsOfAResume: after a pause of half an
@@ -71,18 +73,20 @@ func TestARecordTheBrokerRefusesIsDeadLetteredNotRetriedForEver(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer rx.Close()
-	st := startStack(t, func(c *stackConfig) {
-		c.dispatcher.OutageAfter = 0
-		adm := kafkaAdmin(t, c.kafka.Brokers)
-		small := "32768"
-		resp, err := adm.CreateTopic(t.Context(), int32(c.kafka.Partitions), -1, map[string]*string{"max.message.bytes": &small}, c.kafka.Topics().Retries)
-		if err == nil {
-			err = resp.Err
+	st := startStack(t, func(c *stackConfig) { c.dispatcher.OutageAfter = 0 })
+	// Lowered after the services started: at start they raise a topic's
+	// max.message.bytes to their own (EnsureTopics), so a broker that
+	// refuses a record is one whose limit an operator changed since.
+	small := "32768"
+	alter, err := kafkaAdmin(t, st.kafka.Brokers).AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &small}}, st.topics.Retries)
+	if err == nil {
+		for _, r := range alter {
+			err = errors.Join(err, r.Err)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	st.createEndpoint(rx.URL)
 	st.publish("invoice.paid", `"`+strings.Repeat("x", 40<<10)+`"`)
 	res := decodeAll(t, st.readN(st.topics.Results, 1), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })[0]

@@ -234,7 +234,7 @@ func TestBadInputGetsAClearStatusAndWritesNothing(t *testing.T) {
 		{"oversized payload", func() error {
 			_, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: []byte(big)})
 			return err
-		}, codes.InvalidArgument, "limit is 1048576"},
+		}, codes.InvalidArgument, "over the limit of 1048576 bytes"},
 		{"payload not JSON", func() error {
 			_, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: []byte(`{nope`)})
 			return err
