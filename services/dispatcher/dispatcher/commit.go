@@ -135,9 +135,11 @@ func (e *engine) committed(m *msg, now time.Time) error {
 	}
 	if !m.committed {
 		e.retrying = m.produceErr == nil
-		if m.produceErr != nil {
+		if m.produceErr != nil || e.stopping {
 			// A record was refused: the window starts over, so that the
-			// blamed delivery comes again and is set aside.
+			// blamed delivery comes again and is set aside. Or the loop
+			// is stopping: what did not commit is consumed again by the
+			// next owner, and nothing is tried again here.
 			e.w.forgetAll()
 		} else {
 			// Kafka aborted it (a rebalance, a coordinator moving): what

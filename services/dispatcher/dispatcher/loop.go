@@ -68,6 +68,12 @@ type engine struct {
 	txn        []*entry
 	laneOps    []laneOp
 	backingOff bool
+	// stopping is set once the loop's context ended: it drains, and an
+	// aborted commit then drops the window instead of keeping its work
+	// for another try (committed): a stopping loop does not back off
+	// (its context is over), so a kept window would be committed and
+	// aborted again at once, for ever.
+	stopping bool
 	// retrying is set from a commit Kafka aborted until one lands: the
 	// work it kept commits before new attempts start.
 	retrying bool
@@ -128,6 +134,7 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 	for {
 		now := s.now()
 		stopping := ctx.Err() != nil
+		e.stopping = stopping
 		e.sweep(now)
 		if err := e.collect(now); err != nil {
 			return err
