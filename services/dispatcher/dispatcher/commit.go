@@ -108,9 +108,7 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 
 // committed takes a commit's end: an aborted transaction wrote nothing
 // and the session rewound to the committed offsets, so the window starts
-// over from there; a failed session ends the loop — and, when the end's
-// outcome is unknown (hkafka.ErrUnconfirmed), the window with it: the
-// next session resumes from what Kafka committed (hkafka.Resume).
+// over from there; a failed session ends the loop.
 //
 // After an aborted commit the loop stays committing, polling nothing,
 // until the commit's goroutine has backed off (produce.go) and posts

@@ -299,10 +299,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		s.pauses.wg.Wait() // automatic pauses' outcome watchers end with ctx
 	}()
 	s.probe.Started()
-	// A commit whose end failed with its outcome unknown ends the
-	// session: a new one, after a backoff, takes over from what Kafka
-	// committed (hkafka.Resume).
-	if err := hkafka.Resume(ctx, s.log, "dispatcher", func(ctx context.Context) error { return s.consume(ctx, opts) }); err != nil {
+	if err := s.consume(ctx, opts); err != nil {
 		return err
 	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -311,8 +308,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-// consume dispatches the deliveries topic in one transactional session
-// until ctx ends or the session fails.
+// consume dispatches the deliveries topic until ctx ends.
 func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 	e := s.newEngine()
 	lag, err := telemetry.NewLag(s.mp, s.cfg.Group)

@@ -208,17 +208,9 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("scheduler: metrics: %w", err)
 	}
 	defer lag.Close()
-	// A hop whose end failed with its outcome unknown ends the session:
-	// a new one, after a backoff, takes over from what Kafka committed.
-	return hkafka.Resume(ctx, s.log, "scheduler", func(ctx context.Context) error { return s.consume(ctx, opts, lag) })
-}
-
-// consume runs one transactional session until ctx ends or a hop fails.
-func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.Lag) error {
-	// An earlier instance killed mid-hop (or this one's session whose
-	// last end failed) left its transaction open, and nothing behind its
-	// releases in the deliveries partitions is readable until it ends:
-	// end it now, not after the rebalance.
+	// An earlier instance killed mid-hop left its transaction open, and
+	// nothing behind its releases in the deliveries partitions is
+	// readable until it ends: end it now, not after the rebalance.
 	if err := s.cfg.Kafka.Fence(ctx, s.cfg.TransactionalID, s.cfg.TxnTimeout); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
