@@ -16,13 +16,14 @@ import (
 //	a  tenant dlv partition(4) offset(8)  → AttemptResult, in results order
 //	e  tenant evt                         → GetEventResponse: type, created, the payload once
 //	ed tenant evt dlv                     → ∅: an event's deliveries
-//	lp tenant endpoint dlv                → ∅: by endpoint
+//	lp tenant endpoint dlv                → ∅: by endpoint; its payload bytes (8) once a record carrying it is read
 //	lq tenant endpoint state(1) dlv       → ∅: by endpoint and state
 //	lt tenant type dlv                    → ∅: by event type
 //	ls tenant state(1) dlv                → ∅: by state
 //	lv tenant type evt                    → ∅: events by type
 //	td dlv tenant                         → ∅: deliveries by age, for retention
 //	te evt tenant                         → ∅: events by age, for retention
+//	hb tenant endpoint                    → payload bytes (8) of the endpoint's unended deliveries
 const (
 	tagOffset     = "o"
 	tagStatus     = "s"
@@ -37,6 +38,7 @@ const (
 	tagEvByType   = "lv"
 	tagAgeDlv     = "td"
 	tagAgeEvent   = "te"
+	tagHeldBytes  = "hb"
 )
 
 // key joins tag and parts with NUL separators.

@@ -31,6 +31,7 @@ const maxBatchBytes = 1 << 20
 func (s *Store) Apply(recs []*kgo.Record, next hkafka.Offsets) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	clear(s.heldDelta) // what a batch that failed before its commit left
 	b := s.db.NewIndexedBatch()
 	defer func() { _ = b.Close() }()
 	reached := hkafka.Offsets{} // by the records in b
@@ -66,6 +67,9 @@ func (s *Store) commitAt(b *pebble.Batch, offsets hkafka.Offsets) error {
 			}
 		}
 	}
+	if err := s.flushHeld(b); err != nil {
+		return err
+	}
 	if s.committed != nil {
 		s.committed(b.Len(), offsets)
 	}
@@ -81,18 +85,18 @@ func (s *Store) applyOne(b *pebble.Batch, r *kgo.Record) error {
 		var d hooklinev1.Delivery
 		// A lane command names a delivery but is not one (LaneService).
 		if hkafka.Decode(r, &d) == nil && d.GetDeliveryId() != "" && d.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_LANE_COMMAND {
-			return putDelivery(b, &d)
+			return s.putDelivery(b, &d)
 		}
 	case s.topics.Dead:
 		var dl hooklinev1.DeadLetter
 		// Poison records (raw, undecodable input) carry no delivery.
 		if hkafka.Decode(r, &dl) == nil && dl.GetDelivery().GetDeliveryId() != "" {
-			return putDelivery(b, dl.GetDelivery())
+			return s.putDelivery(b, dl.GetDelivery())
 		}
 	case s.topics.Results:
 		var res hooklinev1.AttemptResult
 		if hkafka.Decode(r, &res) == nil && res.GetDeliveryId() != "" {
-			return putResult(b, &res, r.Partition, r.Offset)
+			return s.putResult(b, &res, r.Partition, r.Offset)
 		}
 	}
 	return nil
@@ -103,6 +107,7 @@ type row struct {
 	tenant, id string
 	status     *hooklinev1.DeliveryStatus
 	isNew      bool
+	size       int64 // of a new row: its payload bytes, when the record carries it
 }
 
 // loadRow reads the delivery's summary (through the batch), or starts
@@ -136,7 +141,7 @@ func (w *row) save(b *pebble.Batch, oldState hooklinev1.DeliveryState) error {
 	set(key(tagStatus, w.tenant, w.id), v)
 	if w.isNew {
 		set(key(tagEventDlv, w.tenant, st.GetEventId(), w.id), nil)
-		set(key(tagByEndpoint, w.tenant, st.GetEndpointId(), w.id), nil)
+		set(key(tagByEndpoint, w.tenant, st.GetEndpointId(), w.id), sizeValue(w.size))
 		set(key(tagByType, w.tenant, st.GetEventType(), w.id), nil)
 		set(key(tagAgeDlv, w.id, w.tenant), nil)
 	} else if oldState != st.GetState() {
@@ -150,7 +155,7 @@ func (w *row) save(b *pebble.Batch, oldState hooklinev1.DeliveryState) error {
 	return errors.Join(errs...)
 }
 
-func putDelivery(b *pebble.Batch, d *hooklinev1.Delivery) error {
+func (s *Store) putDelivery(b *pebble.Batch, d *hooklinev1.Delivery) error {
 	tenant, id := d.GetTenantId(), d.GetDeliveryId()
 	w, err := loadRow(b, tenant, id, d.GetEventId(), d.GetEndpointId(), d.GetEventType())
 	if err != nil {
@@ -160,7 +165,14 @@ func putDelivery(b *pebble.Batch, d *hooklinev1.Delivery) error {
 	if w.status.GetCreatedAt() == nil {
 		w.status.CreatedAt = d.GetCreatedAt()
 	}
+	size := int64(len(d.GetPayload()))
+	if w.isNew {
+		w.size = size
+	}
 	if err := w.save(b, old); err != nil {
+		return err
+	}
+	if err := s.sized(b, w, size); err != nil {
 		return err
 	}
 	if err := putEvent(b, tenant, d.GetEventId(), d.GetEventType(), d); err != nil {
@@ -201,7 +213,7 @@ func putEvent(b *pebble.Batch, tenant, eventID, typ string, d *hooklinev1.Delive
 	return setProto(b, key(tagEvent, tenant, eventID), ev)
 }
 
-func putResult(b *pebble.Batch, res *hooklinev1.AttemptResult, partition int32, offset int64) error {
+func (s *Store) putResult(b *pebble.Batch, res *hooklinev1.AttemptResult, partition int32, offset int64) error {
 	tenant, id := res.GetTenantId(), res.GetDeliveryId()
 	ak := attemptKey(tenant, id, partition, offset)
 	if _, closer, err := b.Get(ak); err == nil {
@@ -225,6 +237,11 @@ func putResult(b *pebble.Batch, res *hooklinev1.AttemptResult, partition int32, 
 	st.Reason = res.GetReason()
 	if err := w.save(b, old); err != nil {
 		return err
+	}
+	if !w.isNew && ended(old) != ended(st.GetState()) {
+		if err := s.endedChanged(b, w); err != nil {
+			return err
+		}
 	}
 	if w.isNew {
 		if err := putEvent(b, tenant, res.GetEventId(), res.GetEventType(), nil); err != nil {

@@ -37,6 +37,12 @@ func (s *Store) Sweep(cutoff, deadCutoff time.Time) (deliveries, events int, err
 				return false, nil // its dead letter is still in Kafka
 			}
 		}
+		if !ended(st.GetState()) {
+			// Unended, and older than the topics keep it: it no longer counts.
+			if err := s.addSize(b, tenant, st.GetEndpointId(), id, -1); err != nil {
+				return false, err
+			}
+		}
 		state := stateByte(int32(st.GetState()))
 		return true, errors.Join(
 			b.Delete(key(tagStatus, tenant, id), nil),
@@ -97,7 +103,8 @@ func (s *Store) sweepAll(tag, below string, drop func(b *pebble.Batch, id, tenan
 func (s *Store) sweepOnce(tag string, from []byte, below string, drop func(b *pebble.Batch, id, tenant string) (bool, error)) (scanned, deleted int, last []byte, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	b := s.db.NewBatch()
+	clear(s.heldDelta)
+	b := s.db.NewIndexedBatch() // an endpoint's unended bytes change once per delivery dropped
 	defer b.Close()
 	p := prefix(tag)
 	err = s.scan(from, key(tag, below), func(k, _ []byte) (bool, error) {
@@ -116,6 +123,9 @@ func (s *Store) sweepOnce(tag string, from []byte, below string, drop func(b *pe
 		}
 		return scanned < sweepBatch, nil
 	})
+	if err == nil {
+		err = s.flushHeld(b)
+	}
 	if err != nil {
 		return scanned, deleted, last, fmt.Errorf("history: sweep: %w", err)
 	}

@@ -43,6 +43,10 @@ type Store struct {
 	// writeMu serialises Apply and Sweep: both read a delivery's summary
 	// before changing its index entries.
 	writeMu sync.Mutex
+	// heldDelta is what the batch being written adds to each endpoint's
+	// unended bytes (by hb key), written once per batch (flushHeld).
+	// Guarded by writeMu.
+	heldDelta map[string]int64
 }
 
 // Option configures Open.

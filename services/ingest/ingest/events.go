@@ -74,6 +74,9 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 		return nil, s.admission.pushBack(n)
 	}
 	defer s.admission.release(ctx, n)
+	// What targets reserves of the tenant's held budget, until the call ends.
+	ctx, endHeld := s.held.scope(ctx)
+	defer endHeld()
 	if req.GetIdempotencyKey() != "" {
 		return s.publishIdempotent(ctx, tenant, req)
 	}
@@ -120,8 +123,7 @@ func (s *Service) targets(ctx context.Context, tenant string, req *hooklinev1.Pu
 		return nil, kafkaStatus(ctx, "endpoints not read", err)
 	}
 	if len(req.GetEndpointIds()) == 0 {
-		out := s.store.Matching(tenant, req.GetEventType())
-		return out, s.checkFanOut(len(req.GetPayload()), len(out))
+		return s.checkTargets(ctx, tenant, req, s.store.Matching(tenant, req.GetEventType()))
 	}
 	named := slices.Clone(req.GetEndpointIds())
 	slices.Sort(named)
@@ -134,5 +136,17 @@ func (s *Service) targets(ctx context.Context, tenant string, req *hooklinev1.Pu
 		}
 		out = append(out, rec)
 	}
-	return out, s.checkFanOut(len(req.GetPayload()), len(out))
+	return s.checkTargets(ctx, tenant, req, out)
+}
+
+// checkTargets returns out, the targets of req, once they are within the
+// fan-out limit and the tenant's held budget (reserved on ctx's scope).
+func (s *Service) checkTargets(ctx context.Context, tenant string, req *hooklinev1.PublishEventRequest, out []*hooklinev1.EndpointRecord) ([]*hooklinev1.EndpointRecord, error) {
+	if err := s.checkFanOut(len(req.GetPayload()), len(out)); err != nil {
+		return nil, err
+	}
+	if err := s.held.reserve(ctx, tenant, out, len(req.GetPayload())); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

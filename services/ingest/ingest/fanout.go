@@ -104,15 +104,27 @@ func produceWindowed(ctx context.Context, produce producer, window, n int, build
 
 // writeDeliveries writes one Delivery per ref, each built by delivery,
 // within fanOutWindow and --publish-timeout, and maps a failure to the
-// caller's status.
+// caller's status. The publish's held reservation (heldIn), if any,
+// learns of each record Kafka acknowledged.
 func (s *Service) writeDeliveries(ctx context.Context, n int, delivery func(i int) *hooklinev1.Delivery) error {
 	if n == 0 {
 		return nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 	defer cancel()
+	produce := s.kafka.Produce
+	if held := heldIn(ctx); held != nil {
+		produce = func(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+			s.kafka.Produce(ctx, r, func(r *kgo.Record, err error) {
+				if err == nil {
+					held.acked(r)
+				}
+				promise(r, err)
+			})
+		}
+	}
 	var mac recordAuthenticator
-	err := produceWindowed(pctx, s.kafka.Produce, fanOutWindow, n, func(i int) (*kgo.Record, error) {
+	err := produceWindowed(pctx, produce, fanOutWindow, n, func(i int) (*kgo.Record, error) {
 		d := delivery(i)
 		mac.authenticate(s.keyring, d)
 		return hkafka.Record(s.topics.Deliveries, d.GetEndpointId(), d)

@@ -98,6 +98,8 @@ type Service struct {
 	flight   map[string]int
 	// admission bounds the bytes of publishes held at once.
 	admission admission
+	// held bounds the payload bytes a tenant's paused endpoints hold.
+	held *heldBudget
 	// locks serialise endpoint read-modify-write cycles in this replica,
 	// per endpoint (and per tenant for creates); across replicas the
 	// conditional writes decide.
@@ -193,6 +195,10 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		tp:        otel.GetTracerProvider(),
 		mp:        otel.GetMeterProvider(),
 	}
+	s.held = &heldBudget{limit: cfg.MaxHeldBytesPerTenant, paused: s.pausedEndpoints,
+		unended: func(tenant string, eps []string) (map[string]int64, map[int32]int64, error) {
+			return s.history.Unended(tenant, eps)
+		}}
 	for _, o := range opts {
 		o(s)
 	}
