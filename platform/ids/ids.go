@@ -5,6 +5,7 @@ package ids
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"strings"
 	"time"
@@ -26,6 +27,24 @@ func New(prefix string, now time.Time) string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
 	_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails (Go 1.24+).
+	return encode(prefix, b)
+}
+
+// Derive returns prefix followed by an id for time t whose other 80 bits
+// are the first of SHA-256 over parts (each length-prefixed): the same
+// parts and time give the same id in every process, so an id derived
+// from ids that are themselves unique (an event id and an endpoint id)
+// need not be stored to be answered again. Distinct parts collide no
+// more often than New's random ids do. It is safe for concurrent use.
+func Derive(prefix string, t time.Time, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		_ = binary.Write(h, binary.BigEndian, uint64(len(p)))
+		h.Write([]byte(p))
+	}
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(max(t.UnixMilli(), 0))<<16)
+	copy(b[6:], h.Sum(nil))
 	return encode(prefix, b)
 }
 

@@ -51,3 +51,25 @@ func TestFloorAndTimeBoundIdsByTime(t *testing.T) {
 		t.Fatal("Time accepted an invalid id")
 	}
 }
+
+func TestDeriveIsStableTimeOrderedAndDistinct(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	a := Derive(Delivery, at, "evt_1", "ep_1")
+	if a != Derive(Delivery, at, "evt_1", "ep_1") {
+		t.Fatal("the same parts derived two ids")
+	}
+	for _, other := range []string{Derive(Delivery, at, "evt_1", "ep_2"), Derive(Delivery, at, "evt_1e", "p_1"), Derive(Delivery, at, "evt_2", "ep_1")} {
+		if other == a {
+			t.Fatalf("distinct parts derived the same id %s", a)
+		}
+	}
+	if !Valid(Delivery, a) {
+		t.Fatalf("%s is not a delivery id", a)
+	}
+	if got, _ := Time(Delivery, a); !got.Equal(at) {
+		t.Fatalf("derived id's time %v, want %v", got, at)
+	}
+	if a < Floor(Delivery, at) || a >= Floor(Delivery, at.Add(time.Millisecond)) {
+		t.Fatalf("%s does not sort at its time", a)
+	}
+}

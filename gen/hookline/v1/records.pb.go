@@ -1372,15 +1372,24 @@ type IdempotencyRecord struct {
 	// SHA-256 over the event type, the payload and the sorted endpoint ids.
 	RequestHash []byte `protobuf:"bytes,5,opt,name=request_hash,json=requestHash,proto3" json:"request_hash,omitempty"`
 	// The response the claim answers with: the event id and the deliveries
-	// it fans out to (decided before the claim is written).
+	// it fans out to (decided before the claim is written). Claims written
+	// before endpoint_ids carry each delivery's id here; newer ones leave it
+	// empty.
 	EventId    string         `protobuf:"bytes,6,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	Deliveries []*DeliveryRef `protobuf:"bytes,7,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
 	// The ingest process that wrote the claim.
 	InstanceId string `protobuf:"bytes,8,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	// When the claim was made (the deliveries' created_at) and when the key
 	// becomes free again.
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The endpoints the claim fans out to, in the response's order; each
+	// delivery's id is derived from the event id and the endpoint id
+	// (ids.Derive), so the claim carries no id per endpoint. Set by newer
+	// claims instead of deliveries; request_hash then starts with a version
+	// byte, so an older ingest refuses a repeat rather than answer it
+	// without deliveries.
+	EndpointIds   []string `protobuf:"bytes,11,rep,name=endpoint_ids,json=endpointIds,proto3" json:"endpoint_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1481,6 +1490,13 @@ func (x *IdempotencyRecord) GetCreatedAt() *timestamppb.Timestamp {
 func (x *IdempotencyRecord) GetExpiresAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *IdempotencyRecord) GetEndpointIds() []string {
+	if x != nil {
+		return x.EndpointIds
 	}
 	return nil
 }
@@ -1863,7 +1879,7 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\fordering_key\x18\t \x01(\tR\vorderingKey\x12\x1f\n" +
 	"\vdelivery_id\x18\n" +
 	" \x01(\tR\n" +
-	"deliveryId\"\xb8\x03\n" +
+	"deliveryId\"\xdb\x03\n" +
 	"\x11IdempotencyRecord\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x19\n" +
@@ -1880,7 +1896,8 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"expires_at\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x83\x01\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12!\n" +
+	"\fendpoint_ids\x18\v \x03(\tR\vendpointIds\"\x83\x01\n" +
 	"\n" +
 	"LaneRecord\x12\x1f\n" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +

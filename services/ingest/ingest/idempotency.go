@@ -14,6 +14,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -45,10 +46,52 @@ const takeoverGrace = 5 * time.Second
 // minWait is the shortest wait for a claim's commit before looking again.
 const minWait = 100 * time.Millisecond
 
-// claim is the winning claim of one key.
+// claim is the winning claim of one key, as the view keeps it: without
+// what grows with its fan-out (its endpoints, or the delivery refs of a
+// claim written before endpoint_ids), which stays in the claim's record
+// on the topic, named by ref and read back when needed (claimRecord). A
+// claim then costs a few hundred bytes per ingest for twice the TTL,
+// whatever its fan-out.
 type claim struct {
 	rec       *hooklinev1.IdempotencyRecord
+	ref       *hooklinev1.RecordRef
 	committed bool
+}
+
+// claimHashVersion starts the request hash of a claim that carries
+// endpoint_ids instead of delivery refs. An ingest from before compares
+// the whole hash, so it answers a repeat of such a claim
+// INVALID_ARGUMENT instead of with no deliveries, and never completes it.
+const claimHashVersion = 2
+
+// sameRequest reports whether a claim's stored request hash is hash:
+// bare (a claim from before endpoint_ids) or versioned.
+func sameRequest(stored, hash []byte) bool {
+	if len(stored) == len(hash)+1 && stored[0] == claimHashVersion {
+		stored = stored[1:]
+	}
+	return bytes.Equal(stored, hash)
+}
+
+// claimDeliveries returns the deliveries full (a whole claim record)
+// fans out to, in its response's order: the refs of a claim from before
+// endpoint_ids, else one per endpoint with the id derived from the event
+// id and the endpoint id.
+func claimDeliveries(full *hooklinev1.IdempotencyRecord) []*hooklinev1.DeliveryRef {
+	if len(full.GetDeliveries()) > 0 {
+		return full.GetDeliveries()
+	}
+	out := make([]*hooklinev1.DeliveryRef, len(full.GetEndpointIds()))
+	for i, ep := range full.GetEndpointIds() {
+		out[i] = &hooklinev1.DeliveryRef{DeliveryId: derivedDeliveryID(full, ep), EndpointId: ep}
+	}
+	return out
+}
+
+// derivedDeliveryID is the id of claim c's delivery to endpoint: at the
+// claim's time, from its event id and the endpoint id.
+func derivedDeliveryID(c *hooklinev1.IdempotencyRecord, endpoint string) string {
+	return ids.Derive(ids.Delivery, c.GetCreatedAt().AsTime(), c.GetEventId(), endpoint)
 }
 
 // idemView is the materialised idempotency topic: the current winner of
@@ -78,7 +121,8 @@ func (v *idemView) apply(r *kgo.Record) {
 	switch rec.GetState() {
 	case hooklinev1.IdempotencyState_IDEMPOTENCY_STATE_CLAIMED:
 		if w == nil || !rec.GetCreatedAt().AsTime().Before(w.rec.GetExpiresAt().AsTime()) {
-			v.winners[k] = &claim{rec: &rec}
+			rec.Deliveries, rec.EndpointIds = nil, nil
+			v.winners[k] = &claim{rec: &rec, ref: payloadref.Of(r)}
 		}
 	case hooklinev1.IdempotencyState_IDEMPOTENCY_STATE_COMMITTED:
 		if w != nil && w.rec.GetClaimId() == rec.GetClaimId() {
@@ -163,6 +207,7 @@ func (s *Service) publishIdempotent(ctx context.Context, tenant string, req *hoo
 	topic := s.topics.Idempotency
 	k := IdempotencyRecordKey(tenant, req.GetIdempotencyKey())
 	hash := RequestHash(req)
+	var own *hooklinev1.IdempotencyRecord // the whole claim, when this call wrote it
 	// Read every claim written before this call, by any process.
 	if err := s.idemFollow.Sync(ctx, topic); err != nil {
 		return nil, kafkaStatus(ctx, "idempotency key lookup", err)
@@ -176,8 +221,9 @@ func (s *Service) publishIdempotent(ctx context.Context, tenant string, req *hoo
 		// this process takes it over while we decide.
 		defer s.endFlight(c.GetClaimId())
 		if w, ok := s.idem.winner(k); ok && w.rec.GetClaimId() == c.GetClaimId() {
-			return s.completeClaim(ctx, k, w.rec, req)
+			return s.completeClaim(ctx, k, c, req)
 		}
+		own = c
 	}
 	for {
 		// Taken before w is (re)read, so a commit applied after the read
@@ -187,12 +233,16 @@ func (s *Service) publishIdempotent(ctx context.Context, tenant string, req *hoo
 		if !ok {
 			return nil, status.Error(codes.Internal, "idempotency claim disappeared")
 		}
-		if !bytes.Equal(w.rec.GetRequestHash(), hash) {
+		if !sameRequest(w.rec.GetRequestHash(), hash) {
 			return nil, invalid("idempotency_key", "%q was used at %s for a different request (event %s): event_type, payload and endpoint_ids must match the first use; use a new key for a new event",
 				req.GetIdempotencyKey(), w.rec.GetCreatedAt().AsTime().UTC().Format(time.RFC3339), w.rec.GetEventId())
 		}
 		if w.committed {
-			return claimResponse(w.rec), nil
+			full, err := s.claimRecord(ctx, w, own)
+			if err != nil {
+				return nil, err
+			}
+			return claimResponse(full), nil
 		}
 		// Complete the claim ourselves if its writer was this process and
 		// is no longer at it (an earlier try failed), or if its writer has
@@ -203,7 +253,11 @@ func (s *Service) publishIdempotent(ctx context.Context, tenant string, req *hoo
 		if w.rec.GetInstanceId() == s.instanceID || !s.now().Before(deadline) {
 			if s.beginFlight(w.rec.GetClaimId(), true) {
 				defer s.endFlight(w.rec.GetClaimId())
-				return s.completeClaim(ctx, k, w.rec, req)
+				full, err := s.claimRecord(ctx, w, own)
+				if err != nil {
+					return nil, err
+				}
+				return s.completeClaim(ctx, k, full, req)
 			}
 		}
 		// Another writer is publishing: wait for its commit, bounded. (A
@@ -235,14 +289,14 @@ func (s *Service) claimKey(ctx context.Context, tenant, k string, req *hooklinev
 		IdempotencyKey: req.GetIdempotencyKey(),
 		ClaimId:        ids.New("clm_", now),
 		State:          hooklinev1.IdempotencyState_IDEMPOTENCY_STATE_CLAIMED,
-		RequestHash:    hash,
+		RequestHash:    append([]byte{claimHashVersion}, hash...),
 		EventId:        ids.New(ids.Event, now),
 		InstanceId:     s.instanceID,
 		CreatedAt:      timestamppb.New(now),
 		ExpiresAt:      timestamppb.New(now.Add(s.cfg.IdempotencyTTL)),
 	}
 	for _, ep := range targets {
-		c.Deliveries = append(c.Deliveries, &hooklinev1.DeliveryRef{DeliveryId: ids.New(ids.Delivery, now), EndpointId: ep.GetEndpoint().GetId()})
+		c.EndpointIds = append(c.EndpointIds, ep.GetEndpoint().GetId())
 	}
 	r, err := hkafka.Record(s.topics.Idempotency, k, c)
 	if err != nil {
@@ -264,16 +318,18 @@ func (s *Service) claimKey(ctx context.Context, tenant, k string, req *hooklinev
 		return nil, kafkaStatus(ctx, "idempotency claim not read back", err)
 	}
 	ok = true
+	s.claims.put(c)
 	return c, nil
 }
 
-// completeClaim writes the claim's deliveries (with the claim's ids, so
-// a repeat writes the same deliveries again rather than new ones) and
-// then the COMMITTED record, and returns the claim's response. The
-// caller holds the claim in flight.
+// completeClaim writes the deliveries of c, a whole claim record (with
+// the claim's ids, so a repeat writes the same deliveries again rather
+// than new ones) and then the COMMITTED record, and returns the claim's
+// response. The caller holds the claim in flight.
 func (s *Service) completeClaim(ctx context.Context, k string, c *hooklinev1.IdempotencyRecord, req *hooklinev1.PublishEventRequest) (*hooklinev1.PublishEventResponse, error) {
-	if err := s.writeDeliveries(ctx, len(c.GetDeliveries()), func(i int) *hooklinev1.Delivery {
-		ref := c.GetDeliveries()[i]
+	refs := claimDeliveries(c)
+	if err := s.writeDeliveries(ctx, len(refs), func(i int) *hooklinev1.Delivery {
+		ref := refs[i]
 		return &hooklinev1.Delivery{
 			DeliveryId:     ref.GetDeliveryId(),
 			EventId:        c.GetEventId(),
@@ -290,7 +346,9 @@ func (s *Service) completeClaim(ctx context.Context, k string, c *hooklinev1.Ide
 	}); err != nil {
 		return nil, err
 	}
-	commit := proto.Clone(c).(*hooklinev1.IdempotencyRecord)
+	// The commit names the claim; what it fans out to stays in the claim.
+	commit := proto.CloneOf(c)
+	commit.Deliveries, commit.EndpointIds = nil, nil
 	commit.State = hooklinev1.IdempotencyState_IDEMPOTENCY_STATE_COMMITTED
 	commit.InstanceId = s.instanceID
 	// The deliveries are durable: record that even if the caller has
@@ -340,10 +398,39 @@ func (s *Service) endFlight(claimID string) {
 	}
 }
 
-func claimResponse(c *hooklinev1.IdempotencyRecord) *hooklinev1.PublishEventResponse {
-	resp := &hooklinev1.PublishEventResponse{EventId: c.GetEventId()}
-	for _, d := range c.GetDeliveries() {
-		resp.Deliveries = append(resp.Deliveries, proto.Clone(d).(*hooklinev1.DeliveryRef))
+// claimResponse is the response of full, a whole claim record: the same
+// for the call that claimed and for every repeat, in every process.
+func claimResponse(full *hooklinev1.IdempotencyRecord) *hooklinev1.PublishEventResponse {
+	resp := &hooklinev1.PublishEventResponse{EventId: full.GetEventId()}
+	for _, d := range claimDeliveries(full) {
+		resp.Deliveries = append(resp.Deliveries, proto.CloneOf(d))
 	}
 	return resp
+}
+
+// claimRecord returns the whole record of winner w: own when this call
+// wrote it, else read back from the idempotency topic (at most once per
+// claim while it is in the cache of recent claims).
+func (s *Service) claimRecord(ctx context.Context, w claim, own *hooklinev1.IdempotencyRecord) (*hooklinev1.IdempotencyRecord, error) {
+	id := w.rec.GetClaimId()
+	if own.GetClaimId() == id {
+		return own, nil
+	}
+	if full := s.claims.get(id); full != nil {
+		return full, nil
+	}
+	opts, err := s.cfg.Kafka.Opts()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "idempotency claim: %v", err)
+	}
+	r, err := payloadref.Read(ctx, opts, w.ref)
+	if err != nil {
+		return nil, kafkaStatus(ctx, "idempotency claim not read", err)
+	}
+	var full hooklinev1.IdempotencyRecord
+	if err := hkafka.Decode(r, &full); err != nil || full.GetClaimId() != id {
+		return nil, status.Errorf(codes.Internal, "idempotency claim %s: the record at %s/%d@%d is not it (%v)", id, w.ref.GetTopic(), w.ref.GetPartition(), w.ref.GetOffset(), err)
+	}
+	s.claims.put(&full)
+	return &full, nil
 }

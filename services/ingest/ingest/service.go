@@ -78,6 +78,8 @@ type Service struct {
 	instanceID string
 	idem       *idemView
 	idemFollow *hkafka.Follower
+	// claims keeps the whole records of recent idempotency claims.
+	claims claimCache
 	// lanes is the lanes topic (LaneService), fed by laneFollow.
 	lanes      *lanes.View
 	laneFollow *hkafka.Follower
