@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"net"
 	"net/http"
 	"strings"
@@ -107,6 +108,21 @@ func TestIdempotencyKeyAcrossTwoReplicasDeliversOnceRejectsConflictsAndExpires(t
 	again, err := late.PublishEvent(st.ctx(), req)
 	if err != nil || !proto.Equal(again, resps[0]) {
 		t.Fatalf("a fresh replica answered %v, %v; want the original %v", again, err, resps[0])
+	}
+	// Byte for byte, whichever replica answered and however it got the
+	// claim (its own, or read back from the topic), and naming the
+	// delivery that was written.
+	first, err := proto.MarshalOptions{Deterministic: true}.Marshal(resps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range append(resps, again) {
+		if b, _ := (proto.MarshalOptions{Deterministic: true}).Marshal(r); !bytes.Equal(b, first) {
+			t.Fatalf("answer %d is not byte-identical to the first: %x, want %x", i, b, first)
+		}
+	}
+	if d := decodeAll(t, st.readN(st.topics.Deliveries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]; d.GetDeliveryId() != resps[0].GetDeliveries()[0].GetDeliveryId() {
+		t.Fatalf("the delivery written is %s, the answer names %s", d.GetDeliveryId(), resps[0].GetDeliveries()[0].GetDeliveryId())
 	}
 
 	conflict := proto.Clone(req).(*hooklinev1.PublishEventRequest)
