@@ -96,6 +96,23 @@ func (h *hookline) createEndpoints(ctx context.Context, specs []endpointSpec) ([
 	return ids, nil
 }
 
+// pause pauses (or, with on false, resumes) the endpoint id.
+func (h *hookline) pause(ctx context.Context, id string, on bool) error {
+	ctx, cancel := context.WithTimeout(h.auth(ctx), 30*time.Second)
+	defer cancel()
+	c := hooklinev1.NewEndpointServiceClient(h.conn())
+	var err error
+	if on {
+		_, err = c.PauseEndpoint(ctx, &hooklinev1.PauseEndpointRequest{Id: id, Reason: "bench: held"})
+	} else {
+		_, err = c.ResumeEndpoint(ctx, &hooklinev1.ResumeEndpointRequest{Id: id})
+	}
+	if err != nil {
+		return fmt.Errorf("pause %s (%v): %w", id, on, err)
+	}
+	return nil
+}
+
 // publish publishes one event and returns its id (the webhook-id
 // receivers see) and how many deliveries it made.
 func (h *hookline) publish(ctx context.Context, eventType string, payload []byte) (string, int, error) {

@@ -9,7 +9,7 @@ import (
 )
 
 // allScenarios lists every scenario in the order a full run takes them.
-var allScenarios = []string{"ceiling", "lifted", "default", "latency", "ingest", "isolation", "backlog", "storm", "scheduler", "ordered", "badlane"}
+var allScenarios = []string{"ceiling", "lifted", "default", "latency", "ingest", "isolation", "backlog", "storm", "scheduler", "ordered", "badlane", "held"}
 
 // config is every setting of a run. Durations and counts bound each
 // scenario; --quick replaces them with a smoke run's.
@@ -35,6 +35,8 @@ type config struct {
 	Storm       int           // deliveries in the retry storm
 	StormFail   time.Duration // how long the receiver answers 503
 	StormDrain  time.Duration // how long the storm may take to drain after recovery
+	Held        int           // deliveries held by the paused endpoint of the held scenario
+	HoldFor     time.Duration // how long they are held
 	SchedTimers int           // pending timers schedbench parks
 	SchedProbes int           // timers schedbench releases for lateness
 	SchedWindow time.Duration // over this window
@@ -67,6 +69,8 @@ func parseConfig(args []string) (config, error) {
 	fs.IntVar(&c.Storm, "storm", 100000, "deliveries in the retry storm")
 	fs.DurationVar(&c.StormFail, "storm-fail-for", 15*time.Second, "how long the storm's receiver answers 503")
 	fs.DurationVar(&c.StormDrain, "storm-drain", 150*time.Second, "longest the storm may take to drain after the receiver recovers")
+	fs.IntVar(&c.Held, "held", 100, "held scenario: 64 KiB deliveries held by one paused endpoint")
+	fs.DurationVar(&c.HoldFor, "hold-for", 2*time.Minute, "held scenario: how long they are held before the resume")
 	fs.IntVar(&c.SchedTimers, "sched-timers", 1000000, "scheduler scenario: pending timers parked")
 	fs.IntVar(&c.SchedProbes, "sched-probes", 2000, "scheduler scenario: timers released for lateness")
 	fs.DurationVar(&c.SchedWindow, "sched-probe-window", 60*time.Second, "scheduler scenario: probes come due over this window")
@@ -107,6 +111,8 @@ func parseConfig(args []string) (config, error) {
 		shorten("storm", func() { c.Storm = 5000 })
 		shorten("storm-fail-for", func() { c.StormFail = 3 * time.Second })
 		shorten("storm-drain", func() { c.StormDrain = 60 * time.Second })
+		shorten("held", func() { c.Held = 20 })
+		shorten("hold-for", func() { c.HoldFor = 30 * time.Second })
 		shorten("sched-timers", func() { c.SchedTimers = 50000 })
 		shorten("sched-probes", func() { c.SchedProbes = 200 })
 		shorten("sched-probe-window", func() { c.SchedWindow = 10 * time.Second })

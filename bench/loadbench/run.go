@@ -46,6 +46,7 @@ func scenarios() []scenario {
 		{"scheduler", "9. scheduler (schedbench, Apache Kafka 4.4)", 15 * time.Minute, runScheduler},
 		{"ordered", "10. ordered per key: 1,000 keys vs unordered, one endpoint", 5 * time.Minute, runOrdered},
 		{"badlane", "11. ordered per key: one blocked lane beside 999", 5 * time.Minute, runBadLane},
+		{"held", "12. held: 64 KiB deliveries held by a paused endpoint (F3)", 6 * time.Minute, runHeld},
 	}
 }
 
