@@ -70,6 +70,9 @@ func TestAPausedEndpointsKafkaBytesStayFlatWhileItHolds(t *testing.T) {
 		if rechecks < 5*n {
 			t.Fatalf("%d held records in two minutes for %d deliveries: the hold did not look again every few seconds", rechecks, n)
 		}
+		if holds := heldByReference(t, retries); holds < 5*n {
+			t.Fatalf("%d holds in the retries topic for %d deliveries", holds, n)
+		}
 		written := kafkaBytes(retries) + kafkaBytes(deliveries)
 		limit := n*(size+2<<10) + 2*rechecks*(2<<10) // the originals, and 2 KiB for each recheck's record and its release
 		t.Logf("%d deliveries of %d bytes held with %d rechecks: %d bytes written to the retries and deliveries topics (limit %d)", n, size, rechecks, written, limit)
@@ -96,6 +99,69 @@ func TestAPausedEndpointsKafkaBytesStayFlatWhileItHolds(t *testing.T) {
 			if !bytes.Equal(b, payload) {
 				t.Fatalf("request %d carried %d bytes, want the %d-byte payload as published", i, len(b), len(payload))
 			}
+		}
+	})
+}
+
+// heldByReference checks that every hold among recs (records of the
+// retries topic) names its payload instead of carrying it, and returns
+// how many holds there are.
+func heldByReference(t *testing.T, recs []*kgo.Record) int {
+	t.Helper()
+	holds := 0
+	for _, d := range decodeAll(t, recs, func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} }) {
+		if d.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED {
+			continue
+		}
+		holds++
+		if len(d.GetPayload()) != 0 || d.GetPayloadRecord() == nil {
+			t.Fatalf("hold of %s carries %d payload bytes (reference %v): a hold must name its payload, not copy it", d.GetDeliveryId(), len(d.GetPayload()), d.GetPayloadRecord())
+		}
+	}
+	return holds
+}
+
+// TestAnOutageHoldsKafkaBytesStayFlatWhileItHolds: the same for outage
+// mode. A receiver answers 503 to everything; after two failures the
+// endpoint is in outage mode, one delivery probes at a time and the
+// others are held, looking again every --outage-recheck (10 s here).
+// Over ten minutes each hold is a record without the payload; the
+// payload is written only with the originals and with each attempt's
+// retry (and its release), so the topics grow with the attempts made,
+// not with the rechecks.
+func TestAnOutageHoldsKafkaBytesStayFlatWhileItHolds(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T) {
+		vs := startVirtual(t, func(c *dispatcher.Config) {
+			c.OutageAfter = 2
+			c.OutageRecheck = 10 * time.Second
+		})
+		defer vs.stop()
+		vs.wait = time.Hour
+		rx := vs.receiver(t, "8080", func(int) int { return http.StatusServiceUnavailable })
+		defer rx.srv.Close()
+		vs.createEndpoint(rx.url)
+		const n, size = 10, 64 << 10
+		payload := `"` + string(bytes.Repeat([]byte("x"), size-2)) + `"`
+		for range n {
+			vs.publish("invoice.paid", payload)
+		}
+		time.Sleep(10 * time.Minute)
+
+		retries := vs.readFor(vs.topics.Retries, time.Minute)
+		deliveries := vs.readFor(vs.topics.Deliveries, time.Minute)
+		holds := heldByReference(t, retries)
+		attempts := len(rx.times())
+		if holds < 5*n {
+			t.Fatalf("%d holds in ten minutes of outage for %d deliveries (%d attempts): outage mode did not hold them", holds, n, attempts)
+		}
+		written := kafkaBytes(retries) + kafkaBytes(deliveries)
+		// The originals, each attempt's retry and its release with the
+		// payload, and 2 KiB for each hold's record and its release.
+		limit := (n+2*attempts)*(size+2<<10) + 2*holds*(2<<10)
+		t.Logf("%d deliveries of %d bytes in outage mode: %d attempts, %d holds, %d bytes written to the retries and deliveries topics (limit %d; %d if every hold carried the payload)",
+			n, size, attempts, holds, written, limit, limit+holds*size)
+		if written > limit {
+			t.Fatalf("%d attempts and %d holds of %d-byte deliveries wrote %d bytes, want at most %d: holds rewrite the payload", attempts, holds, size, written, limit)
 		}
 	})
 }
