@@ -36,10 +36,18 @@ func (c *offsetClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 // a connection to it once it serves. It stops when the test ends.
 func (st *stack) startReplica(opts ...ingest.Option) *grpc.ClientConn {
 	st.t.Helper()
+	return st.startReplicaWith(func(*ingest.Config) {}, opts...)
+}
+
+// startReplicaWith is startReplica with configure applied to the
+// replica's configuration.
+func (st *stack) startReplicaWith(configure func(*ingest.Config), opts ...ingest.Option) *grpc.ClientConn {
+	st.t.Helper()
 	ic := defaults[ingest.Config](st.t)
 	ic.Kafka = st.kafka
 	ic.APIKeys = []string{testTenant + ":" + st.apiKey, "other:" + otherTenantKey}
 	ic.AllowHTTP, ic.AllowPrivate = true, true
+	configure(&ic)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		st.t.Fatal(err)
