@@ -222,6 +222,15 @@ func (u *Unwritables) Mark(id, why string, now time.Time) {
 	u.n.Store(int32(len(u.m)))
 }
 
+// Reset forgets every mark, as a fresh process knows none (a service's
+// new session: docs/DESIGN.md I38).
+func (u *Unwritables) Reset() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	clear(u.m)
+	u.n.Store(0)
+}
+
 // Any reports whether some delivery is marked (no lock).
 func (u *Unwritables) Any() bool { return u.n.Load() > 0 }
 

@@ -25,21 +25,23 @@ func Fence(ctx context.Context, cl *kgo.Client, transactionalID string, txnTimeo
 	req.TransactionalID = &transactionalID
 	req.TransactionTimeoutMillis = int32(txnTimeout / time.Millisecond)
 	req.ProducerID, req.ProducerEpoch = -1, -1
-	for {
+	for n := 1; ; n++ {
 		resp, err := req.RequestWith(ctx, cl)
-		if err != nil {
-			return fmt.Errorf("fence transactional id %q: %w", transactionalID, err)
-		}
-		err = kerr.ErrorForCode(resp.ErrorCode)
 		if err == nil {
-			return nil
+			err = kerr.ErrorForCode(resp.ErrorCode)
+			if err == nil {
+				return nil
+			}
 		}
 		// The coordinator answers CONCURRENT_TRANSACTIONS while it
-		// aborts the open transaction, and may still be loading.
-		if !kerr.IsRetriable(err) && !errors.Is(err, kerr.ConcurrentTransactions) {
+		// finishes the open transaction, and may still be loading or be
+		// out of reach while it moves (a broker killed): all of it
+		// passes, and a service resuming after a transaction whose end
+		// failed (Resume) must not exit for it.
+		if ctx.Err() != nil || (!Unconfirmed(err) && !errors.Is(err, kerr.ConcurrentTransactions)) {
 			return fmt.Errorf("fence transactional id %q: %w", transactionalID, err)
 		}
-		t := time.NewTimer(100 * time.Millisecond)
+		t := time.NewTimer(AbortBackoff(n, AbortTransient))
 		select {
 		case <-ctx.Done():
 			t.Stop()

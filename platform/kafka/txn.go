@@ -16,7 +16,9 @@ import (
 // ends, committing only if every record was written. committed is false
 // when the transaction was aborted, by a failed record (produceErr says
 // which) or by a rebalance; the session has then rewound to its committed
-// offsets. err is a failure of the session itself.
+// offsets. err is a failure of the session itself; one wrapping
+// ErrUnconfirmed (an End whose outcome is unknown) asks for a new
+// session (Resume, endtxn.go).
 func Transact(ctx context.Context, sess *kgo.GroupTransactSession, recs []*kgo.Record, beforeEnd func()) (committed bool, produceErr error, err error) {
 	return TransactEach(ctx, sess, recs, beforeEnd, nil)
 }
@@ -55,7 +57,7 @@ func TransactEach(ctx context.Context, sess *kgo.GroupTransactSession, recs []*k
 	}
 	committed, err = sess.End(ctx, end)
 	if err != nil {
-		return false, produceErr, fmt.Errorf("end transaction: %w", err)
+		return false, produceErr, endError(err) // ErrUnconfirmed: run a new session (Resume)
 	}
 	return committed, produceErr, nil
 }

@@ -111,6 +111,20 @@ func (s *Service) pausesDropped(outs []*kgo.Record) {
 	s.pausesCommitted(context.Background(), outs, false)
 }
 
+// reset forgets the automatic pauses not settled yet (a new session:
+// freshSession). An earlier session settles every pause it wrote before
+// it ends (pausesCommitted, pausesDropped), so there are none unless one
+// slipped through; a pause that did commit reaches the endpoints view
+// like any other write.
+func (p *pendingPauses) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pp := range p.m {
+		pp.tracked.Forget()
+	}
+	clear(p.m)
+}
+
 // pauseOutcome waits for a committed automatic pause's outcome (tests
 // replace it).
 func defaultPauseOutcome(ctx context.Context, t *endpoints.Tracked, r *kgo.Record) (endpoints.Outcome, error) {

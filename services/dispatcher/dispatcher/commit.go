@@ -100,6 +100,8 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
+			case <-e.work.Done(): // the loop ended (end)
+				t.Stop()
 			}
 			e.in.post(msg{kind: msgCommitted, produceErr: errBackoffEnded})
 		}
@@ -108,7 +110,9 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 
 // committed takes a commit's end: an aborted transaction wrote nothing
 // and the session rewound to the committed offsets, so the window starts
-// over from there; a failed session ends the loop.
+// over from there; a failed session ends the loop, and when the end's
+// outcome is unknown (hkafka.ErrUnconfirmed) a new session resumes from
+// what Kafka committed (hkafka.Resume).
 //
 // After an aborted commit the loop stays committing, polling nothing,
 // until the commit's goroutine has backed off (produce.go) and posts

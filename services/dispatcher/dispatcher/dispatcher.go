@@ -299,7 +299,10 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		s.pauses.wg.Wait() // automatic pauses' outcome watchers end with ctx
 	}()
 	s.probe.Started()
-	if err := s.consume(ctx, opts); err != nil {
+	// A commit whose end failed with its outcome unknown ends the
+	// session, not the process: a new one, after a backoff, starts from
+	// what Kafka committed (hkafka.Resume; docs/DESIGN.md I38).
+	if err := hkafka.Resume(ctx, s.log, "dispatcher", func(ctx context.Context) error { return s.consume(ctx, opts) }); err != nil {
 		return err
 	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -308,8 +311,19 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-// consume dispatches the deliveries topic until ctx ends.
+// consume dispatches the deliveries topic in one transactional session
+// until ctx ends or the session fails. It begins from the state a freshly
+// started process has (freshSession) and returns only once every
+// goroutine it started has returned (the loop's end, the automatic
+// pauses' outcome watchers), so that nothing of one session runs on into
+// the next (docs/DESIGN.md I38).
 func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
+	s.freshSession()
+	ctx, endSession := context.WithCancel(ctx)
+	defer func() {
+		endSession()
+		s.pauses.wg.Wait()
+	}()
 	e := s.newEngine()
 	lag, err := telemetry.NewLag(s.mp, s.cfg.Group)
 	if err != nil {
@@ -366,6 +380,21 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 	s.probe.CheckLag(kadm.NewClient(sess.Client()), s.cfg.Group, s.topics.Deliveries)
 	s.log.Info("dispatcher consuming", "topic", s.topics.Deliveries, "group", s.cfg.Group)
 	return s.dispatch(ctx, sess, e)
+}
+
+// freshSession gives a session the state a freshly started process has
+// (docs/DESIGN.md I38): what an earlier session derived from its own
+// work, which its failed end may or may not have committed, is dropped:
+// endpoint health (seeded again from the notices view), the automatic
+// pauses not settled yet, the unwritable marks, the abort counts. The
+// followers of committed topics (the endpoints, lanes and notices views)
+// and what belongs to the process stay. Called when no goroutine of an
+// earlier session runs.
+func (s *Service) freshSession() {
+	s.rcv.reset()
+	s.pauses.reset()
+	s.unwritable.Reset()
+	s.aborts = hkafka.Backoff{}
 }
 
 // reseedTimeout bounds how long a partition assignment waits for the

@@ -128,8 +128,7 @@ func (e *engine) dropped(m map[string][]int32) {
 // starts, attempts in flight may finish for DrainTimeout, and what
 // finished is committed.
 func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, e *engine) error {
-	defer e.cancelWork()
-	defer e.dropWindow() // what was not committed by now never will be
+	defer e.end()
 	var drainBy time.Time
 	for {
 		now := s.now()
@@ -299,6 +298,44 @@ func (e *engine) dropWindow() {
 	e.sweep(e.s.now())
 }
 
+// end ends the loop: what was not committed by now never will be (the
+// window is dropped), the attempts' work is cancelled, and end returns
+// once every goroutine the loop started (attempts, resolver rounds,
+// blocked-head reads, a commit and its backoff) has reported back. After
+// a failed session none of them runs on into the next one, which begins
+// from a fresh state (docs/DESIGN.md I38); after a drain there are none.
+func (e *engine) end() {
+	e.dropWindow()
+	e.cancelWork()
+	for {
+		e.msgs = e.in.take(e.msgs)
+		for i := range e.msgs {
+			e.discard(&e.msgs[i])
+		}
+		clear(e.msgs)
+		if e.outstanding <= 0 {
+			return
+		}
+		<-e.in.signal
+	}
+}
+
+// discard takes a message the loop will not act on (it ended, or its
+// session failed): nothing it carries is committed, so an attempt's
+// automatic pause is settled as dropped; an aborted commit's backoff
+// still reports its end.
+func (e *engine) discard(m *msg) {
+	e.outstanding--
+	switch m.kind {
+	case msgDone:
+		e.s.pausesDropped(m.outs)
+	case msgCommitted:
+		if m.err == nil && !m.committed && !errors.Is(m.produceErr, errBackoffEnded) {
+			e.outstanding++ // its backoff's end follows
+		}
+	}
+}
+
 // collect takes the inbox: ended attempts give their slot back and their
 // outputs to the window; resolved entries are placed again; a commit's
 // end is taken (its failure is the loop's).
@@ -312,6 +349,9 @@ func (e *engine) collect(now time.Time) error {
 		switch m.kind {
 		case msgCommitted:
 			if err := e.committed(m, now); err != nil {
+				for j := i + 1; j < len(e.msgs); j++ {
+					e.discard(&e.msgs[j]) // the session failed: the loop ends (end)
+				}
 				return err
 			}
 		case msgDone:

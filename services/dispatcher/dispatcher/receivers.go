@@ -249,6 +249,15 @@ func (rs *receivers) forget(partitions map[int32]bool) {
 	}
 }
 
+// reset forgets the health of every endpoint, as a fresh process knows
+// none: each is seeded again from the notices view when next used. Only
+// when no attempt is in flight (a new session: freshSession).
+func (rs *receivers) reset() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	clear(rs.m)
+}
+
 // home notes that endpoint id's deliveries come from partition.
 func (rs *receivers) home(id string, partition int32) {
 	rs.mu.Lock()

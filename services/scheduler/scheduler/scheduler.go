@@ -208,9 +208,24 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("scheduler: metrics: %w", err)
 	}
 	defer lag.Close()
-	// An earlier instance killed mid-hop left its transaction open, and
-	// nothing behind its releases in the deliveries partitions is
-	// readable until it ends: end it now, not after the rebalance.
+	// A hop whose end failed with its outcome unknown ends the session,
+	// not the process: a new one, after a backoff, starts from what
+	// Kafka committed (hkafka.Resume; docs/DESIGN.md I38).
+	return hkafka.Resume(ctx, s.log, "scheduler", func(ctx context.Context) error { return s.consume(ctx, opts, lag) })
+}
+
+// consume runs one transactional session until ctx ends or a hop fails.
+// It begins from the state a freshly started process has: the held
+// partitions and their timers went with the last session (forgetAll),
+// and the unwritable marks and abort counts, which that session derived
+// from its own hops, are dropped here (docs/DESIGN.md I38).
+func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.Lag) error {
+	s.unwritable.Reset()
+	s.aborts = hkafka.Backoff{}
+	// An earlier instance killed mid-hop (or this one's session whose
+	// last end failed) left its transaction open, and nothing behind its
+	// releases in the deliveries partitions is readable until it ends:
+	// end it now, not after the rebalance.
 	if err := s.cfg.Kafka.Fence(ctx, s.cfg.TransactionalID, s.cfg.TxnTimeout); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
