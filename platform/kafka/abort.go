@@ -223,7 +223,7 @@ func (u *Unwritables) Mark(id, why string, now time.Time) {
 }
 
 // Reset forgets every mark, as a fresh process knows none (a service's
-// new session: docs/DESIGN.md I38).
+// new session: docs/DESIGN.md I40).
 func (u *Unwritables) Reset() {
 	u.mu.Lock()
 	defer u.mu.Unlock()

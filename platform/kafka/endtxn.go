@@ -13,7 +13,7 @@ import (
 )
 
 // What a transactional service does when ending a transaction fails, in
-// one home (docs/DESIGN.md I38, "A transaction whose end failed with its
+// one home (docs/DESIGN.md I40, "A transaction whose end failed with its
 // outcome unknown"):
 //
 //   - an end that fails for a reason Kafka says passes (a retriable

@@ -301,7 +301,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	s.probe.Started()
 	// A commit whose end failed with its outcome unknown ends the
 	// session, not the process: a new one, after a backoff, starts from
-	// what Kafka committed (hkafka.Resume; docs/DESIGN.md I38).
+	// what Kafka committed (hkafka.Resume; docs/DESIGN.md I40).
 	if err := hkafka.Resume(ctx, s.log, "dispatcher", func(ctx context.Context) error { return s.consume(ctx, opts) }); err != nil {
 		return err
 	}
@@ -316,7 +316,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 // started process has (freshSession) and returns only once every
 // goroutine it started has returned (the loop's end, the automatic
 // pauses' outcome watchers), so that nothing of one session runs on into
-// the next (docs/DESIGN.md I38).
+// the next (docs/DESIGN.md I40).
 func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 	s.freshSession()
 	ctx, endSession := context.WithCancel(ctx)
@@ -383,7 +383,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 }
 
 // freshSession gives a session the state a freshly started process has
-// (docs/DESIGN.md I38): what an earlier session derived from its own
+// (docs/DESIGN.md I40): what an earlier session derived from its own
 // work, which its failed end may or may not have committed, is dropped:
 // endpoint health (seeded again from the notices view), the automatic
 // pauses not settled yet, the unwritable marks, the abort counts. The

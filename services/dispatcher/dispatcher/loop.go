@@ -303,7 +303,7 @@ func (e *engine) dropWindow() {
 // once every goroutine the loop started (attempts, resolver rounds,
 // blocked-head reads, a commit and its backoff) has reported back. After
 // a failed session none of them runs on into the next one, which begins
-// from a fresh state (docs/DESIGN.md I38); after a drain there are none.
+// from a fresh state (docs/DESIGN.md I40); after a drain there are none.
 func (e *engine) end() {
 	e.dropWindow()
 	e.cancelWork()

@@ -14,7 +14,7 @@ import (
 	"github.com/hookline/hookline/platform/sign"
 )
 
-// TestALoopEndedByAFailedSessionReturnsOnlyOnceItsGoroutinesHave (I38):
+// TestALoopEndedByAFailedSessionReturnsOnlyOnceItsGoroutinesHave (I40):
 // a commit's end fails with its outcome unknown while attempts are in
 // flight, and the failure comes in one batch with an attempt's end. The
 // loop ends (collect returns the failure, accounting for the rest of the

@@ -210,7 +210,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	defer lag.Close()
 	// A hop whose end failed with its outcome unknown ends the session,
 	// not the process: a new one, after a backoff, starts from what
-	// Kafka committed (hkafka.Resume; docs/DESIGN.md I38).
+	// Kafka committed (hkafka.Resume; docs/DESIGN.md I40).
 	return hkafka.Resume(ctx, s.log, "scheduler", func(ctx context.Context) error { return s.consume(ctx, opts, lag) })
 }
 
@@ -218,7 +218,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 // It begins from the state a freshly started process has: the held
 // partitions and their timers went with the last session (forgetAll),
 // and the unwritable marks and abort counts, which that session derived
-// from its own hops, are dropped here (docs/DESIGN.md I38).
+// from its own hops, are dropped here (docs/DESIGN.md I40).
 func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.Lag) error {
 	s.unwritable.Reset()
 	s.aborts = hkafka.Backoff{}
