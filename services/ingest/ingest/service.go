@@ -431,6 +431,12 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 		grpc.InTapHandle(s.tapAuth),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams),
+		// Calls run on a pool of goroutines that keep their grown
+		// stacks, instead of a new goroutine per call that grows its
+		// stack again through the interceptor chain (runtime.newstack
+		// and copystack were 3% of CPU at 4,000 publishes/s); when every
+		// worker is busy a call still gets a goroutine of its own.
+		grpc.NumStreamWorkers(streamWorkers),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: s.cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: s.cfg.KeepaliveTime, Timeout: s.cfg.KeepaliveTimeout}),
 		grpc.ChainUnaryInterceptor(
@@ -457,6 +463,11 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 	reflection.Register(srv)
 	return srv, hs
 }
+
+// streamWorkers is the gRPC server's pool of call goroutines: about the
+// calls in flight at a few thousand publishes a second (each waits a few
+// milliseconds for Kafka).
+const streamWorkers = 128
 
 // sniffTimeout bounds how long a new connection may take to show whether
 // it is gRPC or HTTP/1.1, and an HTTP request to send its headers.
