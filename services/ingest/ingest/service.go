@@ -21,7 +21,6 @@ import (
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -395,21 +394,6 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 			c.Service != "grpc.reflection.v1.ServerReflection" &&
 			c.Service != "grpc.reflection.v1alpha.ServerReflection"
 	})
-	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
-		s.log.Log(ctx, slog.Level(lvl), msg, fields...)
-	})
-	// One line per call that failed; a successful or pushed-back call
-	// only at debug: at thousands of publishes a second an access line
-	// each was a cost every caller paid.
-	levels := logging.WithLevels(func(c codes.Code) logging.Level {
-		// A push-back (--max-in-flight-bytes) comes by the thousand
-		// exactly when the process is busiest: a line each would add to
-		// the overload. rpc.server.call.duration counts them by status.
-		if c == codes.OK || c == codes.ResourceExhausted {
-			return logging.LevelDebug
-		}
-		return logging.DefaultServerCodeToLevel(c)
-	})
 	onPanic := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		s.log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
@@ -440,14 +424,14 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: s.cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: s.cfg.KeepaliveTime, Timeout: s.cfg.KeepaliveTimeout}),
 		grpc.ChainUnaryInterceptor(
-			logging.UnaryServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall), levels),
+			unaryCallLog(s.log),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.keys.AuthFunc), needsAuth),
 			s.limits.unaryInterceptor,
 			s.longCalls.unaryInterceptor,
 			recovery.UnaryServerInterceptor(onPanic),
 		),
 		grpc.ChainStreamInterceptor(
-			logging.StreamServerInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall), levels),
+			streamCallLog(s.log),
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.keys.AuthFunc), needsAuth),
 			s.limits.streamInterceptor,
 			recovery.StreamServerInterceptor(onPanic),
