@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -42,7 +43,7 @@ func TestCallLogWritesTheLinesItsLevelAllowsWithTheirTiming(t *testing.T) {
 				return "resp", tt.err
 			}
 			resp, err := unaryCallLog(log)(t.Context(), "req", info, handler)
-			if calls != 1 || resp != "resp" || err != tt.err {
+			if calls != 1 || resp != "resp" || !errors.Is(err, tt.err) {
 				t.Fatalf("handler ran %d times, answered %v, %v; want once, resp, %v", calls, resp, err, tt.err)
 			}
 			line := out.String()
