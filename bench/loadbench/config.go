@@ -42,6 +42,9 @@ type config struct {
 	SchedWindow time.Duration // over this window
 	SchedSettle time.Duration // schedbench's idle time before each RSS reading
 
+	ProfileDir string // where the ingest scenario writes profiles of hookline dev; empty: none
+	PprofAddr  string // the --pprof-addr hookline dev is given when profiling
+
 	KafkaPort, KafkaControllerPort, KafkaTLSPort int    // the broker kafka.sh starts for real runs and the scheduler
 	KafkaDir                                     string // its data dir
 }
@@ -75,6 +78,8 @@ func parseConfig(args []string) (config, error) {
 	fs.IntVar(&c.SchedProbes, "sched-probes", 2000, "scheduler scenario: timers released for lateness")
 	fs.DurationVar(&c.SchedWindow, "sched-probe-window", 60*time.Second, "scheduler scenario: probes come due over this window")
 	fs.DurationVar(&c.SchedSettle, "sched-settle", 20*time.Second, "scheduler scenario: idle time before each RSS reading")
+	fs.StringVar(&c.ProfileDir, "profile-dir", "", "embedded only: the ingest scenario takes a CPU and an allocation profile of hookline dev during each closed-loop window into this directory (default: none)")
+	fs.StringVar(&c.PprofAddr, "pprof-addr", "127.0.0.1:16061", "with --profile-dir: the loopback --pprof-addr every hookline dev is started with")
 	fs.IntVar(&c.KafkaPort, "kafka-port", 19392, "PLAINTEXT port of the Apache Kafka this run starts (real mode and the scheduler scenario)")
 	fs.IntVar(&c.KafkaControllerPort, "kafka-controller-port", 19393, "its controller port")
 	fs.IntVar(&c.KafkaTLSPort, "kafka-tls-port", 19394, "its TLS port")
@@ -84,6 +89,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.Kafka != "embedded" && c.Kafka != "real" {
 		return c, fmt.Errorf("--kafka: want embedded or real, got %q", c.Kafka)
+	}
+	if c.ProfileDir != "" && c.Kafka != "embedded" {
+		return c, fmt.Errorf("--profile-dir: only with --kafka embedded (one process to profile)")
 	}
 	for _, s := range strings.Split(*scen, ",") {
 		s = strings.TrimSpace(s)

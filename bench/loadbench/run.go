@@ -39,7 +39,7 @@ func scenarios() []scenario {
 		{"lifted", "2. throughput, limits lifted (100 endpoints, fan-out 10)", 5 * time.Minute, runLifted},
 		{"default", "3. throughput, default limits (10 endpoints)", 5 * time.Minute, runDefault},
 		{"latency", "4. latency publish → receiver at 2,000 events/s", 5 * time.Minute, runLatency},
-		{"ingest", "5. ingest: PublishEvent, fan-out 1", 5 * time.Minute, runIngest},
+		{"ingest", "5. ingest: PublishEvent, fan-out 1 and 10", 6 * time.Minute, runIngest},
 		{"isolation", "6. isolation: 60 healthy beside 30 slow + 10 hanging", 8 * time.Minute, runIsolation},
 		{"backlog", "7. backlog: 1 endpoint with a queue beside 9 healthy", 8 * time.Minute, runBacklog},
 		{"storm", "8. retry storm: 503s, then recovery", 10 * time.Minute, runStorm},
@@ -63,6 +63,12 @@ func run(ctx context.Context, args []string) error {
 			fmt.Fprintln(os.Stderr, "loadbench: stopping Kafka:", err)
 		}
 	}()
+	if cfg.ProfileDir != "" {
+		// Every hookline dev this run starts inherits it (one at a time).
+		if err := os.Setenv("HOOKLINE_PPROF_ADDR", cfg.PprofAddr); err != nil {
+			return err
+		}
+	}
 	if cfg.Kafka == "real" {
 		b.launch = &real{cfg: cfg, broker: b.broker}
 	} else {

@@ -619,14 +619,29 @@ func (s *Store) List(tenant string) []*hooklinev1.EndpointRecord {
 // Matching returns the tenant's endpoints whose filter matches eventType,
 // ordered by id. Paused endpoints are included: their deliveries are
 // held, not skipped (SPEC R-ENDPOINT-2).
+//
+// It filters before it sorts, so a publish to a few of a tenant's many
+// endpoints sorts only those (every publish calls it, twice).
 func (s *Store) Matching(tenant, eventType string) []*hooklinev1.EndpointRecord {
-	all := s.List(tenant)
-	out := all[:0]
-	for _, r := range all {
+	var out []*hooklinev1.EndpointRecord
+	match := func(r *hooklinev1.EndpointRecord) {
 		if filter.Match(r.GetEndpoint().GetEventTypes(), eventType) {
 			out = append(out, r)
 		}
 	}
+	s.mu.RLock()
+	for id := range s.byTenant[tenant] {
+		match(s.getLocked(id))
+	}
+	for id, p := range s.provisional {
+		if p.GetEndpoint().GetTenantId() == tenant && s.byTenant[tenant][id] == nil {
+			match(p)
+		}
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *hooklinev1.EndpointRecord) int {
+		return strings.Compare(a.GetEndpoint().GetId(), b.GetEndpoint().GetId())
+	})
 	return out
 }
 

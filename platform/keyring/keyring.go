@@ -56,7 +56,7 @@ var (
 type Keyring struct {
 	current string // id of the key that seals; "" in plaintext mode
 	aeads   map[string]cipher.AEAD
-	macs    map[string][]byte // delivery-record MAC keys by key id (recordmac.go)
+	macs    map[string]*recordMACKey // delivery-record MAC keys by key id (recordmac.go)
 }
 
 // Plaintext returns a Keyring that seals nothing: new secrets are stored
@@ -79,7 +79,7 @@ func Load(path string) (*Keyring, error) {
 
 // Parse reads the contents of a key file.
 func Parse(data []byte) (*Keyring, error) {
-	k := &Keyring{aeads: map[string]cipher.AEAD{}, macs: map[string][]byte{}}
+	k := &Keyring{aeads: map[string]cipher.AEAD{}, macs: map[string]*recordMACKey{}}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -106,7 +106,7 @@ func Parse(data []byte) (*Keyring, error) {
 			return nil, fmt.Errorf("keyring: line %d: %w", n, err)
 		}
 		k.aeads[id] = aead
-		if k.macs[id], err = macKey(raw); err != nil {
+		if k.macs[id], err = newRecordMACKey(raw); err != nil {
 			return nil, fmt.Errorf("keyring: line %d: %w", n, err)
 		}
 		if k.current == "" {

@@ -13,8 +13,15 @@ import (
 )
 
 // BenchmarkApply measures indexing a delivery and its result (two
-// records, 2 KB payload), in polls of 500 records.
+// records, 2 KB payload), in polls of 500 records; at fan-out 10 every
+// 10 deliveries in a row are one event's (as a publish writes them).
 func BenchmarkApply(b *testing.B) {
+	for _, fanout := range []int{1, 10} {
+		b.Run(fmt.Sprintf("fanout=%d", fanout), func(b *testing.B) { benchmarkApply(b, fanout) })
+	}
+}
+
+func benchmarkApply(b *testing.B, fanout int) {
 	s, err := Open(b.TempDir(), testTopics)
 	if err != nil {
 		b.Fatal(err)
@@ -24,10 +31,14 @@ func BenchmarkApply(b *testing.B) {
 	now := time.Now()
 	var recs []*kgo.Record
 	var off int64
+	var eventID string
 	b.ResetTimer()
 	for i := range b.N {
 		at := now.Add(time.Duration(i) * time.Millisecond)
-		d := &hooklinev1.Delivery{DeliveryId: ids.New(ids.Delivery, at), EventId: ids.New(ids.Event, at), TenantId: "t",
+		if i%fanout == 0 {
+			eventID = ids.New(ids.Event, at)
+		}
+		d := &hooklinev1.Delivery{DeliveryId: ids.New(ids.Delivery, at), EventId: eventID, TenantId: "t",
 			EndpointId: fmt.Sprint("ep_", i%20), EventType: "a.b", Payload: payload, CreatedAt: timestamppb.New(at)}
 		res := &hooklinev1.AttemptResult{DeliveryId: d.GetDeliveryId(), EventId: d.GetEventId(), TenantId: "t", EndpointId: d.GetEndpointId(),
 			EventType: "a.b", Attempt: 1, State: hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED, StartedAt: timestamppb.New(at)}

@@ -35,8 +35,9 @@ func (s *Store) Apply(recs []*kgo.Record, next hkafka.Offsets) error {
 	b := s.db.NewIndexedBatch()
 	defer func() { _ = b.Close() }()
 	reached := hkafka.Offsets{} // by the records in b
+	seen := eventsSeen{}        // what this call wrote (or found) of each event
 	for _, r := range recs {
-		if err := s.applyOne(b, r); err != nil {
+		if err := s.applyOne(b, seen, r); err != nil {
 			return err
 		}
 		ps := reached[r.Topic]
@@ -79,24 +80,32 @@ func (s *Store) commitAt(b *pebble.Batch, offsets hkafka.Offsets) error {
 	return nil
 }
 
-func (s *Store) applyOne(b *pebble.Batch, r *kgo.Record) error {
+// eventsSeen remembers, for one Apply, the events already stored, by
+// event key: true once the event's payload is stored. A fan-out's
+// records carry the same event, and each used to look it up again (a
+// read through the batch, the memtables and the tables' filters); only
+// the first needs to. One Apply at a time writes (writeMu), so nothing
+// changes an event behind the map.
+type eventsSeen map[string]bool
+
+func (s *Store) applyOne(b *pebble.Batch, seen eventsSeen, r *kgo.Record) error {
 	switch r.Topic {
 	case s.topics.Deliveries:
 		var d hooklinev1.Delivery
 		// A lane command names a delivery but is not one (LaneService).
 		if hkafka.Decode(r, &d) == nil && d.GetDeliveryId() != "" && d.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_LANE_COMMAND {
-			return s.putDelivery(b, &d)
+			return s.putDelivery(b, seen, &d)
 		}
 	case s.topics.Dead:
 		var dl hooklinev1.DeadLetter
 		// Poison records (raw, undecodable input) carry no delivery.
 		if hkafka.Decode(r, &dl) == nil && dl.GetDelivery().GetDeliveryId() != "" {
-			return s.putDelivery(b, dl.GetDelivery())
+			return s.putDelivery(b, seen, dl.GetDelivery())
 		}
 	case s.topics.Results:
 		var res hooklinev1.AttemptResult
 		if hkafka.Decode(r, &res) == nil && res.GetDeliveryId() != "" {
-			return s.putResult(b, &res, r.Partition, r.Offset)
+			return s.putResult(b, seen, &res, r.Partition, r.Offset)
 		}
 	}
 	return nil
@@ -155,7 +164,7 @@ func (w *row) save(b *pebble.Batch, oldState hooklinev1.DeliveryState) error {
 	return errors.Join(errs...)
 }
 
-func (s *Store) putDelivery(b *pebble.Batch, d *hooklinev1.Delivery) error {
+func (s *Store) putDelivery(b *pebble.Batch, seen eventsSeen, d *hooklinev1.Delivery) error {
 	tenant, id := d.GetTenantId(), d.GetDeliveryId()
 	w, err := loadRow(b, tenant, id, d.GetEventId(), d.GetEndpointId(), d.GetEventType())
 	if err != nil {
@@ -175,7 +184,7 @@ func (s *Store) putDelivery(b *pebble.Batch, d *hooklinev1.Delivery) error {
 	if err := s.sized(b, w, size); err != nil {
 		return err
 	}
-	if err := putEvent(b, tenant, d.GetEventId(), d.GetEventType(), d); err != nil {
+	if err := putEvent(b, seen, tenant, d.GetEventId(), d.GetEventType(), d); err != nil {
 		return err
 	}
 	// The latest record, for a resend; the payload lives with the event
@@ -189,13 +198,18 @@ func (s *Store) putDelivery(b *pebble.Batch, d *hooklinev1.Delivery) error {
 
 // putEvent records the event once, and its payload the first time a
 // record carrying it is seen (d nil: a result, no payload).
-func putEvent(b *pebble.Batch, tenant, eventID, typ string, d *hooklinev1.Delivery) error {
+func putEvent(b *pebble.Batch, seen eventsSeen, tenant, eventID, typ string, d *hooklinev1.Delivery) error {
+	k := key(tagEvent, tenant, eventID)
+	if withPayload, ok := seen[string(k)]; ok && (withPayload || d.GetPayload() == nil) {
+		return nil
+	}
 	ev := &hooklinev1.GetEventResponse{}
-	found, err := getProto(b, key(tagEvent, tenant, eventID), ev)
+	found, err := getProto(b, k, ev)
 	if err != nil {
 		return err
 	}
 	if found && (ev.GetPayload() != nil || d.GetPayload() == nil) {
+		seen[string(k)] = ev.GetPayload() != nil
 		return nil
 	}
 	if !found {
@@ -210,10 +224,14 @@ func putEvent(b *pebble.Batch, tenant, eventID, typ string, d *hooklinev1.Delive
 	if d.GetPayload() != nil {
 		ev.Payload, ev.CreatedAt = d.GetPayload(), d.GetCreatedAt()
 	}
-	return setProto(b, key(tagEvent, tenant, eventID), ev)
+	if err := setProto(b, k, ev); err != nil {
+		return err
+	}
+	seen[string(k)] = ev.GetPayload() != nil
+	return nil
 }
 
-func (s *Store) putResult(b *pebble.Batch, res *hooklinev1.AttemptResult, partition int32, offset int64) error {
+func (s *Store) putResult(b *pebble.Batch, seen eventsSeen, res *hooklinev1.AttemptResult, partition int32, offset int64) error {
 	tenant, id := res.GetTenantId(), res.GetDeliveryId()
 	ak := attemptKey(tenant, id, partition, offset)
 	if _, closer, err := b.Get(ak); err == nil {
@@ -244,7 +262,7 @@ func (s *Store) putResult(b *pebble.Batch, res *hooklinev1.AttemptResult, partit
 		}
 	}
 	if w.isNew {
-		if err := putEvent(b, tenant, res.GetEventId(), res.GetEventType(), nil); err != nil {
+		if err := putEvent(b, seen, tenant, res.GetEventId(), res.GetEventType(), nil); err != nil {
 			return err
 		}
 	}
