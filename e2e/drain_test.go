@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+)
+
+// drainReceiver counts, per delivery (path and webhook-id), the POSTs
+// that came after the delivery was answered 2xx: the duplicates. Its
+// paths behave as the rolling-upgrade row of the chaos suite mixes them:
+// healthy, slow (300 ms), flaky (the first try of one event in three is
+// answered 503), and two ordered endpoints (per key, per endpoint).
+type drainReceiver struct {
+	mu        sync.Mutex
+	published map[string]time.Time // webhook-id → when its publish began
+	ok        map[string]time.Time // delivery → when it was first answered 2xx
+	tries     map[string]int       // delivery → POSTs
+	dups      map[string]int       // delivery → POSTs after its 2xx
+	healthy   []time.Duration      // publish → first 2xx, healthy paths
+	// phase names the step of the test under way; byPhase counts the
+	// duplicates POSTed during each.
+	phase   string
+	byPhase map[string]int
+}
+
+func newDrainReceiver() *drainReceiver {
+	return &drainReceiver{published: map[string]time.Time{}, ok: map[string]time.Time{}, tries: map[string]int{}, dups: map[string]int{}, byPhase: map[string]int{}, phase: "load"}
+}
+
+func (rx *drainReceiver) enter(phase string) {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	rx.phase = phase
+}
+
+func (rx *drainReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var ev laneEvent
+	_ = json.NewDecoder(r.Body).Decode(&ev)
+	id := r.Header.Get("webhook-id")
+	d := r.URL.Path + " " + id
+	if strings.HasPrefix(r.URL.Path, "/slow") {
+		time.Sleep(300 * time.Millisecond) // the receiver's own pace
+	}
+	now := time.Now()
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	rx.tries[d]++
+	if strings.HasPrefix(r.URL.Path, "/flaky") && ev.I%3 == 0 && rx.tries[d] == 1 {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	if _, done := rx.ok[d]; done {
+		rx.dups[d]++
+		rx.byPhase[rx.phase]++
+	} else {
+		rx.ok[d] = now
+		if strings.HasPrefix(r.URL.Path, "/healthy") {
+			if at, ok := rx.published[id]; ok {
+				rx.healthy = append(rx.healthy, now.Sub(at))
+			}
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// delivered returns how many deliveries were answered 2xx and the
+// duplicate POSTs in all.
+func (rx *drainReceiver) delivered() (ok, dups int) {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	for _, n := range rx.dups {
+		dups += n
+	}
+	return len(rx.ok), dups
+}
+
+// worst returns up to n deliveries with duplicates, and the healthy
+// paths' p99 latency.
+func (rx *drainReceiver) report(n int) ([]string, time.Duration) {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	var out []string
+	for d, k := range rx.dups {
+		if len(out) < n {
+			out = append(out, fmt.Sprintf("%s ×%d", d, k+1))
+		}
+	}
+	slices.Sort(out)
+	lat := slices.Clone(rx.healthy)
+	slices.Sort(lat)
+	var p99 time.Duration
+	if len(lat) > 0 {
+		p99 = lat[min(len(lat)-1, len(lat)*99/100)]
+	}
+	return out, p99
+}
+
+// TestARollingUpgradeAndAJoinRePOSTNothing ([simulation] item 6): two
+// dispatchers under a steady load over healthy, slow, flaky and ordered
+// endpoints; each in turn is stopped gracefully (the call SIGTERM makes:
+// its context ends, it drains, commits and leaves) and a new one with
+// the same transactional id started; then a third joins, so the group
+// rebalances from a joining member. No delivery answered 2xx is POSTed
+// again (docs/DESIGN.md, "What a crash, a rebalance or an outage
+// re-POSTs": a graceful drain and a cooperative rebalance re-POST
+// nothing). The healthy endpoints' p99 (publish → first 2xx) is logged.
+func TestARollingUpgradeAndAJoinRePOSTNothing(t *testing.T) {
+	st := startStack(t)
+	rx := newDrainReceiver()
+	srv := httptest.NewServer(rx)
+	defer srv.Close()
+	paths := []string{"/healthy/0", "/healthy/1", "/healthy/2", "/healthy/3", "/flaky"}
+	all := []string{"a.*"}
+	for _, p := range paths {
+		st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + p, EventTypes: all, RetryPolicy: ladderPolicy(5, time.Second), OutageModeDisabled: true})
+	}
+	// The slow endpoint gets one event in four, about as many as its cap
+	// of 2 over 300 ms lets through: deliveries queue in its lane, so
+	// completed deliveries of its partition wait above them.
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/slow", EventTypes: []string{"a.slow"}, MaxInFlight: 2, OutageModeDisabled: true})
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/ordered/key", EventTypes: all, Ordering: hooklinev1.Ordering_ORDERING_PER_KEY,
+		RetryPolicy: ladderPolicy(5, time.Second), OutageModeDisabled: true})
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/ordered/endpoint", EventTypes: all, Ordering: hooklinev1.Ordering_ORDERING_PER_ENDPOINT,
+		RetryPolicy: ladderPolicy(5, time.Second), OutageModeDisabled: true})
+	const endpoints = 7 // every event's, and the slow one's of one event in four
+
+	peers := map[int]*vservice{1: &st.dispatcher, 2: {}, 3: {}}
+	defer peers[3].halt()
+	defer peers[2].halt()
+	deadline := time.Now().Add(waitFor)
+	peers[2].start(st, st.newPeer(2, 15*time.Second).Run)
+	st.waitSharedBy(2, deadline)
+
+	// The load: one event every 40 ms until stopped, each to every
+	// endpoint, over four ordering keys.
+	var published atomic.Int64
+	stop := make(chan struct{})
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		tick := time.NewTicker(40 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-st.failed.Done():
+				return
+			case <-tick.C:
+			}
+			body, _ := json.Marshal(laneEvent{Lane: fmt.Sprint("k", i%4), I: i})
+			typ := "a.b"
+			if i%4 == 0 {
+				typ = "a.slow"
+			}
+			began := time.Now()
+			resp, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: typ, Payload: body, OrderingKey: fmt.Sprint("k", i%4)})
+			if err != nil {
+				t.Errorf("publish %d: %v", i, err)
+				return
+			}
+			rx.mu.Lock()
+			rx.published[resp.GetEventId()] = began
+			rx.mu.Unlock()
+			published.Add(1)
+		}
+	}()
+	// more waits until the load has published n more events.
+	more := func(n int64) {
+		t.Helper()
+		target := published.Load() + n
+		st.until(fmt.Sprintf("%d events published", target), func() bool { return published.Load() >= target })
+	}
+
+	more(100)
+	for _, n := range []int{1, 2} {
+		t.Logf("dispatcher %d: graceful stop (drain), then a new one", n)
+		rx.enter(fmt.Sprint("stop ", n))
+		peers[n].halt() // what SIGTERM does: drain, commit, leave
+		rx.enter(fmt.Sprint("restart ", n))
+		peers[n].start(st, st.newPeer(n, 15*time.Second).Run)
+		st.waitSharedBy(2, time.Now().Add(waitFor))
+		rx.enter("load")
+		more(100)
+	}
+	t.Log("dispatcher 3 joins: the group rebalances")
+	rx.enter("join 3")
+	peers[3].start(st, st.newPeer(3, 15*time.Second).Run)
+	st.waitSharedBy(3, time.Now().Add(waitFor))
+	rx.enter("load")
+	more(100)
+	close(stop)
+	<-loadDone
+
+	events := int(published.Load())
+	deliveries := events*endpoints + (events+3)/4
+	quiet := time.Now()
+	st.until(fmt.Sprintf("%d deliveries answered 2xx", deliveries), func() bool {
+		ok, dups := rx.delivered()
+		if ok < deliveries && time.Now().After(quiet) {
+			quiet = time.Now().Add(5 * time.Second)
+			t.Logf("%d of %d deliveries answered 2xx, %d duplicates", ok, deliveries, dups)
+		}
+		return ok == deliveries
+	})
+	// Every outcome committed: no dispatcher will read any of them again.
+	st.terminalResults(deliveries)
+	_, dups := rx.delivered()
+	some, p99 := rx.report(10)
+	rx.mu.Lock()
+	byPhase := fmt.Sprint(rx.byPhase)
+	rx.mu.Unlock()
+	t.Logf("%d events, %d deliveries; duplicates %d (%.1f%%; by step %s); healthy p99 %v", events, deliveries, dups, 100*float64(dups)/float64(deliveries), byPhase, p99)
+	if dups != 0 {
+		t.Errorf("%d duplicate POSTs of %d deliveries through two graceful restarts and a join, want 0; e.g. %s", dups, deliveries, strings.Join(some, ", "))
+	}
+}
