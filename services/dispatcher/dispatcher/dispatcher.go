@@ -333,6 +333,9 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		}
 		return fmt.Errorf("dispatcher: %w", err)
 	}
+	if id := s.cfg.GroupInstanceID; id != "" {
+		opts = append(slices.Clip(opts), kgo.InstanceID(id)) // static membership (config.go)
+	}
 	sess, err := kgo.NewGroupTransactSession(append(append(opts, popts...),
 		kgo.TransactionalID(s.cfg.TransactionalID),
 		kgo.TransactionTimeout(s.cfg.TxnTimeout),
