@@ -139,6 +139,9 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 		if err := e.collect(now); err != nil {
 			return err
 		}
+		if stopping {
+			e.handOff(now) // drain.go
+		}
 		if !stopping {
 			e.f.wake(now)
 			e.wakeEarly(now)
