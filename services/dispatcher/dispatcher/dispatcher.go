@@ -349,6 +349,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 			s.reseedHealth(ctx, m)
 			s.seedCopies(ctx, cl, e, m)
+			s.seedSkips(ctx, cl, e, m)
 			s.probe.Assigned(m)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
