@@ -164,8 +164,8 @@ func (w *simWorld) check() *simReport {
 		r.note("storm: one delivery POSTed %d times after its terminal try, bound %d for %d faults that move or drop work", maxDup, bound, moves)
 	}
 	dupBound := w.dupBound(moves)
-	t.Logf("seed %d: %d duplicate POSTs, bound %d (%d faults that move or drop work, %d POSTs in flight at most, %.1f POSTs/s)",
-		w.seed, r.dups, dupBound, moves, w.model.peakInFlight, float64(w.model.posts)/w.phase.Seconds())
+	t.Logf("seed %d: %d duplicate POSTs, bound %d (%d faults that move or drop work, %d POSTs in flight at most, %.1f POSTs/s, %.1f to ordered endpoints)",
+		w.seed, r.dups, dupBound, moves, w.model.peakInFlight, float64(w.model.posts)/w.phase.Seconds(), float64(w.model.orderedPosts)/w.phase.Seconds())
 	if bound := dupBound; r.dups > bound {
 		r.storms++
 		r.note("storm: %d duplicate POSTs for %d deliveries, bound %d for %d faults that move or drop work (graceful leaves and aborts Kafka caused allow none)", r.dups, r.deliveries, bound, moves)
@@ -327,15 +327,16 @@ func simTable(rs []*simReport) string {
 // completed without being committed:
 //
 //	in flight: the most POSTs the receivers saw at once;
-//	completed, uncommitted: R × (commit interval + commitStall + G),
+//	completed since the last commit: R × (commit interval + commitStall);
+//	completed above a watermark but not committed there: the ordered
+//	  endpoints' settlements that change their lane (they wait for the
+//	  watermark), R_ordered × G,
 //
-// R the rate of POSTs over the fault phase, commitStall (1 s) the
-// longest a commit runs before attempts stop, and G what a partition's
-// watermark can stand still behind a delivery not done while deliveries
-// read after it complete: its attempt timeout (1 s here), then
-// --stuck-after and one relief tick before its lane is spilled. G is
-// the open term: completed deliveries above the watermark are not
-// committed until it passes them.
+// R the rate of POSTs over the fault phase and R_ordered that of the
+// ordered endpoints, commitStall (1 s) the longest a commit runs before
+// attempts stop, and G how long a watermark can stand still behind a
+// delivery not done: its attempt timeout (1 s here), then --stuck-after
+// and one relief tick before its lane is spilled.
 const (
 	simCommitStall  = time.Second            // the dispatcher's commitStall
 	simReliefTick   = 250 * time.Millisecond // the dispatcher's reliefTick
@@ -359,6 +360,8 @@ func (w *simWorld) dupBound(moves int) int {
 		return 0
 	}
 	rate := float64(w.model.posts) / w.phase.Seconds()
-	uncommitted := w.dc.CommitInterval + simCommitStall + simEndpointWait + w.dc.StuckAfter + simReliefTick
-	return moves*(w.model.peakInFlight+int(math.Ceil(rate*uncommitted.Seconds()))) + 5
+	ordered := float64(w.model.orderedPosts) / w.phase.Seconds()
+	interval := (w.dc.CommitInterval + simCommitStall).Seconds()
+	gap := (simEndpointWait + w.dc.StuckAfter + simReliefTick).Seconds()
+	return moves*(w.model.peakInFlight+int(math.Ceil(rate*interval))+int(math.Ceil(ordered*gap))) + 5
 }

@@ -111,7 +111,7 @@ type simModel struct {
 	// peakInFlight the most at once, and posts every POST: the duplicates
 	// bound counts what a fault can find in flight and what completes at
 	// the rate they show (sim_check_test.go).
-	inFlight, peakInFlight, posts int
+	inFlight, peakInFlight, posts, orderedPosts int
 }
 
 func newSimModel() *simModel {
@@ -201,6 +201,9 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sm.inFlight++
 	sm.peakInFlight = max(sm.peakInFlight, sm.inFlight)
 	sm.posts++
+	if ep.ordered() {
+		sm.orderedPosts++
+	}
 	if cap := int(ep.maxInFlight); cap > 0 && ep.inFlight > cap && time.Now().After(sm.changing) {
 		sm.capBreach = append(sm.capBreach, fmt.Sprintf("%s: %d in flight, cap %d, at +%v", ep.name, ep.inFlight, cap, time.Since(sm.t0).Round(time.Millisecond)))
 	}
