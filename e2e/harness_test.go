@@ -217,6 +217,9 @@ func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 		c := dc
 		c.DrainTimeout = drain
 		c.TransactionalID = fmt.Sprintf("%sdispatcher-%d", kc.TopicPrefix, n)
+		if dc.GroupInstanceID != "" {
+			c.GroupInstanceID = fmt.Sprint(dc.GroupInstanceID, n) // static members, one id each
+		}
 		name := "dispatcher"
 		if n > 1 {
 			name = fmt.Sprint("dispatcher-", n)

@@ -107,6 +107,11 @@ type simModel struct {
 	// is checked outside it.
 	changing  time.Time
 	capBreach []string
+	// inFlight is the POSTs being answered now at every endpoint,
+	// peakInFlight the most at once, and posts every POST: the duplicates
+	// bound counts what a fault can find in flight and what completes at
+	// the rate they show (sim_check_test.go).
+	inFlight, peakInFlight, posts, orderedPosts int
 }
 
 func newSimModel() *simModel {
@@ -193,6 +198,12 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ep := m.ep
 	ep.inFlight++
 	ep.maxObserved = max(ep.maxObserved, ep.inFlight)
+	sm.inFlight++
+	sm.peakInFlight = max(sm.peakInFlight, sm.inFlight)
+	sm.posts++
+	if ep.ordered() {
+		sm.orderedPosts++
+	}
 	if cap := int(ep.maxInFlight); cap > 0 && ep.inFlight > cap && time.Now().After(sm.changing) {
 		sm.capBreach = append(sm.capBreach, fmt.Sprintf("%s: %d in flight, cap %d, at +%v", ep.name, ep.inFlight, cap, time.Since(sm.t0).Round(time.Millisecond)))
 	}
@@ -200,6 +211,7 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		sm.mu.Lock()
 		ep.inFlight--
+		sm.inFlight--
 		sm.mu.Unlock()
 	}()
 	code := http.StatusOK

@@ -55,15 +55,19 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		marks[k.topic][k.partition] = kgo.EpochOffset{Epoch: pw.epoch, Offset: mark}
 	}
 	e.w.done = 0
+	outs, parts, metas := e.commitAbove(outs, parts, marks)
 	outs = e.laneOutputs(outs)
 	if len(outs) == 0 {
+		e.aboveEnded(false) // no transaction: they are taken by the next
 		return
 	}
 	e.committing = true
 	e.commitStarted = now
 	e.outstanding++
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
-		return atWatermarks(req, marks, parts)
+		err := atWatermarks(req, marks, parts)
+		withAbove(req, metas)
+		return err
 	})
 	go func() {
 		began := time.Now()
@@ -126,6 +130,7 @@ func (e *engine) committed(m *msg, now time.Time) error {
 	}
 	e.lastCommit = now
 	e.lanesCommitted(m.committed && m.err == nil)
+	e.aboveEnded(m.committed && m.err == nil)
 	if m.committed && m.err == nil {
 		clear(e.txn)
 		e.txn = e.txn[:0]

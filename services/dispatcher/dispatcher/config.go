@@ -18,6 +18,14 @@ type Config struct {
 	Group           string        `flag:"group" env:"HOOKLINE_DISPATCHER_GROUP" default:"hookline-dispatcher" usage:"Kafka consumer group of the dispatchers"`
 	TransactionalID string        `flag:"transactional-id" env:"HOOKLINE_DISPATCHER_TRANSACTIONAL_ID" usage:"Kafka transactional id, unique and stable per dispatcher instance (default: hookline-dispatcher-<hostname>)"`
 	TxnTimeout      time.Duration `flag:"transaction-timeout" env:"HOOKLINE_DISPATCHER_TRANSACTION_TIMEOUT" default:"60s" usage:"Kafka transaction timeout"`
+	// GroupInstanceID makes the dispatcher a static member of its group
+	// (KIP-345): a graceful stop does not leave the group, and an
+	// instance back with the same id within --session-timeout gets its
+	// partitions back with no rebalance, so the other dispatchers' work
+	// is not moved (a move re-POSTs what the moved partitions had in
+	// flight: docs/DESIGN.md, "What a crash, a rebalance or an outage
+	// re-POSTs").
+	GroupInstanceID string        `flag:"group-instance-id" env:"HOOKLINE_DISPATCHER_GROUP_INSTANCE_ID" usage:"static group membership: a stable id per instance (e.g. the StatefulSet pod name); a graceful stop keeps the instance's partitions for --session-timeout, and a restart with the same id takes them back with no rebalance, so a rolling upgrade moves no work and re-POSTs nothing; an instance stopped for good hands its partitions over only after --session-timeout (default: none, dynamic membership)"`
 	SessionTimeout  time.Duration `flag:"session-timeout" env:"HOOKLINE_DISPATCHER_SESSION_TIMEOUT" default:"10s" usage:"Kafka group session timeout: how long a dispatcher that died (kill -9, lost host) keeps its partitions before the others take them over"`
 	BatchSize       int           `flag:"batch-size" env:"HOOKLINE_DISPATCHER_BATCH_SIZE" default:"2000" usage:"deliveries taken per poll"`
 	CommitInterval  time.Duration `flag:"commit-interval" env:"HOOKLINE_DISPATCHER_COMMIT_INTERVAL" default:"20ms" usage:"how often completed deliveries' results and offsets are committed"`

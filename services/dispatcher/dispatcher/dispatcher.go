@@ -347,6 +347,9 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		}
 		return fmt.Errorf("dispatcher: %w", err)
 	}
+	if id := s.cfg.GroupInstanceID; id != "" {
+		opts = append(slices.Clip(opts), kgo.InstanceID(id)) // static membership (config.go)
+	}
 	sess, err := kgo.NewGroupTransactSession(append(append(opts, popts...),
 		kgo.TransactionalID(s.cfg.TransactionalID),
 		kgo.TransactionTimeout(s.cfg.TxnTimeout),
@@ -360,6 +363,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 			s.reseedHealth(ctx, m)
 			s.seedCopies(ctx, cl, e, m)
+			s.seedSkips(ctx, cl, e, m)
 			s.probe.Assigned(m)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {

@@ -68,6 +68,10 @@ type engine struct {
 	txn        []*entry
 	laneOps    []laneOp
 	backingOff bool
+	// txnAbove are the entries the commit in progress carries above
+	// their watermark; skip the offsets committed so (above.go).
+	txnAbove []*entry
+	skip     skips
 	// stopping is set once the loop's context ended: it drains, and an
 	// aborted commit then drops the window instead of keeping its work
 	// for another try (committed): a stopping loop does not back off
@@ -106,6 +110,7 @@ func (s *Service) newEngine() *engine {
 		}
 		return payloadref.Read(ctx, opts, ref)
 	}
+	e.w.created = func(pw *partWindow) { pw.above = e.skip.get(pw.k) }
 	e.w.popped = func(en *entry) {
 		e.txn = append(e.txn, en)
 		if en.opKey != nil {
@@ -137,6 +142,9 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 		e.sweep(now)
 		if err := e.collect(now); err != nil {
 			return err
+		}
+		if stopping {
+			e.handOff(now) // drain.go
 		}
 		if !stopping {
 			e.f.wake(now)

@@ -72,15 +72,20 @@ func (e *engine) relieve(now time.Time) {
 func (e *engine) spillLane(l *lane, now time.Time) {
 	e.s.log.Warn("endpoint backlog holds its partition back; spilling its waiting deliveries to the retry path",
 		"endpoint_id", l.id, "waiting", l.queued, "in_flight", l.inFlight)
+	e.spillWaiting(l, now, "stuck partition")
+}
+
+// spillWaiting spills every delivery waiting in l, for reason.
+func (e *engine) spillWaiting(l *lane, now time.Time, reason string) {
 	if l.ord != nil {
 		for _, en := range l.ord.drain() {
 			l.queued--
 			l.qbytes -= en.size
-			e.spillOne(en, l, now, "stuck partition")
+			e.spillOne(en, l, now, reason)
 		}
 	}
 	for en := l.pop(); en != nil; en = l.pop() {
-		e.spillOne(en, l, now, "stuck partition")
+		e.spillOne(en, l, now, reason)
 	}
 	e.f.touch(l, now)
 }

@@ -71,6 +71,11 @@ type entry struct {
 	// this lane command (lanecmd.go): it waits in pw.resolving meanwhile.
 	fetching bool
 	want     uint64
+	// aboveTxn is set while a commit in progress carries its outputs
+	// above its partition's watermark, aboveDone once one committed them
+	// (above.go): its outputs are released, and the watermark passes it
+	// with nothing more to write.
+	aboveTxn, aboveDone bool
 }
 
 // partWindow is one partition's part of the window.
@@ -100,6 +105,9 @@ type partWindow struct {
 	records int
 	bytes   int64
 	paused  bool
+	// above are the offsets above the watermark whose outputs are
+	// committed (or in the commit in progress), ascending (above.go).
+	above []int64
 }
 
 // window is the dispatch loop's record state.
@@ -115,8 +123,13 @@ type window struct {
 	mu      sync.Mutex
 	dropped map[tp]bool
 
-	// popped, when set, is told of every entry popDone removes.
-	popped func(*entry)
+	// popped, when set, is told of every entry popDone removes;
+	// created of every partition window made.
+	popped  func(*entry)
+	created func(*partWindow)
+	// fresh are the entries done since the last commit (and those a
+	// commit could not take above their watermark): above.go.
+	fresh []*entry
 }
 
 func newWindow(maxRecords int, maxBytes int64) *window {
@@ -182,6 +195,9 @@ func (w *window) add(r *kgo.Record, now time.Time, base context.Context) *entry 
 		pw = &partWindow{k: k, next: r.Offset, epoch: -1, headSince: now, ctx: ctx, cancel: cancel}
 		w.parts[k] = pw
 		w.mu.Unlock()
+		if w.created != nil {
+			w.created(pw)
+		}
 	}
 	if r.Offset < pw.next {
 		return nil
@@ -196,6 +212,13 @@ func (w *window) add(r *kgo.Record, now time.Time, base context.Context) *entry 
 	w.bytes += e.size
 	pw.records++
 	pw.bytes += e.size
+	if pw.settledAbove(r.Offset) {
+		// Its outputs were committed above the watermark (above.go):
+		// done, with nothing to write.
+		e.state, e.aboveDone = entryDone, true
+		w.done++
+		return nil
+	}
 	return e
 }
 
@@ -209,6 +232,7 @@ func (w *window) finish(e *entry, outs []*kgo.Record) {
 	e.size += held
 	w.bytes += held
 	w.done++
+	w.fresh = append(w.fresh, e)
 }
 
 // outputOverhead is what an output record costs the window beyond its

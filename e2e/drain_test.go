@@ -1,0 +1,433 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// drainReceiver counts, per delivery (path and webhook-id), the POSTs
+// that came after the delivery was answered 2xx: the duplicates. Its
+// paths behave as the rolling-upgrade row of the chaos suite mixes them:
+// healthy, slow (300 ms), flaky (the first try of one event in three is
+// answered 503), and two ordered endpoints (per key, per endpoint).
+type drainReceiver struct {
+	mu        sync.Mutex
+	published map[string]time.Time // webhook-id → when its publish began
+	ok        map[string]time.Time // delivery → when it was first answered 2xx
+	tries     map[string]int       // delivery → POSTs
+	dups      map[string]int       // delivery → POSTs after its 2xx
+	healthy   []time.Duration      // publish → first 2xx, healthy paths
+	// phase names the step of the test under way; byPhase counts the
+	// duplicates POSTed during each.
+	phase   string
+	byPhase map[string]int
+}
+
+func newDrainReceiver() *drainReceiver {
+	return &drainReceiver{published: map[string]time.Time{}, ok: map[string]time.Time{}, tries: map[string]int{}, dups: map[string]int{}, byPhase: map[string]int{}, phase: "load"}
+}
+
+func (rx *drainReceiver) enter(phase string) {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	rx.phase = phase
+}
+
+func (rx *drainReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var ev laneEvent
+	_ = json.NewDecoder(r.Body).Decode(&ev)
+	id := r.Header.Get("webhook-id")
+	d := r.URL.Path + " " + id
+	if strings.HasPrefix(r.URL.Path, "/slow") {
+		time.Sleep(300 * time.Millisecond) // the receiver's own pace
+	}
+	now := time.Now()
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	rx.tries[d]++
+	if strings.HasPrefix(r.URL.Path, "/flaky") && ev.I%3 == 0 && rx.tries[d] == 1 {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	if _, done := rx.ok[d]; done {
+		rx.dups[d]++
+		rx.byPhase[rx.phase]++
+	} else {
+		rx.ok[d] = now
+		if strings.HasPrefix(r.URL.Path, "/healthy") {
+			if at, ok := rx.published[id]; ok {
+				rx.healthy = append(rx.healthy, now.Sub(at))
+			}
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// delivered returns how many deliveries were answered 2xx and the
+// duplicate POSTs in all.
+func (rx *drainReceiver) delivered() (ok, dups int) {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	for _, n := range rx.dups {
+		dups += n
+	}
+	return len(rx.ok), dups
+}
+
+// worst returns up to n deliveries with duplicates, and the healthy
+// paths' p99 latency.
+func (rx *drainReceiver) report(n int) ([]string, time.Duration) {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	var out []string
+	for d, k := range rx.dups {
+		if len(out) < n {
+			out = append(out, fmt.Sprintf("%s ×%d", d, k+1))
+		}
+	}
+	slices.Sort(out)
+	lat := slices.Clone(rx.healthy)
+	slices.Sort(lat)
+	var p99 time.Duration
+	if len(lat) > 0 {
+		p99 = lat[min(len(lat)-1, len(lat)*99/100)]
+	}
+	return out, p99
+}
+
+// TestARollingUpgradeRePOSTsNothing ([simulation] item 6): two
+// dispatchers, static members of their group (--group-instance-id), under
+// a steady load over healthy, slow, flaky and ordered endpoints; each in
+// turn is stopped gracefully (the call SIGTERM makes: its context ends,
+// it drains and commits) and a new one with the same ids started. No
+// delivery answered 2xx is POSTed again (docs/DESIGN.md, "What a crash,
+// a rebalance or an outage re-POSTs": a graceful drain re-POSTs
+// nothing). The healthy endpoints' p99 (publish → first 2xx) is logged.
+// With dynamic membership (on main) each restart made the group
+// rebalance as the new instance joined, and the members that gave it
+// partitions dropped those partitions' attempts in flight and their
+// completed, uncommitted outcomes: 1, 26 and 4 duplicates in three runs.
+func TestARollingUpgradeRePOSTsNothing(t *testing.T) {
+	rollingUpgrade(t, false)
+}
+
+// TestAJoiningDispatcherRePOSTsNothing: as TestARollingUpgradeRePOSTsNothing,
+// then a third dispatcher joins and the group rebalances: the members
+// that give it partitions must re-POST nothing. Open defect: franz-go's
+// GroupTransactSession aborts the first commit after any revoke, and a
+// commit cannot end while a rebalance is held (its End forces a
+// heartbeat), so what the moved partitions had in flight or completed
+// and uncommitted is POSTed again by the new member (bounded: see
+// docs/DESIGN.md). Run with HOOKLINE_TEST_OPEN_DEFECTS=1.
+func TestAJoiningDispatcherRePOSTsNothing(t *testing.T) {
+	if os.Getenv("HOOKLINE_TEST_OPEN_DEFECTS") == "" {
+		t.Skip("open defect (a cooperative revoke re-POSTs the moved partitions' in-flight and uncommitted work); HOOKLINE_TEST_OPEN_DEFECTS=1 runs it")
+	}
+	rollingUpgrade(t, true)
+}
+
+func rollingUpgrade(t *testing.T, join bool) {
+	st := startStack(t, func(c *stackConfig) { c.dispatcher.GroupInstanceID = "hookline-dispatcher-" })
+	rx := newDrainReceiver()
+	srv := httptest.NewServer(rx)
+	defer srv.Close()
+	paths := []string{"/healthy/0", "/healthy/1", "/healthy/2", "/healthy/3", "/flaky"}
+	all := []string{"a.*"}
+	for _, p := range paths {
+		st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + p, EventTypes: all, RetryPolicy: ladderPolicy(5, time.Second), OutageModeDisabled: true})
+	}
+	// The slow endpoint gets one event in four, about as many as its cap
+	// of 2 over 300 ms lets through: deliveries queue in its lane, so
+	// completed deliveries of its partition wait above them.
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/slow", EventTypes: []string{"a.slow"}, MaxInFlight: 2, OutageModeDisabled: true})
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/ordered/key", EventTypes: all, Ordering: hooklinev1.Ordering_ORDERING_PER_KEY,
+		RetryPolicy: ladderPolicy(5, time.Second), OutageModeDisabled: true})
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/ordered/endpoint", EventTypes: all, Ordering: hooklinev1.Ordering_ORDERING_PER_ENDPOINT,
+		RetryPolicy: ladderPolicy(5, time.Second), OutageModeDisabled: true})
+	const endpoints = 7 // every event's, and the slow one's of one event in four
+
+	peers := map[int]*vservice{1: &st.dispatcher, 2: {}, 3: {}}
+	defer peers[3].halt()
+	defer peers[2].halt()
+	deadline := time.Now().Add(waitFor)
+	peers[2].start(st, st.newPeer(2, 15*time.Second).Run)
+	st.waitSharedBy(2, deadline)
+
+	// The load: one event every 40 ms until stopped, each to every
+	// endpoint, over four ordering keys.
+	var published atomic.Int64
+	stop := make(chan struct{})
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		tick := time.NewTicker(40 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-st.failed.Done():
+				return
+			case <-tick.C:
+			}
+			body, _ := json.Marshal(laneEvent{Lane: fmt.Sprint("k", i%4), I: i})
+			typ := "a.b"
+			if i%4 == 0 {
+				typ = "a.slow"
+			}
+			began := time.Now()
+			resp, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: typ, Payload: body, OrderingKey: fmt.Sprint("k", i%4)})
+			if err != nil {
+				t.Errorf("publish %d: %v", i, err)
+				return
+			}
+			rx.mu.Lock()
+			rx.published[resp.GetEventId()] = began
+			rx.mu.Unlock()
+			published.Add(1)
+		}
+	}()
+	// more waits until the load has published n more events.
+	more := func(n int64) {
+		t.Helper()
+		target := published.Load() + n
+		st.until(fmt.Sprintf("%d events published", target), func() bool { return published.Load() >= target })
+	}
+
+	more(100)
+	for _, n := range []int{1, 2} {
+		t.Logf("dispatcher %d: graceful stop (drain), then a new one", n)
+		rx.enter(fmt.Sprint("stop ", n))
+		peers[n].halt() // what SIGTERM does: drain, commit, leave
+		rx.enter(fmt.Sprint("restart ", n))
+		peers[n].start(st, st.newPeer(n, 15*time.Second).Run)
+		st.waitSharedBy(2, time.Now().Add(waitFor))
+		rx.enter("load")
+		more(100)
+	}
+	if join {
+		t.Log("dispatcher 3 joins: the group rebalances")
+		rx.enter("join 3")
+		peers[3].start(st, st.newPeer(3, 15*time.Second).Run)
+		st.waitSharedBy(3, time.Now().Add(waitFor))
+		rx.enter("load")
+		more(100)
+	}
+	close(stop)
+	<-loadDone
+
+	events := int(published.Load())
+	deliveries := events*endpoints + (events+3)/4
+	quiet := time.Now()
+	st.until(fmt.Sprintf("%d deliveries answered 2xx", deliveries), func() bool {
+		ok, dups := rx.delivered()
+		if ok < deliveries && time.Now().After(quiet) {
+			quiet = time.Now().Add(5 * time.Second)
+			t.Logf("%d of %d deliveries answered 2xx, %d duplicates", ok, deliveries, dups)
+		}
+		return ok == deliveries
+	})
+	// Every outcome committed: no dispatcher will read any of them again.
+	st.terminalResults(deliveries)
+	_, dups := rx.delivered()
+	some, p99 := rx.report(10)
+	rx.mu.Lock()
+	byPhase := fmt.Sprint(rx.byPhase)
+	rx.mu.Unlock()
+	t.Logf("%d events, %d deliveries; duplicates %d (%.1f%%; by step %s); healthy p99 %v", events, deliveries, dups, 100*float64(dups)/float64(deliveries), byPhase, p99)
+	if dups != 0 {
+		t.Errorf("%d duplicate POSTs of %d deliveries through two graceful restarts (and a join: %v), want 0; e.g. %s", dups, deliveries, join, strings.Join(some, ", "))
+	}
+}
+
+// TestAGracefulStopRePOSTsNothingCompletedAboveAWaitingDelivery: one
+// partition; endpoint S (cap 1) holds its first POST until the test
+// lets it go, so S's later deliveries wait in its lane while the
+// healthy endpoint H's deliveries, read between and after them, are
+// answered. The dispatcher is stopped gracefully with S's deliveries
+// still waiting (never attempted); the drain lets S's attempt in flight
+// end and commits. The new dispatcher must POST none of H's deliveries
+// again: what completed above a delivery that was never attempted is
+// committed too (docs/DESIGN.md, "What a crash, a rebalance or an
+// outage re-POSTs").
+func TestAGracefulStopRePOSTsNothingCompletedAboveAWaitingDelivery(t *testing.T) {
+	st := startStack(t, func(c *stackConfig) {
+		c.kafka.Partitions = 1
+		c.dispatcher.GroupInstanceID = "hookline-dispatcher-"
+	})
+	release := make(chan struct{})
+	var mu sync.Mutex
+	posts := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/s" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		mu.Lock()
+		posts[r.URL.Path+" "+r.Header.Get("webhook-id")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/s", MaxInFlight: 1})
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/h"})
+	const events = 6
+	for i := range events {
+		body, _ := json.Marshal(laneEvent{Lane: "x", I: i})
+		if _, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(path string) (distinct, total int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for k, n := range posts {
+			if strings.HasPrefix(k, path+" ") {
+				distinct++
+				total += n
+			}
+		}
+		return distinct, total
+	}
+	st.until("every H delivery answered", func() bool { d, _ := count("/h"); return d == events })
+
+	// Stop gracefully, then let S's attempt in flight answer: the drain
+	// ends it and commits; S's other deliveries were never attempted.
+	v := &st.dispatcher
+	v.mu.Lock()
+	cancel, done := v.cancel, v.done
+	v.mu.Unlock()
+	cancel()
+	close(release)
+	<-done
+	v.start(st, st.newDispatcher(15*time.Second).Run)
+
+	st.until("every S delivery answered", func() bool { d, _ := count("/s"); return d == events })
+	st.terminalResults(2 * events)
+	_, hTotal := count("/h")
+	_, sTotal := count("/s")
+	if hTotal != events || sTotal != events {
+		t.Fatalf("H got %d POSTs and S %d for %d deliveries each across a graceful stop; want one POST each", hTotal, sTotal, events)
+	}
+}
+
+// TestACrashRePOSTsNothingCompletedAboveAnAttemptInFlight: one
+// partition; endpoint S (cap 1) holds its first POST, so the partition's
+// watermark stands at it, while the healthy endpoint H's deliveries read
+// after it are answered. Then the dispatcher crashes (its transactions
+// refused from then on, as kill -9 leaves them; no drain commits) and a
+// new one takes the partition. It must POST none of H's deliveries
+// again: what completed above the watermark was committed with the
+// watermark, named in the offset commit's metadata (docs/DESIGN.md, "What
+// a crash, a rebalance or an outage re-POSTs": at most what was in
+// flight plus one commit interval).
+func TestACrashRePOSTsNothingCompletedAboveAnAttemptInFlight(t *testing.T) {
+	st, c := faultyStack(t, func(c *stackConfig) { c.kafka.Partitions = 1 })
+	st.dispatcher.halt() // the test runs its own, which it crashes
+	release := make(chan struct{})
+	var mu sync.Mutex
+	posts := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/s" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		mu.Lock()
+		posts[r.URL.Path+" "+r.Header.Get("webhook-id")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/s", MaxInFlight: 1})
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/h"})
+	count := func(path string) (distinct, total int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for k, n := range posts {
+			if strings.HasPrefix(k, path+" ") {
+				distinct++
+				total += n
+			}
+		}
+		return distinct, total
+	}
+
+	ctx, crash := context.WithCancel(t.Context())
+	victimDone := make(chan struct{})
+	victim := st.newDispatcher(time.Second)
+	go func() {
+		defer close(victimDone)
+		_ = victim.Run(ctx) // its commits fail once it has crashed
+	}()
+	const events = 6
+	for i := range events {
+		body, _ := json.Marshal(laneEvent{Lane: "x", I: i})
+		if _, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.until("every H delivery answered", func() bool { d, _ := count("/h"); return d == events })
+	// H's results are committed within a commit interval or so, before
+	// the watermark passes S's head (bounded: on main they never were).
+	rd := st.reader(st.topics.Results)
+	delivered := 0
+	rctx, rcancel := context.WithTimeout(st.failed, 10*time.Second)
+	for delivered < events && rctx.Err() == nil {
+		for _, res := range decodeAll(t, rd.PollFetches(rctx).Records(), newResult) {
+			if res.GetState() == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
+				delivered++
+			}
+		}
+	}
+	rcancel()
+	rd.Close()
+	t.Logf("%d of H's %d results committed while S's head is in flight", delivered, events)
+
+	// The crash: every transaction of the victim refused from now on, no
+	// LeaveGroup; then it stops (nothing it does after this commits).
+	txn := st.kafka.TopicPrefix + "dispatcher-1"
+	dead := c.Fault(
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce, kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.TxnOffsetCommit, kmsg.EndTxn}, Err: kerr.InvalidProducerEpoch, Count: -1, TopLevel: true, When: ofTxn(txn)},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.LeaveGroup}, Group: st.kafka.TopicPrefix + "dispatcher", Err: kerr.UnknownMemberID, Count: 1, TopLevel: true},
+	)
+	crash()
+	<-victimDone
+	dead.Remove()
+	close(release)
+	st.dispatcher.start(st, st.newDispatcher(15*time.Second).Run)
+
+	st.until("every S delivery answered", func() bool { d, _ := count("/s"); return d == events })
+	st.terminalResults(2 * events)
+	if _, hTotal := count("/h"); hTotal != events {
+		t.Fatalf("H got %d POSTs for %d deliveries across a crash; want one each: what completed above the watermark was not committed", hTotal, events)
+	}
+}

@@ -1,0 +1,39 @@
+package dispatcher
+
+import "time"
+
+// A graceful stop (SIGTERM) re-POSTs nothing (docs/DESIGN.md, "What a
+// crash, a rebalance or an outage re-POSTs"): the loop starts no
+// attempt, lets those in flight end within --drain-timeout, commits
+// what they completed, and only then leaves. A commit cannot pass a
+// partition's oldest delivery not done, so a delivery still waiting in
+// its lane (behind its endpoint's cap or rate, or an ordered lane's
+// turn) would hold every completed delivery read after it uncommitted,
+// and the next owner would POST those again. So while the loop stops,
+// every delivery waiting in a lane is spilled — deferred through the
+// retry path with its attempt number and budgets untouched, an ordered
+// lane's members recorded outside like any spill (spill.go) — and the
+// watermark passes it: the last commits carry everything that
+// completed. A spilled delivery comes back after at least
+// minSpillDelay; one that was never attempted costs that, not a
+// duplicate.
+//
+// Not spilled: deliveries still waiting for the endpoints view or the
+// lanes read (resolve.go: they may not be placed before it), and those
+// read early waiting for their due time (early.go); they hold their
+// partition's watermark as before.
+
+// handOff spills every delivery waiting in a lane (the loop, while it
+// stops).
+func (e *engine) handOff(now time.Time) {
+	n := 0
+	for _, l := range e.f.lanes {
+		if l.queued > 0 {
+			n += l.queued
+			e.spillWaiting(l, now, "drain")
+		}
+	}
+	if n > 0 {
+		e.s.log.Info("stopping: deliveries waiting in lanes deferred to the retry path, so what completed after them is committed", "deferred", n)
+	}
+}
