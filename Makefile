@@ -107,6 +107,7 @@ lint: $(TOOLS)/buf $(TOOLS)/golangci-lint $(TOOLS)/helm ## gofmt, go vet, golang
 	buf format -d --exit-code
 	helm lint --strict deploy/helm/hookline
 	@$(MAKE) --no-print-directory buf-breaking
+	@bash scripts/sdk-scratch.sh
 
 # The protos of the commit scripts/breaking-base.sh names (the last v* tag,
 # else the merge base with main, else HEAD's parent), extracted with git
@@ -126,7 +127,7 @@ buf-breaking: $(TOOLS)/buf ## buf breaking: fail on an API change that breaks pu
 test: gen-check lint test-unit test-deploy test-fuzz test-real test-crash test-jaeger test-clients test-receivers ## everything CI runs: gen check, lint, unit + kfake tier, images, fuzz smoke, real Kafka tier, crash run, traces in Jaeger, clients in other languages, Standard Webhooks interop
 
 # Node.js verifies v1a (ed25519) signatures independently of Hookline's
-# Go code (platform/sign/signtest); those tests skip without it.
+# Go code (sdk/sign/signtest); those tests skip without it.
 .PHONY: node
 node: ## Node.js for the independent ed25519 signature check, installed with apt-get when missing
 	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs; }
@@ -192,9 +193,9 @@ FUZZ_TARGETS := \
   services/dispatcher:./dispatcher:FuzzPoisonDelivery \
   services/ingest:./ingest:FuzzValidateURL \
   services/ingest:./ingest:FuzzInlinePayload \
-  platform:./sign:FuzzVerifyNeverPanics \
-  platform:./sign:FuzzSignVerifyRoundTrip \
-  platform:./sign:FuzzParseSecret \
+  sdk:./sign:FuzzVerifyNeverPanics \
+  sdk:./sign:FuzzSignVerifyRoundTrip \
+  sdk:./sign:FuzzParseSecret \
   platform:./keyring:FuzzParse \
   platform:./netguard:FuzzControl \
   platform:./netguard:FuzzCheckIPv4Forms \

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"github.com/hookline/hookline/platform/sign"
+	"github.com/hookline/hookline/sdk/sign"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"google.golang.org/protobuf/encoding/protojson"
 )

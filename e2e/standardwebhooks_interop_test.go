@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"github.com/hookline/hookline/platform/sign"
 	rxlib "github.com/hookline/hookline/sdk/receiver"
+	"github.com/hookline/hookline/sdk/sign"
 )
 
 // verifyCase is one webhook for a Standard Webhooks library to verify.

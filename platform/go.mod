@@ -4,8 +4,8 @@ go 1.26.8
 
 require (
 	github.com/hookline/hookline/gen v0.0.0
+	github.com/hookline/hookline/sdk v0.0.0
 	github.com/prometheus/client_golang v1.24.1
-	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
@@ -61,3 +61,5 @@ require (
 )
 
 replace github.com/hookline/hookline/gen => ../gen
+
+replace github.com/hookline/hookline/sdk => ../sdk

@@ -4,7 +4,7 @@ go 1.26.8
 
 require (
 	github.com/hookline/hookline/gen v0.0.0
-	github.com/hookline/hookline/platform v0.0.0
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
@@ -19,5 +19,3 @@ require (
 )
 
 replace github.com/hookline/hookline/gen => ../gen
-
-replace github.com/hookline/hookline/platform => ../platform

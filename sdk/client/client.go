@@ -20,8 +20,8 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"github.com/hookline/hookline/platform/backoff"
-	"github.com/hookline/hookline/platform/ids"
+	"github.com/hookline/hookline/sdk/backoff"
+	"github.com/hookline/hookline/sdk/ids"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookline/hookline/platform/backoff"
+	"github.com/hookline/hookline/sdk/backoff"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/platform/sign"
 	"github.com/hookline/hookline/sdk/receiver"
+	"github.com/hookline/hookline/sdk/sign"
 )
 
 var (

@@ -13,7 +13,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/netguard"
-	"github.com/hookline/hookline/platform/sign"
+	"github.com/hookline/hookline/sdk/sign"
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/trace"
 )

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/platform/classify"
-	"github.com/hookline/hookline/platform/sign"
 	"github.com/hookline/hookline/platform/telemetry"
+	"github.com/hookline/hookline/sdk/sign"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"

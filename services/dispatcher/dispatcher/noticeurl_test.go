@@ -11,7 +11,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/config"
 	"github.com/hookline/hookline/platform/netguard"
-	"github.com/hookline/hookline/platform/sign"
+	"github.com/hookline/hookline/sdk/sign"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 )
 

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"github.com/hookline/hookline/platform/backoff"
 	"github.com/hookline/hookline/platform/classify"
-	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/sdk/backoff"
+	"github.com/hookline/hookline/sdk/ids"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	"github.com/hookline/hookline/services/dispatcher/retryafter"
 	"github.com/twmb/franz-go/pkg/kgo"

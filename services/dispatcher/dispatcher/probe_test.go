@@ -8,7 +8,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"github.com/hookline/hookline/platform/sign"
+	"github.com/hookline/hookline/sdk/sign"
 )
 
 // TestAProbeSetAsideAsUnwritableIsOver: the delivery outage mode lets

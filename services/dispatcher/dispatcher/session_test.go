@@ -11,7 +11,7 @@ import (
 	"time"
 
 	hkafka "github.com/hookline/hookline/platform/kafka"
-	"github.com/hookline/hookline/platform/sign"
+	"github.com/hookline/hookline/sdk/sign"
 )
 
 // TestALoopEndedByAFailedSessionReturnsOnlyOnceItsGoroutinesHave (I40):

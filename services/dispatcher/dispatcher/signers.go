@@ -7,7 +7,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/keyring"
-	"github.com/hookline/hookline/platform/sign"
+	"github.com/hookline/hookline/sdk/sign"
 )
 
 // signers caches each endpoint's Signer for its active secrets, so an

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"github.com/hookline/hookline/platform/backoff"
 	hkafka "github.com/hookline/hookline/platform/kafka"
-	"github.com/hookline/hookline/platform/sign"
+	"github.com/hookline/hookline/sdk/backoff"
+	"github.com/hookline/hookline/sdk/sign"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/encoding/protojson"

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"github.com/hookline/hookline/platform/ids"
+	"github.com/hookline/hookline/sdk/ids"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 

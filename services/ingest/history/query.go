@@ -9,7 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"github.com/hookline/hookline/platform/ids"
+	"github.com/hookline/hookline/sdk/ids"
 	"google.golang.org/protobuf/proto"
 )
 

@@ -4,8 +4,8 @@ import (
 	"context"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/sdk/ids"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"

@@ -7,7 +7,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/filter"
-	"github.com/hookline/hookline/platform/ids"
+	"github.com/hookline/hookline/sdk/ids"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"

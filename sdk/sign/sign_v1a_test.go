@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/platform/sign"
-	"github.com/hookline/hookline/platform/sign/signtest"
+	"github.com/hookline/hookline/sdk/sign"
+	"github.com/hookline/hookline/sdk/sign/signtest"
 )
 
 func TestV1ASignatureVerifiesWithNodeCrypto(t *testing.T) {
