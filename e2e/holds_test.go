@@ -76,7 +76,11 @@ func TestARecordTheBrokerRefusesIsDeadLetteredNotRetriedForEver(t *testing.T) {
 	st := startStack(t, func(c *stackConfig) { c.dispatcher.OutageAfter = 0 })
 	// Lowered after the services started: at start they raise a topic's
 	// max.message.bytes to their own (EnsureTopics), so a broker that
-	// refuses a record is one whose limit an operator changed since.
+	// refuses a record is one whose limit an operator changed since. The
+	// scheduler ensures its topics before it joins its group, and
+	// startStack waits only for ingest: wait for the scheduler's member,
+	// or its raise can land after the change below.
+	waitGroupMember(t, st, st.kafka.TopicPrefix+"scheduler")
 	small := "32768"
 	alter, err := kafkaAdmin(t, st.kafka.Brokers).AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &small}}, st.topics.Retries)
 	if err == nil {
@@ -99,5 +103,23 @@ func TestARecordTheBrokerRefusesIsDeadLetteredNotRetriedForEver(t *testing.T) {
 	}
 	if n := requests.Load(); n > 2 {
 		t.Fatalf("receiver got %d requests for one delivery whose retry cannot be written", n)
+	}
+}
+
+// waitGroupMember waits until group has a member in a stable group.
+func waitGroupMember(t *testing.T, st *stack, group string) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		described, err := st.admin.DescribeGroups(t.Context(), group)
+		if err == nil {
+			if g, ok := described[group]; ok && g.Err == nil && g.State == "Stable" && len(g.Members) > 0 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s has no stable member after %v (last error %v)", group, waitFor, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
