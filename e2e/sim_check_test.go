@@ -100,7 +100,7 @@ func (w *simWorld) check() *simReport {
 	r.stalls = len(open)
 	for i, m := range open {
 		if i < 8 {
-			r.note("stall: %s (plan %v, %d bytes) open %v after the faults stopped; %d POSTs, attempt %d", m.id, m.plan, m.size, simLiveness, m.posts, m.attempt)
+			r.note("stall: %s (%s, plan %v, %d bytes) open %v after the faults stopped; %d POSTs, attempt %d", m.id, m.deliveryID, m.plan, m.size, simLiveness, m.posts, m.attempt)
 		}
 	}
 	t.Logf("seed %d: quiet after %v, %d open", w.seed, time.Since(quietFrom).Round(time.Millisecond), len(open))
@@ -200,7 +200,7 @@ func (sm *simModel) checkLanes(r *simReport) int {
 				r.note("O5: lane %s: %s attempted at +%v behind blocked head %s (ended +%v)", name, m.id, at(m.started), blocked.id, at(blocked.ended))
 			case open != nil:
 				bad++
-				r.note("O1: lane %s: %s started +%v while %s never ended", name, m.id, at(m.started), open.id)
+				r.note("O1: lane %s: %s started +%v while %s (%s) never ended", name, m.id, at(m.started), open.id, open.deliveryID)
 			case latest != nil && !m.started.After(latest.ended):
 				bad++
 				r.note("O1: lane %s: %s started +%v before %s ended (+%v)", name, m.id, at(m.started), latest.id, at(latest.ended))
