@@ -61,19 +61,21 @@ func (sm *simModel) heldBehindBlock(m *simMember) bool {
 
 // blocks says m, ended, blocks its lane: a block endpoint's head that
 // failed permanently or ran out of attempts (DESIGN.md "Block and
-// skip"); one dead-lettered for worker faults lets the lane go on.
+// skip"); one dead-lettered for worker faults, or set aside because a
+// record it needs was refused (no attempt failed), lets the lane go on.
 func (m *simMember) blocks() bool {
-	return m.accepted && m.ep.block && !m.ended.IsZero() && !m.delivered && !m.faultOut
+	return m.accepted && m.ep.block && !m.ended.IsZero() && !m.delivered && !m.faultOut && !m.setAside
 }
 
-// open says every accepted delivery ended or waits behind a blocked
-// head.
+// open returns the accepted deliveries that have not ended (at their
+// receiver, or set aside by a dispatcher) and do not wait behind a
+// blocked head.
 func (sm *simModel) open(members []*simMember) []*simMember {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	var out []*simMember
 	for _, m := range members {
-		if m.accepted && m.ended.IsZero() && !sm.heldBehindBlock(m) {
+		if m.accepted && m.ended.IsZero() && m.setAsideAt.IsZero() && !sm.heldBehindBlock(m) {
 			out = append(out, m)
 		}
 	}
@@ -115,6 +117,7 @@ func (w *simWorld) check() *simReport {
 		if !m.accepted {
 			continue
 		}
+		m.endSetAside(terminal[m.deliveryID])
 		r.deliveries++
 		r.dups += m.dups
 		maxDup = max(maxDup, m.dups)
@@ -143,6 +146,9 @@ func (w *simWorld) check() *simReport {
 			r.other++
 			r.note("%s: %d attempts before due", m.id, m.early)
 		}
+	}
+	if n := countSetAside(w.members); n > 0 {
+		t.Logf("seed %d: %d deliveries set aside by a dispatcher (a record refused or over the limit), taken as ended there", w.seed, n)
 	}
 	for _, b := range w.model.capBreach {
 		r.other++
@@ -174,6 +180,36 @@ func (w *simWorld) check() *simReport {
 		r.note("storm: %d Kafka records written for %d deliveries (%.1f each), bound %d; by topic %v", written, r.deliveries, r.records, bound, byTopic)
 	}
 	return r
+}
+
+// countSetAside counts the members whose set-aside was their end.
+func countSetAside(ms []*simMember) int {
+	n := 0
+	for _, m := range ms {
+		if m.setAside {
+			n++
+		}
+	}
+	return n
+}
+
+// endSetAside takes m's set-aside as its end when its one terminal
+// result says FAILED: a refused record (an injected produce error, or
+// one over the record limit) ends a delivery there, with no attempt,
+// and its lane goes on (O1 holds its followers until then; the
+// set-aside is decided before any of them can start), on a block
+// endpoint too. Its end is the set-aside's unless a receiver ended it
+// before (a 2xx or a 400 whose result was then refused). A set-aside
+// whose records another owner replaced (it does not share the blame)
+// is not an end. Model lock held.
+func (m *simMember) endSetAside(states []hooklinev1.DeliveryState) {
+	if m.setAsideAt.IsZero() || len(states) != 1 || states[0] != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED {
+		return
+	}
+	m.setAside = true
+	if m.ended.IsZero() {
+		m.ended, m.delivered = m.setAsideAt, false
+	}
 }
 
 // checkLanes counts, in every ordered lane, the members whose first

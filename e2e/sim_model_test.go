@@ -87,8 +87,14 @@ type simMember struct {
 	ended     time.Time // the terminal try's return
 	delivered bool      // the terminal try was a 2xx
 	faultOut  bool      // it ran out of worker-fault chances (dead-lettered; blocks no lane)
-	posts     int       // POSTs the receiver got
-	dups      int       // POSTs after the terminal try returned
+	// setAsideAt is when a dispatcher first set it aside, a record it
+	// needs refused (dispatcher.WithSetAside): FAILED with a dead letter
+	// and no attempt, an end no receiver sees. setAside says the checker
+	// took that as its end (its terminal result is FAILED).
+	setAsideAt time.Time
+	setAside   bool
+	posts      int // POSTs the receiver got
+	dups       int // POSTs after the terminal try returned
 	overBudget,
 	early int // attempts numbered past the budget; attempts before due
 }
@@ -101,7 +107,9 @@ type simModel struct {
 	mu      sync.Mutex
 	members map[string]*simMember
 	lanes   map[string][]*simMember // in publish order
-	t0      time.Time
+	// byDelivery are the accepted members by delivery id.
+	byDelivery map[string]*simMember
+	t0         time.Time
 	// changing is until when the owner of an endpoint may be changing (a
 	// crash, join, leave or rebalance, plus the session timeout): the cap
 	// is checked outside it.
@@ -110,7 +118,7 @@ type simModel struct {
 }
 
 func newSimModel() *simModel {
-	return &simModel{members: map[string]*simMember{}, lanes: map[string][]*simMember{}, t0: time.Now()}
+	return &simModel{members: map[string]*simMember{}, lanes: map[string][]*simMember{}, byDelivery: map[string]*simMember{}, t0: time.Now()}
 }
 
 func (sm *simModel) member(payload []byte) *simMember {
@@ -171,6 +179,22 @@ func (sm *simModel) before(now func() time.Time) func(*hooklinev1.Delivery) {
 		}
 		sm.mu.Unlock()
 		panic("sim: injected worker fault")
+	}
+}
+
+// setAside is the dispatchers' hook as one sets a delivery aside
+// (dispatcher.WithSetAside): it ends there, unless a later owner, which
+// does not share the blame, ends it otherwise (check decides).
+func (sm *simModel) setAside(d *hooklinev1.Delivery) {
+	at := time.Now()
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	m := sm.byDelivery[d.GetDeliveryId()]
+	if m == nil {
+		m = sm.member(d.GetPayload()) // set aside before its publish returned
+	}
+	if m != nil && m.setAsideAt.IsZero() {
+		m.setAsideAt = at
 	}
 }
 

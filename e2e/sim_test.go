@@ -178,7 +178,7 @@ func (w *simWorld) startDispatcher(s *simSlot) {
 	name := fmt.Sprint("dispatcher-", s.n)
 	s.svc.start(w, name, func() (func(context.Context) error, error) {
 		d, err := dispatcher.New(c, dispatcher.WithLogger(testLogger(w.t, name)),
-			dispatcher.WithBeforeAttempt(w.model.before(now)), dispatcher.WithClock(now), dispatcher.WithRandSeed(w.seed+uint64(s.n)))
+			dispatcher.WithBeforeAttempt(w.model.before(now)), dispatcher.WithSetAside(w.model.setAside), dispatcher.WithClock(now), dispatcher.WithRandSeed(w.seed+uint64(s.n)))
 		if err != nil {
 			return nil, err
 		}
@@ -497,6 +497,7 @@ func (w *simWorld) publishAll(ctx context.Context, t0 time.Time) {
 				if err == nil && len(resp.GetDeliveries()) == 1 {
 					m.accepted = true
 					m.deliveryID = resp.GetDeliveries()[0].GetDeliveryId()
+					w.model.byDelivery[m.deliveryID] = m
 				}
 				w.model.mu.Unlock()
 				if err != nil {
