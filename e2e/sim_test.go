@@ -40,7 +40,10 @@ const (
 	envSimDuration = "HOOKLINE_SIM_DURATION" // the fault phase of each seed (default 12s)
 )
 
-// simDefaultSeeds is what make sim and make test run.
+// simDefaultSeeds is what make sim and make test run. Each found a
+// defect once (docs/reliability.md, "Simulation", names which); a
+// finding made deterministic is a regression case in sim_regress_test.go
+// (seed 5: TestSimTakesALaneMemberSetAsideByARefusedLanesRecordAsEnded).
 var simDefaultSeeds = []uint64{1, 2, 3, 4, 5, 6}
 
 const (
@@ -189,7 +192,7 @@ func (w *simWorld) startDispatcher(s *simSlot) {
 
 func (w *simWorld) startScheduler() {
 	w.sched.start(w, "scheduler", func() (func(context.Context) error, error) {
-		s, err := scheduler.New(w.sc, scheduler.WithLogger(testLogger(w.t, "scheduler")), scheduler.WithClock(w.clock(4)))
+		s, err := scheduler.New(w.sc, scheduler.WithLogger(testLogger(w.t, "scheduler")), scheduler.WithClock(w.clock(4)), scheduler.WithSetAside(w.model.setAside))
 		if err != nil {
 			return nil, err
 		}
@@ -348,7 +351,7 @@ func (w *simWorld) serve() {
 		req := &hooklinev1.CreateEndpointRequest{
 			Url: srv.URL + "/" + ep.name, Ordering: ep.ordering, MaxInFlight: ep.maxInFlight,
 			RetryPolicy: ladderPolicy(ep.maxAttempts, 100*time.Millisecond, 300*time.Millisecond),
-			Timeout:     durationpb.New(time.Second),
+			Timeout:     durationpb.New(simAttemptTimeout),
 		}
 		if ep.ordered() {
 			req.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_SKIP

@@ -55,6 +55,8 @@ type Service struct {
 	byTier map[time.Duration]string
 
 	onRelease func(d *hooklinev1.Delivery, at time.Time)
+	// setAsideHook, if set, learns of each delivery set aside (tests).
+	setAsideHook func(*hooklinev1.Delivery)
 
 	tp       trace.TracerProvider
 	mp       metric.MeterProvider
@@ -115,6 +117,15 @@ func WithTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) Option {
 // time, after its transaction commits; for measurements.
 func WithReleaseHook(fn func(d *hooklinev1.Delivery, at time.Time)) Option {
 	return func(s *Service) { s.onRelease = fn }
+}
+
+// WithSetAside has fn called with each delivery the scheduler sets
+// aside because its next hop's record can never be written (FAILED, a
+// dead letter), as the decision is made: a test's model of the
+// receivers (make sim) sees the delivery end there. fn runs on the poll
+// loop and must not block. Default none; not for production use.
+func WithSetAside(fn func(*hooklinev1.Delivery)) Option {
+	return func(s *Service) { s.setAsideHook = fn }
 }
 
 // New validates cfg and returns a Service.
@@ -485,6 +496,9 @@ func (s *Service) deliveryOf(r *kgo.Record) string {
 func (s *Service) setAside(d *hooklinev1.Delivery, why string, now time.Time) []*kgo.Record {
 	s.log.Error("timer's record cannot be written to Kafka; dead-lettered without its payload",
 		"delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "attempt", d.GetAttempt(), "why", why)
+	if s.setAsideHook != nil {
+		s.setAsideHook(d)
+	}
 	res := &hooklinev1.AttemptResult{
 		DeliveryId: d.GetDeliveryId(), EventId: d.GetEventId(), TenantId: d.GetTenantId(), EndpointId: d.GetEndpointId(),
 		EventType: d.GetEventType(), Attempt: d.GetAttempt(), StartedAt: timestamppb.New(now),
