@@ -85,22 +85,16 @@ func TestSimTakesALaneMemberSetAsideByARefusedLanesRecordAsEnded(t *testing.T) {
 	}
 }
 
-// envOpenDefects runs the regression cases of defects not fixed yet.
-const envOpenDefects = "HOOKLINE_OPEN_DEFECTS"
-
 // TestSimAMemberTheSchedulerSetsAsideReleasesItsLane is seed 12's
-// finding (make sim SEEDS=1..16), an open defect: skipped unless
-// HOOKLINE_OPEN_DEFECTS=1, and failing then (docs/reliability.md,
-// "Simulation"). A per_endpoint head's retry is refused as too large
-// when the scheduler releases it to the deliveries topic; the scheduler
-// sets it aside (FAILED, a dead letter), but the dispatcher that owns
-// the lane still holds it outside, waiting for its way back until its
-// due time plus --max-hold (72 h by default), and every later member of
-// the lane waits behind it, going round the retry path with no attempt.
+// finding (make sim SEEDS=1..16). A per_endpoint head's retry is
+// refused as too large when the scheduler releases it to the deliveries
+// topic; the scheduler sets it aside (FAILED, a dead letter). The
+// dispatcher that owns the lane held it outside, waiting for its way
+// back until its due time plus --max-hold (72 h by default), and every
+// later member of the lane waited behind it, going round the retry path
+// with no attempt; the set-aside now releases the lane (LANE_OP_RELEASE).
+// The checker then sees the head end where it was set aside.
 func TestSimAMemberTheSchedulerSetsAsideReleasesItsLane(t *testing.T) {
-	if os.Getenv(envOpenDefects) == "" {
-		t.Skip("open defect (seed 12): a member the scheduler sets aside holds its ordered lane until --max-hold; " + envOpenDefects + "=1 runs it")
-	}
 	if v := os.Getenv(envKafka); v != "" && v != "kfake" {
 		t.Skip("injects faults through kfake")
 	}
@@ -130,11 +124,25 @@ func TestSimAMemberTheSchedulerSetsAsideReleasesItsLane(t *testing.T) {
 	for {
 		terminal := w.terminalStates()
 		if len(terminal[next.deliveryID]) > 0 {
+			if got := terminal[head.deliveryID]; len(got) != 1 || got[0] != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED {
+				t.Fatalf("the head's terminal results: %v, want one FAILED (set aside by the scheduler)", got)
+			}
+			if got := terminal[next.deliveryID]; len(got) != 1 || got[0] != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
+				t.Fatalf("the follower's terminal results: %v, want one DELIVERED", got)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the follower has no terminal result %v after its head (terminal results %v) was set aside (refusals injected: %d)",
 				waitFor, terminal[head.deliveryID], refused.Hits())
 		}
+	}
+	if refused.Hits() == 0 {
+		t.Fatal("the release was never refused: the scenario did not happen")
+	}
+	r := w.check()
+	if r.violations() > 0 {
+		t.Fatalf("the checker found %d violations (lost %d, order %d, stalls %d, storms %d, other %d): %v",
+			r.violations(), r.lost, r.order, r.stalls, r.storms, r.other, r.notes)
 	}
 }
