@@ -124,7 +124,7 @@ buf-breaking: $(TOOLS)/buf ## buf breaking: fail on an API change that breaks pu
 ## ---- tests -------------------------------------------------------------
 
 .PHONY: test
-test: gen-check lint test-unit test-deploy test-fuzz test-real test-crash test-jaeger test-clients test-receivers ## everything CI runs: gen check, lint, unit + kfake tier, images, fuzz smoke, real Kafka tier, crash run, traces in Jaeger, clients in other languages, Standard Webhooks interop
+test: gen-check lint test-unit test-deploy test-fuzz sim test-real test-crash test-jaeger test-clients test-receivers ## everything CI runs: gen check, lint, unit + kfake tier, images, fuzz smoke, the fault simulation (default seeds), real Kafka tier, crash run, traces in Jaeger, clients in other languages, Standard Webhooks interop
 
 # Node.js verifies v1a (ed25519) signatures independently of Hookline's
 # Go code (sdk/sign/signtest); those tests skip without it.

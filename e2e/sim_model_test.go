@@ -43,6 +43,9 @@ func (s simStep) String() string {
 // simMaxFaults is the simulated dispatchers' --max-worker-faults.
 const simMaxFaults = 3
 
+// simAttemptTimeout is every simulated endpoint's attempt timeout.
+const simAttemptTimeout = time.Second
+
 // simEvent is one event's payload: its place in its lane and padding to
 // its drawn size.
 type simEvent struct {
@@ -87,8 +90,15 @@ type simMember struct {
 	ended     time.Time // the terminal try's return
 	delivered bool      // the terminal try was a 2xx
 	faultOut  bool      // it ran out of worker-fault chances (dead-lettered; blocks no lane)
-	posts     int       // POSTs the receiver got
-	dups      int       // POSTs after the terminal try returned
+	// setAsideAt is when a dispatcher first set it aside, a record it
+	// needs refused (dispatcher.WithSetAside): FAILED with a dead letter
+	// and no attempt, an end no receiver sees. setAside says the checker
+	// took that as its end (its terminal result is FAILED).
+	setAsideAt time.Time
+	setAside   bool
+	lastBefore time.Time // the latest attempt's start (the before-attempt hook)
+	posts      int       // POSTs the receiver got
+	dups       int       // POSTs after the terminal try returned
 	overBudget,
 	early int // attempts numbered past the budget; attempts before due
 }
@@ -101,7 +111,9 @@ type simModel struct {
 	mu      sync.Mutex
 	members map[string]*simMember
 	lanes   map[string][]*simMember // in publish order
-	t0      time.Time
+	// byDelivery are the accepted members by delivery id.
+	byDelivery map[string]*simMember
+	t0         time.Time
 	// changing is until when the owner of an endpoint may be changing (a
 	// crash, join, leave or rebalance, plus the session timeout): the cap
 	// is checked outside it.
@@ -115,7 +127,7 @@ type simModel struct {
 }
 
 func newSimModel() *simModel {
-	return &simModel{members: map[string]*simMember{}, lanes: map[string][]*simMember{}, t0: time.Now()}
+	return &simModel{members: map[string]*simMember{}, lanes: map[string][]*simMember{}, byDelivery: map[string]*simMember{}, t0: time.Now()}
 }
 
 func (sm *simModel) member(payload []byte) *simMember {
@@ -164,6 +176,7 @@ func (sm *simModel) before(now func() time.Time) func(*hooklinev1.Delivery) {
 		if m.started.IsZero() {
 			m.started = at
 		}
+		m.lastBefore = at
 		if m.step() != simPanic {
 			sm.mu.Unlock()
 			return
@@ -176,6 +189,22 @@ func (sm *simModel) before(now func() time.Time) func(*hooklinev1.Delivery) {
 		}
 		sm.mu.Unlock()
 		panic("sim: injected worker fault")
+	}
+}
+
+// setAside is the dispatchers' hook as one sets a delivery aside
+// (dispatcher.WithSetAside): it ends there, unless a later owner, which
+// does not share the blame, ends it otherwise (check decides).
+func (sm *simModel) setAside(d *hooklinev1.Delivery) {
+	at := time.Now()
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	m := sm.byDelivery[d.GetDeliveryId()]
+	if m == nil {
+		m = sm.member(d.GetPayload()) // set aside before its publish returned
+	}
+	if m != nil && m.setAsideAt.IsZero() {
+		m.setAsideAt = at
 	}
 }
 
@@ -231,9 +260,26 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 		case <-time.After(5 * time.Second):
 		}
-		sm.answered(m, s, last)
+		// The try ended when the dispatcher gave up, which this
+		// goroutine learns only after it: no sooner than the endpoint's
+		// timeout after the attempt began (the before-attempt hook runs
+		// first), so a follower started in between is not taken for one
+		// started before its predecessor's end.
+		sm.mu.Lock()
+		at := time.Now()
+		if gaveUp := m.lastBefore.Add(simAttemptTimeout); gaveUp.Before(at) {
+			at = gaveUp
+		}
+		sm.mu.Unlock()
+		sm.answeredAt(m, s, last, at)
 		return
 	case simReset:
+		// The try ends as the reset goes out, not after: the dispatcher
+		// may take the reset, end the delivery (its last attempt) and
+		// start its lane's next member before this goroutine runs again
+		// (seeds 8 and 15 of 1..16: a follower "started 1 ms before" its
+		// predecessor's reset was recorded).
+		sm.answered(m, s, last)
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {
 				if tc, ok := conn.(*net.TCPConn); ok {
@@ -242,7 +288,6 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				_ = conn.Close()
 			}
 		}
-		sm.answered(m, s, last)
 		return
 	}
 	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
@@ -262,11 +307,15 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sm.answered(m, s, last)
 }
 
-// answered records the end of a try once its answer is out.
+// answered records the end of a try as its answer goes out.
 func (sm *simModel) answered(m *simMember, s simStep, last bool) {
+	sm.answeredAt(m, s, last, time.Now())
+}
+
+// answeredAt records the end of a try at now.
+func (sm *simModel) answeredAt(m *simMember, s simStep, last bool, now time.Time) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
-	now := time.Now()
 	switch {
 	case s == simOK || s == simSlow:
 		sm.end(m, now, true)

@@ -17,6 +17,9 @@ const (
 	Delivery = "dlv_"
 	Endpoint = "ep_"
 	Notice   = "ntc_"
+	// LaneCommand is a command on an ordered lane (an operator's, or
+	// the scheduler's release of a member it set aside).
+	LaneCommand = "lcm_"
 )
 
 const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"

@@ -114,6 +114,11 @@ const (
 	// Attempt the head again with a fresh attempt budget; the lane stays
 	// ordered behind it.
 	LaneOp_LANE_OP_RESEND LaneOp = 2
+	// Not an operator's: the member named ended outside its lane's owner
+	// (the scheduler set its release aside, FAILED with a dead letter), so
+	// it will not come back; the lane stops waiting for it. Written by the
+	// scheduler in the transaction of the set-aside.
+	LaneOp_LANE_OP_RELEASE LaneOp = 3
 )
 
 // Enum value maps for LaneOp.
@@ -122,11 +127,13 @@ var (
 		0: "LANE_OP_UNSPECIFIED",
 		1: "LANE_OP_SKIP",
 		2: "LANE_OP_RESEND",
+		3: "LANE_OP_RELEASE",
 	}
 	LaneOp_value = map[string]int32{
 		"LANE_OP_UNSPECIFIED": 0,
 		"LANE_OP_SKIP":        1,
 		"LANE_OP_RESEND":      2,
+		"LANE_OP_RELEASE":     3,
 	}
 )
 
@@ -1930,11 +1937,12 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x16DELIVERY_KIND_DEFERRED\x10\x05\x12\x1a\n" +
 	"\x16DELIVERY_KIND_UNPARKED\x10\x06\x12\x16\n" +
 	"\x12DELIVERY_KIND_TEST\x10\a\x12\x1e\n" +
-	"\x1aDELIVERY_KIND_LANE_COMMAND\x10\b*G\n" +
+	"\x1aDELIVERY_KIND_LANE_COMMAND\x10\b*\\\n" +
 	"\x06LaneOp\x12\x17\n" +
 	"\x13LANE_OP_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fLANE_OP_SKIP\x10\x01\x12\x12\n" +
-	"\x0eLANE_OP_RESEND\x10\x02*\x9f\x01\n" +
+	"\x0eLANE_OP_RESEND\x10\x02\x12\x13\n" +
+	"\x0fLANE_OP_RELEASE\x10\x03*\x9f\x01\n" +
 	"\fOutcomeClass\x12\x1d\n" +
 	"\x19OUTCOME_CLASS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15OUTCOME_CLASS_SUCCESS\x10\x01\x12\x1b\n" +

@@ -439,3 +439,45 @@ func TestAMemberThatWouldOverflowItsLanesRecordIsSetAside(t *testing.T) {
 		t.Fatalf("a refused lanes record: abort %q, blamed %q; want unwritable, its blocked head", reason, f.s.unwritable.Reason("dlv_a0"))
 	}
 }
+
+// TestAReleasedMemberNoLongerHoldsItsLane: a member outside its lane (a
+// retry) that the scheduler set aside on its way back comes back as a
+// release command (LANE_OP_RELEASE): the lane stops waiting for it, its
+// followers go on in order, and the lanes topic drops it with the
+// command's offset.
+func TestAReleasedMemberNoLongerHoldsItsLane(t *testing.T) {
+	f := newBlockFixture(t)
+	f.rx.set(`"a0"`, http.StatusServiceUnavailable) // retried: outside, not blocked
+	f.blockedLane(t)
+	if got := f.rx.received(); slices.Contains(got, `"a1"`) || slices.Contains(got, `"a2"`) {
+		t.Fatalf("receiver got %v; a1 and a2 must wait for a0", got)
+	}
+	f.command(t, hooklinev1.LaneOp_LANE_OP_RELEASE, "a", "dlv_a0", 5)
+	f.e.runDry(t)
+	outs := f.e.commitNow()
+	got := f.rx.received()
+	i, j := slices.Index(got, `"a1"`), slices.Index(got, `"a2"`)
+	if i < 0 || j < i {
+		t.Fatalf("receiver got %v; want a1 then a2 once a0 is released", got)
+	}
+	key := lanes.RecordKey("ep_1", "a")
+	tomb := slices.IndexFunc(outs, func(r *kgo.Record) bool { return r.Topic == f.s.topics.Lanes && string(r.Key) == key && r.Value == nil })
+	if tomb < 0 {
+		t.Fatalf("no tombstone for lane %s among %d records; the released member must leave the lanes topic", key, len(outs))
+	}
+}
+
+// TestAReleaseOfABlockedHeadDoesNothing: blocked heads never travel
+// through the scheduler, so a release naming one is stale.
+func TestAReleaseOfABlockedHeadDoesNothing(t *testing.T) {
+	f := newBlockFixture(t)
+	f.blockedLane(t)
+	f.command(t, hooklinev1.LaneOp_LANE_OP_RELEASE, "a", "dlv_a0", 5)
+	f.e.runDry(t)
+	if outs := f.e.commitNow(); len(outs) != 0 {
+		t.Fatalf("a stale release wrote %d records", len(outs))
+	}
+	if got := f.rx.received(); len(got) != 3 || f.e.f.lanes["ep_1"].ord.keys["a"].outside["dlv_a0"].blocked == nil {
+		t.Fatalf("receiver got %v; the lane must stay blocked", got)
+	}
+}

@@ -53,7 +53,9 @@ type Service struct {
 	attemptOpts []attempt.Option
 	// beforeAttempt, if set, is called as each attempt begins (tests).
 	beforeAttempt func(*hooklinev1.Delivery)
-	rcv           *receivers
+	// setAsideHook, if set, learns of each delivery set aside (tests).
+	setAsideHook func(*hooklinev1.Delivery)
+	rcv          *receivers
 	// pauses are automatic pauses written and not settled yet;
 	// pauseOutcome learns how one fared once committed.
 	pauses pendingPauses
@@ -119,6 +121,17 @@ func WithAttemptOptions(opts ...attempt.Option) Option {
 // production use.
 func WithBeforeAttempt(fn func(*hooklinev1.Delivery)) Option {
 	return func(s *Service) { s.beforeAttempt = fn }
+}
+
+// WithSetAside has fn called with each delivery the dispatcher sets
+// aside because a record it needs can never be written (produce.go: a
+// FAILED result and a dead letter without its payload, no attempt), as
+// the decision is made and before the delivery's lane learns of it: a
+// test's model of the receivers (make sim) sees the delivery end there,
+// which no receiver sees. fn runs on the loop's or an attempt's
+// goroutine and must not block. Default none; not for production use.
+func WithSetAside(fn func(*hooklinev1.Delivery)) Option {
+	return func(s *Service) { s.setAsideHook = fn }
 }
 
 // WithRandSeed makes backoff jitter deterministic (default: random seed).

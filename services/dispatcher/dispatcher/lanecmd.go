@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -53,10 +54,14 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 	}
 	l := e.f.lane(ep.GetEndpoint().GetId(), ep.GetEndpoint().GetTenantId())
 	e.configure(l, ep, now)
+	op := d.GetLaneCommand().GetOp()
+	if op == hooklinev1.LaneOp_LANE_OP_RELEASE {
+		e.releaseMember(en, l, ep, log, now)
+		return
+	}
 	k := e.keyLaneOf(l, en.part, d.GetOrderingKey(), now)
 	id := d.GetDeliveryId()
 	out, ok := k.outside[id]
-	op := d.GetLaneCommand().GetOp()
 	if !ok || out.blocked == nil || (op != hooklinev1.LaneOp_LANE_OP_SKIP && op != hooklinev1.LaneOp_LANE_OP_RESEND) {
 		log.Warn("stale lane command: the delivery is not the lane's blocked head (any more); nothing to do")
 		e.w.finish(en, nil)
@@ -108,6 +113,35 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 	}
 	e.settle(en, fn)
 	en.opMember = member
+	e.laneChanged(en, k, now)
+}
+
+// releaseMember applies the scheduler's release of a member it set
+// aside (LANE_OP_RELEASE): the member ended FAILED outside the lane, on
+// its way back, so the lane stops waiting for it and its followers go
+// on. The lane is the one the endpoint's mode puts the member in (the
+// scheduler does not know the mode). The lane change is written with
+// the command's offset, like a skip's; a release of a member the lane
+// does not hold outside (or holds blocked: blocked heads do not travel
+// through the scheduler) does nothing.
+func (e *engine) releaseMember(en *entry, l *lane, ep *hooklinev1.EndpointRecord, log *slog.Logger, now time.Time) {
+	d := en.d
+	if !isOrdered(ep, d) {
+		e.w.finish(en, nil) // the endpoint is no longer ordered: nothing waits
+		return
+	}
+	k := e.keyLaneOf(l, en.part, laneKey(ep, d), now)
+	id := d.GetDeliveryId()
+	if out, ok := k.outside[id]; !ok || out.blocked != nil {
+		log.Info("release of a lane member not outside its lane; nothing to do")
+		e.w.finish(en, nil)
+		l.ord.touch(k)
+		return
+	}
+	delete(k.outside, id)
+	log.Warn("lane member set aside by the scheduler; its lane goes on without it")
+	e.settle(en, func(context.Context) []*kgo.Record { return nil })
+	en.opMember = nil
 	e.laneChanged(en, k, now)
 }
 

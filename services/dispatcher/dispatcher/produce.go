@@ -115,6 +115,9 @@ func (s *Service) setAside(ctx context.Context, d *hooklinev1.Delivery, outs []*
 	s.log.ErrorContext(ctx, "delivery cannot be written to Kafka; dead-lettered without its payload",
 		"delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "attempt", d.GetAttempt(), "why", why)
 	setOutcome(ctx, "unwritable")
+	if s.setAsideHook != nil {
+		s.setAsideHook(d)
+	}
 	return append(s.deadLetter(ctx, small, res), keep...)
 }
 

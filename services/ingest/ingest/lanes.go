@@ -20,7 +20,7 @@ import (
 // (see the dispatcher's lanecmd.go).
 
 // laneCommandID is the id prefix of lane commands.
-const laneCommandID = "lcm_"
+const laneCommandID = ids.LaneCommand
 
 // syncLanes makes an answer see every lane change committed before the
 // call began.

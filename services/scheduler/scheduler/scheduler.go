@@ -24,6 +24,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/health"
+	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/scheduler/tier"
@@ -55,6 +56,8 @@ type Service struct {
 	byTier map[time.Duration]string
 
 	onRelease func(d *hooklinev1.Delivery, at time.Time)
+	// setAsideHook, if set, learns of each delivery set aside (tests).
+	setAsideHook func(*hooklinev1.Delivery)
 
 	tp       trace.TracerProvider
 	mp       metric.MeterProvider
@@ -115,6 +118,15 @@ func WithTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) Option {
 // time, after its transaction commits; for measurements.
 func WithReleaseHook(fn func(d *hooklinev1.Delivery, at time.Time)) Option {
 	return func(s *Service) { s.onRelease = fn }
+}
+
+// WithSetAside has fn called with each delivery the scheduler sets
+// aside because its next hop's record can never be written (FAILED, a
+// dead letter), as the decision is made: a test's model of the
+// receivers (make sim) sees the delivery end there. fn runs on the poll
+// loop and must not block. Default none; not for production use.
+func WithSetAside(fn func(*hooklinev1.Delivery)) Option {
+	return func(s *Service) { s.setAsideHook = fn }
 }
 
 // New validates cfg and returns a Service.
@@ -497,9 +509,17 @@ func (s *Service) deliveryOf(r *kgo.Record) string {
 // setAside ends d FAILED because its next hop's record can never be
 // written (why): a result and a dead letter without the payload (ingest's
 // history keeps the payload, so it can still be resent) take its place.
+// A member of an ordered lane (it carries its lane_seq) will then never
+// come back to the lane that waits for it outside: a release command on
+// the deliveries topic, keyed like its deliveries so that it reaches the
+// lane's owner in log order, tells that dispatcher to stop waiting
+// (LANE_OP_RELEASE; the dispatcher's lanecmd.go).
 func (s *Service) setAside(d *hooklinev1.Delivery, why string, now time.Time) []*kgo.Record {
 	s.log.Error("timer's record cannot be written to Kafka; dead-lettered without its payload",
 		"delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "attempt", d.GetAttempt(), "why", why)
+	if s.setAsideHook != nil {
+		s.setAsideHook(d)
+	}
 	res := &hooklinev1.AttemptResult{
 		DeliveryId: d.GetDeliveryId(), EventId: d.GetEventId(), TenantId: d.GetTenantId(), EndpointId: d.GetEndpointId(),
 		EventType: d.GetEventType(), Attempt: d.GetAttempt(), StartedAt: timestamppb.New(now),
@@ -518,6 +538,19 @@ func (s *Service) setAside(d *hooklinev1.Delivery, why string, now time.Time) []
 			panic(err) // a message the scheduler built: a bug
 		}
 		r.Timestamp = now
+		out = append(out, r)
+	}
+	if d.LaneSeq != nil {
+		cmd := &hooklinev1.Delivery{
+			DeliveryId: d.GetDeliveryId(), EventId: d.GetEventId(), TenantId: d.GetTenantId(), EndpointId: d.GetEndpointId(),
+			EventType: d.GetEventType(), CreatedAt: timestamppb.New(now), OrderingKey: d.GetOrderingKey(),
+			Kind:        hooklinev1.DeliveryKind_DELIVERY_KIND_LANE_COMMAND,
+			LaneCommand: &hooklinev1.LaneCommand{Op: hooklinev1.LaneOp_LANE_OP_RELEASE, CommandId: ids.New(ids.LaneCommand, now), At: timestamppb.New(now)},
+		}
+		r, err := hkafka.Record(s.topics.Deliveries, d.GetEndpointId(), cmd)
+		if err != nil {
+			panic(err) // a message the scheduler built: a bug
+		}
 		out = append(out, r)
 	}
 	return out
