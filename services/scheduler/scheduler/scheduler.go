@@ -24,9 +24,9 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/health"
-	"github.com/hookline/hookline/platform/ids"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/telemetry"
+	"github.com/hookline/hookline/sdk/ids"
 	"github.com/hookline/hookline/services/scheduler/tier"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
