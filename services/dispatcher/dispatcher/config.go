@@ -6,6 +6,7 @@ import (
 	"github.com/hookline/hookline/platform/health"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/keyring"
+	"github.com/hookline/hookline/platform/netguard"
 )
 
 // Config is the dispatcher's configuration, read by platform/config from
@@ -14,6 +15,10 @@ type Config struct {
 	Kafka   hkafka.Config
 	Health  health.Config
 	Secrets keyring.Config
+	// The destination flags (--allow-private-destinations, --allow-cidrs,
+	// --tenant-allow-cidrs), shared with ingest; --notice-webhook-allow-cidrs
+	// is the dispatcher's own.
+	netguard.Config
 
 	Group           string        `flag:"group" env:"HOOKLINE_DISPATCHER_GROUP" default:"hookline-dispatcher" usage:"Kafka consumer group of the dispatchers"`
 	TransactionalID string        `flag:"transactional-id" env:"HOOKLINE_DISPATCHER_TRANSACTIONAL_ID" usage:"Kafka transactional id, unique and stable per dispatcher instance (default: hookline-dispatcher-<hostname>)"`
@@ -72,10 +77,6 @@ type Config struct {
 	NoticeWebhookURL    string   `flag:"notice-webhook-url" env:"HOOKLINE_NOTICE_WEBHOOK_URL" usage:"operator webhook that receives every endpoint notice, signed (default: notices go to the notices topic only)"`
 	NoticeWebhookSecret string   `flag:"notice-webhook-secret" env:"HOOKLINE_NOTICE_WEBHOOK_SECRET" usage:"whsec_… secret that signs notices sent to --notice-webhook-url"`
 	NoticeWebhookCIDRs  []string `flag:"notice-webhook-allow-cidrs" env:"HOOKLINE_NOTICE_WEBHOOK_ALLOW_CIDRS" usage:"CIDRs --notice-webhook-url may resolve to despite being private, comma-separated (its own list: --allow-cidrs and --tenant-allow-cidrs do not apply to it); never the cloud metadata addresses"`
-
-	AllowPrivate bool     `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"deliver to loopback and private addresses (development only)"`
-	AllowCIDRs   []string `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs every tenant's receivers may resolve to despite being private, comma-separated; never the cloud metadata addresses"`
-	TenantCIDRs  []string `flag:"tenant-allow-cidrs" env:"HOOKLINE_TENANT_ALLOW_CIDRS" usage:"per-tenant CIDRs that tenant's receivers may resolve to despite being private, comma-separated tenant=CIDR (e.g. acme=10.20.0.0/16); never the cloud metadata addresses"`
 
 	ForwardTraceState []string `flag:"forward-tracestate" env:"HOOKLINE_FORWARD_TRACESTATE" usage:"keys of a producer's W3C tracestate list-members that receivers get, comma-separated (* for all; default: none, receivers get traceparent only)"`
 	ForwardBaggage    []string `flag:"forward-baggage" env:"HOOKLINE_FORWARD_BAGGAGE" usage:"keys of a producer's W3C baggage members that receivers get, comma-separated (* for all; default: none)"`
