@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"time"
 
+	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/health"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/keyring"
@@ -48,9 +49,9 @@ type Config struct {
 	MaxFaults      int  `flag:"max-worker-faults" env:"HOOKLINE_MAX_WORKER_FAULTS" default:"5" usage:"worker faults (panics) one delivery may cause before it is set aside on the dead-letter topic"`
 
 	MaxInFlight        int           `flag:"max-in-flight" env:"HOOKLINE_MAX_IN_FLIGHT" default:"10" usage:"default cap of attempts in flight to one endpoint; endpoints may override"`
-	MaxInFlightCeiling int           `flag:"max-in-flight-ceiling" env:"HOOKLINE_MAX_IN_FLIGHT_CEILING" default:"1000" usage:"highest per-endpoint cap honoured; an endpoint asking for more gets this (ingest refuses more than the default, platform/endpoints.MaxInFlightCeiling)"`
+	MaxInFlightCeiling int           `flag:"max-in-flight-ceiling" env:"HOOKLINE_MAX_IN_FLIGHT_CEILING" usage:"highest per-endpoint cap honoured; an endpoint asking for more gets this (ingest refuses more than the default, platform/endpoints.MaxInFlightCeiling)"`
 	RateLimit          float64       `flag:"rate-limit" env:"HOOKLINE_RATE_LIMIT" default:"100" usage:"default attempts per second to one endpoint; endpoints may override (0: no limit)"`
-	RateLimitCeiling   float64       `flag:"rate-limit-ceiling" env:"HOOKLINE_RATE_LIMIT_CEILING" default:"100000" usage:"highest per-endpoint rate honoured (attempts per second); an endpoint asking for more gets this (ingest refuses more than the default, platform/endpoints.RateLimitCeiling)"`
+	RateLimitCeiling   float64       `flag:"rate-limit-ceiling" env:"HOOKLINE_RATE_LIMIT_CEILING" usage:"highest per-endpoint rate honoured (attempts per second); an endpoint asking for more gets this (ingest refuses more than the default, platform/endpoints.RateLimitCeiling)"`
 	ParkRecheck        time.Duration `flag:"park-recheck" env:"HOOKLINE_PARK_RECHECK" default:"5s" usage:"longest wait between a paused endpoint's held delivery's looks whether it has resumed (they start at 1 s and double up to this): a resume reaches every held delivery within it; each look is one scheduler round trip"`
 	MaxHold            time.Duration `flag:"max-hold" env:"HOOKLINE_MAX_HOLD" default:"72h" usage:"longest a delivery is held without an attempt (paused endpoint, outage mode, spilled backlog) before it ends EXPIRED with a dead letter; must be below --topic-retention"`
 
@@ -80,4 +81,12 @@ type Config struct {
 
 	ForwardTraceState []string `flag:"forward-tracestate" env:"HOOKLINE_FORWARD_TRACESTATE" usage:"keys of a producer's W3C tracestate list-members that receivers get, comma-separated (* for all; default: none, receivers get traceparent only)"`
 	ForwardBaggage    []string `flag:"forward-baggage" env:"HOOKLINE_FORWARD_BAGGAGE" usage:"keys of a producer's W3C baggage members that receivers get, comma-separated (* for all; default: none)"`
+}
+
+// SetDefaults gives --max-in-flight-ceiling and --rate-limit-ceiling the
+// limits ingest validates endpoints against (platform/endpoints), their
+// one home; platform/config calls it before reading the flags.
+func (c *Config) SetDefaults() {
+	c.MaxInFlightCeiling = endpoints.MaxInFlightCeiling
+	c.RateLimitCeiling = endpoints.RateLimitCeiling
 }
