@@ -102,7 +102,7 @@ func TestPublishPushesBackWhenKafkaBacksUp(t *testing.T) {
 			}
 		}
 	}
-	res := decodeAll(t, st.readN(st.topics.Results, calls), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+	res := kafkatest.Decode(t, st.readN(st.topics.Results, calls), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
 	for _, r := range res {
 		if r.GetClass() != hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
 			t.Fatalf("result %v, want every event delivered", r)

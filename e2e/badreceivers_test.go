@@ -11,6 +11,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/badreceiver"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -88,7 +89,7 @@ func TestMisbehavingReceiversDoNotStallTheirPartition(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatalf("%d of %d deliveries ended within %v", len(ended), len(want), waitFor)
 		}
-		for _, r := range decodeAll(t, fs.Records(), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }) {
+		for _, r := range kafkatest.Decode(t, fs.Records(), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }) {
 			switch r.GetState() {
 			case hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED, hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED:
 				if ended[r.GetDeliveryId()] != nil {

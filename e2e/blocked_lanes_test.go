@@ -13,6 +13,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -143,7 +144,7 @@ func TestBlockedLaneHoldsUntilAnOperatorResendsOrSkips(t *testing.T) {
 	}
 
 	var notices []*hooklinev1.Notice
-	for _, n := range decodeAll(t, st.readN(st.topics.Notices, 2), func() *hooklinev1.Notice { return &hooklinev1.Notice{} }) {
+	for _, n := range kafkatest.Decode(t, st.readN(st.topics.Notices, 2), func() *hooklinev1.Notice { return &hooklinev1.Notice{} }) {
 		if n.GetType() == hooklinev1.NoticeType_NOTICE_TYPE_LANE_BLOCKED {
 			notices = append(notices, n)
 		}
@@ -197,7 +198,7 @@ func TestBlockedLaneHoldsUntilAnOperatorResendsOrSkips(t *testing.T) {
 	if got := fmt.Sprint(states[ids["C/0"]]); got != "[DELIVERY_STATE_BLOCKED DELIVERY_STATE_FAILED]" {
 		t.Errorf("C's head: results %s; want blocked, then failed (skipped)", got)
 	}
-	dead := decodeAll(t, st.readN(st.topics.Dead, 1), func() *hooklinev1.DeadLetter { return &hooklinev1.DeadLetter{} })
+	dead := kafkatest.Decode(t, st.readN(st.topics.Dead, 1), func() *hooklinev1.DeadLetter { return &hooklinev1.DeadLetter{} })
 	if len(dead) != 1 || dead[0].GetDelivery().GetDeliveryId() != ids["C/0"] {
 		t.Errorf("dead letters %v; want C's skipped head only", dead)
 	}

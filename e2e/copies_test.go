@@ -7,6 +7,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -55,7 +56,7 @@ func TestACopyAfterADispatcherChangeIsNotAttemptedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	ended := map[string]int{}
-	for _, res := range decodeAll(t, results, func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }) {
+	for _, res := range kafkatest.Decode(t, results, func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }) {
 		if res.GetEndpointId() == ep.GetEndpoint().GetId() {
 			ended[res.GetDeliveryId()]++
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -66,7 +67,7 @@ func TestDeliveryStatusShowsEveryAttemptAndResendMakesExactlyOneMore(t *testing.
 	if err != nil || rs.GetAttempt() != 2 {
 		t.Fatalf("resend: %v, %v; want attempt 2", rs, err)
 	}
-	res := decodeAll(t, st.readN(st.topics.Results, 2), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })[1]
+	res := kafkatest.Decode(t, st.readN(st.topics.Results, 2), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })[1]
 	if res.GetAttempt() != 2 || res.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED {
 		t.Fatalf("resend result %v, want attempt 2 FAILED", res)
 	}

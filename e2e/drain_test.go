@@ -15,6 +15,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -402,7 +403,7 @@ func TestACrashRePOSTsNothingCompletedAboveAnAttemptInFlight(t *testing.T) {
 	delivered := 0
 	rctx, rcancel := context.WithTimeout(st.failed, 10*time.Second)
 	for delivered < events && rctx.Err() == nil {
-		for _, res := range decodeAll(t, rd.PollFetches(rctx).Records(), newResult) {
+		for _, res := range kafkatest.Decode(t, rd.PollFetches(rctx).Records(), newResult) {
 			if res.GetState() == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
 				delivered++
 			}

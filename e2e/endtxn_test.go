@@ -14,6 +14,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -309,7 +310,7 @@ func (st *stack) resultsByDelivery(t *testing.T) map[string][]hooklinev1.Deliver
 		t.Fatal(err)
 	}
 	out := map[string][]hooklinev1.DeliveryState{}
-	for _, r := range decodeAll(t, recs, newResult) {
+	for _, r := range kafkatest.Decode(t, recs, newResult) {
 		out[r.GetDeliveryId()] = append(out[r.GetDeliveryId()], r.GetState())
 	}
 	for _, s := range out {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 )
 
 // TestWaitingForCapAndRateWritesNothingToKafka: deliveries that wait for
@@ -91,7 +92,7 @@ func TestAStuckEndpointDoesNotHoldBackItsPartition(t *testing.T) {
 		ctx, cancel := contextUntil(t, deadline)
 		fs := cl.PollFetches(ctx)
 		cancel()
-		for _, r := range decodeAll(t, fs.Records(), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }) {
+		for _, r := range kafkatest.Decode(t, fs.Records(), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }) {
 			if want[r.GetEventId()] && r.GetState() == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
 				got++
 			}

@@ -31,7 +31,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 )
 
 // The suite runs against the broker HOOKLINE_TEST_KAFKA names: "kfake"
@@ -367,20 +366,6 @@ func (st *stack) readFor(topic string, d time.Duration) []*kgo.Record {
 	var out []*kgo.Record
 	for ctx.Err() == nil {
 		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, r) })
-	}
-	return out
-}
-
-// decodeAll decodes every record's value into a new T.
-func decodeAll[T proto.Message](t *testing.T, recs []*kgo.Record, newT func() T) []T {
-	t.Helper()
-	out := make([]T, 0, len(recs))
-	for _, r := range recs {
-		m := newT()
-		if err := proto.Unmarshal(r.Value, m); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/services/dispatcher/dispatcher"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -84,7 +85,7 @@ func TestAPausedEndpointsKafkaBytesStayFlatWhileItHolds(t *testing.T) {
 		if _, err := vs.endpoints().ResumeEndpoint(vs.ctx(), &hooklinev1.ResumeEndpointRequest{Id: ep.GetEndpoint().GetId()}); err != nil {
 			t.Fatal(err)
 		}
-		results := decodeAll(t, vs.readN(vs.topics.Results, 2*n), newResult)
+		results := kafkatest.Decode(t, vs.readN(vs.topics.Results, 2*n), newResult)
 		for _, r := range results {
 			if s := r.GetState(); s != hooklinev1.DeliveryState_DELIVERY_STATE_PARKED && s != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
 				t.Fatalf("unexpected result %v", r)
@@ -109,7 +110,7 @@ func TestAPausedEndpointsKafkaBytesStayFlatWhileItHolds(t *testing.T) {
 func heldByReference(t *testing.T, recs []*kgo.Record) int {
 	t.Helper()
 	holds := 0
-	for _, d := range decodeAll(t, recs, func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} }) {
+	for _, d := range kafkatest.Decode(t, recs, func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} }) {
 		if d.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED {
 			continue
 		}

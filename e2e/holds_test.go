@@ -10,6 +10,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/services/dispatcher/dispatcher"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -42,7 +43,7 @@ func TestHeldDeliveriesStartWithinSecondsOfAResume(t *testing.T) {
 		if _, err := vs.endpoints().ResumeEndpoint(vs.ctx(), &hooklinev1.ResumeEndpointRequest{Id: ep.GetEndpoint().GetId()}); err != nil {
 			t.Fatal(err)
 		}
-		results := decodeAll(t, vs.readN(vs.topics.Results, 2*n), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+		results := kafkatest.Decode(t, vs.readN(vs.topics.Results, 2*n), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
 		for _, r := range results {
 			if r.GetState() == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED && r.GetAttempt() != 1 {
 				t.Fatalf("delivered at attempt %d, want 1", r.GetAttempt())
@@ -93,11 +94,11 @@ func TestARecordTheBrokerRefusesIsDeadLetteredNotRetriedForEver(t *testing.T) {
 	}
 	st.createEndpoint(rx.URL)
 	st.publish("invoice.paid", `"`+strings.Repeat("x", 40<<10)+`"`)
-	res := decodeAll(t, st.readN(st.topics.Results, 1), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })[0]
+	res := kafkatest.Decode(t, st.readN(st.topics.Results, 1), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })[0]
 	if res.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || !strings.Contains(res.GetReason(), "cannot be written") {
 		t.Fatalf("result %v, want FAILED: cannot be written", res)
 	}
-	dead := decodeAll(t, st.readN(st.topics.Dead, 1), func() *hooklinev1.DeadLetter { return &hooklinev1.DeadLetter{} })[0]
+	dead := kafkatest.Decode(t, st.readN(st.topics.Dead, 1), func() *hooklinev1.DeadLetter { return &hooklinev1.DeadLetter{} })[0]
 	if dead.GetDelivery().GetDeliveryId() != res.GetDeliveryId() || len(dead.GetDelivery().GetPayload()) != 0 {
 		t.Fatalf("dead letter %v, want the delivery without its payload", dead.GetDelivery())
 	}

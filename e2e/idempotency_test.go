@@ -12,6 +12,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/services/ingest/ingest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -129,7 +130,7 @@ func TestIdempotencyKeyAcrossTwoReplicasDeliversOnceRejectsConflictsAndExpires(t
 			t.Fatalf("answer %d is not byte-identical to the first: %x, want %x", i, b, first)
 		}
 	}
-	if d := decodeAll(t, st.readN(st.topics.Deliveries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]; d.GetDeliveryId() != resps[0].GetDeliveries()[0].GetDeliveryId() {
+	if d := kafkatest.Decode(t, st.readN(st.topics.Deliveries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]; d.GetDeliveryId() != resps[0].GetDeliveries()[0].GetDeliveryId() {
 		t.Fatalf("the delivery written is %s, the answer names %s", d.GetDeliveryId(), resps[0].GetDeliveries()[0].GetDeliveryId())
 	}
 
@@ -202,7 +203,7 @@ func TestIdempotencyRetryCompletesAClaimWhoseWriterDied(t *testing.T) {
 	if resp.GetEventId() != orphan.GetEventId() || len(resp.GetDeliveries()) != 1 || resp.GetDeliveries()[0].GetDeliveryId() != "dlv_00000000000000000000000000" {
 		t.Fatalf("retry answered %v; want the claim's event and delivery", resp)
 	}
-	d := decodeAll(t, st.readN(st.topics.Deliveries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
+	d := kafkatest.Decode(t, st.readN(st.topics.Deliveries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
 	if d.GetDeliveryId() != "dlv_00000000000000000000000000" || d.GetEventId() != orphan.GetEventId() || string(d.GetPayload()) != `{"n":1}` {
 		t.Fatalf("completed delivery %v does not carry the claim's ids and the payload", d)
 	}

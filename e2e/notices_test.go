@@ -9,6 +9,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/sdk/sign"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -69,7 +70,7 @@ func TestManualPauseWritesOnePausedNotice(t *testing.T) {
 	if _, err := st.endpoints().PauseEndpoint(st.ctx(), &hooklinev1.PauseEndpointRequest{Id: ep.GetEndpoint().GetId(), Reason: "again"}); err != nil {
 		t.Fatal(err)
 	}
-	notices := decodeAll(t, st.readN(st.topics.Notices, 2), func() *hooklinev1.Notice { return &hooklinev1.Notice{} })
+	notices := kafkatest.Decode(t, st.readN(st.topics.Notices, 2), func() *hooklinev1.Notice { return &hooklinev1.Notice{} })
 	for _, n := range notices {
 		if n.GetType() != hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED || n.GetEndpointId() != ep.GetEndpoint().GetId() {
 			t.Fatalf("notice %v, want endpoint.paused for %s", n, ep.GetEndpoint().GetId())
@@ -107,7 +108,7 @@ func TestOutageSpanningADispatcherRestartSendsOneFailingNotice(t *testing.T) {
 	defer rx.Close()
 	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, RetryPolicy: ladderPolicy(50, 100*time.Millisecond)})
 	st.publish("invoice.paid", `{}`)
-	first := decodeAll(t, st.readN(st.topics.Notices, 1), func() *hooklinev1.Notice { return &hooklinev1.Notice{} })[0]
+	first := kafkatest.Decode(t, st.readN(st.topics.Notices, 1), func() *hooklinev1.Notice { return &hooklinev1.Notice{} })[0]
 	if first.GetType() != hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING {
 		t.Fatalf("first notice %v, want endpoint.failing", first.GetType())
 	}
@@ -128,7 +129,7 @@ func TestOutageSpanningADispatcherRestartSendsOneFailingNotice(t *testing.T) {
 		}
 	}
 	up.Store(true)
-	notices := decodeAll(t, st.readN(st.topics.Notices, 2), func() *hooklinev1.Notice { return &hooklinev1.Notice{} })
+	notices := kafkatest.Decode(t, st.readN(st.topics.Notices, 2), func() *hooklinev1.Notice { return &hooklinev1.Notice{} })
 	if notices[1].GetType() != hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED {
 		t.Fatalf("notices %v, %v: want failing then recovered, no second failing", notices[0].GetType(), notices[1].GetType())
 	}

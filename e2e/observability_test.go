@@ -15,6 +15,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/platform/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -82,7 +83,7 @@ func TestOneTracePerDeliveryAcrossRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results := decodeAll(t, st.readN(st.topics.Results, 3), func() *hooklinev1.AttemptResult { return new(hooklinev1.AttemptResult) })
+	results := kafkatest.Decode(t, st.readN(st.topics.Results, 3), func() *hooklinev1.AttemptResult { return new(hooklinev1.AttemptResult) })
 
 	// The RPC's server span ends just after the client has its answer.
 	timeout := time.After(waitFor)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/services/dispatcher/dispatcher"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -536,7 +537,7 @@ func (pm *propModel) checkEnds(t *testing.T, st *stack, evs []*propMember) {
 		t.Errorf("%d deliveries have a terminal result, want %d", len(terminal), len(evs))
 	}
 	dead := map[string]string{} // event id → member
-	for _, dl := range decodeAll(t, st.readN(st.topics.Dead, len(failed)), func() *hooklinev1.DeadLetter { return &hooklinev1.DeadLetter{} }) {
+	for _, dl := range kafkatest.Decode(t, st.readN(st.topics.Dead, len(failed)), func() *hooklinev1.DeadLetter { return &hooklinev1.DeadLetter{} }) {
 		id := event(dl.GetDelivery())
 		if prev, ok := dead[dl.GetDelivery().GetEventId()]; ok {
 			t.Errorf("%s dead-lettered twice (%s)", id, prev)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 )
 
 // laneReceiver answers each event by a plan fixed before it is published
@@ -191,7 +192,7 @@ func TestOrderedPerKeyDeliversEachLaneInPublishOrder(t *testing.T) {
 			}
 			time.Sleep(time.Minute) // virtual time: a wait on the receiver's state
 		}
-		rx.check(t, decodeAll(t, vs.readFor(vs.topics.Results, 10*time.Minute), newResult), events)
+		rx.check(t, kafkatest.Decode(t, vs.readFor(vs.topics.Results, 10*time.Minute), newResult), events)
 	})
 }
 
@@ -246,7 +247,7 @@ func (st *stack) terminalResults(n int) []*hooklinev1.AttemptResult {
 		if ctx.Err() != nil {
 			st.t.Fatalf("%d deliveries with a terminal result, want %d", len(ended), n)
 		}
-		for _, res := range decodeAll(st.t, fs.Records(), newResult) {
+		for _, res := range kafkatest.Decode(st.t, fs.Records(), newResult) {
 			out = append(out, res)
 			switch res.GetState() {
 			case hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED, hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED:

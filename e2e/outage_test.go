@@ -6,6 +6,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 )
 
 // Seed 003's night: the receiver is down from 22:00 to 07:00 and the
@@ -66,7 +67,7 @@ func TestSeedNightWithOutageMode(t *testing.T) {
 			<-tick.C
 		}
 		tick.Stop()
-		results := decodeAll(t, vs.readFor(vs.topics.Results, 6*time.Minute), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+		results := kafkatest.Decode(t, vs.readFor(vs.topics.Results, 6*time.Minute), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
 
 		morning := start.Add(night)
 		deliveredAt := map[string]time.Time{}

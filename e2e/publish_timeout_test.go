@@ -87,7 +87,7 @@ func TestPublishAnswersWithinThePublishTimeoutWhileKafkaIsFrozen(t *testing.T) {
 				t.Fatalf("deliveries %v, want one", resp.GetDeliveries())
 			}
 			recs := st.readN(st.topics.Results, 1)
-			res := decodeAll(t, recs, func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+			res := kafkatest.Decode(t, recs, func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
 			if res[0].GetDeliveryId() != resp.GetDeliveries()[0].GetDeliveryId() || res[0].GetClass() != hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
 				t.Fatalf("result %v, want a success for delivery %s", res[0], resp.GetDeliveries()[0].GetDeliveryId())
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -61,7 +62,7 @@ func newCountingReceiver(t *testing.T, work time.Duration) *countingReceiver {
 
 func (st *stack) deliveredAll(n int) []*hooklinev1.AttemptResult {
 	st.t.Helper()
-	res := decodeAll(st.t, st.readN(st.topics.Results, n), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+	res := kafkatest.Decode(st.t, st.readN(st.topics.Results, n), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
 	for _, r := range res {
 		if r.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED || r.GetAttempt() != 1 {
 			st.t.Fatalf("want every delivery delivered at attempt 1 (waiting burns no attempt), got %v", r)
@@ -251,7 +252,7 @@ func TestDispatcherCrashWithOutOfOrderCompletionsLosesNothing(t *testing.T) {
 	st.dispatcher.halt() // the crash
 	st.dispatcher.start(st, st.newDispatcher(15*time.Second).Run)
 
-	results := decodeAll(t, st.readN(st.topics.Results, want), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+	results := kafkatest.Decode(t, st.readN(st.topics.Results, want), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
 	seen := map[string]int{}
 	for _, r := range results {
 		seen[r.GetDeliveryId()]++

@@ -7,6 +7,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 )
@@ -23,7 +24,7 @@ func TestAForgedDeliveryRecordIsRefusedUnsigned(t *testing.T) {
 	rx := newReceiver(t, http.StatusNoContent)
 	ep := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"forge.*"}}).GetEndpoint().GetId()
 	real := st.publish("forge.real", `{"real":true}`)
-	legit := decodeAll(t, st.readN(st.topics.Deliveries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
+	legit := kafkatest.Decode(t, st.readN(st.topics.Deliveries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
 
 	forged := &hooklinev1.Delivery{DeliveryId: "dlv_forged0000000000000000001", EventId: "evt_forged0000000000000000001", TenantId: testTenant,
 		EndpointId: ep, EventType: "forge.evil", Payload: []byte(`{"forged":true}`), Attempt: 1, CreatedAt: legit.GetCreatedAt()}
@@ -41,7 +42,7 @@ func TestAForgedDeliveryRecordIsRefusedUnsigned(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	results := decodeAll(t, st.readN(st.topics.Results, 3), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+	results := kafkatest.Decode(t, st.readN(st.topics.Results, 3), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
 	for _, res := range results {
 		switch res.GetDeliveryId() {
 		case real.GetDeliveries()[0].GetDeliveryId():

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -64,7 +65,7 @@ func TestSevenRungLadderOnVirtualTimeNeverEarlyAtMostOneSecondLate(t *testing.T)
 		start := time.Now()
 		vs.publish("invoice.paid", `{"n":1}`)
 
-		dl := decodeAll(t, vs.readN(vs.topics.Dead, 1), func() *hooklinev1.DeadLetter { return &hooklinev1.DeadLetter{} })[0]
+		dl := kafkatest.Decode(t, vs.readN(vs.topics.Dead, 1), func() *hooklinev1.DeadLetter { return &hooklinev1.DeadLetter{} })[0]
 		at := rx.times()
 		if len(at) != 7 {
 			t.Fatalf("receiver got %d requests, want exactly 7", len(at))
@@ -79,7 +80,7 @@ func TestSevenRungLadderOnVirtualTimeNeverEarlyAtMostOneSecondLate(t *testing.T)
 		if r := dl.GetLastResult(); r.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || r.GetAttempt() != 7 || r.GetReason() != "gave up after 7 attempts" {
 			t.Fatalf("dead letter's last result: %v", r)
 		}
-		results := decodeAll(t, vs.readN(vs.topics.Results, 7), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+		results := kafkatest.Decode(t, vs.readN(vs.topics.Results, 7), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
 		for i, r := range results[:6] {
 			if r.GetAttempt() != uint32(i+1) || r.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED {
 				t.Fatalf("result %d: %v", i+1, r)
@@ -139,7 +140,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 				})
 				vs.createEndpoint(rx.url)
 				vs.publish("invoice.paid", `{"n":1}`)
-				res := decodeAll(t, vs.readN(vs.topics.Results, 2), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+				res := kafkatest.Decode(t, vs.readN(vs.topics.Results, 2), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
 				if res[1].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
 					t.Fatalf("second attempt: %v", res[1])
 				}
@@ -254,7 +255,7 @@ func TestSchedulerRestartLosesNoTimer(t *testing.T) {
 		}
 	}
 	// And never before the due time the dispatcher wrote for it.
-	for _, res := range decodeAll(t, st.readN(st.topics.Results, 4), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }) {
+	for _, res := range kafkatest.Decode(t, st.readN(st.topics.Results, 4), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }) {
 		n := int(res.GetAttempt())
 		if next := res.GetNextAttemptAt(); next != nil && n < len(at) && at[n].Before(next.AsTime()) {
 			t.Fatalf("attempt %d arrived %v before its due time %v", n+1, next.AsTime().Sub(at[n]), next.AsTime())
@@ -285,7 +286,7 @@ func TestPausedEndpointHoldsWithoutBurningAttempts(t *testing.T) {
 			t.Fatal(err)
 		}
 		// One PARKED result each while paused, then one delivery each.
-		results := decodeAll(t, vs.readN(vs.topics.Results, 2*n), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+		results := kafkatest.Decode(t, vs.readN(vs.topics.Results, 2*n), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
 		delivered := 0
 		for _, r := range results {
 			switch r.GetState() {
@@ -333,7 +334,7 @@ func TestOneFailingNoticePerOutageAndOneRecovered(t *testing.T) {
 		healthy.Store(true)
 		time.Sleep(3 * time.Hour) // every delivery is retried and succeeds
 
-		notices := decodeAll(t, vs.readFor(vs.topics.Notices, time.Minute), func() *hooklinev1.Notice { return &hooklinev1.Notice{} })
+		notices := kafkatest.Decode(t, vs.readFor(vs.topics.Notices, time.Minute), func() *hooklinev1.Notice { return &hooklinev1.Notice{} })
 		var got []hooklinev1.NoticeType
 		for _, nt := range notices {
 			got = append(got, nt.GetType())

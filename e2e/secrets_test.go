@@ -16,6 +16,7 @@ import (
 	"github.com/hookline/hookline/platform/config"
 	"github.com/hookline/hookline/platform/endpoints"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/sdk/sign"
 	"github.com/hookline/hookline/sdk/sign/signtest"
@@ -169,7 +170,7 @@ func TestKeyRotationOldRecordsStillOpenRekeyMovesThemAndAMissingKeyHolds(t *test
 	}
 	delivered := func(n int) {
 		t.Helper()
-		res := decodeAll(t, st.readN(st.topics.Results, n), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+		res := kafkatest.Decode(t, st.readN(st.topics.Results, n), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
 		if last := res[n-1]; last.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
 			t.Fatalf("result %d: %v, want DELIVERED", n, last)
 		}
@@ -209,7 +210,7 @@ func TestKeyRotationOldRecordsStillOpenRekeyMovesThemAndAMissingKeyHolds(t *test
 	// authentication, docs/security.md).
 	restart(lineC, lineA)
 	st.publish("invoice.paid", `{"n":3}`)
-	held := decodeAll(t, st.readN(st.topics.Retries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
+	held := kafkatest.Decode(t, st.readN(st.topics.Retries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
 	if held.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED || held.GetAttempt() > 1 {
 		t.Fatalf("delivery with an unopenable secret: %v, want it held (DEFERRED) with no attempt spent", held)
 	}

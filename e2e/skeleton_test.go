@@ -10,6 +10,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -78,7 +79,7 @@ func TestDeliveredOnceSignedAndReportedAsSuccess(t *testing.T) {
 		t.Fatalf("want one delivery to %s, got %v", ep.GetEndpoint().GetId(), pub.GetDeliveries())
 	}
 
-	results := decodeAll(t, st.readN(st.topics.Results, 1), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+	results := kafkatest.Decode(t, st.readN(st.topics.Results, 1), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
 	r := results[0]
 	if r.GetClass() != hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS || r.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED ||
 		r.GetStatusCode() != 200 || r.GetAttempt() != 1 || r.GetEventId() != pub.GetEventId() {
@@ -115,11 +116,11 @@ func TestServerErrorSchedulesAttemptTwo(t *testing.T) {
 	before := time.Now()
 	pub := st.publish("invoice.paid", `{"n":1}`)
 
-	res := decodeAll(t, st.readN(st.topics.Results, 1), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })[0]
+	res := kafkatest.Decode(t, st.readN(st.topics.Results, 1), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })[0]
 	if res.GetClass() != hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT || res.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED || res.GetStatusCode() != 503 {
 		t.Fatalf("unexpected result: %v", res)
 	}
-	retry := decodeAll(t, st.readN(st.topics.Retries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
+	retry := kafkatest.Decode(t, st.readN(st.topics.Retries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
 	if retry.GetAttempt() != 2 || retry.GetEventId() != pub.GetEventId() || retry.GetDeliveryId() != pub.GetDeliveries()[0].GetDeliveryId() {
 		t.Fatalf("retry record: %v", retry)
 	}
@@ -144,11 +145,11 @@ func TestClientErrorDeadLettersWithoutRetry(t *testing.T) {
 	st.createEndpoint(rx.URL)
 	pub := st.publish("invoice.paid", `{"n":1}`)
 
-	res := decodeAll(t, st.readN(st.topics.Results, 1), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })[0]
+	res := kafkatest.Decode(t, st.readN(st.topics.Results, 1), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })[0]
 	if res.GetClass() != hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT || res.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED {
 		t.Fatalf("unexpected result: %v", res)
 	}
-	dl := decodeAll(t, st.readN(st.topics.Dead, 1), func() *hooklinev1.DeadLetter { return &hooklinev1.DeadLetter{} })[0]
+	dl := kafkatest.Decode(t, st.readN(st.topics.Dead, 1), func() *hooklinev1.DeadLetter { return &hooklinev1.DeadLetter{} })[0]
 	if dl.GetDelivery().GetEventId() != pub.GetEventId() || dl.GetLastResult().GetStatusCode() != 400 {
 		t.Fatalf("dead letter: %v", dl)
 	}
@@ -188,7 +189,7 @@ func TestFanOutFollowsFilters(t *testing.T) {
 		}
 	}
 	// Three attempts and one parked delivery, in any order.
-	results := decodeAll(t, st.readN(st.topics.Results, 4), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+	results := kafkatest.Decode(t, st.readN(st.topics.Results, 4), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
 	states := map[hooklinev1.DeliveryState]int{}
 	for _, r := range results {
 		states[r.GetState()]++
@@ -201,7 +202,7 @@ func TestFanOutFollowsFilters(t *testing.T) {
 	}
 	// The paused endpoint's delivery is held by the scheduler, attempt
 	// number untouched, to look again after --park-recheck.
-	held := decodeAll(t, st.readN(st.topics.Retries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
+	held := kafkatest.Decode(t, st.readN(st.topics.Retries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
 	if held.GetEndpointId() != paused || held.GetAttempt() != 1 || held.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED || held.GetPausedFor().AsDuration() <= 0 {
 		t.Fatalf("held delivery %v", held)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/services/dispatcher/dispatcher"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -77,7 +78,7 @@ func TestClockSkewBetweenSchedulerAndDispatcherNeitherLoopsNorFiresEarly(t *test
 				st.publish("invoice.paid", fmt.Sprintf(`{"n":%d}`, i))
 			}
 
-			results := decodeAll(t, st.readN(st.topics.Results, 2*n), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
+			results := kafkatest.Decode(t, st.readN(st.topics.Results, 2*n), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} })
 			due := map[string]time.Time{}
 			started := map[string]time.Time{}
 			for _, r := range results {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/services/ingest/ingest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -78,7 +79,7 @@ func TestPrivateDestinationsAreRefusedAtCreationAndAtDial(t *testing.T) {
 	}
 	pub := st.publish("rebind.check", `{}`)
 	var res *hooklinev1.AttemptResult
-	for _, r := range decodeAll(t, st.readN(st.topics.Results, 2), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }) {
+	for _, r := range kafkatest.Decode(t, st.readN(st.topics.Results, 2), func() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }) {
 		if r.GetEndpointId() == ep.GetEndpoint().GetId() {
 			res = r
 		}

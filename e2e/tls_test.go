@@ -8,6 +8,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -35,7 +36,7 @@ func TestDeliveryOverTLS(t *testing.T) {
 	rx := newReceiver(t, http.StatusOK)
 	st.createEndpoint(rx.URL + "/hooks")
 	pub := st.publish("invoice.paid", `{"over":"tls"}`)
-	res := decodeAll(t, st.readN(st.topics.Results, 1), func() *hooklinev1.AttemptResult { return new(hooklinev1.AttemptResult) })[0]
+	res := kafkatest.Decode(t, st.readN(st.topics.Results, 1), func() *hooklinev1.AttemptResult { return new(hooklinev1.AttemptResult) })[0]
 	if res.GetEventId() != pub.GetEventId() || res.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
 		t.Fatalf("result over TLS: %v", res)
 	}

@@ -6,10 +6,16 @@
 //
 //	Brokers []string `flag:"kafka-brokers" env:"HOOKLINE_KAFKA_BROKERS" default:"127.0.0.1:9092" usage:"Kafka bootstrap brokers"`
 //
-// Precedence is flag, then environment, then the default tag. Supported
+// Precedence is flag, then environment, then the default. Supported
 // field types are string, bool, int, int64, uint32, float64,
 // time.Duration and []string (comma-separated). Nested structs are walked,
 // so shared sections (Kafka connection settings) are declared once.
+//
+// A default is the default tag, or, for a default that is another
+// package's constant (so the two cannot drift), set in code: a section
+// whose pointer is a Defaulter has SetDefaults called before its fields
+// are read, and a field with no default tag takes the value it then holds
+// as its default (shown by -h like a tag's).
 package config
 
 import (
@@ -62,6 +68,12 @@ func Load(fs *flag.FlagSet, cfg any, args []string, getenv func(string) string) 
 	return fs.Parse(args)
 }
 
+// Defaulter is a section that sets some of its defaults in code.
+type Defaulter interface {
+	// SetDefaults sets the fields whose default is not a tag.
+	SetDefaults()
+}
+
 type field struct {
 	val            reflect.Value
 	flag, env, def string
@@ -98,6 +110,9 @@ func typeName(v reflect.Value) string {
 }
 
 func collect(v reflect.Value, out *[]field) error {
+	if d, ok := v.Addr().Interface().(Defaulter); ok {
+		d.SetDefaults()
+	}
 	t := v.Type()
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -117,11 +132,15 @@ func collect(v reflect.Value, out *[]field) error {
 		if name == "" {
 			return fmt.Errorf("config: field %s has an empty flag tag", sf.Name)
 		}
+		def, ok := sf.Tag.Lookup("default")
+		if !ok && !fv.IsZero() {
+			def = (&flagValue{v: fv}).String()
+		}
 		*out = append(*out, field{
 			val:   fv,
 			flag:  name,
 			env:   sf.Tag.Get("env"),
-			def:   sf.Tag.Get("default"),
+			def:   def,
 			usage: sf.Tag.Get("usage"),
 		})
 	}

@@ -89,3 +89,58 @@ func TestHelpDocumentsEverySetting(t *testing.T) {
 		}
 	}
 }
+
+// ceilingLimit stands for another package's constant that a flag's
+// default must follow.
+const ceilingLimit = 1000
+
+type codeDefaults struct {
+	Ceiling int     `flag:"ceiling" env:"T_CEILING" usage:"ceiling"`
+	Rate    float64 `flag:"rate-ceiling" usage:"rate ceiling"`
+}
+
+func (c *codeDefaults) SetDefaults() { c.Ceiling, c.Rate = ceilingLimit, 2.5 }
+
+type withCodeDefaults struct {
+	Limits codeDefaults
+	Addr   string `flag:"addr" default:":7070" usage:"listen address"`
+}
+
+// TestDefaultsSetInCode: a section's SetDefaults gives the defaults of
+// its untagged fields, with the environment and flags over them as over
+// a tag's, and -h shows them.
+func TestDefaultsSetInCode(t *testing.T) {
+	got, err := Defaults[withCodeDefaults]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (withCodeDefaults{Limits: codeDefaults{Ceiling: ceilingLimit, Rate: 2.5}, Addr: ":7070"}); got != want {
+		t.Fatalf("Defaults = %+v, want %+v", got, want)
+	}
+
+	var c withCodeDefaults
+	err = Load(flag.NewFlagSet("t", flag.ContinueOnError), &c, []string{"-rate-ceiling", "7"}, func(k string) string {
+		if k == "T_CEILING" {
+			return "10"
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limits.Ceiling != 10 || c.Limits.Rate != 7 {
+		t.Fatalf("environment and flag over code defaults: got %+v, want Ceiling 10, Rate 7", c.Limits)
+	}
+
+	var out bytes.Buffer
+	fs := flag.NewFlagSet("svc", flag.ContinueOnError)
+	fs.SetOutput(&out)
+	if err := Load(fs, &withCodeDefaults{}, []string{"-h"}, func(string) string { return "" }); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("want flag.ErrHelp, got %v", err)
+	}
+	for _, want := range []string{`(default "1000")`, `(default "2.5")`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, out.String())
+		}
+	}
+}

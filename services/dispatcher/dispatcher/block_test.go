@@ -14,11 +14,11 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/platform/lanes"
 	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/hookline/hookline/sdk/sign"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -139,22 +139,6 @@ func (e *engine) commitNow() []*kgo.Record {
 	return outs
 }
 
-func decodeAll[M proto.Message](t *testing.T, outs []*kgo.Record, topic string, mk func() M) []M {
-	t.Helper()
-	var got []M
-	for _, r := range outs {
-		if r.Topic != topic || r.Value == nil {
-			continue
-		}
-		m := mk()
-		if err := hkafka.Decode(r, m); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, m)
-	}
-	return got
-}
-
 // blockedLane publishes a0 (which fails permanently), a1, a2, b0 and b1,
 // runs the engine dry and commits: lane a is blocked behind a0.
 func (f *blockFixture) blockedLane(t *testing.T) []*kgo.Record {
@@ -179,11 +163,11 @@ func TestABlockedLaneHoldsItsFollowersWhileOtherKeysGoOn(t *testing.T) {
 	if got := f.rx.received(); len(got) != 3 || got[0] != `"a0"` && got[1] != `"a0"` || slices.Contains(got, `"a1"`) {
 		t.Fatalf("receiver got %v; want a0 (failing) and b0, b1, never a1 or a2", got)
 	}
-	if dead := decodeAll(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) }); len(dead) != 0 {
+	if dead := kafkatest.DecodeTopic(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) }); len(dead) != 0 {
 		t.Fatalf("dead letters %v; a blocked head is not dead-lettered", dead)
 	}
 	var blocked []*hooklinev1.AttemptResult
-	for _, r := range decodeAll(t, outs, f.s.topics.Results, func() *hooklinev1.AttemptResult { return new(hooklinev1.AttemptResult) }) {
+	for _, r := range kafkatest.DecodeTopic(t, outs, f.s.topics.Results, func() *hooklinev1.AttemptResult { return new(hooklinev1.AttemptResult) }) {
 		if r.GetState() == hooklinev1.DeliveryState_DELIVERY_STATE_BLOCKED {
 			blocked = append(blocked, r)
 		}
@@ -191,12 +175,12 @@ func TestABlockedLaneHoldsItsFollowersWhileOtherKeysGoOn(t *testing.T) {
 	if len(blocked) != 1 || blocked[0].GetDeliveryId() != "dlv_a0" || blocked[0].GetClass() != hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT || blocked[0].GetStatusCode() != 400 {
 		t.Fatalf("blocked results %v; want dlv_a0's attempt, class permanent, 400", blocked)
 	}
-	notices := decodeAll(t, outs, f.s.topics.Notices, func() *hooklinev1.Notice { return new(hooklinev1.Notice) })
+	notices := kafkatest.DecodeTopic(t, outs, f.s.topics.Notices, func() *hooklinev1.Notice { return new(hooklinev1.Notice) })
 	if len(notices) != 1 || notices[0].GetType() != hooklinev1.NoticeType_NOTICE_TYPE_LANE_BLOCKED || notices[0].GetOrderingKey() != "a" ||
 		notices[0].GetDeliveryId() != "dlv_a0" || notices[0].GetEndpointId() != "ep_1" || notices[0].GetDetail() == "" {
 		t.Fatalf("notices %v; want one lane.blocked for key a, dlv_a0, with a reason", notices)
 	}
-	recs := decodeAll(t, outs, f.s.topics.Lanes, func() *hooklinev1.LaneRecord { return new(hooklinev1.LaneRecord) })
+	recs := kafkatest.DecodeTopic(t, outs, f.s.topics.Lanes, func() *hooklinev1.LaneRecord { return new(hooklinev1.LaneRecord) })
 	if len(recs) != 1 || recs[0].GetOrderingKey() != "a" || len(recs[0].GetOutside()) != 1 {
 		t.Fatalf("lanes records %v; want lane a with its blocked head", recs)
 	}
@@ -248,7 +232,7 @@ func TestSkippingABlockedHeadDeadLettersItAndReleasesTheLaneInOrder(t *testing.T
 	if got := f.rx.received(); fmt.Sprint(got[3:]) != `["a1" "a2"]` {
 		t.Fatalf("receiver got %v; want a1 then a2 after the skip", got)
 	}
-	dead := decodeAll(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) })
+	dead := kafkatest.DecodeTopic(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) })
 	if len(dead) != 1 || dead[0].GetDelivery().GetDeliveryId() != "dlv_a0" || string(dead[0].GetDelivery().GetPayload()) != `"a0"` ||
 		dead[0].GetLastResult().GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED {
 		t.Fatalf("dead letters %v; want dlv_a0, FAILED, with its payload", dead)
@@ -277,16 +261,16 @@ func TestResendingABlockedHeadAttemptsItAgainAndTheFollowersFollow(t *testing.T)
 	f.command(t, hooklinev1.LaneOp_LANE_OP_RESEND, "a", "dlv_a0", 5)
 	f.e.runDry(t)
 	outs := f.e.commitNow()
-	back := decodeAll(t, outs, f.s.topics.Deliveries, func() *hooklinev1.Delivery { return new(hooklinev1.Delivery) })
+	back := kafkatest.DecodeTopic(t, outs, f.s.topics.Deliveries, func() *hooklinev1.Delivery { return new(hooklinev1.Delivery) })
 	if len(back) != 1 || back[0].GetDeliveryId() != "dlv_a0" || back[0].GetAttempt() != 1 || back[0].GetLaneSeq() != 0 ||
 		back[0].GetGiveUpAt() != nil || string(back[0].GetPayload()) != `"a0"` {
 		t.Fatalf("resent %v; want dlv_a0 at attempt 1, lane_seq 0, no give-up time yet, with its payload", back)
 	}
-	spilled := decodeAll(t, outs, f.s.topics.Retries, func() *hooklinev1.Delivery { return new(hooklinev1.Delivery) })
+	spilled := kafkatest.DecodeTopic(t, outs, f.s.topics.Retries, func() *hooklinev1.Delivery { return new(hooklinev1.Delivery) })
 	if len(spilled) != 2 {
 		t.Fatalf("spilled %v; want a1 and a2", spilled)
 	}
-	recs := decodeAll(t, outs, f.s.topics.Lanes, func() *hooklinev1.LaneRecord { return new(hooklinev1.LaneRecord) })
+	recs := kafkatest.DecodeTopic(t, outs, f.s.topics.Lanes, func() *hooklinev1.LaneRecord { return new(hooklinev1.LaneRecord) })
 	if len(recs) != 1 || len(recs[0].GetOutside()) != 3 || recs[0].GetOutside()[0].GetDeliveryId() != "dlv_a0" || recs[0].GetOutside()[0].GetBlocked() != nil {
 		t.Fatalf("lanes records %v; want dlv_a0 outside, no longer blocked, then a1 and a2", recs)
 	}
@@ -332,7 +316,7 @@ func TestASkipEndpointStillDeadLettersItsHead(t *testing.T) {
 	f.ep.Endpoint.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_SKIP
 	f.s.store.Put(f.ep)
 	outs := f.blockedLane(t)
-	if dead := decodeAll(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) }); len(dead) != 1 {
+	if dead := kafkatest.DecodeTopic(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) }); len(dead) != 1 {
 		t.Fatalf("dead letters %v; want a0's", dead)
 	}
 	if got := f.rx.received(); len(got) != 5 {
@@ -352,7 +336,7 @@ func TestMembersArrivingBehindABlockedHeadWaitOutsideMemory(t *testing.T) {
 	f.publish(t, "b", 2, 6)
 	f.e.runDry(t)
 	outs := f.e.commitNow()
-	deferred := decodeAll(t, outs, f.s.topics.Retries, func() *hooklinev1.Delivery { return new(hooklinev1.Delivery) })
+	deferred := kafkatest.DecodeTopic(t, outs, f.s.topics.Retries, func() *hooklinev1.Delivery { return new(hooklinev1.Delivery) })
 	if len(deferred) != 1 || deferred[0].GetDeliveryId() != "dlv_a3" || deferred[0].GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED ||
 		deferred[0].GetLaneSeq() != 5 || !deferred[0].GetDueAt().AsTime().After(f.s.now()) {
 		t.Fatalf("deferred %v; want dlv_a3 deferred at once with lane_seq 5", deferred)
@@ -393,7 +377,7 @@ func TestAResendOfAHeadPastRetentionReleasesTheLane(t *testing.T) {
 	f.command(t, hooklinev1.LaneOp_LANE_OP_RESEND, "a", "dlv_a0", 5)
 	f.e.runDry(t)
 	outs := f.e.commitNow()
-	dead := decodeAll(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) })
+	dead := kafkatest.DecodeTopic(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) })
 	if len(dead) != 1 || dead[0].GetDelivery().GetDeliveryId() != "dlv_a0" || len(dead[0].GetDelivery().GetPayload()) != 0 ||
 		!strings.Contains(dead[0].GetLastResult().GetReason(), "no longer retained") {
 		t.Fatalf("dead letters %v; want dlv_a0 without its payload, saying it was no longer retained", dead)
@@ -424,7 +408,7 @@ func TestAMemberThatWouldOverflowItsLanesRecordIsSetAside(t *testing.T) {
 			t.Fatalf("handed on: %s", why)
 		}
 	}
-	dead := decodeAll(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) })
+	dead := kafkatest.DecodeTopic(t, outs, f.s.topics.Dead, func() *hooklinev1.DeadLetter { return new(hooklinev1.DeadLetter) })
 	if len(dead) != 1 || dead[0].GetDelivery().GetDeliveryId() != "dlv_a3" || dead[0].GetLastResult().GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED ||
 		!strings.Contains(dead[0].GetLastResult().GetReason(), "lane's record") {
 		t.Fatalf("dead letters %v; want dlv_a3 FAILED, its lane's record over the limit", dead)

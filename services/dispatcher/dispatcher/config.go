@@ -3,9 +3,11 @@ package dispatcher
 import (
 	"time"
 
+	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/health"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/keyring"
+	"github.com/hookline/hookline/platform/netguard"
 )
 
 // Config is the dispatcher's configuration, read by platform/config from
@@ -14,6 +16,10 @@ type Config struct {
 	Kafka   hkafka.Config
 	Health  health.Config
 	Secrets keyring.Config
+	// The destination flags (--allow-private-destinations, --allow-cidrs,
+	// --tenant-allow-cidrs), shared with ingest; --notice-webhook-allow-cidrs
+	// is the dispatcher's own.
+	netguard.Config
 
 	Group           string        `flag:"group" env:"HOOKLINE_DISPATCHER_GROUP" default:"hookline-dispatcher" usage:"Kafka consumer group of the dispatchers"`
 	TransactionalID string        `flag:"transactional-id" env:"HOOKLINE_DISPATCHER_TRANSACTIONAL_ID" usage:"Kafka transactional id, unique and stable per dispatcher instance (default: hookline-dispatcher-<hostname>)"`
@@ -43,9 +49,9 @@ type Config struct {
 	MaxFaults      int  `flag:"max-worker-faults" env:"HOOKLINE_MAX_WORKER_FAULTS" default:"5" usage:"worker faults (panics) one delivery may cause before it is set aside on the dead-letter topic"`
 
 	MaxInFlight        int           `flag:"max-in-flight" env:"HOOKLINE_MAX_IN_FLIGHT" default:"10" usage:"default cap of attempts in flight to one endpoint; endpoints may override"`
-	MaxInFlightCeiling int           `flag:"max-in-flight-ceiling" env:"HOOKLINE_MAX_IN_FLIGHT_CEILING" default:"1000" usage:"highest per-endpoint cap honoured; an endpoint asking for more gets this (ingest refuses more than the default, platform/endpoints.MaxInFlightCeiling)"`
+	MaxInFlightCeiling int           `flag:"max-in-flight-ceiling" env:"HOOKLINE_MAX_IN_FLIGHT_CEILING" usage:"highest per-endpoint cap honoured; an endpoint asking for more gets this (ingest refuses more than the default, platform/endpoints.MaxInFlightCeiling)"`
 	RateLimit          float64       `flag:"rate-limit" env:"HOOKLINE_RATE_LIMIT" default:"100" usage:"default attempts per second to one endpoint; endpoints may override (0: no limit)"`
-	RateLimitCeiling   float64       `flag:"rate-limit-ceiling" env:"HOOKLINE_RATE_LIMIT_CEILING" default:"100000" usage:"highest per-endpoint rate honoured (attempts per second); an endpoint asking for more gets this (ingest refuses more than the default, platform/endpoints.RateLimitCeiling)"`
+	RateLimitCeiling   float64       `flag:"rate-limit-ceiling" env:"HOOKLINE_RATE_LIMIT_CEILING" usage:"highest per-endpoint rate honoured (attempts per second); an endpoint asking for more gets this (ingest refuses more than the default, platform/endpoints.RateLimitCeiling)"`
 	ParkRecheck        time.Duration `flag:"park-recheck" env:"HOOKLINE_PARK_RECHECK" default:"5s" usage:"longest wait between a paused endpoint's held delivery's looks whether it has resumed (they start at 1 s and double up to this): a resume reaches every held delivery within it; each look is one scheduler round trip"`
 	MaxHold            time.Duration `flag:"max-hold" env:"HOOKLINE_MAX_HOLD" default:"72h" usage:"longest a delivery is held without an attempt (paused endpoint, outage mode, spilled backlog) before it ends EXPIRED with a dead letter; must be below --topic-retention"`
 
@@ -73,10 +79,14 @@ type Config struct {
 	NoticeWebhookSecret string   `flag:"notice-webhook-secret" env:"HOOKLINE_NOTICE_WEBHOOK_SECRET" usage:"whsec_… secret that signs notices sent to --notice-webhook-url"`
 	NoticeWebhookCIDRs  []string `flag:"notice-webhook-allow-cidrs" env:"HOOKLINE_NOTICE_WEBHOOK_ALLOW_CIDRS" usage:"CIDRs --notice-webhook-url may resolve to despite being private, comma-separated (its own list: --allow-cidrs and --tenant-allow-cidrs do not apply to it); never the cloud metadata addresses"`
 
-	AllowPrivate bool     `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"deliver to loopback and private addresses (development only)"`
-	AllowCIDRs   []string `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs every tenant's receivers may resolve to despite being private, comma-separated; never the cloud metadata addresses"`
-	TenantCIDRs  []string `flag:"tenant-allow-cidrs" env:"HOOKLINE_TENANT_ALLOW_CIDRS" usage:"per-tenant CIDRs that tenant's receivers may resolve to despite being private, comma-separated tenant=CIDR (e.g. acme=10.20.0.0/16); never the cloud metadata addresses"`
-
 	ForwardTraceState []string `flag:"forward-tracestate" env:"HOOKLINE_FORWARD_TRACESTATE" usage:"keys of a producer's W3C tracestate list-members that receivers get, comma-separated (* for all; default: none, receivers get traceparent only)"`
 	ForwardBaggage    []string `flag:"forward-baggage" env:"HOOKLINE_FORWARD_BAGGAGE" usage:"keys of a producer's W3C baggage members that receivers get, comma-separated (* for all; default: none)"`
+}
+
+// SetDefaults gives --max-in-flight-ceiling and --rate-limit-ceiling the
+// limits ingest validates endpoints against (platform/endpoints), their
+// one home; platform/config calls it before reading the flags.
+func (c *Config) SetDefaults() {
+	c.MaxInFlightCeiling = endpoints.MaxInFlightCeiling
+	c.RateLimitCeiling = endpoints.RateLimitCeiling
 }

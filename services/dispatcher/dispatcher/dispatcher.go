@@ -141,7 +141,7 @@ func WithRandSeed(seed uint64) Option {
 
 // New validates cfg and returns a Service.
 func New(cfg Config, opts ...Option) (*Service, error) {
-	guard, err := netguard.NewPolicy(cfg.AllowPrivate, cfg.AllowCIDRs, cfg.TenantCIDRs)
+	guard, err := cfg.Policy()
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/sdk/sign"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -49,7 +50,7 @@ func TestADeliveryReadEarlyGoesRoundAFewTimesAtMostAndNeverFiresEarly(t *testing
 				for hop := 0; ; hop++ {
 					clock.Set(released.Add(-skew + lag(hop)))
 					out := s.handleSafely(t.Context(), r)
-					if res := decoded(t, out, s.topics.Results, newResult); len(res) > 0 {
+					if res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult); len(res) > 0 {
 						at := res[0].GetStartedAt().AsTime()
 						if at.Before(due) {
 							t.Fatalf("attempted %v before its due time by the dispatcher's clock", due.Sub(at))
@@ -62,7 +63,7 @@ func TestADeliveryReadEarlyGoesRoundAFewTimesAtMostAndNeverFiresEarly(t *testing
 						}
 						return
 					}
-					back := decoded(t, out, s.topics.Retries, newDelivery)
+					back := kafkatest.DecodeTopic(t, out, s.topics.Retries, newDelivery)
 					if len(out) != 1 || len(back) != 1 {
 						t.Fatalf("hop %d: %d records, %d of them on retries; want the delivery back on retries", hop, len(out), len(back))
 					}

@@ -10,6 +10,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/hookline/hookline/sdk/sign"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -39,7 +40,7 @@ func TestAHeldDeliveryIsHeldByReferenceAndReadBackBeforeItsAttempt(t *testing.T)
 	orig.Partition, orig.Offset = 2, 41
 
 	out := s.handleSafely(t.Context(), orig)
-	held := decoded(t, out, s.topics.Retries, newDelivery)
+	held := kafkatest.DecodeTopic(t, out, s.topics.Retries, newDelivery)
 	if len(held) != 1 || len(held[0].GetPayload()) != 0 || held[0].GetPayloadRecord().GetOffset() != 41 || held[0].GetPayloadRecord().GetPartition() != 2 {
 		t.Fatalf("parked as %v; want one record without the payload naming 2@41", held)
 	}
@@ -47,7 +48,7 @@ func TestAHeldDeliveryIsHeldByReferenceAndReadBackBeforeItsAttempt(t *testing.T)
 	held[0].DueAt = nil
 	back, _ := hkafka.Record(s.topics.Deliveries, "ep_1", held[0])
 	back.Offset = 90
-	again := decoded(t, s.handleSafely(t.Context(), back), s.topics.Retries, newDelivery)
+	again := kafkatest.DecodeTopic(t, s.handleSafely(t.Context(), back), s.topics.Retries, newDelivery)
 	if len(again) != 1 || len(again[0].GetPayload()) != 0 || again[0].GetPayloadRecord().GetOffset() != 41 {
 		t.Fatalf("held again as %v; want the same reference (2@41), no payload", again)
 	}
@@ -69,17 +70,17 @@ func TestAHeldDeliveryIsHeldByReferenceAndReadBackBeforeItsAttempt(t *testing.T)
 		}
 	}
 	s.readRecord = read(errors.New("broker unavailable"))
-	if res := decoded(t, s.handleSafely(t.Context(), back), s.topics.Retries, newDelivery); len(res) != 1 || requests.Load() != 0 {
+	if res := kafkatest.DecodeTopic(t, s.handleSafely(t.Context(), back), s.topics.Retries, newDelivery); len(res) != 1 || requests.Load() != 0 {
 		t.Fatalf("payload read failed: %d held records, %d requests; want held again, no attempt", len(res), requests.Load())
 	}
 	s.readRecord = read(payloadref.ErrGone)
 	gone := s.handleSafely(t.Context(), back)
-	if res := decoded(t, gone, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || requests.Load() != 0 {
+	if res := kafkatest.DecodeTopic(t, gone, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || requests.Load() != 0 {
 		t.Fatalf("payload gone: results %v, %d requests; want FAILED without an attempt", res, requests.Load())
 	}
 	s.readRecord = read(nil)
 	out = s.handleSafely(t.Context(), back)
-	if res := decoded(t, out, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
+	if res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
 		t.Fatalf("after the resume: results %v; want DELIVERED", res)
 	}
 	if got := body.Load(); requests.Load() != 1 || got != `{}` {

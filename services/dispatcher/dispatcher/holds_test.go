@@ -12,11 +12,11 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/endpoints"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/sdk/sign"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -32,23 +32,6 @@ func (c *fakeClock) Now() time.Time      { return time.Unix(0, c.now.Load()) }
 func (c *fakeClock) Set(t time.Time)     { c.now.Store(t.UnixNano()) }
 func (c *fakeClock) Add(d time.Duration) { c.now.Add(int64(d)) }
 func (c *fakeClock) option() Option      { return WithClock(c.Now) }
-
-// decoded returns the messages of outs on topic.
-func decoded[T proto.Message](t *testing.T, outs []*kgo.Record, topic string, newT func() T) []T {
-	t.Helper()
-	var got []T
-	for _, o := range outs {
-		if o.Topic != topic {
-			continue
-		}
-		m := newT()
-		if err := proto.Unmarshal(o.Value, m); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, m)
-	}
-	return got
-}
 
 func newResult() *hooklinev1.AttemptResult { return &hooklinev1.AttemptResult{} }
 func newDelivery() *hooklinev1.Delivery    { return &hooklinev1.Delivery{} }
@@ -76,8 +59,8 @@ func TestEveryHoldEndsExpiredAtTheMaximumHold(t *testing.T) {
 			t.Fatal("still held after 10,000 rechecks")
 		}
 		out := s.handleSafely(t.Context(), r)
-		if dead := decoded(t, out, s.topics.Dead, newDeadLetter); len(dead) > 0 {
-			res := decoded(t, out, s.topics.Results, newResult)
+		if dead := kafkatest.DecodeTopic(t, out, s.topics.Dead, newDeadLetter); len(dead) > 0 {
+			res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult)
 			if len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED || !strings.Contains(res[0].GetReason(), "maximum hold") {
 				t.Fatalf("hold ended with results %v, want one EXPIRED naming the maximum hold", res)
 			}
@@ -89,7 +72,7 @@ func TestEveryHoldEndsExpiredAtTheMaximumHold(t *testing.T) {
 			}
 			break
 		}
-		retry := decoded(t, out, s.topics.Retries, newDelivery)
+		retry := kafkatest.DecodeTopic(t, out, s.topics.Retries, newDelivery)
 		if len(retry) != 1 {
 			t.Fatalf("hop %d: outputs %v, want one deferral", hops, out)
 		}
@@ -115,19 +98,19 @@ func TestAnOutageHoldEndsAtTheGiveUpTime(t *testing.T) {
 		GiveUpAt: timestamppb.New(now.Add(30 * time.Second)), Kind: hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY}
 	r, _ := hkafka.Record(s.topics.Deliveries, "ep_1", d)
 	out := s.hold(t.Context(), r, d, now.Add(s.cfg.OutageRecheck))
-	held := decoded(t, out, s.topics.Retries, newDelivery)
+	held := kafkatest.DecodeTopic(t, out, s.topics.Retries, newDelivery)
 	if len(held) != 1 || !held[0].GetDueAt().AsTime().Equal(now.Add(30*time.Second)) || !held[0].GetHeldSince().AsTime().Equal(now) {
 		t.Fatalf("held %v, want due at the give-up time, held since now", held)
 	}
 	clock.Add(30 * time.Second)
 	out = s.hold(t.Context(), r, held[0], clock.Now().Add(s.cfg.OutageRecheck))
-	res := decoded(t, out, s.topics.Results, newResult)
-	if len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED || len(decoded(t, out, s.topics.Dead, newDeadLetter)) != 1 {
+	res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult)
+	if len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED || len(kafkatest.DecodeTopic(t, out, s.topics.Dead, newDeadLetter)) != 1 {
 		t.Fatalf("at the give-up time: %v, want EXPIRED and a dead letter", res)
 	}
 	// A spilled delivery past its give-up time ends the same way.
 	out = s.spill(t.Context(), r, held[0], clock.Now().Add(time.Second), "backlog")
-	if res := decoded(t, out, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED {
+	if res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED {
 		t.Fatalf("spill past the give-up time: %v, want EXPIRED", res)
 	}
 }
@@ -299,8 +282,8 @@ func TestRepeatedWorkerFaultsSetTheDeliveryAside(t *testing.T) {
 			r = out[0]
 		}
 	}
-	res := decoded(t, out, s.topics.Results, newResult)
-	dead := decoded(t, out, s.topics.Dead, newDeadLetter)
+	res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult)
+	dead := kafkatest.DecodeTopic(t, out, s.topics.Dead, newDeadLetter)
 	if len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || !strings.Contains(res[0].GetReason(), "worker faults") ||
 		len(dead) != 1 || dead[0].GetDelivery().GetAttempt() != 3 || string(dead[0].GetDelivery().GetPayload()) != `{}` {
 		t.Fatalf("set aside as results %v, dead letters %v; want one FAILED result and a DeadLetter with the delivery as it was", res, dead)
@@ -331,8 +314,8 @@ func TestARecordThatCanNeverBeWrittenIsDeadLetteredWithoutItsPayload(t *testing.
 			t.Fatalf("a record of %d bytes for %s handed on", n, o.Topic)
 		}
 	}
-	res := decoded(t, out, s.topics.Results, newResult)
-	dead := decoded(t, out, s.topics.Dead, newDeadLetter)
+	res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult)
+	dead := kafkatest.DecodeTopic(t, out, s.topics.Dead, newDeadLetter)
 	if len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || res[0].GetStatusCode() != 503 ||
 		!strings.Contains(res[0].GetReason(), "cannot be written") || len(dead) != 1 || len(dead[0].GetDelivery().GetPayload()) != 0 {
 		t.Fatalf("results %v, dead letters %d; want the attempt's result FAILED and a dead letter without the payload", res, len(dead))
@@ -352,7 +335,7 @@ func TestARecordThatCanNeverBeWrittenIsDeadLetteredWithoutItsPayload(t *testing.
 	if requests.Load() != before {
 		t.Fatal("a delivery marked unwritable was attempted again")
 	}
-	if res := decoded(t, out, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED {
+	if res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED {
 		t.Fatalf("marked delivery: %v, want FAILED", res)
 	}
 	if s.unwritable.Reason("dlv_2") != "" {

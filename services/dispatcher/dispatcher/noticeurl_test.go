@@ -35,7 +35,7 @@ func TestNoticeWebhookHasItsOwnAllowList(t *testing.T) {
 	}{
 		{"strict", func(*Config) {}, false},
 		{"the global list does not apply", func(c *Config) { c.AllowCIDRs = []string{"127.0.0.0/8"} }, false},
-		{"a tenant list does not apply", func(c *Config) { c.TenantCIDRs = []string{"acme=127.0.0.0/8"} }, false},
+		{"a tenant list does not apply", func(c *Config) { c.TenantAllowCIDRs = []string{"acme=127.0.0.0/8"} }, false},
 		{"its own list", func(c *Config) { c.NoticeWebhookCIDRs = []string{"127.0.0.0/8"} }, true},
 		{"metadata even in dev mode", func(c *Config) {
 			c.AllowPrivate, c.NoticeWebhookURL = true, "http://169.254.169.254/latest/meta-data/"

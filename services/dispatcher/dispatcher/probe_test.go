@@ -8,6 +8,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/sdk/sign"
 )
 
@@ -35,7 +36,7 @@ func TestAProbeSetAsideAsUnwritableIsOver(t *testing.T) {
 	if en.state != entryDone {
 		t.Fatalf("probe entry in state %v, want done", en.state)
 	}
-	if res := decoded(t, en.outs, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED {
+	if res := kafkatest.DecodeTopic(t, en.outs, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED {
 		t.Fatalf("probe set aside: results %v, want one FAILED", res)
 	}
 	if requests.Load() != 0 {

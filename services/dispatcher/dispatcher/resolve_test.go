@@ -14,6 +14,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/platform/lanes"
 	"github.com/hookline/hookline/sdk/sign"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -57,17 +58,6 @@ func (e *engine) commitByHand() []*kgo.Record {
 	outs = e.laneOutputs(outs)
 	e.lanesCommitted(true)
 	return outs
-}
-
-// onTopic returns the records of outs on topic.
-func onTopic(outs []*kgo.Record, topic string) []*kgo.Record {
-	var got []*kgo.Record
-	for _, r := range outs {
-		if r.Topic == topic {
-			got = append(got, r)
-		}
-	}
-	return got
 }
 
 // TestAPartitionIsNotWorkedOnBeforeItsLanesAreRead: after an assignment
@@ -123,14 +113,14 @@ func TestAnAbortedCommitReseedsItsLanesFromWhatWasCommitted(t *testing.T) {
 	s, e := orderedEngine(t, flaky, hooklinev1.Ordering_ORDERING_PER_ENDPOINT)
 	e.placeAt(t, ordered("m"), 0)
 	e.runDry(t) // a retry: dlv_m is outside
-	for _, r := range onTopic(e.commitByHand(), s.topics.Lanes) {
+	for _, r := range kafkatest.OnTopic(e.commitByHand(), s.topics.Lanes) {
 		s.lanes.Apply(r) // the view reads it
 	}
 	back := ordered("m")
 	back.Attempt, back.LaneSeq, back.Kind = 2, proto.Int64(0), hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY
 	e.placeAt(t, back, 1)
 	e.runDry(t)
-	lagging := onTopic(e.commitByHand(), s.topics.Lanes)
+	lagging := kafkatest.OnTopic(e.commitByHand(), s.topics.Lanes)
 	if len(lagging) != 1 {
 		t.Fatalf("%d lanes records committed with dlv_m's delivery; want 1", len(lagging))
 	}
@@ -167,7 +157,7 @@ func TestAPausedOrderedEndpointKeepsItsOrderOnResume(t *testing.T) {
 	e.placeAt(t, ordered("b"), 1)
 	e.runDry(t)
 	var parked []*hooklinev1.Delivery
-	for _, r := range onTopic(e.commitByHand(), s.topics.Retries) {
+	for _, r := range kafkatest.OnTopic(e.commitByHand(), s.topics.Retries) {
 		d := new(hooklinev1.Delivery)
 		if err := proto.Unmarshal(r.Value, d); err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/sdk/sign"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -128,7 +129,7 @@ func TestAFailingEndpointsSyncIsRetriedNotAWorkerFault(t *testing.T) {
 			}
 		}
 	}
-	res := decoded(t, outs, s.topics.Results, newResult)
+	res := kafkatest.DecodeTopic(t, outs, s.topics.Results, newResult)
 	if len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED || requests.Load() != 1 {
 		t.Fatalf("results %v, %d requests; want one DELIVERED after the sync succeeded", res, requests.Load())
 	}

@@ -5,6 +5,7 @@ import (
 
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/keyring"
+	"github.com/hookline/hookline/platform/netguard"
 )
 
 // Config is ingest's configuration, read by platform/config from flags
@@ -12,6 +13,9 @@ import (
 type Config struct {
 	Kafka   hkafka.Config
 	Secrets keyring.Config
+	// The destination flags (--allow-private-destinations, --allow-cidrs,
+	// --tenant-allow-cidrs), shared with the dispatcher.
+	netguard.Config
 
 	GRPCAddr string   `flag:"grpc-addr" env:"HOOKLINE_GRPC_ADDR" default:"127.0.0.1:7070" usage:"gRPC listen address"`
 	APIKeys  []string `flag:"api-keys" env:"HOOKLINE_API_KEYS" usage:"API keys, comma-separated tenant:[scope:]key or tenant:[scope:]sha256:<hex>; scope is publish, read or admin (the default); fixed until restart"`
@@ -32,9 +36,6 @@ type Config struct {
 	MaxPayloadBytes  int           `flag:"max-payload-bytes" env:"HOOKLINE_MAX_PAYLOAD_BYTES" default:"1048576" usage:"largest event payload accepted"`
 	MaxEndpoints     int           `flag:"max-endpoints-per-tenant" env:"HOOKLINE_MAX_ENDPOINTS_PER_TENANT" default:"1000" usage:"most endpoints one tenant may have"`
 	AllowHTTP        bool          `flag:"allow-http" env:"HOOKLINE_ALLOW_HTTP" usage:"accept http:// endpoint URLs (default: https only)"`
-	AllowPrivate     bool          `flag:"allow-private-destinations" env:"HOOKLINE_ALLOW_PRIVATE_DESTINATIONS" usage:"accept endpoints on loopback and private addresses (development only)"`
-	AllowCIDRs       []string      `flag:"allow-cidrs" env:"HOOKLINE_ALLOW_CIDRS" usage:"CIDRs every tenant's endpoints may resolve to despite being private, comma-separated; never the cloud metadata addresses"`
-	TenantAllowCIDRs []string      `flag:"tenant-allow-cidrs" env:"HOOKLINE_TENANT_ALLOW_CIDRS" usage:"per-tenant CIDRs that tenant's endpoints may resolve to despite being private, comma-separated tenant=CIDR (e.g. acme=10.20.0.0/16); never the cloud metadata addresses"`
 	DNSTimeout       time.Duration `flag:"dns-timeout" env:"HOOKLINE_DNS_TIMEOUT" default:"5s" usage:"how long resolving an endpoint URL's host may take before the call answers UNAVAILABLE"`
 	IdempotencyTTL   time.Duration `flag:"idempotency-ttl" env:"HOOKLINE_IDEMPOTENCY_TTL" default:"24h" usage:"how long an idempotency key keeps returning its first response; the idempotency topic keeps records twice as long"`
 	// Limits and quotas (docs/security.md, "Limits and quotas").

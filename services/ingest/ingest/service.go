@@ -147,7 +147,7 @@ func WithResolver(lookup func(ctx context.Context, host string) ([]net.IP, error
 
 // New validates cfg and returns a Service.
 func New(cfg Config, opts ...Option) (*Service, error) {
-	guard, err := netguard.NewPolicy(cfg.AllowPrivate, cfg.AllowCIDRs, cfg.TenantAllowCIDRs)
+	guard, err := cfg.Policy()
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
