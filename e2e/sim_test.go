@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -20,6 +22,7 @@ import (
 	"github.com/hookline/hookline/services/dispatcher/dispatcher"
 	"github.com/hookline/hookline/services/ingest/ingest"
 	"github.com/hookline/hookline/services/scheduler/scheduler"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -287,7 +290,44 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 
 	r := w.check()
 	r.took = time.Since(began)
+	if r.stalls > 0 || r.lost > 0 {
+		w.dumpStalled()
+	}
 	return r
+}
+
+// dumpStalled writes, while the stalled world still runs, what decides
+// where a stall sits (docs/reliability.md, the open seed-6 stall): every
+// goroutine's stack, and each deliveries and retries partition's high
+// watermark beside its last stable offset (an open transaction holds
+// read_committed consumers at the second), to bin/sim/seed-N-stall.txt.
+func (w *simWorld) dumpStalled() {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "seed %d: stalled world at %v\n\n", w.seed, time.Now().UTC().Format(time.RFC3339Nano))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.t.Context()), 10*time.Second)
+	defer cancel()
+	topics := []string{w.st.topics.Deliveries, w.st.topics.Retries}
+	high, herr := w.st.admin.ListEndOffsets(ctx, topics...)
+	stable, serr := w.st.admin.ListCommittedOffsets(ctx, topics...)
+	fmt.Fprintf(&b, "end offsets (errors: %v, %v)\n", herr, serr)
+	high.Each(func(o kadm.ListedOffset) {
+		lso, _ := stable.Lookup(o.Topic, o.Partition)
+		fmt.Fprintf(&b, "  %s[%d]: high watermark %d, last stable offset %d%s\n", o.Topic, o.Partition, o.Offset, lso.Offset,
+			map[bool]string{true: "  <- held by an open transaction", false: ""}[lso.Offset < o.Offset])
+	})
+	committed, cerr := w.st.admin.FetchOffsets(ctx, w.dc.Group)
+	fmt.Fprintf(&b, "\ngroup %s committed offsets (error: %v)\n", w.dc.Group, cerr)
+	committed.Each(func(o kadm.OffsetResponse) {
+		fmt.Fprintf(&b, "  %s[%d]: %d (metadata %d bytes)\n", o.Topic, o.Partition, o.At, len(o.Metadata))
+	})
+	b.WriteString("\ngoroutines:\n")
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	name := filepath.Join("..", "bin", "sim", fmt.Sprintf("seed-%d-stall.txt", w.seed))
+	if err := os.WriteFile(name, b.Bytes(), 0o644); err != nil {
+		w.t.Logf("seed %d: stall dump: %v", w.seed, err)
+		return
+	}
+	w.t.Logf("seed %d: stall dump (goroutines, high watermarks and last stable offsets) in bin/sim/seed-%d-stall.txt", w.seed, w.seed)
 }
 
 // newSimWorld starts a kfake cluster of brokers nodes and the stack on
