@@ -167,14 +167,14 @@ func (w *simWorld) check() *simReport {
 	moves := w.movesOfWork()
 	if bound := 2 + moves; maxDup > bound {
 		r.storms++
-		r.note("storm: one delivery POSTed %d times after its terminal try, bound %d for %d faults that move or drop work", maxDup, bound, moves)
+		r.note("storm: one delivery POSTed %d times after its terminal try, bound %d for %d moves or drops of work", maxDup, bound, moves)
 	}
 	dupBound := w.dupBound(moves)
-	t.Logf("seed %d: %d duplicate POSTs, bound %d (%d faults that move or drop work, %d POSTs in flight at most, %.1f POSTs/s, %.1f to ordered endpoints)",
+	t.Logf("seed %d: %d duplicate POSTs, bound %d (%d moves or drops of work, %d POSTs in flight at most, %.1f POSTs/s, %.1f to ordered endpoints)",
 		w.seed, r.dups, dupBound, moves, w.model.peakInFlight, float64(w.model.posts)/w.phase.Seconds(), float64(w.model.orderedPosts)/w.phase.Seconds())
 	if bound := dupBound; r.dups > bound {
 		r.storms++
-		r.note("storm: %d duplicate POSTs for %d deliveries, bound %d for %d faults that move or drop work (graceful leaves and aborts Kafka caused allow none)", r.dups, r.deliveries, bound, moves)
+		r.note("storm: %d duplicate POSTs for %d deliveries, bound %d for %d moves or drops of work (graceful leaves and aborts Kafka caused allow none)", r.dups, r.deliveries, bound, moves)
 	}
 	written, byTopic := w.recordsWritten()
 	if r.deliveries > 0 {
@@ -392,11 +392,13 @@ const (
 	simEndpointWait = time.Second            // every endpoint's attempt timeout
 )
 
-// movesOfWork counts the injected faults that move or drop a
-// dispatcher's work.
+// movesOfWork counts the injected moves or drops of a dispatcher's
+// work: each crash, pause, join and forced rebalance, and each request a
+// produce-err or txn-err fault refuses (a fault that refuses two
+// produces aborts two commits, each dropping the window once).
 func (w *simWorld) movesOfWork() int {
-	n := 0
-	for _, kind := range []string{"dispatcher-crash", "dispatcher-pause", "dispatcher-join", "rebalance", "produce-err", "txn-err"} {
+	n := w.refusals
+	for _, kind := range []string{"dispatcher-crash", "dispatcher-pause", "dispatcher-join", "rebalance"} {
 		n += w.counts[kind]
 	}
 	return n

@@ -70,6 +70,7 @@ func (w *simWorld) drawSchedule(rng *rand.Rand) []simFault {
 				w.inject(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: e, Count: count, When: ofTxn(txn)})
 				w.t.Logf("fault: %s produce to %s fails %d× with %v", txn, topic, count, e)
 				w.count("produce-err", true)
+				w.refused(count)
 			}}
 		case 2:
 			txn, key := txns[rng.IntN(len(txns))], simTxnKeys[rng.IntN(len(simTxnKeys))]
@@ -78,6 +79,7 @@ func (w *simWorld) drawSchedule(rng *rand.Rand) []simFault {
 				w.inject(kfake.Fault{Keys: []kmsg.Key{key}, Err: e, Count: count, TopLevel: true, When: ofTxn(txn)})
 				w.t.Logf("fault: %s %v fails %d× with %v", txn, key, count, e)
 				w.count("txn-err", true)
+				w.refused(count)
 			}}
 		case 3:
 			txn, d := txns[rng.IntN(len(txns))], time.Duration(500+rng.IntN(3500))*time.Millisecond

@@ -146,6 +146,10 @@ type simWorld struct {
 	aborts    *kfake.FaultHandle
 	commits   *kfake.FaultHandle
 	destructs int // faults that may abort a commit or move an owner
+	// refusals are the requests the produce-err and txn-err faults
+	// refuse (a fault refuses 1-3): each drops a window once, so each is
+	// one move of work for the duplicates bounds (movesOfWork).
+	refusals int
 }
 
 // simSlot is one dispatcher's place in the pool: its transactional id
@@ -166,6 +170,13 @@ func (w *simWorld) count(kind string, destructive bool) {
 	if destructive {
 		w.destructs++
 	}
+}
+
+// refused counts the n requests a produce-err or txn-err fault refuses.
+func (w *simWorld) refused(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.refusals += n
 }
 
 func (w *simWorld) clock(slot int) func() time.Time {
