@@ -146,6 +146,10 @@ func TestConsoleInChromiumShowsTheTimelineOfADeliveryThatFailedThenSucceeded(t *
 		chromedp.WaitVisible(chromedp.CSS("#filters")),
 		chromedp.SetValue(chromedp.CSS("#state"), "delivered"),
 		chromedp.Click(chromedp.CSS("#apply")),
+		// The form's submit navigates: wait for the filtered page (its
+		// state option is selected by the server), or the link found below
+		// can be the unfiltered page's, gone by the click.
+		chromedp.WaitReady(chromedp.CSS(`#state option[value="delivered"][selected]`)),
 		chromedp.WaitVisible(chromedp.CSS("a.delivery-link")))
 	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#deliveries tr td:nth-child(4)")).map(td => td.textContent)`))
 	if err != nil {
