@@ -379,7 +379,7 @@ func newSimWorld(t *testing.T, seed uint64, phase time.Duration, brokers int) *s
 	// transactional producer ends.
 	w.aborts = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Observe: true, Count: -1, When: func(r kmsg.Request) bool {
 		e, ok := r.(*kmsg.EndTxnRequest)
-		return ok && !e.Commit
+		return ok && !e.Commit && !strings.HasSuffix(e.TransactionalID, simEpochTxn)
 	}})
 	w.commits = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Observe: true, Count: -1, When: func(r kmsg.Request) bool {
 		e, ok := r.(*kmsg.EndTxnRequest)
