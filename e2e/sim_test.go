@@ -311,7 +311,8 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 // where a stall sits (docs/reliability.md, the open seed-6 stall): every
 // goroutine's stack, and each deliveries and retries partition's high
 // watermark beside its last stable offset (an open transaction holds
-// read_committed consumers at the second), to bin/sim/seed-N-stall.txt.
+// read_committed consumers at the second), every transaction the
+// coordinators know (which one holds it), to bin/sim/seed-N-stall.txt.
 func (w *simWorld) dumpStalled() {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "seed %d: stalled world at %v\n\n", w.seed, time.Now().UTC().Format(time.RFC3339Nano))
@@ -331,6 +332,12 @@ func (w *simWorld) dumpStalled() {
 	committed.Each(func(o kadm.OffsetResponse) {
 		fmt.Fprintf(&b, "  %s[%d]: %d (metadata %d bytes)\n", o.Topic, o.Partition, o.At, len(o.Metadata))
 	})
+	txns, terr := w.st.admin.DescribeTransactions(ctx)
+	fmt.Fprintf(&b, "\ntransactions (error: %v)\n", terr)
+	for _, d := range txns.Sorted() {
+		fmt.Fprintf(&b, "  %s: %s, producer %d epoch %d, started %v ago, partitions %v, err %v\n", d.TxnID, d.State, d.ProducerID, d.ProducerEpoch,
+			time.Since(time.UnixMilli(d.StartTimestamp)).Round(time.Millisecond), d.Topics.Sorted(), d.Err)
+	}
 	b.WriteString("\ngoroutines:\n")
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
 	name := filepath.Join("..", "bin", "sim", fmt.Sprintf("seed-%d-stall.txt", w.seed))
