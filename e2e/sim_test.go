@@ -308,7 +308,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 }
 
 // dumpStalled writes, while the stalled world still runs, what decides
-// where a stall sits (docs/reliability.md, the open seed-6 stall): every
+// where a stall sits (docs/reliability.md, seed 6's stall): every
 // goroutine's stack, and each deliveries and retries partition's high
 // watermark beside its last stable offset (an open transaction holds
 // read_committed consumers at the second), every transaction the

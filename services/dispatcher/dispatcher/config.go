@@ -23,7 +23,7 @@ type Config struct {
 
 	Group           string        `flag:"group" env:"HOOKLINE_DISPATCHER_GROUP" default:"hookline-dispatcher" usage:"Kafka consumer group of the dispatchers"`
 	TransactionalID string        `flag:"transactional-id" env:"HOOKLINE_DISPATCHER_TRANSACTIONAL_ID" usage:"Kafka transactional id, unique and stable per dispatcher instance (default: hookline-dispatcher-<hostname>)"`
-	TxnTimeout      time.Duration `flag:"transaction-timeout" env:"HOOKLINE_DISPATCHER_TRANSACTION_TIMEOUT" default:"60s" usage:"Kafka transaction timeout"`
+	TxnTimeout      time.Duration `flag:"transaction-timeout" env:"HOOKLINE_DISPATCHER_TRANSACTION_TIMEOUT" default:"0s" usage:"Kafka transaction timeout (0: three --session-timeout): how long a transaction left open by an instance that died and does not come back under its --transactional-id holds back read-committed readers of the partitions it wrote"`
 	// GroupInstanceID makes the dispatcher a static member of its group
 	// (KIP-345): a graceful stop does not leave the group, and an
 	// instance back with the same id within --session-timeout gets its

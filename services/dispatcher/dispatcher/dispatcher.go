@@ -153,6 +153,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		host, _ := os.Hostname()
 		cfg.TransactionalID = "hookline-dispatcher-" + host
 	}
+	if cfg.TxnTimeout, err = hkafka.TxnTimeout(cfg.TxnTimeout, cfg.SessionTimeout); err != nil {
+		return nil, fmt.Errorf("dispatcher: %w", err)
+	}
 	if cfg.NoticeWebhookURL != "" {
 		if _, err := sign.ParseSecret(cfg.NoticeWebhookSecret); err != nil {
 			return nil, fmt.Errorf("dispatcher: --notice-webhook-secret: %w", err)

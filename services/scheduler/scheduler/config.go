@@ -15,7 +15,7 @@ type Config struct {
 
 	Group           string        `flag:"group" env:"HOOKLINE_SCHEDULER_GROUP" default:"hookline-scheduler" usage:"Kafka consumer group of the schedulers"`
 	TransactionalID string        `flag:"transactional-id" env:"HOOKLINE_SCHEDULER_TRANSACTIONAL_ID" usage:"Kafka transactional id, unique and stable per scheduler instance (default: hookline-scheduler-<hostname>)"`
-	TxnTimeout      time.Duration `flag:"transaction-timeout" env:"HOOKLINE_SCHEDULER_TRANSACTION_TIMEOUT" default:"60s" usage:"Kafka transaction timeout"`
+	TxnTimeout      time.Duration `flag:"transaction-timeout" env:"HOOKLINE_SCHEDULER_TRANSACTION_TIMEOUT" default:"0s" usage:"Kafka transaction timeout (0: three --session-timeout): how long a transaction left open by an instance that died and does not come back under its --transactional-id holds back read-committed readers of the partitions it wrote"`
 	SessionTimeout  time.Duration `flag:"session-timeout" env:"HOOKLINE_SCHEDULER_SESSION_TIMEOUT" default:"10s" usage:"Kafka group session timeout: how long a scheduler that died (kill -9, lost host) keeps its tier partitions, and so delays their timers, before the others take them over"`
 	Tiers           []string      `flag:"tiers" env:"HOOKLINE_SCHEDULER_TIERS" default:"1s,5s,30s,1m,5m,30m,1h" usage:"delay tiers, one topic each; a timer longer than the largest re-enters it"`
 	BatchSize       int           `flag:"batch-size" env:"HOOKLINE_SCHEDULER_BATCH_SIZE" default:"5000" usage:"records taken per poll"`

@@ -139,6 +139,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		host, _ := os.Hostname()
 		cfg.TransactionalID = "hookline-scheduler-" + host
 	}
+	if cfg.TxnTimeout, err = hkafka.TxnTimeout(cfg.TxnTimeout, cfg.SessionTimeout); err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
 	if cfg.BatchSize < 1 {
 		return nil, errors.New("scheduler: --batch-size must be at least 1")
 	}
