@@ -295,14 +295,24 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(code)
 	if s == simSlow {
+		// The try ends as its status goes out with the first chunk:
+		// the dispatcher takes a 2xx as delivered once it has the
+		// status, and reads the body only until the attempt's timeout
+		// (seed 5, on a loaded machine: the dispatcher gave up reading
+		// at 1 s and started the lane's next member 14 ms before this
+		// handler returned, taken for an O1 violation).
 		f, _ := w.(http.Flusher)
-		for range 4 {
+		for i := range 4 {
 			_, _ = w.Write([]byte(strings.Repeat("x", 64)))
 			if f != nil {
 				f.Flush()
 			}
+			if i == 0 {
+				sm.answered(m, s, last)
+			}
 			time.Sleep(50 * time.Millisecond) // the receiver's behaviour, not a wait
 		}
+		return
 	}
 	sm.answered(m, s, last)
 }
