@@ -197,6 +197,7 @@ FUZZ_TARGETS := \
   sdk:./sign:FuzzSignVerifyRoundTrip \
   sdk:./sign:FuzzParseSecret \
   platform:./keyring:FuzzParse \
+  platform:./celfilter:FuzzCompileAndMatch \
   platform:./netguard:FuzzControl \
   platform:./netguard:FuzzCheckIPv4Forms \
   platform:./netguard:FuzzCheckHost \

@@ -23,14 +23,15 @@ import (
 // scopeTable is docs/security.md's table: the RPCs a publish or read key
 // may call. Admin keys call every RPC; every RPC not here is admin-only.
 var scopeTable = map[string]apikey.Scope{
-	"/hookline.v1.EventService/PublishEvent":      apikey.ScopePublish,
-	"/hookline.v1.EndpointService/GetEndpoint":    apikey.ScopeRead,
-	"/hookline.v1.EndpointService/ListEndpoints":  apikey.ScopeRead,
-	"/hookline.v1.DeliveryService/GetEvent":       apikey.ScopeRead,
-	"/hookline.v1.DeliveryService/GetDelivery":    apikey.ScopeRead,
-	"/hookline.v1.DeliveryService/ListDeliveries": apikey.ScopeRead,
-	"/hookline.v1.DeliveryService/ListEvents":     apikey.ScopeRead,
-	"/hookline.v1.LaneService/ListBlockedLanes":   apikey.ScopeRead,
+	"/hookline.v1.EventService/PublishEvent":                   apikey.ScopePublish,
+	"/hookline.v1.EndpointService/GetEndpoint":                 apikey.ScopeRead,
+	"/hookline.v1.EndpointService/ListEndpoints":               apikey.ScopeRead,
+	"/hookline.v1.DeliveryService/GetEvent":                    apikey.ScopeRead,
+	"/hookline.v1.DeliveryService/GetDelivery":                 apikey.ScopeRead,
+	"/hookline.v1.DeliveryService/ListDeliveries":              apikey.ScopeRead,
+	"/hookline.v1.DeliveryService/ListEvents":                  apikey.ScopeRead,
+	"/hookline.v1.LaneService/ListBlockedLanes":                apikey.ScopeRead,
+	"/hookline.v1.EndpointService/TestFilterAndTransformation": apikey.ScopeRead,
 }
 
 // hooklineRPCs returns every RPC of every hookline.v1 service.

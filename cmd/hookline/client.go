@@ -117,6 +117,7 @@ type endpointFlags struct {
 	Reason      string   `flag:"reason" usage:"why the endpoint is paused (pause)"`
 	Ordering    string   `flag:"ordering" usage:"delivery order: unordered (default), per_endpoint or per_key"`
 	HeadFailure string   `flag:"on-head-failure" usage:"what an ordered lane does when its head fails for good: skip (dead-letter it, go on; default) or block (hold the lane until hookline lanes resend or skip)"`
+	Filter      string   `flag:"filter" usage:"content filter in CEL, e.g. 'payload.amount > 1000 && metadata.region == \"eu\"' (default: none; update with \"\" to remove)"`
 }
 
 // headFailureFlag maps --on-head-failure to the API's enum.
@@ -202,7 +203,7 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 			return herr
 		}
 		resp, err = api.CreateEndpoint(cctx, &hooklinev1.CreateEndpointRequest{Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Secret: f.Secret,
-			SignatureScheme: scheme, Ordering: ord, OnHeadFailure: hf}, grpc.Header(&hdr))
+			SignatureScheme: scheme, Ordering: ord, OnHeadFailure: hf, Filter: f.Filter}, grpc.Header(&hdr))
 	case "get":
 		var eid string
 		if eid, err = id(); err == nil {
@@ -300,12 +301,12 @@ func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, i
 	if err != nil {
 		return nil, err
 	}
-	ep := &hooklinev1.Endpoint{Id: id, Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Ordering: ord, OnHeadFailure: hf}
+	ep := &hooklinev1.Endpoint{Id: id, Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Ordering: ord, OnHeadFailure: hf, Filter: f.Filter}
 	var paths []string
 	for _, a := range args {
 		name := strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-")
 		switch name {
-		case "url", "description", "ordering":
+		case "url", "description", "ordering", "filter":
 			paths = append(paths, name)
 		case "event-types":
 			paths = append(paths, "event_types")
@@ -314,7 +315,7 @@ func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, i
 		}
 	}
 	if len(paths) == 0 {
-		return nil, errors.New("nothing to update: give --url, --description, --event-types, --ordering or --on-head-failure")
+		return nil, errors.New("nothing to update: give --url, --description, --event-types, --ordering, --on-head-failure or --filter")
 	}
 	return api.UpdateEndpoint(ctx, &hooklinev1.UpdateEndpointRequest{Endpoint: ep, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}}, opts...)
 }
@@ -326,6 +327,23 @@ type publishFlags struct {
 	Endpoints []string `flag:"endpoints" usage:"deliver only to these endpoint ids, comma-separated"`
 	Key       string   `flag:"idempotency-key" usage:"idempotency key: a repeat with the same key and event returns the first result (default: a fresh key, reused on every retry of this publish)"`
 	Order     string   `flag:"ordering-key" usage:"ordering key: the lane this event joins at endpoints ordered per_key (ignored by others)"`
+	Metadata  []string `flag:"metadata" usage:"labels endpoint filters read as metadata, comma-separated key=value, e.g. region=eu,tier=gold"`
+}
+
+// metadataFlag maps --metadata's key=value entries to a map.
+func metadataFlag(entries []string) (map[string]string, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	md := make(map[string]string, len(entries))
+	for _, e := range entries {
+		k, v, ok := strings.Cut(e, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--metadata %q: give key=value", e)
+		}
+		md[k] = v
+	}
+	return md, nil
 }
 
 func runPublish(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
@@ -336,9 +354,12 @@ func runPublish(ctx context.Context, args []string, out io.Writer, getenv func(s
 	if f.Type == "" || f.Data == "" {
 		return errors.New("--type and --data are required")
 	}
+	md, err := metadataFlag(f.Metadata)
+	if err != nil {
+		return err
+	}
 	payload := []byte(f.Data)
 	if name, ok := strings.CutPrefix(f.Data, "@"); ok {
-		var err error
 		if name == "-" {
 			payload, err = io.ReadAll(os.Stdin)
 		} else {
@@ -355,7 +376,7 @@ func runPublish(ctx context.Context, args []string, out io.Writer, getenv func(s
 	defer c.conn.Close()
 	cctx, cancel := c.call(ctx)
 	defer cancel()
-	resp, err := hooklinev1.NewEventServiceClient(c.conn).PublishEvent(cctx, &hooklinev1.PublishEventRequest{EventType: f.Type, Payload: payload, EndpointIds: f.Endpoints, IdempotencyKey: f.Key, OrderingKey: f.Order})
+	resp, err := hooklinev1.NewEventServiceClient(c.conn).PublishEvent(cctx, &hooklinev1.PublishEventRequest{EventType: f.Type, Payload: payload, EndpointIds: f.Endpoints, IdempotencyKey: f.Key, OrderingKey: f.Order, Metadata: md})
 	if err != nil {
 		return callErr(err)
 	}

@@ -295,6 +295,7 @@ func TestClientCommandsExplainMissingSettings(t *testing.T) {
 		{[]string{"lanes", "skip", "--endpoint", "ep_x"}, "--delivery is required"},
 		{[]string{"lanes", "unblock", "--endpoint", "ep_x"}, `unknown lanes command "unblock"`},
 		{[]string{"endpoint", "create", "--url", "http://x", "--on-head-failure", "stop", "--api-key", "k"}, `--on-head-failure "stop"`},
+		{[]string{"publish", "--type", "a.b", "--data", "{}", "--metadata", "region"}, `--metadata "region": give key=value`},
 	}
 	for _, tt := range tests {
 		err := run(t.Context(), tt.args, io.Discard, noEnv)

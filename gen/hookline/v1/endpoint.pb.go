@@ -348,6 +348,15 @@ type Endpoint struct {
 	// What an ordered lane does with a head that failed for good; unset
 	// means skip. Ignored for unordered endpoints.
 	OnHeadFailure HeadFailure `protobuf:"varint,20,opt,name=on_head_failure,json=onHeadFailure,proto3,enum=hookline.v1.HeadFailure" json:"on_head_failure,omitempty"`
+	// Optional CEL expression over an event's content (docs/operator-
+	// guide.md, "Content filters"): the endpoint receives an event of its
+	// event_types only when it evaluates to true, e.g.
+	// `payload.amount > 1000 && payload.currency == "EUR"`. Variables:
+	// type (string), payload (the JSON payload; null if it is not JSON),
+	// metadata (PublishEventRequest.metadata) and ordering_key. An
+	// evaluation error is no match. Empty: every event of event_types.
+	// Applies to events published after the change.
+	Filter        string `protobuf:"bytes,21,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -522,6 +531,13 @@ func (x *Endpoint) GetOnHeadFailure() HeadFailure {
 	return HeadFailure_HEAD_FAILURE_UNSPECIFIED
 }
 
+func (x *Endpoint) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
 // RetryPolicy says when a failed delivery is tried again and when it gives up.
 type RetryPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -649,8 +665,10 @@ type CreateEndpointRequest struct {
 	SignatureScheme SignatureScheme `protobuf:"varint,11,opt,name=signature_scheme,json=signatureScheme,proto3,enum=hookline.v1.SignatureScheme" json:"signature_scheme,omitempty"`
 	Ordering        Ordering        `protobuf:"varint,12,opt,name=ordering,proto3,enum=hookline.v1.Ordering" json:"ordering,omitempty"`
 	OnHeadFailure   HeadFailure     `protobuf:"varint,13,opt,name=on_head_failure,json=onHeadFailure,proto3,enum=hookline.v1.HeadFailure" json:"on_head_failure,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Optional content filter, see Endpoint.filter.
+	Filter        string `protobuf:"bytes,14,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateEndpointRequest) Reset() {
@@ -772,6 +790,13 @@ func (x *CreateEndpointRequest) GetOnHeadFailure() HeadFailure {
 		return x.OnHeadFailure
 	}
 	return HeadFailure_HEAD_FAILURE_UNSPECIFIED
+}
+
+func (x *CreateEndpointRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
 }
 
 type CreateEndpointResponse struct {
@@ -1072,7 +1097,7 @@ type UpdateEndpointRequest struct {
 	Endpoint *Endpoint `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	// Fields to change: url, description, event_types, timeout,
 	// max_in_flight, rate_limit_per_second, retry_policy, metadata,
-	// outage_mode_disabled, ordering, on_head_failure.
+	// outage_mode_disabled, ordering, on_head_failure, filter.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1564,6 +1589,207 @@ func (x *RotateEndpointSecretResponse) GetPublicKey() string {
 	return ""
 }
 
+type TestFilterAndTransformationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The filter to test (see Endpoint.filter). Empty: the filter of
+	// endpoint_id.
+	Filter string `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Optional: the endpoint whose filter is tested when filter is empty.
+	EndpointId string `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	// The sample event the filter runs against, as PublishEventRequest
+	// has it: its type (required), payload (JSON in practice; anything
+	// else is seen as null; over HTTP/JSON the document itself or its
+	// base64), metadata and ordering key.
+	EventType     string            `protobuf:"bytes,3,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	Payload       []byte            `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	Metadata      map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	OrderingKey   string            `protobuf:"bytes,6,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestFilterAndTransformationRequest) Reset() {
+	*x = TestFilterAndTransformationRequest{}
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestFilterAndTransformationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestFilterAndTransformationRequest) ProtoMessage() {}
+
+func (x *TestFilterAndTransformationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestFilterAndTransformationRequest.ProtoReflect.Descriptor instead.
+func (*TestFilterAndTransformationRequest) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *TestFilterAndTransformationRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *TestFilterAndTransformationRequest) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *TestFilterAndTransformationRequest) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *TestFilterAndTransformationRequest) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *TestFilterAndTransformationRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *TestFilterAndTransformationRequest) GetOrderingKey() string {
+	if x != nil {
+		return x.OrderingKey
+	}
+	return ""
+}
+
+type TestFilterAndTransformationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filter        *FilterResult          `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestFilterAndTransformationResponse) Reset() {
+	*x = TestFilterAndTransformationResponse{}
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestFilterAndTransformationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestFilterAndTransformationResponse) ProtoMessage() {}
+
+func (x *TestFilterAndTransformationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestFilterAndTransformationResponse.ProtoReflect.Descriptor instead.
+func (*TestFilterAndTransformationResponse) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TestFilterAndTransformationResponse) GetFilter() *FilterResult {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+// FilterResult is the outcome of one filter run.
+type FilterResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the event would be delivered to the endpoint (its event
+	// types aside). False when evaluation failed.
+	Matched bool `protobuf:"varint,1,opt,name=matched,proto3" json:"matched,omitempty"`
+	// Why evaluation failed (a missing field without has(), a type
+	// mismatch, the cost limit); empty when it did not.
+	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// How long the evaluation took (compiling aside).
+	Duration      *durationpb.Duration `protobuf:"bytes,3,opt,name=duration,proto3" json:"duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilterResult) Reset() {
+	*x = FilterResult{}
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilterResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilterResult) ProtoMessage() {}
+
+func (x *FilterResult) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilterResult.ProtoReflect.Descriptor instead.
+func (*FilterResult) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *FilterResult) GetMatched() bool {
+	if x != nil {
+		return x.Matched
+	}
+	return false
+}
+
+func (x *FilterResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *FilterResult) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
 // Exponential backoff: initial, doubling by factor, capped.
 type RetryPolicy_ExponentialBackoff struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1576,7 +1802,7 @@ type RetryPolicy_ExponentialBackoff struct {
 
 func (x *RetryPolicy_ExponentialBackoff) Reset() {
 	*x = RetryPolicy_ExponentialBackoff{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1814,7 @@ func (x *RetryPolicy_ExponentialBackoff) String() string {
 func (*RetryPolicy_ExponentialBackoff) ProtoMessage() {}
 
 func (x *RetryPolicy_ExponentialBackoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +1861,7 @@ type RetryPolicy_DelayLadder struct {
 
 func (x *RetryPolicy_DelayLadder) Reset() {
 	*x = RetryPolicy_DelayLadder{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1873,7 @@ func (x *RetryPolicy_DelayLadder) String() string {
 func (*RetryPolicy_DelayLadder) ProtoMessage() {}
 
 func (x *RetryPolicy_DelayLadder) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1900,7 @@ var File_hookline_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe0\a\n" +
+	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf8\a\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x10\n" +
@@ -1699,7 +1925,8 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\x04etag\x18\x11 \x01(\tR\x04etag\x12G\n" +
 	"\x10signature_scheme\x18\x12 \x01(\x0e2\x1c.hookline.v1.SignatureSchemeR\x0fsignatureScheme\x121\n" +
 	"\bordering\x18\x13 \x01(\x0e2\x15.hookline.v1.OrderingR\bordering\x12@\n" +
-	"\x0fon_head_failure\x18\x14 \x01(\x0e2\x18.hookline.v1.HeadFailureR\ronHeadFailure\x1a;\n" +
+	"\x0fon_head_failure\x18\x14 \x01(\x0e2\x18.hookline.v1.HeadFailureR\ronHeadFailure\x12\x16\n" +
+	"\x06filter\x18\x15 \x01(\tR\x06filter\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\x04\n" +
@@ -1721,7 +1948,7 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\vJITTER_FULL\x10\x02\x12\x0f\n" +
 	"\vJITTER_NONE\x10\x03B\n" +
 	"\n" +
-	"\bschedule\"\xc8\x05\n" +
+	"\bschedule\"\xe0\x05\n" +
 	"\x15CreateEndpointRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1f\n" +
@@ -1737,7 +1964,8 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	" \x01(\bR\x12outageModeDisabled\x12G\n" +
 	"\x10signature_scheme\x18\v \x01(\x0e2\x1c.hookline.v1.SignatureSchemeR\x0fsignatureScheme\x121\n" +
 	"\bordering\x18\f \x01(\x0e2\x15.hookline.v1.OrderingR\bordering\x12@\n" +
-	"\x0fon_head_failure\x18\r \x01(\x0e2\x18.hookline.v1.HeadFailureR\ronHeadFailure\x1a;\n" +
+	"\x0fon_head_failure\x18\r \x01(\x0e2\x18.hookline.v1.HeadFailureR\ronHeadFailure\x12\x16\n" +
+	"\x06filter\x18\x0e \x01(\tR\x06filter\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
@@ -1789,7 +2017,25 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x1d\n" +
 	"\n" +
-	"public_key\x18\x03 \x01(\tR\tpublicKey*i\n" +
+	"public_key\x18\x03 \x01(\tR\tpublicKey\"\xd1\x02\n" +
+	"\"TestFilterAndTransformationRequest\x12\x16\n" +
+	"\x06filter\x18\x01 \x01(\tR\x06filter\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x03 \x01(\tR\teventType\x12\x18\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\x12Y\n" +
+	"\bmetadata\x18\x05 \x03(\v2=.hookline.v1.TestFilterAndTransformationRequest.MetadataEntryR\bmetadata\x12!\n" +
+	"\fordering_key\x18\x06 \x01(\tR\vorderingKey\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +
+	"#TestFilterAndTransformationResponse\x121\n" +
+	"\x06filter\x18\x01 \x01(\v2\x19.hookline.v1.FilterResultR\x06filter\"u\n" +
+	"\fFilterResult\x12\x18\n" +
+	"\amatched\x18\x01 \x01(\bR\amatched\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x125\n" +
+	"\bduration\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bduration*i\n" +
 	"\x0eEndpointStatus\x12\x1f\n" +
 	"\x1bENDPOINT_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ENDPOINT_STATUS_ACTIVE\x10\x01\x12\x1a\n" +
@@ -1806,7 +2052,7 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\vHeadFailure\x12\x1c\n" +
 	"\x18HEAD_FAILURE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HEAD_FAILURE_SKIP\x10\x01\x12\x16\n" +
-	"\x12HEAD_FAILURE_BLOCK\x10\x022\xfd\a\n" +
+	"\x12HEAD_FAILURE_BLOCK\x10\x022\xb6\t\n" +
 	"\x0fEndpointService\x12s\n" +
 	"\x0eCreateEndpoint\x12\".hookline.v1.CreateEndpointRequest\x1a#.hookline.v1.CreateEndpointResponse\"\x18\x82\xd3\xe4\x93\x02\x12:\x01*\"\r/v1/endpoints\x12l\n" +
 	"\vGetEndpoint\x12\x1f.hookline.v1.GetEndpointRequest\x1a .hookline.v1.GetEndpointResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/endpoints/{id}\x12m\n" +
@@ -1815,7 +2061,8 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\x0eDeleteEndpoint\x12\".hookline.v1.DeleteEndpointRequest\x1a#.hookline.v1.DeleteEndpointResponse\"\x1a\x82\xd3\xe4\x93\x02\x14*\x12/v1/endpoints/{id}\x12{\n" +
 	"\rPauseEndpoint\x12!.hookline.v1.PauseEndpointRequest\x1a\".hookline.v1.PauseEndpointResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/endpoints/{id}:pause\x12\x7f\n" +
 	"\x0eResumeEndpoint\x12\".hookline.v1.ResumeEndpointRequest\x1a#.hookline.v1.ResumeEndpointResponse\"$\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/endpoints/{id}:resume\x12\x97\x01\n" +
-	"\x14RotateEndpointSecret\x12(.hookline.v1.RotateEndpointSecretRequest\x1a).hookline.v1.RotateEndpointSecretResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/endpoints/{id}:rotateSecretB9Z7github.com/hookline/hookline/gen/hookline/v1;hooklinev1b\x06proto3"
+	"\x14RotateEndpointSecret\x12(.hookline.v1.RotateEndpointSecretRequest\x1a).hookline.v1.RotateEndpointSecretResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/endpoints/{id}:rotateSecret\x12\xb6\x01\n" +
+	"\x1bTestFilterAndTransformation\x12/.hookline.v1.TestFilterAndTransformationRequest\x1a0.hookline.v1.TestFilterAndTransformationResponse\"4\x82\xd3\xe4\x93\x02.:\x01*\")/v1/endpoints:testFilterAndTransformationB9Z7github.com/hookline/hookline/gen/hookline/v1;hooklinev1b\x06proto3"
 
 var (
 	file_hookline_v1_endpoint_proto_rawDescOnce sync.Once
@@ -1830,57 +2077,61 @@ func file_hookline_v1_endpoint_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_endpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hookline_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_hookline_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_hookline_v1_endpoint_proto_goTypes = []any{
-	(EndpointStatus)(0),                    // 0: hookline.v1.EndpointStatus
-	(SignatureScheme)(0),                   // 1: hookline.v1.SignatureScheme
-	(Ordering)(0),                          // 2: hookline.v1.Ordering
-	(HeadFailure)(0),                       // 3: hookline.v1.HeadFailure
-	(RetryPolicy_Jitter)(0),                // 4: hookline.v1.RetryPolicy.Jitter
-	(*Endpoint)(nil),                       // 5: hookline.v1.Endpoint
-	(*RetryPolicy)(nil),                    // 6: hookline.v1.RetryPolicy
-	(*CreateEndpointRequest)(nil),          // 7: hookline.v1.CreateEndpointRequest
-	(*CreateEndpointResponse)(nil),         // 8: hookline.v1.CreateEndpointResponse
-	(*GetEndpointRequest)(nil),             // 9: hookline.v1.GetEndpointRequest
-	(*GetEndpointResponse)(nil),            // 10: hookline.v1.GetEndpointResponse
-	(*ListEndpointsRequest)(nil),           // 11: hookline.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),          // 12: hookline.v1.ListEndpointsResponse
-	(*UpdateEndpointRequest)(nil),          // 13: hookline.v1.UpdateEndpointRequest
-	(*UpdateEndpointResponse)(nil),         // 14: hookline.v1.UpdateEndpointResponse
-	(*DeleteEndpointRequest)(nil),          // 15: hookline.v1.DeleteEndpointRequest
-	(*DeleteEndpointResponse)(nil),         // 16: hookline.v1.DeleteEndpointResponse
-	(*PauseEndpointRequest)(nil),           // 17: hookline.v1.PauseEndpointRequest
-	(*PauseEndpointResponse)(nil),          // 18: hookline.v1.PauseEndpointResponse
-	(*ResumeEndpointRequest)(nil),          // 19: hookline.v1.ResumeEndpointRequest
-	(*ResumeEndpointResponse)(nil),         // 20: hookline.v1.ResumeEndpointResponse
-	(*RotateEndpointSecretRequest)(nil),    // 21: hookline.v1.RotateEndpointSecretRequest
-	(*RotateEndpointSecretResponse)(nil),   // 22: hookline.v1.RotateEndpointSecretResponse
-	nil,                                    // 23: hookline.v1.Endpoint.MetadataEntry
-	(*RetryPolicy_ExponentialBackoff)(nil), // 24: hookline.v1.RetryPolicy.ExponentialBackoff
-	(*RetryPolicy_DelayLadder)(nil),        // 25: hookline.v1.RetryPolicy.DelayLadder
-	nil,                                    // 26: hookline.v1.CreateEndpointRequest.MetadataEntry
-	(*durationpb.Duration)(nil),            // 27: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),          // 28: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),          // 29: google.protobuf.FieldMask
+	(EndpointStatus)(0),                         // 0: hookline.v1.EndpointStatus
+	(SignatureScheme)(0),                        // 1: hookline.v1.SignatureScheme
+	(Ordering)(0),                               // 2: hookline.v1.Ordering
+	(HeadFailure)(0),                            // 3: hookline.v1.HeadFailure
+	(RetryPolicy_Jitter)(0),                     // 4: hookline.v1.RetryPolicy.Jitter
+	(*Endpoint)(nil),                            // 5: hookline.v1.Endpoint
+	(*RetryPolicy)(nil),                         // 6: hookline.v1.RetryPolicy
+	(*CreateEndpointRequest)(nil),               // 7: hookline.v1.CreateEndpointRequest
+	(*CreateEndpointResponse)(nil),              // 8: hookline.v1.CreateEndpointResponse
+	(*GetEndpointRequest)(nil),                  // 9: hookline.v1.GetEndpointRequest
+	(*GetEndpointResponse)(nil),                 // 10: hookline.v1.GetEndpointResponse
+	(*ListEndpointsRequest)(nil),                // 11: hookline.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),               // 12: hookline.v1.ListEndpointsResponse
+	(*UpdateEndpointRequest)(nil),               // 13: hookline.v1.UpdateEndpointRequest
+	(*UpdateEndpointResponse)(nil),              // 14: hookline.v1.UpdateEndpointResponse
+	(*DeleteEndpointRequest)(nil),               // 15: hookline.v1.DeleteEndpointRequest
+	(*DeleteEndpointResponse)(nil),              // 16: hookline.v1.DeleteEndpointResponse
+	(*PauseEndpointRequest)(nil),                // 17: hookline.v1.PauseEndpointRequest
+	(*PauseEndpointResponse)(nil),               // 18: hookline.v1.PauseEndpointResponse
+	(*ResumeEndpointRequest)(nil),               // 19: hookline.v1.ResumeEndpointRequest
+	(*ResumeEndpointResponse)(nil),              // 20: hookline.v1.ResumeEndpointResponse
+	(*RotateEndpointSecretRequest)(nil),         // 21: hookline.v1.RotateEndpointSecretRequest
+	(*RotateEndpointSecretResponse)(nil),        // 22: hookline.v1.RotateEndpointSecretResponse
+	(*TestFilterAndTransformationRequest)(nil),  // 23: hookline.v1.TestFilterAndTransformationRequest
+	(*TestFilterAndTransformationResponse)(nil), // 24: hookline.v1.TestFilterAndTransformationResponse
+	(*FilterResult)(nil),                        // 25: hookline.v1.FilterResult
+	nil,                                         // 26: hookline.v1.Endpoint.MetadataEntry
+	(*RetryPolicy_ExponentialBackoff)(nil),      // 27: hookline.v1.RetryPolicy.ExponentialBackoff
+	(*RetryPolicy_DelayLadder)(nil),             // 28: hookline.v1.RetryPolicy.DelayLadder
+	nil,                                         // 29: hookline.v1.CreateEndpointRequest.MetadataEntry
+	nil,                                         // 30: hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
+	(*durationpb.Duration)(nil),                 // 31: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),               // 32: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),               // 33: google.protobuf.FieldMask
 }
 var file_hookline_v1_endpoint_proto_depIdxs = []int32{
 	0,  // 0: hookline.v1.Endpoint.status:type_name -> hookline.v1.EndpointStatus
-	27, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
+	31, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
 	6,  // 2: hookline.v1.Endpoint.retry_policy:type_name -> hookline.v1.RetryPolicy
-	28, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	28, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	28, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
-	23, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
+	32, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	32, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	32, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
+	26, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
 	1,  // 7: hookline.v1.Endpoint.signature_scheme:type_name -> hookline.v1.SignatureScheme
 	2,  // 8: hookline.v1.Endpoint.ordering:type_name -> hookline.v1.Ordering
 	3,  // 9: hookline.v1.Endpoint.on_head_failure:type_name -> hookline.v1.HeadFailure
-	24, // 10: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
-	25, // 11: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
+	27, // 10: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
+	28, // 11: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
 	4,  // 12: hookline.v1.RetryPolicy.jitter:type_name -> hookline.v1.RetryPolicy.Jitter
-	27, // 13: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
-	27, // 14: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
+	31, // 13: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
+	31, // 14: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
 	6,  // 15: hookline.v1.CreateEndpointRequest.retry_policy:type_name -> hookline.v1.RetryPolicy
-	26, // 16: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
+	29, // 16: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
 	1,  // 17: hookline.v1.CreateEndpointRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
 	2,  // 18: hookline.v1.CreateEndpointRequest.ordering:type_name -> hookline.v1.Ordering
 	3,  // 19: hookline.v1.CreateEndpointRequest.on_head_failure:type_name -> hookline.v1.HeadFailure
@@ -1888,37 +2139,42 @@ var file_hookline_v1_endpoint_proto_depIdxs = []int32{
 	5,  // 21: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	5,  // 22: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
 	5,  // 23: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
-	29, // 24: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	33, // 24: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
 	5,  // 25: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	5,  // 26: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	5,  // 27: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	27, // 28: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
+	31, // 28: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
 	1,  // 29: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
 	5,  // 30: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	27, // 31: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
-	27, // 32: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
-	27, // 33: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
-	7,  // 34: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	9,  // 35: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	11, // 36: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	13, // 37: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	15, // 38: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	17, // 39: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	19, // 40: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	21, // 41: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
-	8,  // 42: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	10, // 43: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
-	12, // 44: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	14, // 45: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
-	16, // 46: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
-	18, // 47: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
-	20, // 48: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
-	22, // 49: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
-	42, // [42:50] is the sub-list for method output_type
-	34, // [34:42] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	30, // 31: hookline.v1.TestFilterAndTransformationRequest.metadata:type_name -> hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
+	25, // 32: hookline.v1.TestFilterAndTransformationResponse.filter:type_name -> hookline.v1.FilterResult
+	31, // 33: hookline.v1.FilterResult.duration:type_name -> google.protobuf.Duration
+	31, // 34: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
+	31, // 35: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
+	31, // 36: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
+	7,  // 37: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	9,  // 38: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	11, // 39: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	13, // 40: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	15, // 41: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	17, // 42: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	19, // 43: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	21, // 44: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
+	23, // 45: hookline.v1.EndpointService.TestFilterAndTransformation:input_type -> hookline.v1.TestFilterAndTransformationRequest
+	8,  // 46: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	10, // 47: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
+	12, // 48: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	14, // 49: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
+	16, // 50: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
+	18, // 51: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
+	20, // 52: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
+	22, // 53: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
+	24, // 54: hookline.v1.EndpointService.TestFilterAndTransformation:output_type -> hookline.v1.TestFilterAndTransformationResponse
+	46, // [46:55] is the sub-list for method output_type
+	37, // [37:46] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_endpoint_proto_init() }
@@ -1936,7 +2192,7 @@ func file_hookline_v1_endpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_endpoint_proto_rawDesc), len(file_hookline_v1_endpoint_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   22,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

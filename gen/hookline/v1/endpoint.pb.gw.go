@@ -391,6 +391,33 @@ func local_request_EndpointService_RotateEndpointSecret_0(ctx context.Context, m
 	return msg, metadata, err
 }
 
+func request_EndpointService_TestFilterAndTransformation_0(ctx context.Context, marshaler runtime.Marshaler, client EndpointServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq TestFilterAndTransformationRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.TestFilterAndTransformation(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_EndpointService_TestFilterAndTransformation_0(ctx context.Context, marshaler runtime.Marshaler, server EndpointServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq TestFilterAndTransformationRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.TestFilterAndTransformation(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterEndpointServiceHandlerServer registers the http handlers for service EndpointService to "mux".
 // UnaryRPC     :call EndpointServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -556,6 +583,26 @@ func RegisterEndpointServiceHandlerServer(ctx context.Context, mux *runtime.Serv
 			return
 		}
 		forward_EndpointService_RotateEndpointSecret_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_EndpointService_TestFilterAndTransformation_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/hookline.v1.EndpointService/TestFilterAndTransformation", runtime.WithHTTPPathPattern("/v1/endpoints:testFilterAndTransformation"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_EndpointService_TestFilterAndTransformation_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_EndpointService_TestFilterAndTransformation_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
 
 	return nil
@@ -733,27 +780,46 @@ func RegisterEndpointServiceHandlerClient(ctx context.Context, mux *runtime.Serv
 		}
 		forward_EndpointService_RotateEndpointSecret_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_EndpointService_TestFilterAndTransformation_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/hookline.v1.EndpointService/TestFilterAndTransformation", runtime.WithHTTPPathPattern("/v1/endpoints:testFilterAndTransformation"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_EndpointService_TestFilterAndTransformation_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_EndpointService_TestFilterAndTransformation_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
 var (
-	pattern_EndpointService_CreateEndpoint_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "endpoints"}, ""))
-	pattern_EndpointService_GetEndpoint_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "endpoints", "id"}, ""))
-	pattern_EndpointService_ListEndpoints_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "endpoints"}, ""))
-	pattern_EndpointService_UpdateEndpoint_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "endpoints", "endpoint.id"}, ""))
-	pattern_EndpointService_DeleteEndpoint_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "endpoints", "id"}, ""))
-	pattern_EndpointService_PauseEndpoint_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "endpoints", "id"}, "pause"))
-	pattern_EndpointService_ResumeEndpoint_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "endpoints", "id"}, "resume"))
-	pattern_EndpointService_RotateEndpointSecret_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "endpoints", "id"}, "rotateSecret"))
+	pattern_EndpointService_CreateEndpoint_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "endpoints"}, ""))
+	pattern_EndpointService_GetEndpoint_0                 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "endpoints", "id"}, ""))
+	pattern_EndpointService_ListEndpoints_0               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "endpoints"}, ""))
+	pattern_EndpointService_UpdateEndpoint_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "endpoints", "endpoint.id"}, ""))
+	pattern_EndpointService_DeleteEndpoint_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "endpoints", "id"}, ""))
+	pattern_EndpointService_PauseEndpoint_0               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "endpoints", "id"}, "pause"))
+	pattern_EndpointService_ResumeEndpoint_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "endpoints", "id"}, "resume"))
+	pattern_EndpointService_RotateEndpointSecret_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "endpoints", "id"}, "rotateSecret"))
+	pattern_EndpointService_TestFilterAndTransformation_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "endpoints"}, "testFilterAndTransformation"))
 )
 
 var (
-	forward_EndpointService_CreateEndpoint_0       = runtime.ForwardResponseMessage
-	forward_EndpointService_GetEndpoint_0          = runtime.ForwardResponseMessage
-	forward_EndpointService_ListEndpoints_0        = runtime.ForwardResponseMessage
-	forward_EndpointService_UpdateEndpoint_0       = runtime.ForwardResponseMessage
-	forward_EndpointService_DeleteEndpoint_0       = runtime.ForwardResponseMessage
-	forward_EndpointService_PauseEndpoint_0        = runtime.ForwardResponseMessage
-	forward_EndpointService_ResumeEndpoint_0       = runtime.ForwardResponseMessage
-	forward_EndpointService_RotateEndpointSecret_0 = runtime.ForwardResponseMessage
+	forward_EndpointService_CreateEndpoint_0              = runtime.ForwardResponseMessage
+	forward_EndpointService_GetEndpoint_0                 = runtime.ForwardResponseMessage
+	forward_EndpointService_ListEndpoints_0               = runtime.ForwardResponseMessage
+	forward_EndpointService_UpdateEndpoint_0              = runtime.ForwardResponseMessage
+	forward_EndpointService_DeleteEndpoint_0              = runtime.ForwardResponseMessage
+	forward_EndpointService_PauseEndpoint_0               = runtime.ForwardResponseMessage
+	forward_EndpointService_ResumeEndpoint_0              = runtime.ForwardResponseMessage
+	forward_EndpointService_RotateEndpointSecret_0        = runtime.ForwardResponseMessage
+	forward_EndpointService_TestFilterAndTransformation_0 = runtime.ForwardResponseMessage
 )

@@ -19,14 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	EndpointService_CreateEndpoint_FullMethodName       = "/hookline.v1.EndpointService/CreateEndpoint"
-	EndpointService_GetEndpoint_FullMethodName          = "/hookline.v1.EndpointService/GetEndpoint"
-	EndpointService_ListEndpoints_FullMethodName        = "/hookline.v1.EndpointService/ListEndpoints"
-	EndpointService_UpdateEndpoint_FullMethodName       = "/hookline.v1.EndpointService/UpdateEndpoint"
-	EndpointService_DeleteEndpoint_FullMethodName       = "/hookline.v1.EndpointService/DeleteEndpoint"
-	EndpointService_PauseEndpoint_FullMethodName        = "/hookline.v1.EndpointService/PauseEndpoint"
-	EndpointService_ResumeEndpoint_FullMethodName       = "/hookline.v1.EndpointService/ResumeEndpoint"
-	EndpointService_RotateEndpointSecret_FullMethodName = "/hookline.v1.EndpointService/RotateEndpointSecret"
+	EndpointService_CreateEndpoint_FullMethodName              = "/hookline.v1.EndpointService/CreateEndpoint"
+	EndpointService_GetEndpoint_FullMethodName                 = "/hookline.v1.EndpointService/GetEndpoint"
+	EndpointService_ListEndpoints_FullMethodName               = "/hookline.v1.EndpointService/ListEndpoints"
+	EndpointService_UpdateEndpoint_FullMethodName              = "/hookline.v1.EndpointService/UpdateEndpoint"
+	EndpointService_DeleteEndpoint_FullMethodName              = "/hookline.v1.EndpointService/DeleteEndpoint"
+	EndpointService_PauseEndpoint_FullMethodName               = "/hookline.v1.EndpointService/PauseEndpoint"
+	EndpointService_ResumeEndpoint_FullMethodName              = "/hookline.v1.EndpointService/ResumeEndpoint"
+	EndpointService_RotateEndpointSecret_FullMethodName        = "/hookline.v1.EndpointService/RotateEndpointSecret"
+	EndpointService_TestFilterAndTransformation_FullMethodName = "/hookline.v1.EndpointService/TestFilterAndTransformation"
 )
 
 // EndpointServiceClient is the client API for EndpointService service.
@@ -56,6 +57,12 @@ type EndpointServiceClient interface {
 	// RotateEndpointSecret makes a new current secret; the old one keeps
 	// signing (both signatures are sent) until the grace period ends.
 	RotateEndpointSecret(ctx context.Context, in *RotateEndpointSecretRequest, opts ...grpc.CallOption) (*RotateEndpointSecretResponse, error)
+	// TestFilterAndTransformation runs a filter expression (the one given,
+	// or endpoint_id's) against a sample event and says whether the event
+	// matches, the evaluation error if any, and the time taken. It writes
+	// nothing. A filter that does not compile is INVALID_ARGUMENT, as at
+	// CreateEndpoint.
+	TestFilterAndTransformation(ctx context.Context, in *TestFilterAndTransformationRequest, opts ...grpc.CallOption) (*TestFilterAndTransformationResponse, error)
 }
 
 type endpointServiceClient struct {
@@ -146,6 +153,16 @@ func (c *endpointServiceClient) RotateEndpointSecret(ctx context.Context, in *Ro
 	return out, nil
 }
 
+func (c *endpointServiceClient) TestFilterAndTransformation(ctx context.Context, in *TestFilterAndTransformationRequest, opts ...grpc.CallOption) (*TestFilterAndTransformationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TestFilterAndTransformationResponse)
+	err := c.cc.Invoke(ctx, EndpointService_TestFilterAndTransformation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EndpointServiceServer is the server API for EndpointService service.
 // All implementations must embed UnimplementedEndpointServiceServer
 // for forward compatibility.
@@ -173,6 +190,12 @@ type EndpointServiceServer interface {
 	// RotateEndpointSecret makes a new current secret; the old one keeps
 	// signing (both signatures are sent) until the grace period ends.
 	RotateEndpointSecret(context.Context, *RotateEndpointSecretRequest) (*RotateEndpointSecretResponse, error)
+	// TestFilterAndTransformation runs a filter expression (the one given,
+	// or endpoint_id's) against a sample event and says whether the event
+	// matches, the evaluation error if any, and the time taken. It writes
+	// nothing. A filter that does not compile is INVALID_ARGUMENT, as at
+	// CreateEndpoint.
+	TestFilterAndTransformation(context.Context, *TestFilterAndTransformationRequest) (*TestFilterAndTransformationResponse, error)
 	mustEmbedUnimplementedEndpointServiceServer()
 }
 
@@ -206,6 +229,9 @@ func (UnimplementedEndpointServiceServer) ResumeEndpoint(context.Context, *Resum
 }
 func (UnimplementedEndpointServiceServer) RotateEndpointSecret(context.Context, *RotateEndpointSecretRequest) (*RotateEndpointSecretResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RotateEndpointSecret not implemented")
+}
+func (UnimplementedEndpointServiceServer) TestFilterAndTransformation(context.Context, *TestFilterAndTransformationRequest) (*TestFilterAndTransformationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TestFilterAndTransformation not implemented")
 }
 func (UnimplementedEndpointServiceServer) mustEmbedUnimplementedEndpointServiceServer() {}
 func (UnimplementedEndpointServiceServer) testEmbeddedByValue()                         {}
@@ -372,6 +398,24 @@ func _EndpointService_RotateEndpointSecret_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EndpointService_TestFilterAndTransformation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TestFilterAndTransformationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EndpointServiceServer).TestFilterAndTransformation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EndpointService_TestFilterAndTransformation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EndpointServiceServer).TestFilterAndTransformation(ctx, req.(*TestFilterAndTransformationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EndpointService_ServiceDesc is the grpc.ServiceDesc for EndpointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -410,6 +454,10 @@ var EndpointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RotateEndpointSecret",
 			Handler:    _EndpointService_RotateEndpointSecret_Handler,
+		},
+		{
+			MethodName: "TestFilterAndTransformation",
+			Handler:    _EndpointService_TestFilterAndTransformation_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -36,7 +36,12 @@ type PublishEventRequest struct {
 	// Optional: the lane of an endpoint ordered per key (Ordering
 	// ORDERING_PER_KEY) this event joins; at most 128 bytes of printable
 	// ASCII. Accepted and ignored for endpoints that are not ordered per key.
-	OrderingKey   string `protobuf:"bytes,5,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	OrderingKey string `protobuf:"bytes,5,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	// Optional labels of the event (at most 64; keys 1-128 bytes, values
+	// at most 1024), seen by endpoint filters as `metadata`
+	// (Endpoint.filter), e.g. {"region": "eu"}. They are not sent to
+	// receivers.
+	Metadata      map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -104,6 +109,13 @@ func (x *PublishEventRequest) GetOrderingKey() string {
 		return x.OrderingKey
 	}
 	return ""
+}
+
+func (x *PublishEventRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
 }
 
 type PublishEventResponse struct {
@@ -217,14 +229,18 @@ var File_hookline_v1_event_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x17hookline/v1/event.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\"\xbd\x01\n" +
+	"\x17hookline/v1/event.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\"\xc6\x02\n" +
 	"\x13PublishEventRequest\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x01 \x01(\tR\teventType\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12'\n" +
 	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12!\n" +
 	"\fendpoint_ids\x18\x04 \x03(\tR\vendpointIds\x12!\n" +
-	"\fordering_key\x18\x05 \x01(\tR\vorderingKey\"k\n" +
+	"\fordering_key\x18\x05 \x01(\tR\vorderingKey\x12J\n" +
+	"\bmetadata\x18\x06 \x03(\v2..hookline.v1.PublishEventRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"k\n" +
 	"\x14PublishEventResponse\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x128\n" +
 	"\n" +
@@ -251,21 +267,23 @@ func file_hookline_v1_event_proto_rawDescGZIP() []byte {
 	return file_hookline_v1_event_proto_rawDescData
 }
 
-var file_hookline_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_hookline_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_hookline_v1_event_proto_goTypes = []any{
 	(*PublishEventRequest)(nil),  // 0: hookline.v1.PublishEventRequest
 	(*PublishEventResponse)(nil), // 1: hookline.v1.PublishEventResponse
 	(*DeliveryRef)(nil),          // 2: hookline.v1.DeliveryRef
+	nil,                          // 3: hookline.v1.PublishEventRequest.MetadataEntry
 }
 var file_hookline_v1_event_proto_depIdxs = []int32{
-	2, // 0: hookline.v1.PublishEventResponse.deliveries:type_name -> hookline.v1.DeliveryRef
-	0, // 1: hookline.v1.EventService.PublishEvent:input_type -> hookline.v1.PublishEventRequest
-	1, // 2: hookline.v1.EventService.PublishEvent:output_type -> hookline.v1.PublishEventResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	3, // 0: hookline.v1.PublishEventRequest.metadata:type_name -> hookline.v1.PublishEventRequest.MetadataEntry
+	2, // 1: hookline.v1.PublishEventResponse.deliveries:type_name -> hookline.v1.DeliveryRef
+	0, // 2: hookline.v1.EventService.PublishEvent:input_type -> hookline.v1.PublishEventRequest
+	1, // 3: hookline.v1.EventService.PublishEvent:output_type -> hookline.v1.PublishEventResponse
+	3, // [3:4] is the sub-list for method output_type
+	2, // [2:3] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_event_proto_init() }
@@ -279,7 +297,7 @@ func file_hookline_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_event_proto_rawDesc), len(file_hookline_v1_event_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -42,13 +42,15 @@ func ParseScope(s string) (Scope, error) {
 var scopes = map[string]Scope{
 	hooklinev1.EventService_PublishEvent_FullMethodName: ScopePublish,
 
-	hooklinev1.EndpointService_GetEndpoint_FullMethodName:    ScopeRead,
-	hooklinev1.EndpointService_ListEndpoints_FullMethodName:  ScopeRead,
-	hooklinev1.DeliveryService_GetEvent_FullMethodName:       ScopeRead,
-	hooklinev1.DeliveryService_ListDeliveries_FullMethodName: ScopeRead,
-	hooklinev1.DeliveryService_GetDelivery_FullMethodName:    ScopeRead,
-	hooklinev1.DeliveryService_ListEvents_FullMethodName:     ScopeRead,
-	hooklinev1.LaneService_ListBlockedLanes_FullMethodName:   ScopeRead,
+	hooklinev1.EndpointService_GetEndpoint_FullMethodName:   ScopeRead,
+	hooklinev1.EndpointService_ListEndpoints_FullMethodName: ScopeRead,
+	// It runs a filter and writes nothing.
+	hooklinev1.EndpointService_TestFilterAndTransformation_FullMethodName: ScopeRead,
+	hooklinev1.DeliveryService_GetEvent_FullMethodName:                    ScopeRead,
+	hooklinev1.DeliveryService_ListDeliveries_FullMethodName:              ScopeRead,
+	hooklinev1.DeliveryService_GetDelivery_FullMethodName:                 ScopeRead,
+	hooklinev1.DeliveryService_ListEvents_FullMethodName:                  ScopeRead,
+	hooklinev1.LaneService_ListBlockedLanes_FullMethodName:                ScopeRead,
 }
 
 // adminOnly lists the RPCs only an admin key may call; with scopes it

@@ -90,6 +90,7 @@ func TestAuthFuncAdmitsEachRPCForItsScopesOnly(t *testing.T) {
 		hooklinev1.DeliveryService_GetEvent_FullMethodName, hooklinev1.DeliveryService_GetDelivery_FullMethodName,
 		hooklinev1.DeliveryService_ListDeliveries_FullMethodName, hooklinev1.DeliveryService_ListEvents_FullMethodName,
 		hooklinev1.LaneService_ListBlockedLanes_FullMethodName,
+		hooklinev1.EndpointService_TestFilterAndTransformation_FullMethodName,
 	} {
 		want[m] = []Scope{ScopeAdmin, ScopeRead}
 	}

@@ -247,6 +247,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndp
 		validateRate(req.GetRateLimitPerSecond()),
 		validateOrdering(req.GetOrdering()),
 		validateHeadFailure(req.GetOnHeadFailure()),
+		s.validateFilter(req.GetFilter()),
 	} {
 		if err != nil {
 			return nil, err
@@ -287,6 +288,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndp
 			OutageModeDisabled: req.GetOutageModeDisabled(),
 			Ordering:           req.GetOrdering(),
 			OnHeadFailure:      req.GetOnHeadFailure(),
+			Filter:             req.GetFilter(),
 		},
 		Version: 1,
 	}
@@ -523,8 +525,10 @@ func (s *Service) UpdateEndpoint(ctx context.Context, req *hooklinev1.UpdateEndp
 				err, ep.Ordering = validateOrdering(in.GetOrdering()), in.GetOrdering()
 			case "on_head_failure":
 				err, ep.OnHeadFailure = validateHeadFailure(in.GetOnHeadFailure()), in.GetOnHeadFailure()
+			case "filter":
+				err, ep.Filter = s.validateFilter(in.GetFilter()), in.GetFilter()
 			default:
-				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure (status and secret have their own calls)", p)
+				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure, filter (status and secret have their own calls)", p)
 			}
 			if err != nil {
 				return err

@@ -61,6 +61,9 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 	if err := validateOrderingKey(req.GetOrderingKey()); err != nil {
 		return nil, err
 	}
+	if err := validateMetadata(req.GetMetadata()); err != nil {
+		return nil, err
+	}
 	// Bounded memory: a call waits for Kafka only within the bytes every
 	// call in flight may hold together; beyond them it waits its turn
 	// briefly or is pushed back (the fan-out is the endpoints known now:
@@ -114,7 +117,9 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 }
 
 // targets returns the endpoints an event goes to: the named ones, which
-// must all be the caller's, or every endpoint whose filter matches. It
+// must all be the caller's, or every endpoint whose event-type filter and
+// content filter match (named endpoints are sent to whatever their
+// filters say). It
 // reads the endpoints view after a barrier, so an endpoint created or
 // changed through any replica before this call began is seen (the
 // barrier's rounds are shared by concurrent publishes).
@@ -123,7 +128,7 @@ func (s *Service) targets(ctx context.Context, tenant string, req *hooklinev1.Pu
 		return nil, kafkaStatus(ctx, "endpoints not read", err)
 	}
 	if len(req.GetEndpointIds()) == 0 {
-		return s.checkTargets(ctx, tenant, req, s.store.Matching(tenant, req.GetEventType()))
+		return s.checkTargets(ctx, tenant, req, s.matchContent(ctx, req, s.store.Matching(tenant, req.GetEventType())))
 	}
 	named := slices.Clone(req.GetEndpointIds())
 	slices.Sort(named)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -172,8 +173,9 @@ func IdempotencyRecordKey(tenant, key string) string {
 }
 
 // RequestHash identifies what a publish asks for: the event type, the
-// payload, the sorted, deduplicated endpoint ids and the ordering key
-// (when set), each length-prefixed.
+// payload, the sorted, deduplicated endpoint ids, the ordering key
+// (when set) and the metadata (when set, sorted by key; endpoints'
+// content filters read it), each length-prefixed.
 // Two requests with the same hash are the same request for an idempotency
 // key. It is safe for concurrent use.
 func RequestHash(req *hooklinev1.PublishEventRequest) []byte {
@@ -195,6 +197,16 @@ func RequestHash(req *hooklinev1.PublishEventRequest) []byte {
 		// Only when set, so hashes of claims made before ordering keys
 		// existed are unchanged.
 		write([]byte(k))
+	}
+	if md := req.GetMetadata(); len(md) > 0 {
+		// Only when set, as the ordering key; the tag keeps a request
+		// with metadata apart from one whose ordering key looks alike.
+		write([]byte("metadata"))
+		_ = binary.Write(h, binary.BigEndian, uint64(len(md)))
+		for _, k := range slices.Sorted(maps.Keys(md)) {
+			write([]byte(k))
+			write([]byte(md[k]))
+		}
 	}
 	return h.Sum(nil)
 }
@@ -234,7 +246,7 @@ func (s *Service) publishIdempotent(ctx context.Context, tenant string, req *hoo
 			return nil, status.Error(codes.Internal, "idempotency claim disappeared")
 		}
 		if !sameRequest(w.rec.GetRequestHash(), hash) {
-			return nil, invalid("idempotency_key", "%q was used at %s for a different request (event %s): event_type, payload and endpoint_ids must match the first use; use a new key for a new event",
+			return nil, invalid("idempotency_key", "%q was used at %s for a different request (event %s): event_type, payload, endpoint_ids, ordering_key and metadata must match the first use; use a new key for a new event",
 				req.GetIdempotencyKey(), w.rec.GetCreatedAt().AsTime().UTC().Format(time.RFC3339), w.rec.GetEventId())
 		}
 		if w.committed {

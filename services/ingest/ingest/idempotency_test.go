@@ -56,7 +56,7 @@ func TestIdemViewFirstLiveClaimWinsAndCommitsOnlyIt(t *testing.T) {
 	}
 }
 
-func TestRequestHashCoversTypePayloadAndEndpointSet(t *testing.T) {
+func TestRequestHashCoversTypePayloadEndpointSetAndMetadata(t *testing.T) {
 	base := &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: []byte(`{}`), EndpointIds: []string{"ep_2", "ep_1"}, IdempotencyKey: "k"}
 	tests := []struct {
 		name     string
@@ -69,9 +69,19 @@ func TestRequestHashCoversTypePayloadAndEndpointSet(t *testing.T) {
 		{"event type", func(r *hooklinev1.PublishEventRequest) { r.EventType = "a.c" }, false},
 		{"endpoint set", func(r *hooklinev1.PublishEventRequest) { r.EndpointIds = []string{"ep_1"} }, false},
 		{"no field bleeds into the next", func(r *hooklinev1.PublishEventRequest) { r.EventType, r.Payload = "a.b{", []byte(`}`) }, false},
+		{"metadata", func(r *hooklinev1.PublishEventRequest) { r.Metadata = map[string]string{"region": "eu"} }, false},
+		{"metadata value", func(r *hooklinev1.PublishEventRequest) {
+			r.Metadata = map[string]string{"region": "eu"}
+			base.Metadata = map[string]string{"region": "uk"}
+		}, false},
+		{"metadata is not an ordering key", func(r *hooklinev1.PublishEventRequest) {
+			r.Metadata = map[string]string{"region": "eu"}
+			base.OrderingKey = "metadata"
+		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			base := proto.Clone(base).(*hooklinev1.PublishEventRequest)
 			r := proto.Clone(base).(*hooklinev1.PublishEventRequest)
 			tt.give(r)
 			if same := bytes.Equal(RequestHash(r), RequestHash(base)); same != tt.wantSame {

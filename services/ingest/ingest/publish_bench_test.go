@@ -44,7 +44,9 @@ const publishBenchKey = "hk_3c9a7e1f5b2d48a6c0e9f1b7d3a5c8e2f4b6d0a9c7e5b3f1d2a4
 // every record back) and kfake. Callers (--publish-callers, default 64)
 // spread over 4 connections publish a 512-byte JSON payload back to back
 // to an event type that fans out to 1 or 10 endpoints, limits lifted;
-// with a key file, so every record carries its record_mac.
+// with a key file, so every record carries its record_mac. In
+// "fanout=10,filtered" each of the 10 endpoints has a content filter
+// (benchFilters, all matching): what filters cost a publish.
 //
 //	cd services/ingest && go test -run '^$' -bench PublishEvent -benchtime 20000x \
 //	  -cpuprofile cpu.out -memprofile mem.out -blockprofile block.out -mutexprofile mutex.out ./ingest/
@@ -52,13 +54,20 @@ const publishBenchKey = "hk_3c9a7e1f5b2d48a6c0e9f1b7d3a5c8e2f4b6d0a9c7e5b3f1d2a4
 // It reports publishes/s and deliveries/s of the whole run, and the
 // call latency's p50 and p99.
 func BenchmarkPublishEvent(b *testing.B) {
-	for _, fanout := range []int{1, 10} {
+	for _, bc := range []struct {
+		fanout   int
+		filtered bool
+	}{{1, false}, {10, false}, {10, true}} {
+		name := fmt.Sprintf("fanout=%d", bc.fanout)
+		if bc.filtered {
+			name += ",filtered"
+		}
 		// One rig for the sub-benchmark's runs (b.N = 1, then the
 		// rest), stopped before the next fan-out's starts.
 		var rig *publishRig
-		b.Run(fmt.Sprintf("fanout=%d", fanout), func(sb *testing.B) {
+		b.Run(name, func(sb *testing.B) {
 			if rig == nil {
-				rig = newPublishRig(b, fanout)
+				rig = newPublishRig(b, bc.fanout, bc.filtered)
 			}
 			rig.run(sb, *publishCallers)
 		})
@@ -78,7 +87,22 @@ type publishRig struct {
 	payload   []byte
 }
 
-func newPublishRig(b *testing.B, fanout int) *publishRig {
+// benchFilters are realistic content filters that match benchJSON's
+// events; endpoint i of a filtered rig has benchFilters[i%len].
+var benchFilters = []string{
+	`payload.amount > 1000 && payload.currency == "eur"`,
+	`type.startsWith("bench.") && has(payload.invoice)`,
+	`payload.invoice.startsWith("in_")`,
+	`payload.type in ["invoice.paid", "invoice.created"]`,
+	`payload.amount >= 100 && payload.amount < 1000000`,
+	`ordering_key == "" && payload.currency != "usd"`,
+	`has(payload.pad) && size(payload.pad) > 10`,
+	`!(payload.currency in ["usd", "gbp"])`,
+	`payload.type.endsWith(".paid")`,
+	`payload.amount == 4200 || payload.currency == "chf"`,
+}
+
+func newPublishRig(b *testing.B, fanout int, filtered bool) *publishRig {
 	b.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -141,8 +165,13 @@ func newPublishRig(b *testing.B, fanout int) *publishRig {
 	}
 	actx := r.auth(b.Context())
 	for i := range fanout {
+		var f string
+		if filtered {
+			f = benchFilters[i%len(benchFilters)]
+		}
 		_, err := hooklinev1.NewEndpointServiceClient(r.conns[0]).CreateEndpoint(actx, &hooklinev1.CreateEndpointRequest{
 			Url: fmt.Sprintf("http://127.0.0.1:9/%d", i), EventTypes: []string{r.eventType}, MaxInFlight: 64, RateLimitPerSecond: 100000,
+			Filter: f,
 		})
 		if err != nil {
 			b.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/celfilter"
 	"github.com/hookline/hookline/platform/connmux"
 	"github.com/hookline/hookline/platform/endpoints"
 	hkafka "github.com/hookline/hookline/platform/kafka"
@@ -111,6 +112,10 @@ type Service struct {
 	limits *writeLimits
 	// longCalls caps each tenant's long calls in progress.
 	longCalls *longCalls
+	// filters holds the endpoints' content filters, compiled.
+	filters *celfilter.Cache
+	// filterErrors counts content filters that failed to evaluate.
+	filterErrors metric.Int64Counter
 
 	tp trace.TracerProvider
 	mp metric.MeterProvider
@@ -214,6 +219,10 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.instanceID = ids.New("ing_", s.now())
 	s.limits = newWriteLimits(cfg, func() time.Time { return s.now() })
 	s.longCalls = newLongCalls(cfg.MaxLongCallsPerTenant)
+	s.filters = celfilter.NewCache(celfilter.DefaultCacheSize)
+	if s.filterErrors, err = newFilterErrors(s.mp); err != nil {
+		return nil, err
+	}
 	s.idem = newIdemView(s.now, cfg.IdempotencyTTL)
 	s.idemFollow = hkafka.NewFollower(s.idem.apply, s.topics.Idempotency)
 	s.lanes = lanes.NewView()
