@@ -88,7 +88,8 @@ func TestATransactionADeadDispatcherLeftOpenHoldsItsPartitionsForThreeSessionTim
 			return
 		}
 		select {
-		case <-d1done:
+		case err := <-d1done:
+			t.Logf("dispatcher-1 stopped: %v", err)
 		case <-time.After(waitFor):
 			t.Error("dispatcher-1 did not stop")
 		}
