@@ -2,16 +2,11 @@ package e2e
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"github.com/hookline/hookline/platform/telemetry"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -24,17 +19,8 @@ import (
 // match, counted per endpoint; a changed filter applies to the events
 // published after it.
 func TestContentFiltersDeliverOnlyMatchingEvents(t *testing.T) {
-	tel, err := telemetry.Setup(t.Context(), "hookline-test", telemetry.WithPrometheus(), telemetry.WithGetenv(func(string) string { return "" }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsSrv := httptest.NewServer(tel.MetricsHandler())
-	defer metricsSrv.Close()
-	st := startStack(t, func(c *stackConfig) {
-		c.telemetry = func(string) (trace.TracerProvider, metric.MeterProvider) {
-			return tracenoop.NewTracerProvider(), tel.MeterProvider
-		}
-	})
+	metricsURL, withMetrics := prometheusTelemetry(t)
+	st := startStack(t, withMetrics)
 	receivers := map[string]*receiver{}
 	create := func(filter string, types ...string) string {
 		rx := newReceiver(t, http.StatusOK)
@@ -96,7 +82,7 @@ func TestContentFiltersDeliverOnlyMatchingEvents(t *testing.T) {
 		}
 	}
 
-	m := scrape(t, metricsSrv.URL)
+	m := scrape(t, metricsURL)
 	for id, want := range map[string]float64{region: 1, big: 1, vip: 1, all: 0} {
 		if got := m.sum("hookline_ingest_filter_errors_total", `hookline_endpoint_id="`+id+`"`); got != want {
 			t.Errorf("filter errors of %s = %v, want %v", id, got, want)

@@ -186,20 +186,31 @@ func TestOneTracePerDeliveryAcrossRetries(t *testing.T) {
 	}
 }
 
-// TestMetricsCountTheDeliveriesMade scrapes the Prometheus endpoint after
-// known deliveries: 3 events to an endpoint that answers 200, one that
-// answers 400 and one that answers 503 once per delivery, then 200.
-func TestMetricsCountTheDeliveriesMade(t *testing.T) {
+// prometheusTelemetry gives every service of a stack one Prometheus
+// meter provider (and no traces), served at the returned URL until the
+// test ends: what a test scrapes to read the services' metrics.
+func prometheusTelemetry(t *testing.T) (string, func(*stackConfig)) {
+	t.Helper()
 	tel, err := telemetry.Setup(t.Context(), "hookline-test", telemetry.WithPrometheus(), telemetry.WithGetenv(func(string) string { return "" }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	metricsSrv := httptest.NewServer(tel.MetricsHandler())
-	defer metricsSrv.Close()
-	st := startStack(t, func(c *stackConfig) {
+	srv := httptest.NewServer(tel.MetricsHandler())
+	t.Cleanup(srv.Close)
+	return srv.URL, func(c *stackConfig) {
 		c.telemetry = func(string) (trace.TracerProvider, metric.MeterProvider) {
 			return tracenoop.NewTracerProvider(), tel.MeterProvider
 		}
+	}
+}
+
+// TestMetricsCountTheDeliveriesMade scrapes the Prometheus endpoint after
+// known deliveries: 3 events to an endpoint that answers 200, one that
+// answers 400 and one that answers 503 once per delivery, then 200.
+func TestMetricsCountTheDeliveriesMade(t *testing.T) {
+	metricsURL, withMetrics := prometheusTelemetry(t)
+	st := startStack(t, func(c *stackConfig) {
+		withMetrics(c)
 		// No rate-limit deferrals: every release is a retry.
 		c.dispatcher.RateLimit = 1e6
 	})
@@ -227,7 +238,7 @@ func TestMetricsCountTheDeliveriesMade(t *testing.T) {
 	}
 	st.readN(st.topics.Results, 12) // 3 + 3 + 3×2 attempts
 
-	m := scrape(t, metricsSrv.URL)
+	m := scrape(t, metricsURL)
 	for _, c := range []struct {
 		name   string
 		labels []string
