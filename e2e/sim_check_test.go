@@ -114,6 +114,7 @@ func (w *simWorld) check() *simReport {
 	defer w.model.mu.Unlock()
 	injectedRefusals := w.counts["produce-err"] > 0
 	maxDup := 0
+	var worst *simMember
 	for _, m := range w.members {
 		if !m.accepted {
 			continue
@@ -121,7 +122,9 @@ func (w *simWorld) check() *simReport {
 		m.endSetAside(terminal[m.deliveryID])
 		r.deliveries++
 		r.dups += m.dups
-		maxDup = max(maxDup, m.dups)
+		if m.dups > maxDup {
+			maxDup, worst = m.dups, m
+		}
 		states := terminal[m.deliveryID]
 		switch {
 		case len(states) == 0 && !w.model.heldBehindBlock(m):
@@ -167,7 +170,8 @@ func (w *simWorld) check() *simReport {
 	moves := w.movesOfWork()
 	if bound := 2 + moves; maxDup > bound {
 		r.storms++
-		r.note("storm: one delivery POSTed %d times after its terminal try, bound %d for %d moves or drops of work", maxDup, bound, moves)
+		r.note("storm: one delivery POSTed %d times after its terminal try, bound %d for %d moves or drops of work: %s (%s, plan %v, %d POSTs, set aside %v, ended +%v)",
+			maxDup, bound, moves, worst.id, worst.deliveryID, worst.plan, worst.posts, worst.setAside, worst.ended.Sub(w.model.t0).Round(time.Millisecond))
 	}
 	dupBound := w.dupBound(moves)
 	t.Logf("seed %d: %d duplicate POSTs, bound %d (%d moves or drops of work, %d POSTs in flight at most, %.1f POSTs/s, %.1f to ordered endpoints)",
