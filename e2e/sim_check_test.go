@@ -259,9 +259,9 @@ func (sm *simModel) checkLanes(r *simReport) int {
 			case open != nil:
 				bad++
 				r.note("O1: lane %s: %s started +%v while %s (%s) never ended", name, m.id, at(m.started), open.id, open.deliveryID)
-			case latest != nil && !m.started.After(latest.ended):
+			case latest != nil && !m.started.After(latest.settledAt()):
 				bad++
-				r.note("O1: lane %s: %s started +%v before %s ended (+%v)", name, m.id, at(m.started), latest.id, at(latest.ended))
+				r.note("O1: lane %s: %s started +%v before %s ended (+%v)", name, m.id, at(m.started), latest.id, at(latest.settledAt()))
 			}
 			switch {
 			case m.blocks() && blocked == nil:
@@ -269,7 +269,7 @@ func (sm *simModel) checkLanes(r *simReport) int {
 			case m.ended.IsZero() && open == nil:
 				open = m
 			}
-			if !m.ended.IsZero() && (latest == nil || m.ended.After(latest.ended)) {
+			if !m.ended.IsZero() && (latest == nil || m.settledAt().After(latest.settledAt())) {
 				latest = m
 			}
 		}

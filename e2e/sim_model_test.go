@@ -83,13 +83,16 @@ type simMember struct {
 	accepted   bool // PublishEvent returned OK
 	published  bool // PublishEvent was called
 
-	cursor    int
-	attempt   uint32
-	faults    int
-	started   time.Time // first attempt (or worker fault)
-	ended     time.Time // the terminal try's return
-	delivered bool      // the terminal try was a 2xx
-	faultOut  bool      // it ran out of worker-fault chances (dead-lettered; blocks no lane)
+	cursor  int
+	attempt uint32
+	faults  int
+	started time.Time // first attempt (or worker fault)
+	ended   time.Time // the terminal try's return
+	// statusAt is when the terminal try's 2xx status went out, when
+	// that came before its return (a slow body): see settledAt.
+	statusAt  time.Time
+	delivered bool // the terminal try was a 2xx
+	faultOut  bool // it ran out of worker-fault chances (dead-lettered; blocks no lane)
 	// setAsideAt is when a dispatcher first set it aside, a record it
 	// needs refused (dispatcher.WithSetAside): FAILED with a dead letter
 	// and no attempt, an end no receiver sees. setAside says the checker
@@ -101,6 +104,15 @@ type simMember struct {
 	dups       int       // POSTs after the terminal try returned
 	overBudget,
 	early int // attempts numbered past the budget; attempts before due
+}
+
+// settledAt is when m's lane may take m as ended (O1): its terminal
+// try's status going out, or its return.
+func (m *simMember) settledAt() time.Time {
+	if !m.statusAt.IsZero() && !m.ended.IsZero() && m.delivered {
+		return m.statusAt
+	}
+	return m.ended
 }
 
 func (m *simMember) step() simStep { return m.plan[min(m.cursor, len(m.plan)-1)] }
@@ -295,12 +307,14 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(code)
 	if s == simSlow {
-		// The try ends as its status goes out with the first chunk:
-		// the dispatcher takes a 2xx as delivered once it has the
-		// status, and reads the body only until the attempt's timeout
-		// (seed 5, on a loaded machine: the dispatcher gave up reading
-		// at 1 s and started the lane's next member 14 ms before this
-		// handler returned, taken for an O1 violation).
+		// The lane may move on as the status goes out with the first
+		// chunk: the dispatcher takes a 2xx as delivered once it has
+		// the status, and reads the body only until the attempt's
+		// timeout (seed 5, on a loaded machine: the dispatcher gave up
+		// reading at 1 s and started the lane's next member 14 ms
+		// before this handler returned, taken for an O1 violation).
+		// The try itself ends as the handler returns (duplicates count
+		// the POSTs after that, as before).
 		f, _ := w.(http.Flusher)
 		for i := range 4 {
 			_, _ = w.Write([]byte(strings.Repeat("x", 64)))
@@ -308,13 +322,22 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				f.Flush()
 			}
 			if i == 0 {
-				sm.answered(m, s, last)
+				sm.statusOut(m)
 			}
 			time.Sleep(50 * time.Millisecond) // the receiver's behaviour, not a wait
 		}
-		return
 	}
 	sm.answered(m, s, last)
+}
+
+// statusOut records that a 2xx status went out for m: its lane may move
+// on from then (settledAt), before the try's body ends.
+func (sm *simModel) statusOut(m *simMember) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	if m.ended.IsZero() && m.statusAt.IsZero() {
+		m.statusAt = time.Now()
+	}
 }
 
 // answered records the end of a try as its answer goes out.
