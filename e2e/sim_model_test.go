@@ -33,7 +33,7 @@ const (
 	simTimeout                // no answer within the endpoint's 1 s timeout
 	simReset                  // the connection reset without an answer
 	simPanic                  // a worker fault: the dispatcher panics before sending
-	simTooBig                 // 413: permanent (a receiver's body limit)
+	simTooBig                 // 413: a receiver's body limit; transient (SPEC R-CLASS: other 4xx are retried)
 )
 
 func (s simStep) String() string {
@@ -352,7 +352,7 @@ func (sm *simModel) answeredAt(m *simMember, s simStep, last bool, now time.Time
 	switch {
 	case s == simOK || s == simSlow:
 		sm.end(m, now, true)
-	case s == simPerm, s == simTooBig, last:
+	case s == simPerm, last: // 413 is retried like every 4xx R-CLASS does not name; its last try ends it
 		sm.end(m, now, false)
 	}
 }
