@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,20 +40,7 @@ func TestATransactionADeadDispatcherLeftOpenHoldsItsPartitionsForThreeSessionTim
 	})
 	// The first POST of the event is answered 500 (a retry is written in
 	// the commit that dies), every later one 200.
-	var mu sync.Mutex
-	var posts []time.Time
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		mu.Lock()
-		posts = append(posts, time.Now())
-		n := len(posts)
-		mu.Unlock()
-		if n == 1 {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer srv.Close()
+	srv := newFailOnceReceiver(t, http.StatusInternalServerError)
 	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL, EventTypes: []string{"a.b"}, RetryPolicy: ladderPolicy(5, time.Second), OutageModeDisabled: true})
 
 	// dispatcher-1 dies at its first commit's EndTxn: from then on every
@@ -118,14 +103,13 @@ func TestATransactionADeadDispatcherLeftOpenHoldsItsPartitionsForThreeSessionTim
 	bound := 3*session + session + 5*time.Second
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
-		mu.Lock()
-		n := len(posts)
 		var last time.Time
-		if n > 1 {
-			last = posts[n-1]
+		for _, p := range srv.postsOf() {
+			if len(p) > 1 {
+				last = p[len(p)-1]
+			}
 		}
-		mu.Unlock()
-		if n > 1 {
+		if !last.IsZero() {
 			if took := last.Sub(at); took > bound {
 				t.Fatalf("the delivery was POSTed again %v after its dispatcher died; want within %v", took.Round(time.Millisecond), bound)
 			} else {

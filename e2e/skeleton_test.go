@@ -3,6 +3,7 @@ package e2e
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -284,4 +285,42 @@ func TestBadInputGetsAClearStatusAndWritesNothing(t *testing.T) {
 	if d, e := st.endOffsets(st.topics.Deliveries), st.endOffsets(st.topics.Endpoints); d != deliveriesBefore || e != endpointsBefore {
 		t.Fatalf("bad input wrote records: deliveries %d→%d, endpoints %d→%d", deliveriesBefore, d, endpointsBefore, e)
 	}
+}
+
+// failOnceReceiver answers each webhook-id's first POST with failStatus
+// and every later one 200, and remembers when each POST came.
+type failOnceReceiver struct {
+	*httptest.Server
+	mu    sync.Mutex
+	posts map[string][]time.Time // by webhook-id
+}
+
+func newFailOnceReceiver(t *testing.T, failStatus int) *failOnceReceiver {
+	t.Helper()
+	rx := &failOnceReceiver{posts: map[string][]time.Time{}}
+	rx.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rx.mu.Lock()
+		id := r.Header.Get("webhook-id")
+		rx.posts[id] = append(rx.posts[id], time.Now())
+		n := len(rx.posts[id])
+		rx.mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(failStatus)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(rx.Close)
+	return rx
+}
+
+// postsOf returns when the POSTs of every webhook-id came, in order.
+func (rx *failOnceReceiver) postsOf() [][]time.Time {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	out := make([][]time.Time, 0, len(rx.posts))
+	for _, p := range rx.posts {
+		out = append(out, slices.Clone(p))
+	}
+	return out
 }

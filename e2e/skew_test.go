@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,21 +55,7 @@ func TestClockSkewBetweenSchedulerAndDispatcherNeitherLoopsNorFiresEarly(t *test
 				// held.
 				c.dispatcher.OutageAfter = 0
 			})
-			var mu sync.Mutex
-			seen := map[string]int{}
-			rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				id := r.Header.Get("webhook-id")
-				seen[id]++
-				n := seen[id]
-				mu.Unlock()
-				if n == 1 {
-					w.WriteHeader(http.StatusServiceUnavailable)
-					return
-				}
-				w.WriteHeader(http.StatusOK)
-			}))
-			defer rx.Close()
+			rx := newFailOnceReceiver(t, http.StatusServiceUnavailable)
 			st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, RetryPolicy: ladderPolicy(3, tc.rung)})
 			const n = 3
 			for i := range n {
