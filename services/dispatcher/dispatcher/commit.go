@@ -57,7 +57,9 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 	e.w.done = 0
 	outs, parts, metas := e.commitAbove(outs, parts, marks)
 	outs = e.laneOutputs(outs)
+	e.commitsBegun++
 	if len(outs) == 0 {
+		e.commitsEnded++
 		e.aboveEnded(false) // no transaction: they are taken by the next
 		return
 	}
@@ -129,6 +131,7 @@ func (e *engine) committed(m *msg, now time.Time) error {
 		return nil
 	}
 	e.lastCommit = now
+	e.commitsEnded++
 	e.lanesCommitted(m.committed && m.err == nil)
 	e.aboveEnded(m.committed && m.err == nil)
 	if m.committed && m.err == nil {
@@ -285,10 +288,11 @@ const commitStall = time.Second
 // attemptsMayStart reports whether the loop may start attempts now: not
 // while it backs off after an aborted commit, nor until the work that
 // commit kept has committed, nor while a commit has run past
-// max(commitStall, CommitInterval) (docs/DESIGN.md, "What a crash, a
-// rebalance or an outage re-POSTs").
+// max(commitStall, CommitInterval), nor while a rebalance that moves
+// partitions away is handed off (yield.go; docs/DESIGN.md, "What a
+// crash, a rebalance or an outage re-POSTs").
 func (e *engine) attemptsMayStart(now time.Time) bool {
 	stalled := e.committing && now.Sub(e.commitStarted) > max(commitStall, e.s.cfg.CommitInterval)
 	kept := e.retrying && (e.committing || e.w.done > 0)
-	return !e.backingOff && !stalled && !kept
+	return !e.backingOff && !stalled && !kept && !e.attemptsHeld()
 }

@@ -376,18 +376,26 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
+		// A rebalance waits for the loop, which first commits what the
+		// partitions it moves away completed (yield.go).
+		kgo.Balancers(e.y.synced),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { e.callbackBlocked() }),
 		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			defer e.callbackRan()
 			s.reseedHealth(ctx, m)
 			s.seedCopies(ctx, cl, e, m)
 			s.seedSkips(ctx, cl, e, m)
 			s.probe.Assigned(m)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			defer e.callbackRan()
 			s.probe.Revoked(m)
 			e.dropped(m)
 			s.dropHealth(m)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			defer e.callbackRan()
 			s.probe.Lost()
 			e.dropped(m)
 			s.dropHealth(m)
@@ -396,7 +404,9 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 	if err != nil {
 		return fmt.Errorf("dispatcher: kafka session: %w", err)
 	}
-	defer sess.Close()
+	// Leaving the group waits for the polls the loop has not allowed
+	// (kgo.BlockRebalanceOnPoll): they are over once the loop returned.
+	defer sess.CloseAllowingRebalance()
 	s.probe.CheckLag(kadm.NewClient(sess.Client()), s.cfg.Group, s.topics.Deliveries)
 	s.log.Info("dispatcher consuming", "topic", s.topics.Deliveries, "group", s.cfg.Group)
 	return s.dispatch(ctx, sess, e)
@@ -447,6 +457,12 @@ func (l *lockedRand) Int64N(n int64) int64 {
 // The wait is bounded (reseedTimeout): a rebalance callback that never
 // returned would leave the new partitions unconsumed.
 func (s *Service) reseedHealth(ctx context.Context, assigned map[string][]int32) {
+	if len(assigned[s.topics.Deliveries]) == 0 {
+		// Nothing new (a cooperative rebalance that only took
+		// partitions away): the callback returns at once, since the
+		// loop does not poll while it runs (yield.go).
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, reseedTimeout)
 	defer cancel()
 	if err := s.noticeFollow.Sync(ctx, s.topics.Notices); err != nil {

@@ -90,6 +90,10 @@ type engine struct {
 	// early are the deliveries read a little before their due time,
 	// waiting in memory until it (early.go).
 	early earlyHeap
+	// y is the hand-off of a rebalance that moves partitions away
+	// (yield.go); commitsBegun and commitsEnded count commits.
+	y                          rebalanceYield
+	commitsBegun, commitsEnded uint64
 }
 
 func (s *Service) newEngine() *engine {
@@ -103,6 +107,7 @@ func (s *Service) newEngine() *engine {
 		cancelWork: cancel,
 		recent:     newRecent(recentDeliveries),
 	}
+	e.y.synced = newSyncedBalancer(s.topics.Deliveries)
 	e.readRecord = func(ctx context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
 		opts, err := s.cfg.Kafka.Opts()
 		if err != nil {
@@ -143,6 +148,7 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 		if err := e.collect(now); err != nil {
 			return err
 		}
+		e.yieldStep(sess, now)
 		if stopping {
 			e.handOff(now) // drain.go
 		}
@@ -152,7 +158,7 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 			e.relieve(now)
 			e.pump(now)
 		}
-		if !e.committing && e.w.done > 0 && (stopping || now.Sub(e.lastCommit) >= s.cfg.CommitInterval) {
+		if !e.committing && (e.w.done > 0 || e.commitForced()) && (stopping || e.commitForced() || now.Sub(e.lastCommit) >= s.cfg.CommitInterval) {
 			e.commit(ctx, sess, now)
 			if !e.committing {
 				e.lastCommit = now // nothing to write: no transaction
@@ -191,10 +197,11 @@ func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now t
 	}
 	e.fetch = sess.Client()
 	e.shareFetch()
-	if e.w.full() || e.gate.closed() {
+	if e.w.full() || e.gate.closed() || e.pollHeld() {
 		// No more records until commits make room (relief spills
-		// partitions whose oldest record waits in a queue), and none
-		// while a transaction ends.
+		// partitions whose oldest record waits in a queue), none
+		// while a transaction ends, and none while a rebalance is
+		// handed off (yield.go).
 		e.idle(ctx, timeout)
 		return nil
 	}
@@ -215,6 +222,7 @@ func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now t
 		e.gate.mu.Unlock()
 		return nil // a transaction is ending, or something is due now
 	}
+	e.rearmed(sess)
 	token := s.probe.PollBegins()
 	fs := sess.PollRecords(pctx, s.cfg.BatchSize)
 	s.probe.PollEnded(token)
@@ -266,6 +274,7 @@ func (e *engine) nextDeadline(now time.Time) time.Time {
 	}
 	earlier(e.f.nextWake())
 	earlier(e.nextEarly())
+	earlier(e.yieldDeadline())
 	if e.w.done > 0 && !e.committing {
 		earlier(e.lastCommit.Add(e.s.cfg.CommitInterval))
 	}
