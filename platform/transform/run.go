@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/dop251/goja"
@@ -163,9 +164,10 @@ func str(o *goja.Object, name string) (string, error) {
 	return v.String(), nil
 }
 
+// isString reports whether v is a JavaScript string, without copying it.
 func isString(v goja.Value) bool {
-	_, ok := v.Export().(string)
-	return ok
+	t := v.ExportType()
+	return t != nil && t.Kind() == reflect.String
 }
 
 func invalid(format string, args ...any) error {
