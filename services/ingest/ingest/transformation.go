@@ -1,5 +1,13 @@
 package ingest
 
+import (
+	"context"
+	"net/http"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/transform"
+)
+
 // validateTransformation compiles an endpoint's transformation (empty:
 // none) and keeps it compiled, by the hash of its source, for the
 // fan-outs that will run it. Every error Compile returns is the
@@ -15,4 +23,51 @@ func (s *Service) validateTransformation(src string) error {
 		return invalid("transformation", "%v", err)
 	}
 	return nil
+}
+
+// transformDelivery runs ep's transformation, if any, on d, a first
+// delivery being built at fan-out (DESIGN I43): once per (event,
+// endpoint), after the filter matched. On success d carries the
+// transformed body and event type and, in d.Transformed, the url,
+// method and headers its attempts use. A handler that cancels, throws,
+// runs over its time limit or returns an invalid webhook still leaves a
+// record, marked with the outcome, which the dispatcher ends without an
+// attempt (CANCELLED, or FAILED with a dead letter): every accepted
+// delivery keeps its id and reaches exactly one terminal result through
+// the one path that writes results, and the publish's answer (the
+// delivery ids) stays true.
+func (s *Service) transformDelivery(ctx context.Context, ep *hooklinev1.Endpoint, d *hooklinev1.Delivery) {
+	src := ep.GetTransformation()
+	if src == "" {
+		return
+	}
+	p, err := s.transforms.Get(src)
+	if err != nil { // validated at create/update: only an older record
+		d.Transformed = &hooklinev1.Transformed{Error: err.Error()}
+		return
+	}
+	res, err := p.Run(ctx, transform.Webhook{
+		EventType: d.GetEventType(),
+		Payload:   d.GetPayload(),
+		URL:       ep.GetUrl(),
+		Method:    http.MethodPost,
+		Headers:   map[string]string{},
+	}, transform.Limits{
+		MaxPayloadBytes: s.cfg.MaxPayloadBytes,
+		ValidateURL:     s.validateURL,
+	})
+	switch {
+	case err != nil:
+		d.Transformed = &hooklinev1.Transformed{Error: err.Error()}
+	case res.Cancelled:
+		d.Transformed = &hooklinev1.Transformed{Cancelled: true}
+	default:
+		w := res.Webhook
+		d.Payload, d.EventType = w.Payload, w.EventType
+		t := &hooklinev1.Transformed{Method: w.Method, Headers: w.Headers}
+		if w.URL != ep.GetUrl() {
+			t.Url = w.URL
+		}
+		d.Transformed = t
+	}
 }
