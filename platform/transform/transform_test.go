@@ -220,18 +220,18 @@ func TestRuntimeReused(t *testing.T) {
 func TestCacheCompilesOncePerScript(t *testing.T) {
 	c := NewCache(2)
 	src := `function handler(w) { return w }`
-	a, err := c.Get(src)
+	a, err := c.Get("t1", src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := c.Get(src)
+	b, _ := c.Get("t1", src)
 	if a != b || c.Len() != 1 {
 		t.Fatalf("second Get compiled again (%p, %p, len %d)", a, b, c.Len())
 	}
-	if _, err := c.Get(`nope(`); err == nil {
+	if _, err := c.Get("t1", `nope(`); err == nil {
 		t.Fatal("bad script compiled")
 	}
-	if _, err := c.Get(`nope(`); err == nil {
+	if _, err := c.Get("t1", `nope(`); err == nil {
 		t.Fatal("bad script's error not remembered")
 	}
 }
@@ -254,4 +254,30 @@ func TestConcurrentRuns(t *testing.T) {
 
 func jsString(s string) string {
 	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
+}
+
+// TestTenantsNeverShareARuntime: a runtime keeps a script's globals from
+// one run to the next, so the same script of two tenants must not run
+// in one runtime: what one tenant's payloads left in a global would be
+// read by the other's.
+func TestTenantsNeverShareARuntime(t *testing.T) {
+	src := `var seen = 0; function handler(w) { seen++; w.payload = {seen: seen}; return w; }`
+	c := NewCache(8)
+	run := func(scope string) string {
+		t.Helper()
+		p, err := c.Get(scope, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Run(t.Context(), input(), Limits{MaxPayloadBytes: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(res.Webhook.Payload)
+	}
+	run("tenant-a")
+	run("tenant-a")
+	if got := run("tenant-b"); got != `{"seen":1}` {
+		t.Errorf("tenant-b's first run saw %s: it ran in tenant-a's runtime", got)
+	}
 }

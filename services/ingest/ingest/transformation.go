@@ -9,8 +9,8 @@ import (
 )
 
 // validateTransformation compiles an endpoint's transformation (empty:
-// none) and keeps it compiled, by the hash of its source, for the
-// fan-outs that will run it. Every error Compile returns is the
+// none); the fan-outs compile it again once into the tenant's part of
+// the cache (transform.Cache: runtimes are never shared by tenants). Every error Compile returns is the
 // author's: a script over transform.MaxScriptBytes, one that does not
 // compile (goja's message and position), one whose top level throws or
 // runs over the time limit, one that defines no handler. They are
@@ -19,7 +19,7 @@ func (s *Service) validateTransformation(src string) error {
 	if src == "" {
 		return nil
 	}
-	if _, err := s.transforms.Get(src); err != nil {
+	if _, err := transform.Compile(src); err != nil {
 		return invalid("transformation", "%v", err)
 	}
 	return nil
@@ -41,7 +41,7 @@ func (s *Service) transformDelivery(ctx context.Context, ep *hooklinev1.Endpoint
 	if src == "" {
 		return
 	}
-	p, err := s.transforms.Get(src)
+	p, err := s.transforms.Get(ep.GetTenantId(), src)
 	if err != nil { // validated at create/update: only an older record
 		d.Transformed = &hooklinev1.Transformed{Error: err.Error()}
 		return
