@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"slices"
 	"sync"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -112,6 +113,7 @@ func deliveryMAC(key *recordMACKey, d *hooklinev1.Delivery, sum [sha256.Size]byt
 		b = appendField(b, f)
 	}
 	b = appendField(b, string(sum[:]))
+	b = appendTransformed(b, d.GetTransformed())
 	m.h.Write(b)
 	if cap(b) <= 4<<10 { // a record with huge ids does not keep its buffer
 		m.buf = b
@@ -122,4 +124,34 @@ func deliveryMAC(key *recordMACKey, d *hooklinev1.Delivery, sum [sha256.Size]byt
 // appendField appends f, prefixed with its length (uvarint).
 func appendField(b []byte, f string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(f))), f...)
+}
+
+// appendTransformed appends what a transformation set on the record
+// (DESIGN I43): the url, method and headers the attempt uses and its
+// outcome, so a writer without the key file can neither redirect nor
+// re-head a transformed delivery, nor cancel or fail one. A record
+// without a transformation appends nothing: its MAC is what it was
+// before transformations existed.
+func appendTransformed(b []byte, t *hooklinev1.Transformed) []byte {
+	if t == nil {
+		return b
+	}
+	b = appendField(b, "transformed")
+	b = appendField(b, t.GetUrl())
+	b = appendField(b, t.GetMethod())
+	names := make([]string, 0, len(t.GetHeaders()))
+	for k := range t.GetHeaders() {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	b = binary.AppendUvarint(b, uint64(len(names)))
+	for _, k := range names {
+		b = appendField(appendField(b, k), t.GetHeaders()[k])
+	}
+	cancelled := "0"
+	if t.GetCancelled() {
+		cancelled = "1"
+	}
+	b = appendField(b, cancelled)
+	return appendField(b, t.GetError())
 }

@@ -356,9 +356,19 @@ type Endpoint struct {
 	// metadata (PublishEventRequest.metadata) and ordering_key. An
 	// evaluation error is no match. Empty: every event of event_types.
 	// Applies to events published after the change.
-	Filter        string `protobuf:"bytes,21,opt,name=filter,proto3" json:"filter,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Filter string `protobuf:"bytes,21,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Optional JavaScript transformation (docs/operator-guide.md,
+	// "Transformations"), at most 64 KiB, defining
+	// `function handler(webhook)` over {eventType, payload, url, method,
+	// headers}: it returns the webhook with any of those changed, or
+	// {cancel: true}. It runs once per event at fan-out, after the filter
+	// matched; every attempt carries its result. A script that does not
+	// compile or defines no handler is INVALID_ARGUMENT. Empty: the event
+	// is delivered as published. Applies to events published after the
+	// change.
+	Transformation string `protobuf:"bytes,22,opt,name=transformation,proto3" json:"transformation,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Endpoint) Reset() {
@@ -538,6 +548,13 @@ func (x *Endpoint) GetFilter() string {
 	return ""
 }
 
+func (x *Endpoint) GetTransformation() string {
+	if x != nil {
+		return x.Transformation
+	}
+	return ""
+}
+
 // RetryPolicy says when a failed delivery is tried again and when it gives up.
 type RetryPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -666,9 +683,11 @@ type CreateEndpointRequest struct {
 	Ordering        Ordering        `protobuf:"varint,12,opt,name=ordering,proto3,enum=hookline.v1.Ordering" json:"ordering,omitempty"`
 	OnHeadFailure   HeadFailure     `protobuf:"varint,13,opt,name=on_head_failure,json=onHeadFailure,proto3,enum=hookline.v1.HeadFailure" json:"on_head_failure,omitempty"`
 	// Optional content filter, see Endpoint.filter.
-	Filter        string `protobuf:"bytes,14,opt,name=filter,proto3" json:"filter,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Filter string `protobuf:"bytes,14,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Optional transformation, see Endpoint.transformation.
+	Transformation string `protobuf:"bytes,15,opt,name=transformation,proto3" json:"transformation,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CreateEndpointRequest) Reset() {
@@ -795,6 +814,13 @@ func (x *CreateEndpointRequest) GetOnHeadFailure() HeadFailure {
 func (x *CreateEndpointRequest) GetFilter() string {
 	if x != nil {
 		return x.Filter
+	}
+	return ""
+}
+
+func (x *CreateEndpointRequest) GetTransformation() string {
+	if x != nil {
+		return x.Transformation
 	}
 	return ""
 }
@@ -1097,7 +1123,8 @@ type UpdateEndpointRequest struct {
 	Endpoint *Endpoint `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	// Fields to change: url, description, event_types, timeout,
 	// max_in_flight, rate_limit_per_second, retry_policy, metadata,
-	// outage_mode_disabled, ordering, on_head_failure, filter.
+	// outage_mode_disabled, ordering, on_head_failure, filter,
+	// transformation.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1600,12 +1627,17 @@ type TestFilterAndTransformationRequest struct {
 	// has it: its type (required), payload (JSON in practice; anything
 	// else is seen as null; over HTTP/JSON the document itself or its
 	// base64), metadata and ordering key.
-	EventType     string            `protobuf:"bytes,3,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
-	Payload       []byte            `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
-	Metadata      map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	OrderingKey   string            `protobuf:"bytes,6,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	EventType   string            `protobuf:"bytes,3,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	Payload     []byte            `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	Metadata    map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	OrderingKey string            `protobuf:"bytes,6,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	// The transformation to test (see Endpoint.transformation). Empty: the
+	// transformation of endpoint_id, if any; none is run when neither is
+	// set. It runs on the sample event whatever the filter decided, with
+	// the endpoint's url (or https://example.com/ without endpoint_id).
+	Transformation string `protobuf:"bytes,7,opt,name=transformation,proto3" json:"transformation,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TestFilterAndTransformationRequest) Reset() {
@@ -1680,11 +1712,20 @@ func (x *TestFilterAndTransformationRequest) GetOrderingKey() string {
 	return ""
 }
 
+func (x *TestFilterAndTransformationRequest) GetTransformation() string {
+	if x != nil {
+		return x.Transformation
+	}
+	return ""
+}
+
 type TestFilterAndTransformationResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Filter        *FilterResult          `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Filter *FilterResult          `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Set when a transformation ran.
+	Transformation *TransformationResult `protobuf:"bytes,2,opt,name=transformation,proto3" json:"transformation,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TestFilterAndTransformationResponse) Reset() {
@@ -1724,6 +1765,166 @@ func (x *TestFilterAndTransformationResponse) GetFilter() *FilterResult {
 	return nil
 }
 
+func (x *TestFilterAndTransformationResponse) GetTransformation() *TransformationResult {
+	if x != nil {
+		return x.Transformation
+	}
+	return nil
+}
+
+// TransformationResult is the outcome of one transformation run.
+type TransformationResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The webhook the handler returned; unset when it cancelled or failed.
+	Webhook *TransformedWebhook `protobuf:"bytes,1,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	// The handler returned {cancel: true}: the delivery would end
+	// CANCELLED without an attempt.
+	Cancelled bool `protobuf:"varint,2,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	// Why the run failed (a throw, the time limit, an invalid output);
+	// empty when it did not. A delivery would end FAILED.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// How long the run took (compiling aside).
+	Duration      *durationpb.Duration `protobuf:"bytes,4,opt,name=duration,proto3" json:"duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransformationResult) Reset() {
+	*x = TransformationResult{}
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransformationResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransformationResult) ProtoMessage() {}
+
+func (x *TransformationResult) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransformationResult.ProtoReflect.Descriptor instead.
+func (*TransformationResult) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *TransformationResult) GetWebhook() *TransformedWebhook {
+	if x != nil {
+		return x.Webhook
+	}
+	return nil
+}
+
+func (x *TransformationResult) GetCancelled() bool {
+	if x != nil {
+		return x.Cancelled
+	}
+	return false
+}
+
+func (x *TransformationResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *TransformationResult) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
+// TransformedWebhook is what a transformation returned.
+type TransformedWebhook struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	EventType string                 `protobuf:"bytes,1,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	// The body the dispatcher would sign and send.
+	Payload       []byte            `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	Url           string            `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	Method        string            `protobuf:"bytes,4,opt,name=method,proto3" json:"method,omitempty"`
+	Headers       map[string]string `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransformedWebhook) Reset() {
+	*x = TransformedWebhook{}
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransformedWebhook) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransformedWebhook) ProtoMessage() {}
+
+func (x *TransformedWebhook) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransformedWebhook.ProtoReflect.Descriptor instead.
+func (*TransformedWebhook) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *TransformedWebhook) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *TransformedWebhook) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *TransformedWebhook) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *TransformedWebhook) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *TransformedWebhook) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
 // FilterResult is the outcome of one filter run.
 type FilterResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1741,7 +1942,7 @@ type FilterResult struct {
 
 func (x *FilterResult) Reset() {
 	*x = FilterResult{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +1954,7 @@ func (x *FilterResult) String() string {
 func (*FilterResult) ProtoMessage() {}
 
 func (x *FilterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +1967,7 @@ func (x *FilterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterResult.ProtoReflect.Descriptor instead.
 func (*FilterResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FilterResult) GetMatched() bool {
@@ -1802,7 +2003,7 @@ type RetryPolicy_ExponentialBackoff struct {
 
 func (x *RetryPolicy_ExponentialBackoff) Reset() {
 	*x = RetryPolicy_ExponentialBackoff{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +2015,7 @@ func (x *RetryPolicy_ExponentialBackoff) String() string {
 func (*RetryPolicy_ExponentialBackoff) ProtoMessage() {}
 
 func (x *RetryPolicy_ExponentialBackoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2062,7 @@ type RetryPolicy_DelayLadder struct {
 
 func (x *RetryPolicy_DelayLadder) Reset() {
 	*x = RetryPolicy_DelayLadder{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +2074,7 @@ func (x *RetryPolicy_DelayLadder) String() string {
 func (*RetryPolicy_DelayLadder) ProtoMessage() {}
 
 func (x *RetryPolicy_DelayLadder) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +2101,7 @@ var File_hookline_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf8\a\n" +
+	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\b\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x10\n" +
@@ -1926,7 +2127,8 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\x10signature_scheme\x18\x12 \x01(\x0e2\x1c.hookline.v1.SignatureSchemeR\x0fsignatureScheme\x121\n" +
 	"\bordering\x18\x13 \x01(\x0e2\x15.hookline.v1.OrderingR\bordering\x12@\n" +
 	"\x0fon_head_failure\x18\x14 \x01(\x0e2\x18.hookline.v1.HeadFailureR\ronHeadFailure\x12\x16\n" +
-	"\x06filter\x18\x15 \x01(\tR\x06filter\x1a;\n" +
+	"\x06filter\x18\x15 \x01(\tR\x06filter\x12&\n" +
+	"\x0etransformation\x18\x16 \x01(\tR\x0etransformation\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\x04\n" +
@@ -1948,7 +2150,7 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\vJITTER_FULL\x10\x02\x12\x0f\n" +
 	"\vJITTER_NONE\x10\x03B\n" +
 	"\n" +
-	"\bschedule\"\xe0\x05\n" +
+	"\bschedule\"\x88\x06\n" +
 	"\x15CreateEndpointRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1f\n" +
@@ -1965,7 +2167,8 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\x10signature_scheme\x18\v \x01(\x0e2\x1c.hookline.v1.SignatureSchemeR\x0fsignatureScheme\x121\n" +
 	"\bordering\x18\f \x01(\x0e2\x15.hookline.v1.OrderingR\bordering\x12@\n" +
 	"\x0fon_head_failure\x18\r \x01(\x0e2\x18.hookline.v1.HeadFailureR\ronHeadFailure\x12\x16\n" +
-	"\x06filter\x18\x0e \x01(\tR\x06filter\x1a;\n" +
+	"\x06filter\x18\x0e \x01(\tR\x06filter\x12&\n" +
+	"\x0etransformation\x18\x0f \x01(\tR\x0etransformation\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
@@ -2017,7 +2220,7 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x1d\n" +
 	"\n" +
-	"public_key\x18\x03 \x01(\tR\tpublicKey\"\xd1\x02\n" +
+	"public_key\x18\x03 \x01(\tR\tpublicKey\"\xf9\x02\n" +
 	"\"TestFilterAndTransformationRequest\x12\x16\n" +
 	"\x06filter\x18\x01 \x01(\tR\x06filter\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -2026,12 +2229,29 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"event_type\x18\x03 \x01(\tR\teventType\x12\x18\n" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12Y\n" +
 	"\bmetadata\x18\x05 \x03(\v2=.hookline.v1.TestFilterAndTransformationRequest.MetadataEntryR\bmetadata\x12!\n" +
-	"\fordering_key\x18\x06 \x01(\tR\vorderingKey\x1a;\n" +
+	"\fordering_key\x18\x06 \x01(\tR\vorderingKey\x12&\n" +
+	"\x0etransformation\x18\a \x01(\tR\x0etransformation\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa3\x01\n" +
 	"#TestFilterAndTransformationResponse\x121\n" +
-	"\x06filter\x18\x01 \x01(\v2\x19.hookline.v1.FilterResultR\x06filter\"u\n" +
+	"\x06filter\x18\x01 \x01(\v2\x19.hookline.v1.FilterResultR\x06filter\x12I\n" +
+	"\x0etransformation\x18\x02 \x01(\v2!.hookline.v1.TransformationResultR\x0etransformation\"\xbc\x01\n" +
+	"\x14TransformationResult\x129\n" +
+	"\awebhook\x18\x01 \x01(\v2\x1f.hookline.v1.TransformedWebhookR\awebhook\x12\x1c\n" +
+	"\tcancelled\x18\x02 \x01(\bR\tcancelled\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x125\n" +
+	"\bduration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bduration\"\xfb\x01\n" +
+	"\x12TransformedWebhook\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x01 \x01(\tR\teventType\x12\x18\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x12\x16\n" +
+	"\x06method\x18\x04 \x01(\tR\x06method\x12F\n" +
+	"\aheaders\x18\x05 \x03(\v2,.hookline.v1.TransformedWebhook.HeadersEntryR\aheaders\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"u\n" +
 	"\fFilterResult\x12\x18\n" +
 	"\amatched\x18\x01 \x01(\bR\amatched\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x125\n" +
@@ -2077,7 +2297,7 @@ func file_hookline_v1_endpoint_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_endpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hookline_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_hookline_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_hookline_v1_endpoint_proto_goTypes = []any{
 	(EndpointStatus)(0),                         // 0: hookline.v1.EndpointStatus
 	(SignatureScheme)(0),                        // 1: hookline.v1.SignatureScheme
@@ -2104,34 +2324,37 @@ var file_hookline_v1_endpoint_proto_goTypes = []any{
 	(*RotateEndpointSecretResponse)(nil),        // 22: hookline.v1.RotateEndpointSecretResponse
 	(*TestFilterAndTransformationRequest)(nil),  // 23: hookline.v1.TestFilterAndTransformationRequest
 	(*TestFilterAndTransformationResponse)(nil), // 24: hookline.v1.TestFilterAndTransformationResponse
-	(*FilterResult)(nil),                        // 25: hookline.v1.FilterResult
-	nil,                                         // 26: hookline.v1.Endpoint.MetadataEntry
-	(*RetryPolicy_ExponentialBackoff)(nil),      // 27: hookline.v1.RetryPolicy.ExponentialBackoff
-	(*RetryPolicy_DelayLadder)(nil),             // 28: hookline.v1.RetryPolicy.DelayLadder
-	nil,                                         // 29: hookline.v1.CreateEndpointRequest.MetadataEntry
-	nil,                                         // 30: hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
-	(*durationpb.Duration)(nil),                 // 31: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),               // 32: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),               // 33: google.protobuf.FieldMask
+	(*TransformationResult)(nil),                // 25: hookline.v1.TransformationResult
+	(*TransformedWebhook)(nil),                  // 26: hookline.v1.TransformedWebhook
+	(*FilterResult)(nil),                        // 27: hookline.v1.FilterResult
+	nil,                                         // 28: hookline.v1.Endpoint.MetadataEntry
+	(*RetryPolicy_ExponentialBackoff)(nil),      // 29: hookline.v1.RetryPolicy.ExponentialBackoff
+	(*RetryPolicy_DelayLadder)(nil),             // 30: hookline.v1.RetryPolicy.DelayLadder
+	nil,                                         // 31: hookline.v1.CreateEndpointRequest.MetadataEntry
+	nil,                                         // 32: hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
+	nil,                                         // 33: hookline.v1.TransformedWebhook.HeadersEntry
+	(*durationpb.Duration)(nil),                 // 34: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),               // 35: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),               // 36: google.protobuf.FieldMask
 }
 var file_hookline_v1_endpoint_proto_depIdxs = []int32{
 	0,  // 0: hookline.v1.Endpoint.status:type_name -> hookline.v1.EndpointStatus
-	31, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
+	34, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
 	6,  // 2: hookline.v1.Endpoint.retry_policy:type_name -> hookline.v1.RetryPolicy
-	32, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	32, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	32, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
-	26, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
+	35, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	35, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	35, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
+	28, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
 	1,  // 7: hookline.v1.Endpoint.signature_scheme:type_name -> hookline.v1.SignatureScheme
 	2,  // 8: hookline.v1.Endpoint.ordering:type_name -> hookline.v1.Ordering
 	3,  // 9: hookline.v1.Endpoint.on_head_failure:type_name -> hookline.v1.HeadFailure
-	27, // 10: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
-	28, // 11: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
+	29, // 10: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
+	30, // 11: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
 	4,  // 12: hookline.v1.RetryPolicy.jitter:type_name -> hookline.v1.RetryPolicy.Jitter
-	31, // 13: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
-	31, // 14: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
+	34, // 13: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
+	34, // 14: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
 	6,  // 15: hookline.v1.CreateEndpointRequest.retry_policy:type_name -> hookline.v1.RetryPolicy
-	29, // 16: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
+	31, // 16: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
 	1,  // 17: hookline.v1.CreateEndpointRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
 	2,  // 18: hookline.v1.CreateEndpointRequest.ordering:type_name -> hookline.v1.Ordering
 	3,  // 19: hookline.v1.CreateEndpointRequest.on_head_failure:type_name -> hookline.v1.HeadFailure
@@ -2139,42 +2362,46 @@ var file_hookline_v1_endpoint_proto_depIdxs = []int32{
 	5,  // 21: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	5,  // 22: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
 	5,  // 23: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
-	33, // 24: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	36, // 24: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
 	5,  // 25: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	5,  // 26: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
 	5,  // 27: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	31, // 28: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
+	34, // 28: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
 	1,  // 29: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
 	5,  // 30: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	30, // 31: hookline.v1.TestFilterAndTransformationRequest.metadata:type_name -> hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
-	25, // 32: hookline.v1.TestFilterAndTransformationResponse.filter:type_name -> hookline.v1.FilterResult
-	31, // 33: hookline.v1.FilterResult.duration:type_name -> google.protobuf.Duration
-	31, // 34: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
-	31, // 35: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
-	31, // 36: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
-	7,  // 37: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	9,  // 38: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	11, // 39: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	13, // 40: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	15, // 41: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	17, // 42: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	19, // 43: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	21, // 44: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
-	23, // 45: hookline.v1.EndpointService.TestFilterAndTransformation:input_type -> hookline.v1.TestFilterAndTransformationRequest
-	8,  // 46: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	10, // 47: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
-	12, // 48: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	14, // 49: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
-	16, // 50: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
-	18, // 51: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
-	20, // 52: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
-	22, // 53: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
-	24, // 54: hookline.v1.EndpointService.TestFilterAndTransformation:output_type -> hookline.v1.TestFilterAndTransformationResponse
-	46, // [46:55] is the sub-list for method output_type
-	37, // [37:46] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	32, // 31: hookline.v1.TestFilterAndTransformationRequest.metadata:type_name -> hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
+	27, // 32: hookline.v1.TestFilterAndTransformationResponse.filter:type_name -> hookline.v1.FilterResult
+	25, // 33: hookline.v1.TestFilterAndTransformationResponse.transformation:type_name -> hookline.v1.TransformationResult
+	26, // 34: hookline.v1.TransformationResult.webhook:type_name -> hookline.v1.TransformedWebhook
+	34, // 35: hookline.v1.TransformationResult.duration:type_name -> google.protobuf.Duration
+	33, // 36: hookline.v1.TransformedWebhook.headers:type_name -> hookline.v1.TransformedWebhook.HeadersEntry
+	34, // 37: hookline.v1.FilterResult.duration:type_name -> google.protobuf.Duration
+	34, // 38: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
+	34, // 39: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
+	34, // 40: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
+	7,  // 41: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	9,  // 42: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	11, // 43: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	13, // 44: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	15, // 45: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	17, // 46: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	19, // 47: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	21, // 48: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
+	23, // 49: hookline.v1.EndpointService.TestFilterAndTransformation:input_type -> hookline.v1.TestFilterAndTransformationRequest
+	8,  // 50: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	10, // 51: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
+	12, // 52: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	14, // 53: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
+	16, // 54: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
+	18, // 55: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
+	20, // 56: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
+	22, // 57: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
+	24, // 58: hookline.v1.EndpointService.TestFilterAndTransformation:output_type -> hookline.v1.TestFilterAndTransformationResponse
+	50, // [50:59] is the sub-list for method output_type
+	41, // [41:50] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_endpoint_proto_init() }
@@ -2192,7 +2419,7 @@ func file_hookline_v1_endpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_endpoint_proto_rawDesc), len(file_hookline_v1_endpoint_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -249,6 +249,9 @@ const (
 	// it (LaneService). class, status_code and error are the failed
 	// attempt's.
 	DeliveryState_DELIVERY_STATE_BLOCKED DeliveryState = 8
+	// The endpoint's transformation returned {cancel: true}: ended
+	// without an attempt and not dead-lettered. Terminal.
+	DeliveryState_DELIVERY_STATE_CANCELLED DeliveryState = 9
 )
 
 // Enum value maps for DeliveryState.
@@ -263,6 +266,7 @@ var (
 		6: "DELIVERY_STATE_PARKED",
 		7: "DELIVERY_STATE_ENDPOINT_DELETED",
 		8: "DELIVERY_STATE_BLOCKED",
+		9: "DELIVERY_STATE_CANCELLED",
 	}
 	DeliveryState_value = map[string]int32{
 		"DELIVERY_STATE_UNSPECIFIED":      0,
@@ -274,6 +278,7 @@ var (
 		"DELIVERY_STATE_PARKED":           6,
 		"DELIVERY_STATE_ENDPOINT_DELETED": 7,
 		"DELIVERY_STATE_BLOCKED":          8,
+		"DELIVERY_STATE_CANCELLED":        9,
 	}
 )
 
@@ -539,7 +544,12 @@ type Delivery struct {
 	// unchanged on every later hop (retry, delay tiers, hold, spill). A
 	// writer of the deliveries topic without the key file cannot make one,
 	// so it cannot make the dispatcher sign a delivery (docs/security.md).
-	RecordMac     *RecordMac `protobuf:"bytes,20,opt,name=record_mac,json=recordMac,proto3" json:"record_mac,omitempty"`
+	RecordMac *RecordMac `protobuf:"bytes,20,opt,name=record_mac,json=recordMac,proto3" json:"record_mac,omitempty"`
+	// Set by ingest when the endpoint's transformation ran at fan-out
+	// (DESIGN I43): payload is then the transformed body, and this says
+	// what else the attempt uses, or how the run ended. Covered by
+	// record_mac.
+	Transformed   *Transformed `protobuf:"bytes,21,opt,name=transformed,proto3" json:"transformed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -714,6 +724,98 @@ func (x *Delivery) GetRecordMac() *RecordMac {
 	return nil
 }
 
+func (x *Delivery) GetTransformed() *Transformed {
+	if x != nil {
+		return x.Transformed
+	}
+	return nil
+}
+
+// Transformed is a transformation's result on a delivery record.
+type Transformed struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The url the attempt goes to; empty means the endpoint's.
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// The attempt's method (POST, PUT or PATCH); empty means POST.
+	Method string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	// Headers the attempt adds (never a reserved one).
+	Headers map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The handler returned {cancel: true}: the dispatcher ends the
+	// delivery CANCELLED without an attempt.
+	Cancelled bool `protobuf:"varint,4,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	// The run failed (throw, time limit, invalid output): the dispatcher
+	// ends the delivery FAILED with this error and a dead letter, without
+	// an attempt.
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Transformed) Reset() {
+	*x = Transformed{}
+	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Transformed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Transformed) ProtoMessage() {}
+
+func (x *Transformed) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Transformed.ProtoReflect.Descriptor instead.
+func (*Transformed) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Transformed) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Transformed) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *Transformed) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *Transformed) GetCancelled() bool {
+	if x != nil {
+		return x.Cancelled
+	}
+	return false
+}
+
+func (x *Transformed) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // RecordMac is a delivery record's authenticator: HMAC-SHA256 under a
 // key derived from the secrets key file's key key_id
 // (platform/keyring, DeliveryMAC).
@@ -729,7 +831,7 @@ type RecordMac struct {
 
 func (x *RecordMac) Reset() {
 	*x = RecordMac{}
-	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	mi := &file_hookline_v1_records_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +843,7 @@ func (x *RecordMac) String() string {
 func (*RecordMac) ProtoMessage() {}
 
 func (x *RecordMac) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	mi := &file_hookline_v1_records_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +856,7 @@ func (x *RecordMac) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordMac.ProtoReflect.Descriptor instead.
 func (*RecordMac) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{2}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RecordMac) GetKeyId() string {
@@ -809,7 +911,7 @@ type AttemptResult struct {
 
 func (x *AttemptResult) Reset() {
 	*x = AttemptResult{}
-	mi := &file_hookline_v1_records_proto_msgTypes[3]
+	mi := &file_hookline_v1_records_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +923,7 @@ func (x *AttemptResult) String() string {
 func (*AttemptResult) ProtoMessage() {}
 
 func (x *AttemptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[3]
+	mi := &file_hookline_v1_records_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +936,7 @@ func (x *AttemptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptResult.ProtoReflect.Descriptor instead.
 func (*AttemptResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{3}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AttemptResult) GetDeliveryId() string {
@@ -976,7 +1078,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_hookline_v1_records_proto_msgTypes[4]
+	mi := &file_hookline_v1_records_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1090,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[4]
+	mi := &file_hookline_v1_records_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1103,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{4}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeadLetter) GetDelivery() *Delivery {
@@ -1042,7 +1144,7 @@ type EndpointRecord struct {
 
 func (x *EndpointRecord) Reset() {
 	*x = EndpointRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[5]
+	mi := &file_hookline_v1_records_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1156,7 @@ func (x *EndpointRecord) String() string {
 func (*EndpointRecord) ProtoMessage() {}
 
 func (x *EndpointRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[5]
+	mi := &file_hookline_v1_records_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1169,7 @@ func (x *EndpointRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointRecord.ProtoReflect.Descriptor instead.
 func (*EndpointRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EndpointRecord) GetEndpoint() *Endpoint {
@@ -1113,7 +1215,7 @@ type EndpointSecret struct {
 
 func (x *EndpointSecret) Reset() {
 	*x = EndpointSecret{}
-	mi := &file_hookline_v1_records_proto_msgTypes[6]
+	mi := &file_hookline_v1_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1227,7 @@ func (x *EndpointSecret) String() string {
 func (*EndpointSecret) ProtoMessage() {}
 
 func (x *EndpointSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[6]
+	mi := &file_hookline_v1_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1240,7 @@ func (x *EndpointSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSecret.ProtoReflect.Descriptor instead.
 func (*EndpointSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EndpointSecret) GetSecret() string {
@@ -1194,7 +1296,7 @@ type SealedSecret struct {
 
 func (x *SealedSecret) Reset() {
 	*x = SealedSecret{}
-	mi := &file_hookline_v1_records_proto_msgTypes[7]
+	mi := &file_hookline_v1_records_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1308,7 @@ func (x *SealedSecret) String() string {
 func (*SealedSecret) ProtoMessage() {}
 
 func (x *SealedSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[7]
+	mi := &file_hookline_v1_records_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1321,7 @@ func (x *SealedSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedSecret.ProtoReflect.Descriptor instead.
 func (*SealedSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SealedSecret) GetKeyId() string {
@@ -1267,7 +1369,7 @@ type Notice struct {
 
 func (x *Notice) Reset() {
 	*x = Notice{}
-	mi := &file_hookline_v1_records_proto_msgTypes[8]
+	mi := &file_hookline_v1_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1381,7 @@ func (x *Notice) String() string {
 func (*Notice) ProtoMessage() {}
 
 func (x *Notice) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[8]
+	mi := &file_hookline_v1_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1394,7 @@ func (x *Notice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notice.ProtoReflect.Descriptor instead.
 func (*Notice) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Notice) GetNoticeId() string {
@@ -1403,7 +1505,7 @@ type IdempotencyRecord struct {
 
 func (x *IdempotencyRecord) Reset() {
 	*x = IdempotencyRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[9]
+	mi := &file_hookline_v1_records_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1517,7 @@ func (x *IdempotencyRecord) String() string {
 func (*IdempotencyRecord) ProtoMessage() {}
 
 func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[9]
+	mi := &file_hookline_v1_records_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1530,7 @@ func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
 func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *IdempotencyRecord) GetTenantId() string {
@@ -1525,7 +1627,7 @@ type LaneRecord struct {
 
 func (x *LaneRecord) Reset() {
 	*x = LaneRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[10]
+	mi := &file_hookline_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1639,7 @@ func (x *LaneRecord) String() string {
 func (*LaneRecord) ProtoMessage() {}
 
 func (x *LaneRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[10]
+	mi := &file_hookline_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1652,7 @@ func (x *LaneRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneRecord.ProtoReflect.Descriptor instead.
 func (*LaneRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LaneRecord) GetEndpointId() string {
@@ -1590,7 +1692,7 @@ type LaneMember struct {
 
 func (x *LaneMember) Reset() {
 	*x = LaneMember{}
-	mi := &file_hookline_v1_records_proto_msgTypes[11]
+	mi := &file_hookline_v1_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1704,7 @@ func (x *LaneMember) String() string {
 func (*LaneMember) ProtoMessage() {}
 
 func (x *LaneMember) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[11]
+	mi := &file_hookline_v1_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1717,7 @@ func (x *LaneMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneMember.ProtoReflect.Descriptor instead.
 func (*LaneMember) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LaneMember) GetDeliveryId() string {
@@ -1660,7 +1762,7 @@ type BlockedHead struct {
 
 func (x *BlockedHead) Reset() {
 	*x = BlockedHead{}
-	mi := &file_hookline_v1_records_proto_msgTypes[12]
+	mi := &file_hookline_v1_records_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1774,7 @@ func (x *BlockedHead) String() string {
 func (*BlockedHead) ProtoMessage() {}
 
 func (x *BlockedHead) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[12]
+	mi := &file_hookline_v1_records_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1787,7 @@ func (x *BlockedHead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockedHead.ProtoReflect.Descriptor instead.
 func (*BlockedHead) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BlockedHead) GetDelivery() *Delivery {
@@ -1730,7 +1832,7 @@ type RecordRef struct {
 
 func (x *RecordRef) Reset() {
 	*x = RecordRef{}
-	mi := &file_hookline_v1_records_proto_msgTypes[13]
+	mi := &file_hookline_v1_records_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +1844,7 @@ func (x *RecordRef) String() string {
 func (*RecordRef) ProtoMessage() {}
 
 func (x *RecordRef) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[13]
+	mi := &file_hookline_v1_records_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +1857,7 @@ func (x *RecordRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRef.ProtoReflect.Descriptor instead.
 func (*RecordRef) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RecordRef) GetTopic() string {
@@ -1788,7 +1890,7 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x02op\x18\x01 \x01(\x0e2\x13.hookline.v1.LaneOpR\x02op\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x02 \x01(\tR\tcommandId\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x95\a\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd1\a\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1818,8 +1920,18 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\flane_command\x18\x12 \x01(\v2\x18.hookline.v1.LaneCommandR\vlaneCommand\x12=\n" +
 	"\x0epayload_record\x18\x13 \x01(\v2\x16.hookline.v1.RecordRefR\rpayloadRecord\x125\n" +
 	"\n" +
-	"record_mac\x18\x14 \x01(\v2\x16.hookline.v1.RecordMacR\trecordMacB\v\n" +
-	"\t_lane_seq\"4\n" +
+	"record_mac\x18\x14 \x01(\v2\x16.hookline.v1.RecordMacR\trecordMac\x12:\n" +
+	"\vtransformed\x18\x15 \x01(\v2\x18.hookline.v1.TransformedR\vtransformedB\v\n" +
+	"\t_lane_seq\"\xe8\x01\n" +
+	"\vTransformed\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
+	"\x06method\x18\x02 \x01(\tR\x06method\x12?\n" +
+	"\aheaders\x18\x03 \x03(\v2%.hookline.v1.Transformed.HeadersEntryR\aheaders\x12\x1c\n" +
+	"\tcancelled\x18\x04 \x01(\bR\tcancelled\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"4\n" +
 	"\tRecordMac\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x10\n" +
 	"\x03mac\x18\x02 \x01(\fR\x03mac\"\x99\x05\n" +
@@ -1948,7 +2060,7 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x15OUTCOME_CLASS_SUCCESS\x10\x01\x12\x1b\n" +
 	"\x17OUTCOME_CLASS_TRANSIENT\x10\x02\x12\x1b\n" +
 	"\x17OUTCOME_CLASS_PERMANENT\x10\x03\x12\x1b\n" +
-	"\x17OUTCOME_CLASS_AMBIGUOUS\x10\x04*\xa0\x02\n" +
+	"\x17OUTCOME_CLASS_AMBIGUOUS\x10\x04*\xbe\x02\n" +
 	"\rDeliveryState\x12\x1e\n" +
 	"\x1aDELIVERY_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DELIVERY_STATE_PENDING\x10\x01\x12\x1c\n" +
@@ -1958,7 +2070,8 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x16DELIVERY_STATE_EXPIRED\x10\x05\x12\x19\n" +
 	"\x15DELIVERY_STATE_PARKED\x10\x06\x12#\n" +
 	"\x1fDELIVERY_STATE_ENDPOINT_DELETED\x10\a\x12\x1a\n" +
-	"\x16DELIVERY_STATE_BLOCKED\x10\b*\xae\x01\n" +
+	"\x16DELIVERY_STATE_BLOCKED\x10\b\x12\x1c\n" +
+	"\x18DELIVERY_STATE_CANCELLED\x10\t*\xae\x01\n" +
 	"\n" +
 	"NoticeType\x12\x1b\n" +
 	"\x17NOTICE_TYPE_UNSPECIFIED\x10\x00\x12 \n" +
@@ -1984,7 +2097,7 @@ func file_hookline_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_hookline_v1_records_proto_goTypes = []any{
 	(DeliveryKind)(0),             // 0: hookline.v1.DeliveryKind
 	(LaneOp)(0),                   // 1: hookline.v1.LaneOp
@@ -1994,66 +2107,70 @@ var file_hookline_v1_records_proto_goTypes = []any{
 	(IdempotencyState)(0),         // 5: hookline.v1.IdempotencyState
 	(*LaneCommand)(nil),           // 6: hookline.v1.LaneCommand
 	(*Delivery)(nil),              // 7: hookline.v1.Delivery
-	(*RecordMac)(nil),             // 8: hookline.v1.RecordMac
-	(*AttemptResult)(nil),         // 9: hookline.v1.AttemptResult
-	(*DeadLetter)(nil),            // 10: hookline.v1.DeadLetter
-	(*EndpointRecord)(nil),        // 11: hookline.v1.EndpointRecord
-	(*EndpointSecret)(nil),        // 12: hookline.v1.EndpointSecret
-	(*SealedSecret)(nil),          // 13: hookline.v1.SealedSecret
-	(*Notice)(nil),                // 14: hookline.v1.Notice
-	(*IdempotencyRecord)(nil),     // 15: hookline.v1.IdempotencyRecord
-	(*LaneRecord)(nil),            // 16: hookline.v1.LaneRecord
-	(*LaneMember)(nil),            // 17: hookline.v1.LaneMember
-	(*BlockedHead)(nil),           // 18: hookline.v1.BlockedHead
-	(*RecordRef)(nil),             // 19: hookline.v1.RecordRef
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
-	(*Endpoint)(nil),              // 22: hookline.v1.Endpoint
-	(*DeliveryRef)(nil),           // 23: hookline.v1.DeliveryRef
+	(*Transformed)(nil),           // 8: hookline.v1.Transformed
+	(*RecordMac)(nil),             // 9: hookline.v1.RecordMac
+	(*AttemptResult)(nil),         // 10: hookline.v1.AttemptResult
+	(*DeadLetter)(nil),            // 11: hookline.v1.DeadLetter
+	(*EndpointRecord)(nil),        // 12: hookline.v1.EndpointRecord
+	(*EndpointSecret)(nil),        // 13: hookline.v1.EndpointSecret
+	(*SealedSecret)(nil),          // 14: hookline.v1.SealedSecret
+	(*Notice)(nil),                // 15: hookline.v1.Notice
+	(*IdempotencyRecord)(nil),     // 16: hookline.v1.IdempotencyRecord
+	(*LaneRecord)(nil),            // 17: hookline.v1.LaneRecord
+	(*LaneMember)(nil),            // 18: hookline.v1.LaneMember
+	(*BlockedHead)(nil),           // 19: hookline.v1.BlockedHead
+	(*RecordRef)(nil),             // 20: hookline.v1.RecordRef
+	nil,                           // 21: hookline.v1.Transformed.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(*Endpoint)(nil),              // 24: hookline.v1.Endpoint
+	(*DeliveryRef)(nil),           // 25: hookline.v1.DeliveryRef
 }
 var file_hookline_v1_records_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.LaneCommand.op:type_name -> hookline.v1.LaneOp
-	20, // 1: hookline.v1.LaneCommand.at:type_name -> google.protobuf.Timestamp
-	20, // 2: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
-	20, // 3: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
-	20, // 4: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
-	20, // 5: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
+	22, // 1: hookline.v1.LaneCommand.at:type_name -> google.protobuf.Timestamp
+	22, // 2: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
+	22, // 3: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
+	22, // 4: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
+	22, // 5: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: hookline.v1.Delivery.kind:type_name -> hookline.v1.DeliveryKind
-	21, // 7: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
-	20, // 8: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
+	23, // 7: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
+	22, // 8: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
 	6,  // 9: hookline.v1.Delivery.lane_command:type_name -> hookline.v1.LaneCommand
-	19, // 10: hookline.v1.Delivery.payload_record:type_name -> hookline.v1.RecordRef
-	8,  // 11: hookline.v1.Delivery.record_mac:type_name -> hookline.v1.RecordMac
-	2,  // 12: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
-	21, // 13: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
-	20, // 14: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 15: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
-	20, // 16: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
-	7,  // 17: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
-	9,  // 18: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
-	20, // 19: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	22, // 20: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
-	12, // 21: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
-	20, // 22: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
-	20, // 23: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 24: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
-	4,  // 25: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
-	20, // 26: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	5,  // 27: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
-	23, // 28: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
-	20, // 29: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
-	20, // 30: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
-	17, // 31: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
-	18, // 32: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
-	7,  // 33: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
-	9,  // 34: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
-	20, // 35: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
-	19, // 36: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	20, // 10: hookline.v1.Delivery.payload_record:type_name -> hookline.v1.RecordRef
+	9,  // 11: hookline.v1.Delivery.record_mac:type_name -> hookline.v1.RecordMac
+	8,  // 12: hookline.v1.Delivery.transformed:type_name -> hookline.v1.Transformed
+	21, // 13: hookline.v1.Transformed.headers:type_name -> hookline.v1.Transformed.HeadersEntry
+	2,  // 14: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
+	23, // 15: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
+	22, // 16: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 17: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
+	22, // 18: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
+	7,  // 19: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
+	10, // 20: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
+	22, // 21: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	24, // 22: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
+	13, // 23: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
+	22, // 24: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
+	22, // 25: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 26: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
+	4,  // 27: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
+	22, // 28: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	5,  // 29: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
+	25, // 30: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
+	22, // 31: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
+	22, // 32: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
+	18, // 33: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
+	19, // 34: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
+	7,  // 35: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
+	10, // 36: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
+	22, // 37: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
+	20, // 38: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }
@@ -2070,7 +2187,7 @@ func file_hookline_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_records_proto_rawDesc), len(file_hookline_v1_records_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -162,6 +162,9 @@ func (c *Client) forHTTP(tenant string) *http.Client {
 // Request is one attempt to make.
 type Request struct {
 	URL string
+	// Method is POST, PUT or PATCH (a transformation's choice); empty
+	// means POST.
+	Method string
 	// Tenant owns the endpoint: its guard checks the dial.
 	Tenant    string
 	EventID   string
@@ -203,7 +206,11 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	recording := span.IsRecording()
 	actx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, r.URL, bytes.NewReader(r.Payload))
+	method := r.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	req, err := http.NewRequestWithContext(actx, method, r.URL, bytes.NewReader(r.Payload))
 	if err != nil {
 		// An endpoint URL that cannot make a request is the endpoint's
 		// fault and will not fix itself: permanent.

@@ -57,6 +57,7 @@ const (
 	epDeleted                // endpoint deleted: a final result
 	epForeign                // the delivery's tenant does not own the endpoint: dead-lettered
 	epPaused                 // held without an attempt (park)
+	transformEnded           // its transformation cancelled or failed at fan-out: a final result, no attempt (transformed.go)
 )
 
 // decodeDelivery reads a delivery record.
@@ -94,6 +95,8 @@ func (s *Service) triage(d *hooklinev1.Delivery, now time.Time, synced bool) (ve
 		// tenant that owns an endpoint delivers to it, and only through
 		// ingest (recordauth.go).
 		return epForeign, ep
+	case transformationEnded(d):
+		return transformEnded, ep
 	case ep.GetEndpoint().GetStatus() == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED:
 		return epPaused, ep
 	}
@@ -126,6 +129,8 @@ func (s *Service) settle(ctx context.Context, v verdict, r *kgo.Record, d *hookl
 		return s.deadLetter(ctx, d, res)
 	case epPaused:
 		return s.park(ctx, r, d, now)
+	case transformEnded:
+		return s.endTransformed(ctx, d, now)
 	}
 	return []*kgo.Record{s.workerFault(ctx, r, "not a Delivery")}
 }
@@ -298,7 +303,7 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 		timeout = t.AsDuration()
 	}
 	s.metrics.flight(ctx, id, 1)
-	ar, err := s.client.Do(ctx, attempt.Request{
+	ar, err := s.client.Do(ctx, transformed(attempt.Request{
 		URL:        ep.GetEndpoint().GetUrl(),
 		Tenant:     ep.GetEndpoint().GetTenantId(),
 		EventID:    d.GetEventId(),
@@ -308,7 +313,7 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 		Timeout:    timeout,
 		Header:     http.Header{},
 		Attributes: attrs,
-	})
+	}, d.GetTransformed()))
 	s.metrics.flight(ctx, id, -1)
 	if err != nil {
 		// Shut down (or revoked) before the receiver answered: a worker

@@ -25,7 +25,8 @@ import (
 func ended(st hooklinev1.DeliveryState) bool {
 	switch st {
 	case hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED, hooklinev1.DeliveryState_DELIVERY_STATE_FAILED,
-		hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED, hooklinev1.DeliveryState_DELIVERY_STATE_ENDPOINT_DELETED:
+		hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED, hooklinev1.DeliveryState_DELIVERY_STATE_ENDPOINT_DELETED,
+		hooklinev1.DeliveryState_DELIVERY_STATE_CANCELLED:
 		return true
 	}
 	return false

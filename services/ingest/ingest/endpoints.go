@@ -248,6 +248,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndp
 		validateOrdering(req.GetOrdering()),
 		validateHeadFailure(req.GetOnHeadFailure()),
 		s.validateFilter(req.GetFilter()),
+		s.validateTransformation(req.GetTransformation()),
 	} {
 		if err != nil {
 			return nil, err
@@ -289,6 +290,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndp
 			Ordering:           req.GetOrdering(),
 			OnHeadFailure:      req.GetOnHeadFailure(),
 			Filter:             req.GetFilter(),
+			Transformation:     req.GetTransformation(),
 		},
 		Version: 1,
 	}
@@ -527,8 +529,10 @@ func (s *Service) UpdateEndpoint(ctx context.Context, req *hooklinev1.UpdateEndp
 				err, ep.OnHeadFailure = validateHeadFailure(in.GetOnHeadFailure()), in.GetOnHeadFailure()
 			case "filter":
 				err, ep.Filter = s.validateFilter(in.GetFilter()), in.GetFilter()
+			case "transformation":
+				err, ep.Transformation = s.validateTransformation(in.GetTransformation()), in.GetTransformation()
 			default:
-				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure, filter (status and secret have their own calls)", p)
+				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure, filter, transformation (status and secret have their own calls)", p)
 			}
 			if err != nil {
 				return err

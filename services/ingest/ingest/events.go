@@ -98,7 +98,7 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 	// Each record is encoded only when the window has room for it.
 	if err := s.writeDeliveries(ctx, len(targets), func(i int) *hooklinev1.Delivery {
 		ref := resp.GetDeliveries()[i]
-		return &hooklinev1.Delivery{
+		d := &hooklinev1.Delivery{
 			DeliveryId:  ref.GetDeliveryId(),
 			EventId:     eventID,
 			TenantId:    tenant,
@@ -110,6 +110,8 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 			Kind:        hooklinev1.DeliveryKind_DELIVERY_KIND_FIRST,
 			OrderingKey: req.GetOrderingKey(),
 		}
+		s.transformDelivery(ctx, targets[i].GetEndpoint(), d)
+		return d
 	}); err != nil {
 		return nil, err
 	}

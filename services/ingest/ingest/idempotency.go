@@ -342,7 +342,7 @@ func (s *Service) completeClaim(ctx context.Context, k string, c *hooklinev1.Ide
 	refs := claimDeliveries(c)
 	if err := s.writeDeliveries(ctx, len(refs), func(i int) *hooklinev1.Delivery {
 		ref := refs[i]
-		return &hooklinev1.Delivery{
+		d := &hooklinev1.Delivery{
 			DeliveryId:     ref.GetDeliveryId(),
 			EventId:        c.GetEventId(),
 			TenantId:       c.GetTenantId(),
@@ -355,6 +355,12 @@ func (s *Service) completeClaim(ctx context.Context, k string, c *hooklinev1.Ide
 			IdempotencyKey: c.GetIdempotencyKey(),
 			OrderingKey:    req.GetOrderingKey(),
 		}
+		// The endpoint as it is now: a repeat after the transformation
+		// changed runs the new one (the claim holds ids, not bodies).
+		if ep := s.store.Get(ref.GetEndpointId()); ep != nil && ep.GetEndpoint().GetTenantId() == c.GetTenantId() {
+			s.transformDelivery(ctx, ep.GetEndpoint(), d)
+		}
+		return d
 	}); err != nil {
 		return nil, err
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/hookline/hookline/platform/lanes"
 	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/platform/telemetry"
+	"github.com/hookline/hookline/platform/transform"
 	"github.com/hookline/hookline/sdk/ids"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"github.com/hookline/hookline/services/ingest/history"
@@ -114,6 +115,8 @@ type Service struct {
 	longCalls *longCalls
 	// filters holds the endpoints' content filters, compiled.
 	filters *celfilter.Cache
+	// transforms holds the endpoints' transformations, compiled.
+	transforms *transform.Cache
 	// filterErrors counts content filters that failed to evaluate.
 	filterErrors metric.Int64Counter
 
@@ -220,6 +223,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.limits = newWriteLimits(cfg, func() time.Time { return s.now() })
 	s.longCalls = newLongCalls(cfg.MaxLongCallsPerTenant)
 	s.filters = celfilter.NewCache(celfilter.DefaultCacheSize)
+	s.transforms = transform.NewCache(transform.DefaultCacheSize)
 	if s.filterErrors, err = newFilterErrors(s.mp); err != nil {
 		return nil, err
 	}
