@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -44,7 +45,12 @@ func TestTransformationReshapesPayloadAndAddsHeader(t *testing.T) {
 	rctx, stop := context.WithCancel(t.Context())
 	ran := make(chan error, 1)
 	go func() { ran <- rcv.Run(rctx) }()
-	t.Cleanup(func() { stop(); <-ran })
+	t.Cleanup(func() {
+		stop()
+		if err := <-ran; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("receiver: %v", err)
+		}
+	})
 	pub := st.publish("invoice.paid", `{"amount": 4200, "currency": "EUR"}`)
 	st.deliveredAll(1)
 	var ev rxlib.Event

@@ -3,6 +3,7 @@ package transform
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -44,7 +45,7 @@ func (p *Program) Run(ctx context.Context, in Webhook, lim Limits) (Result, erro
 	})
 	if runErr != nil {
 		runErr = asError(runErr)
-		if e, ok := runErr.(*Error); ok && e.Kind == KindTimeout {
+		if e := (*Error)(nil); errors.As(runErr, &e) && e.Kind == KindTimeout {
 			timedOut = true
 		}
 	}
@@ -65,7 +66,7 @@ func (p *Program) Run(ctx context.Context, in Webhook, lim Limits) (Result, erro
 }
 
 func asError(err error) error {
-	if _, ok := err.(*Error); ok {
+	if e := (*Error)(nil); errors.As(err, &e) {
 		return err
 	}
 	return describe(err)

@@ -51,13 +51,13 @@ const (
 type verdict uint8
 
 const (
-	toLane    verdict = iota // waits in its endpoint's lane
-	notDue                   // held in memory until due, or back to the retries topic (early.go)
-	needSync                 // endpoint unknown: sync the endpoints view, then triage again
-	epDeleted                // endpoint deleted: a final result
-	epForeign                // the delivery's tenant does not own the endpoint: dead-lettered
-	epPaused                 // held without an attempt (park)
-	transformEnded           // its transformation cancelled or failed at fan-out: a final result, no attempt (transformed.go)
+	toLane         verdict = iota // waits in its endpoint's lane
+	notDue                        // held in memory until due, or back to the retries topic (early.go)
+	needSync                      // endpoint unknown: sync the endpoints view, then triage again
+	epDeleted                     // endpoint deleted: a final result
+	epForeign                     // the delivery's tenant does not own the endpoint: dead-lettered
+	epPaused                      // held without an attempt (park)
+	transformEnded                // its transformation cancelled or failed at fan-out: a final result, no attempt (transformed.go)
 )
 
 // decodeDelivery reads a delivery record.
