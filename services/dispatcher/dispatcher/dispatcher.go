@@ -375,6 +375,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		kgo.ConsumeTopics(s.topics.Deliveries),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(s.cfg.FetchMaxWait),
 		kgo.ProducerBatchMaxBytes(hkafka.MaxRecordBytes),
 		// A rebalance waits for the loop, which first commits what the
 		// partitions it moves away completed (yield.go).
