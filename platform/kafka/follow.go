@@ -223,7 +223,32 @@ func poll(ctx context.Context, cl *kgo.Client) (kgo.Fetches, error) {
 // startOffsets returns where each partition of the topics is read from:
 // its offset in f.from, else its start. Hookline never adds partitions
 // (see lastStable), so the list is fixed for the run.
+//
+// A topic another process created a moment ago may not be known yet to
+// the broker that answers (on a cluster of several, each learns of it
+// from the controller in its own time): that is retried, backing off,
+// for up to topicAppearWait, and only then an error.
 func (f *Follower) startOffsets(ctx context.Context) (map[string]map[int32]kgo.Offset, error) {
+	deadline := time.Now().Add(topicAppearWait)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		out, err := f.listStartOffsets(ctx)
+		if err == nil || !errors.Is(err, kerr.UnknownTopicOrPartition) || !time.Now().Add(wait).Before(deadline) {
+			return out, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// topicAppearWait is how long startOffsets waits for a topic to be known.
+const topicAppearWait = 30 * time.Second
+
+func (f *Follower) listStartOffsets(ctx context.Context) (map[string]map[int32]kgo.Offset, error) {
 	ts, err := f.adm.ListTopics(ctx, f.topics...)
 	if err != nil {
 		return nil, fmt.Errorf("list partitions: %w", err)
@@ -231,7 +256,10 @@ func (f *Follower) startOffsets(ctx context.Context) (map[string]map[int32]kgo.O
 	out := map[string]map[int32]kgo.Offset{}
 	for _, t := range f.topics {
 		d, ok := ts[t]
-		if !ok || d.Err != nil {
+		switch {
+		case !ok || d.Err == nil && len(d.Partitions) == 0:
+			return nil, fmt.Errorf("partitions of %s: not found (%w)", t, kerr.UnknownTopicOrPartition)
+		case d.Err != nil:
 			return nil, fmt.Errorf("partitions of %s: not found (%w)", t, d.Err)
 		}
 		ps := map[int32]kgo.Offset{}

@@ -252,3 +252,43 @@ func TestSyncIsBoundedWithoutACallerDeadline(t *testing.T) {
 		t.Fatalf("Sync past the caller's deadline: got %v", err)
 	}
 }
+
+// TestAFollowerFromOffsetsWaitsForATopicCreatedAMomentLater: on a
+// cluster of several brokers a topic another process just created is
+// not known at once to every broker, and ingest's history follower used
+// to exit at start with UNKNOWN_TOPIC_OR_PARTITION (make chaos, three
+// brokers). Its start now waits for the topic (bounded) and reads it.
+func TestAFollowerFromOffsetsWaitsForATopicCreatedAMomentLater(t *testing.T) {
+	cfg, _ := testBroker(t)
+	cl := testClient(t, cfg)
+	adm := kadm.NewClient(cl)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "follow-late-" + hex.EncodeToString(b)
+	got := make(chan int, 16)
+	f := NewBatchFollower(func(recs []*kgo.Record, _ Offsets) error {
+		got <- len(recs)
+		return nil
+	}, Offsets{}, name)
+	runFollower(t, cfg, f) // an error of Run fails the test at cleanup
+
+	// The scenario, not a wait for a condition: the topic appears after
+	// the follower first asked for it.
+	time.Sleep(300 * time.Millisecond)
+	resp, err := adm.CreateTopic(t.Context(), 1, 1, nil, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	produce(t, cl, name, 1, time.Now())
+	select {
+	case n := <-got:
+		if n != 1 {
+			t.Fatalf("read %d records, want 1", n)
+		}
+	case <-time.After(within):
+		t.Fatal("the follower read nothing of a topic created after it started")
+	}
+}
