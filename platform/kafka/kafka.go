@@ -46,13 +46,28 @@ type Config struct {
 	ClientOpts []kgo.Opt
 }
 
+// metadataMinAge is how often a client may refresh metadata at most
+// (Opts).
+const metadataMinAge = 250 * time.Millisecond
+
 // Opts returns the client options for cfg: seed brokers, client id,
 // TLS and SASL.
 func (c Config) Opts() ([]kgo.Opt, error) {
 	if len(c.Brokers) == 0 {
 		return nil, errors.New("kafka: no brokers configured; set --kafka-brokers or HOOKLINE_KAFKA_BROKERS")
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.ClientID(c.ClientID)}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.Brokers...), kgo.ClientID(c.ClientID),
+		// A produce kgo retries waits for a metadata refresh, and kgo
+		// refreshes at most every MetadataMinAge (5 s by default). On a
+		// replicated cluster a transaction's first produce often meets
+		// CONCURRENT_TRANSACTIONS while the last one's markers are still
+		// being written, so every such commit took 5 s (10 s with two)
+		// and deliveries came in 5 s bursts (docs/reliability.md, "Three
+		// brokers"). A refresh at most every 250 ms makes that retry cost
+		// what the markers take.
+		kgo.MetadataMinAge(metadataMinAge),
+	}
 	if c.TLS || c.TLSCAFile != "" || c.TLSCertFile != "" {
 		tc, err := c.tlsConfig()
 		if err != nil {
