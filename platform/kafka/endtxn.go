@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -59,6 +60,17 @@ func Unconfirmed(err error) bool {
 		return ke.Retriable || errors.Is(err, kerr.UnknownServerError) || errors.Is(err, kerr.TransactionAbortable) ||
 			errors.Is(err, kerr.UnknownProducerID) || errors.Is(err, kerr.InvalidProducerIDMapping) ||
 			errors.Is(err, kerr.InvalidTxnState)
+	}
+	// kgo does not retry a connection the broker closed at its first
+	// read, nor a refused dial: it cannot tell a broker that died from
+	// a TLS or SASL mismatch. Here the session already ran transactions
+	// on this cluster (a mismatch fails at the fence, before any), so
+	// it is a broker out of reach: the transaction coordinator killed,
+	// or a link cut (make chaos: "exits by themselves").
+	var firstRead *kgo.ErrFirstReadEOF
+	var netErr *net.OpError
+	if errors.As(err, &firstRead) || errors.As(err, &netErr) {
+		return true
 	}
 	return kgo.IsRetryableBrokerErr(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
 }

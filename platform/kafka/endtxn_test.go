@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -260,5 +263,31 @@ func TestAnEndTxnThatCommittedButWasNotConfirmedIsNotCopiedTwice(t *testing.T) {
 	mu.Unlock()
 	if fmt.Sprint(got) != "[r0 r1 r2]" {
 		t.Fatalf("out holds %v, want each record once", got)
+	}
+}
+
+// TestABrokerOutOfReachAtEndTxnIsUnconfirmedNotFatal: a dispatcher whose
+// transaction coordinator was killed (make chaos on three brokers, two
+// still up) exited with "end transaction: broker closed the connection
+// immediately during api versions negotiation …", and one whose only
+// broker was down with "connection refused": kgo does not retry either.
+// Both leave the outcome unknown and a new session cures them.
+func TestABrokerOutOfReachAtEndTxnIsUnconfirmedNotFatal(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"closed at the first read", fmt.Errorf("wrapped: %w", &kgo.ErrFirstReadEOF{}), true},
+		{"dial refused", refused, true},
+		{"coordinator not available", kerr.CoordinatorNotAvailable, true},
+		{"fenced", kerr.ProducerFenced, false},
+		{"not authorized", kerr.TransactionalIDAuthorizationFailed, false},
+		{"nil", nil, false},
+	} {
+		if got := Unconfirmed(c.err); got != c.want {
+			t.Errorf("%s: Unconfirmed(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
 	}
 }
