@@ -8,7 +8,6 @@ import (
 	"github.com/hookline/hookline/platform/celfilter"
 	"github.com/hookline/hookline/platform/filter"
 	"github.com/hookline/hookline/platform/transform"
-	"github.com/hookline/hookline/services/ingest/apikey"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -105,7 +104,7 @@ func (s *Service) toTest(ctx context.Context, req *hooklinev1.TestFilterAndTrans
 		tr.program = p
 	} else if src := ep.GetTransformation(); src != "" {
 		// The fan-out's program, from the tenant's part of the cache.
-		p, err := s.transforms.Get(apikey.TenantFrom(ctx), src)
+		p, err := s.transforms.Get(ep.GetTenantId(), src)
 		if err != nil {
 			return tried{}, status.Errorf(codes.FailedPrecondition, "endpoint %s: its transformation no longer compiles (%v); update it", ep.GetId(), err)
 		}
