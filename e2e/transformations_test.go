@@ -90,6 +90,8 @@ func TestTransformationCancelEndsCancelled(t *testing.T) {
 // that throws, one that loops forever (stopped by the time limit) and one
 // that returns 10 MB each end their delivery FAILED with the error and a
 // dead letter; another endpoint of the same event is delivered as usual.
+// Two events, two failures each: one endpoint.transformation_failing
+// notice per failing endpoint, naming the first failed delivery.
 func TestFailingTransformationsEndFailedAndSpareOtherEndpoints(t *testing.T) {
 	st := startStack(t)
 	rx := newReceiver(t, http.StatusOK)
@@ -104,7 +106,7 @@ func TestFailingTransformationsEndFailedAndSpareOtherEndpoints(t *testing.T) {
 		id := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, Transformation: src}).GetEndpoint().GetId()
 		byEndpoint[id] = name
 	}
-	st.publish("invoice.paid", `{"amount": 5}`)
+	first := st.publish("invoice.paid", `{"amount": 5}`)
 	results := kafkatest.Decode(t, st.readN(st.topics.Results, len(scripts)), newResult)
 	for _, r := range results {
 		name := byEndpoint[r.GetEndpointId()]
@@ -128,6 +130,34 @@ func TestFailingTransformationsEndFailedAndSpareOtherEndpoints(t *testing.T) {
 	if n := len(rx.got()); n != 1 {
 		t.Fatalf("receiver got %d posts, want 1 (the plain endpoint's)", n)
 	}
+
+	// A second failure per endpoint: its result is committed with any
+	// notice it calls for, so once the results are read every notice is.
+	st.publish("invoice.paid", `{"amount": 6}`)
+	st.readN(st.topics.Results, 2*len(scripts))
+	firstDelivery := map[string]string{}
+	for _, d := range first.GetDeliveries() {
+		firstDelivery[d.GetEndpointId()] = d.GetDeliveryId()
+	}
+	st.readN(st.topics.Notices, len(scripts)-1)
+	notices := kafkatest.Decode(t, st.readFor(st.topics.Notices, time.Second), func() *hooklinev1.Notice { return &hooklinev1.Notice{} })
+	perEndpoint := map[string]int{}
+	for _, n := range notices {
+		name := byEndpoint[n.GetEndpointId()]
+		if n.GetType() != hooklinev1.NoticeType_NOTICE_TYPE_TRANSFORMATION_FAILING || name == "plain" {
+			t.Errorf("unexpected notice %v", n)
+			continue
+		}
+		perEndpoint[name]++
+		if n.GetDeliveryId() != firstDelivery[n.GetEndpointId()] || !strings.Contains(n.GetDetail(), "transformation") {
+			t.Errorf("%s: notice %v; want the first failed delivery %s and the error", name, n, firstDelivery[n.GetEndpointId()])
+		}
+	}
+	for _, name := range []string{"throws", "loops", "10 MB"} {
+		if perEndpoint[name] != 1 {
+			t.Errorf("%s: %d transformation_failing notices for two failures, want 1", name, perEndpoint[name])
+		}
+	}
 }
 
 // TestBadTransformationIsRefused: a script that does not compile or has
@@ -140,5 +170,65 @@ func TestBadTransformationIsRefused(t *testing.T) {
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "transformation") {
 			t.Errorf("create with %q: %v; want INVALID_ARGUMENT naming the transformation", give, err)
 		}
+	}
+}
+
+// TestTransformationTryRunsAScriptAgainstASampleEvent:
+// TestFilterAndTransformation runs a script given, or an endpoint's own
+// with its url, on a sample event whatever the filter decided, and
+// answers the webhook it returned, a cancel, or the error, with the time
+// taken; a script that does not compile is INVALID_ARGUMENT. It writes
+// nothing.
+func TestTransformationTryRunsAScriptAgainstASampleEvent(t *testing.T) {
+	st := startStack(t)
+	rx := newReceiver(t, http.StatusOK)
+	ep := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, Filter: `payload.amount > 1000`, Transformation: `function handler(w) {
+		w.payload = {text: "paid " + w.payload.amount};
+		w.headers["x-shape"] = "slack";
+		w.method = "PUT";
+		return w;
+	}`}).GetEndpoint()
+	sample := func(script, endpoint string) *hooklinev1.TestFilterAndTransformationRequest {
+		return &hooklinev1.TestFilterAndTransformationRequest{Transformation: script, EndpointId: endpoint, EventType: "invoice.paid", Payload: []byte(`{"amount": 15}`)}
+	}
+	resp, err := st.endpoints().TestFilterAndTransformation(st.ctx(), sample("", ep.GetId()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := resp.GetTransformation().GetWebhook()
+	if resp.GetFilter().GetMatched() || resp.GetTransformation().GetDuration() == nil ||
+		string(w.GetPayload()) != `{"text":"paid 15"}` || w.GetMethod() != "PUT" || w.GetUrl() != rx.URL || w.GetHeaders()["x-shape"] != "slack" {
+		t.Fatalf("the endpoint's script: %v; want no match, and the reshaped webhook to %s with a duration", resp, rx.URL)
+	}
+	tests := []struct {
+		name, give, wantErr string
+		wantCancel          bool
+	}{
+		{"cancel", `function handler(w) { return {cancel: true} }`, "", true},
+		{"throw", `function handler(w) { throw new Error("no customer") }`, "no customer", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := st.endpoints().TestFilterAndTransformation(st.ctx(), sample(tt.give, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := resp.GetTransformation()
+			if resp.GetFilter() != nil || tr.GetCancelled() != tt.wantCancel || !strings.Contains(tr.GetError(), tt.wantErr) || (tt.wantErr == "") != (tr.GetError() == "") || tr.GetWebhook() != nil || tr.GetDuration() == nil {
+				t.Fatalf("got %v; want cancelled %v, error %q, no webhook, a duration", resp, tt.wantCancel, tt.wantErr)
+			}
+		})
+	}
+	_, err = st.endpoints().TestFilterAndTransformation(st.ctx(), sample(`function handler(w) { return w`, ""))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "transformation does not compile") {
+		t.Fatalf("a bad script: %v; want INVALID_ARGUMENT with goja's message", err)
+	}
+	code, out := st.httpCall("POST", "/v1/endpoints:testFilterAndTransformation", st.apiKey,
+		`{"transformation": "function handler(w) { w.eventType = 'x.y'; return w }", "event_type": "invoice.paid", "payload": {"amount": 2000}}`)
+	if tr, _ := out["transformation"].(map[string]any); code != http.StatusOK || tr["webhook"] == nil {
+		t.Fatalf("POST /v1/endpoints:testFilterAndTransformation = %d %v; want a webhook", code, out)
+	}
+	if n := st.endOffsets(st.topics.Deliveries); n != 0 {
+		t.Fatalf("trying transformations wrote %d deliveries", n)
 	}
 }

@@ -118,6 +118,7 @@ type endpointFlags struct {
 	Ordering    string   `flag:"ordering" usage:"delivery order: unordered (default), per_endpoint or per_key"`
 	HeadFailure string   `flag:"on-head-failure" usage:"what an ordered lane does when its head fails for good: skip (dead-letter it, go on; default) or block (hold the lane until hookline lanes resend or skip)"`
 	Filter      string   `flag:"filter" usage:"content filter in CEL, e.g. 'payload.amount > 1000 && metadata.region == \"eu\"' (default: none; update with \"\" to remove)"`
+	Script      string   `flag:"transformation-file" usage:"file holding the endpoint's transformation (JavaScript defining handler(webhook)), - for stdin (default: none; update with an empty file to remove)"`
 }
 
 // headFailureFlag maps --on-head-failure to the API's enum.
@@ -161,9 +162,12 @@ func signatureScheme(s string) (hooklinev1.SignatureScheme, error) {
 
 func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
 	if len(args) == 0 {
-		return errors.New("usage: hookline endpoint create|get|list|update|pause|resume|delete|rotate-secret|test")
+		return errors.New("usage: hookline endpoint create|get|list|update|pause|resume|delete|rotate-secret|test|try")
 	}
 	sub := args[0]
+	if sub == "try" {
+		return runEndpointTry(ctx, args[1:], out, getenv)
+	}
 	var f endpointFlags
 	rest, err := parse("endpoint "+sub, &f, args[1:], out, getenv)
 	if err != nil {
@@ -187,6 +191,10 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 	if err != nil {
 		return err
 	}
+	script, err := readScript(f.Script)
+	if err != nil {
+		return err
+	}
 	var resp proto.Message
 	var hdr metadata.MD // ingest's warnings (hookline-warning) on create and update
 	switch sub {
@@ -203,7 +211,7 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 			return herr
 		}
 		resp, err = api.CreateEndpoint(cctx, &hooklinev1.CreateEndpointRequest{Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Secret: f.Secret,
-			SignatureScheme: scheme, Ordering: ord, OnHeadFailure: hf, Filter: f.Filter}, grpc.Header(&hdr))
+			SignatureScheme: scheme, Ordering: ord, OnHeadFailure: hf, Filter: f.Filter, Transformation: script}, grpc.Header(&hdr))
 	case "get":
 		var eid string
 		if eid, err = id(); err == nil {
@@ -259,7 +267,7 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 	case "update":
 		var eid string
 		if eid, err = id(); err == nil {
-			resp, err = updateEndpoint(cctx, api, eid, f, args[1:], grpc.Header(&hdr))
+			resp, err = updateEndpoint(cctx, api, eid, f, script, args[1:], grpc.Header(&hdr))
 		}
 	default:
 		return fmt.Errorf("unknown endpoint command %q; use create, get, list, update, pause, resume, delete, rotate-secret or test", sub)
@@ -292,7 +300,8 @@ func testOutcome(r *hooklinev1.AttemptResult) error {
 }
 
 // updateEndpoint sends the fields given as flags, and only those.
-func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, id string, f endpointFlags, args []string, opts ...grpc.CallOption) (proto.Message, error) {
+// script is the content of --transformation-file.
+func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, id string, f endpointFlags, script string, args []string, opts ...grpc.CallOption) (proto.Message, error) {
 	ord, err := orderingFlag(f.Ordering)
 	if err != nil {
 		return nil, err
@@ -301,7 +310,7 @@ func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, i
 	if err != nil {
 		return nil, err
 	}
-	ep := &hooklinev1.Endpoint{Id: id, Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Ordering: ord, OnHeadFailure: hf, Filter: f.Filter}
+	ep := &hooklinev1.Endpoint{Id: id, Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Ordering: ord, OnHeadFailure: hf, Filter: f.Filter, Transformation: script}
 	var paths []string
 	for _, a := range args {
 		name := strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-")
@@ -312,10 +321,12 @@ func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, i
 			paths = append(paths, "event_types")
 		case "on-head-failure":
 			paths = append(paths, "on_head_failure")
+		case "transformation-file":
+			paths = append(paths, "transformation")
 		}
 	}
 	if len(paths) == 0 {
-		return nil, errors.New("nothing to update: give --url, --description, --event-types, --ordering, --on-head-failure or --filter")
+		return nil, errors.New("nothing to update: give --url, --description, --event-types, --ordering, --on-head-failure, --filter or --transformation-file")
 	}
 	return api.UpdateEndpoint(ctx, &hooklinev1.UpdateEndpointRequest{Endpoint: ep, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}}, opts...)
 }

@@ -26,6 +26,9 @@ Usage:
   hookline endpoint delete ID               delete an endpoint
   hookline endpoint rotate-secret ID        rotate the signing secret
   hookline endpoint test ID                 send a signed test event now, print the outcome
+  hookline endpoint try --type T [--endpoint ID] [--filter F] [--transformation-file PATH]
+                        [--payload JSON | --payload-file PATH] [--metadata k=v]... [--ordering-key K]
+                                            run a filter and a transformation on a sample event
   hookline publish --type T --data JSON     publish an event
   hookline publish ... --idempotency-key K  publish at most once per key (24 h)
   hookline results tail [flags]             print delivery results as JSON lines

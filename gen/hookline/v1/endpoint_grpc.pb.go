@@ -57,10 +57,12 @@ type EndpointServiceClient interface {
 	// RotateEndpointSecret makes a new current secret; the old one keeps
 	// signing (both signatures are sent) until the grace period ends.
 	RotateEndpointSecret(ctx context.Context, in *RotateEndpointSecretRequest, opts ...grpc.CallOption) (*RotateEndpointSecretResponse, error)
-	// TestFilterAndTransformation runs a filter expression (the one given,
-	// or endpoint_id's) against a sample event and says whether the event
-	// matches, the evaluation error if any, and the time taken. It writes
-	// nothing. A filter that does not compile is INVALID_ARGUMENT, as at
+	// TestFilterAndTransformation runs a filter expression and a
+	// transformation (the ones given, or endpoint_id's) against a sample
+	// event and says whether the event matches (the evaluation error if
+	// any), what the transformation returned (the webhook, a cancel, or
+	// the error), and the time each took. It writes nothing. A filter or
+	// script that does not compile is INVALID_ARGUMENT, as at
 	// CreateEndpoint.
 	TestFilterAndTransformation(ctx context.Context, in *TestFilterAndTransformationRequest, opts ...grpc.CallOption) (*TestFilterAndTransformationResponse, error)
 }
@@ -190,10 +192,12 @@ type EndpointServiceServer interface {
 	// RotateEndpointSecret makes a new current secret; the old one keeps
 	// signing (both signatures are sent) until the grace period ends.
 	RotateEndpointSecret(context.Context, *RotateEndpointSecretRequest) (*RotateEndpointSecretResponse, error)
-	// TestFilterAndTransformation runs a filter expression (the one given,
-	// or endpoint_id's) against a sample event and says whether the event
-	// matches, the evaluation error if any, and the time taken. It writes
-	// nothing. A filter that does not compile is INVALID_ARGUMENT, as at
+	// TestFilterAndTransformation runs a filter expression and a
+	// transformation (the ones given, or endpoint_id's) against a sample
+	// event and says whether the event matches (the evaluation error if
+	// any), what the transformation returned (the webhook, a cancel, or
+	// the error), and the time each took. It writes nothing. A filter or
+	// script that does not compile is INVALID_ARGUMENT, as at
 	// CreateEndpoint.
 	TestFilterAndTransformation(context.Context, *TestFilterAndTransformationRequest) (*TestFilterAndTransformationResponse, error)
 	mustEmbedUnimplementedEndpointServiceServer()

@@ -320,6 +320,11 @@ const (
 	// An ordered lane blocked behind its head (on_head_failure BLOCK):
 	// ordering_key and delivery_id name it, detail says why.
 	NoticeType_NOTICE_TYPE_LANE_BLOCKED NoticeType = 4
+	// endpoint.transformation_failing: the endpoint's transformation
+	// failed (threw, ran over its time limit, returned an invalid webhook)
+	// after none had or after one succeeded; one per failing streak.
+	// delivery_id names the first failed delivery, detail the error.
+	NoticeType_NOTICE_TYPE_TRANSFORMATION_FAILING NoticeType = 5
 )
 
 // Enum value maps for NoticeType.
@@ -330,13 +335,15 @@ var (
 		2: "NOTICE_TYPE_ENDPOINT_PAUSED",
 		3: "NOTICE_TYPE_ENDPOINT_RECOVERED",
 		4: "NOTICE_TYPE_LANE_BLOCKED",
+		5: "NOTICE_TYPE_TRANSFORMATION_FAILING",
 	}
 	NoticeType_value = map[string]int32{
-		"NOTICE_TYPE_UNSPECIFIED":        0,
-		"NOTICE_TYPE_ENDPOINT_FAILING":   1,
-		"NOTICE_TYPE_ENDPOINT_PAUSED":    2,
-		"NOTICE_TYPE_ENDPOINT_RECOVERED": 3,
-		"NOTICE_TYPE_LANE_BLOCKED":       4,
+		"NOTICE_TYPE_UNSPECIFIED":            0,
+		"NOTICE_TYPE_ENDPOINT_FAILING":       1,
+		"NOTICE_TYPE_ENDPOINT_PAUSED":        2,
+		"NOTICE_TYPE_ENDPOINT_RECOVERED":     3,
+		"NOTICE_TYPE_LANE_BLOCKED":           4,
+		"NOTICE_TYPE_TRANSFORMATION_FAILING": 5,
 	}
 )
 
@@ -2071,14 +2078,15 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x15DELIVERY_STATE_PARKED\x10\x06\x12#\n" +
 	"\x1fDELIVERY_STATE_ENDPOINT_DELETED\x10\a\x12\x1a\n" +
 	"\x16DELIVERY_STATE_BLOCKED\x10\b\x12\x1c\n" +
-	"\x18DELIVERY_STATE_CANCELLED\x10\t*\xae\x01\n" +
+	"\x18DELIVERY_STATE_CANCELLED\x10\t*\xd6\x01\n" +
 	"\n" +
 	"NoticeType\x12\x1b\n" +
 	"\x17NOTICE_TYPE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cNOTICE_TYPE_ENDPOINT_FAILING\x10\x01\x12\x1f\n" +
 	"\x1bNOTICE_TYPE_ENDPOINT_PAUSED\x10\x02\x12\"\n" +
 	"\x1eNOTICE_TYPE_ENDPOINT_RECOVERED\x10\x03\x12\x1c\n" +
-	"\x18NOTICE_TYPE_LANE_BLOCKED\x10\x04*u\n" +
+	"\x18NOTICE_TYPE_LANE_BLOCKED\x10\x04\x12&\n" +
+	"\"NOTICE_TYPE_TRANSFORMATION_FAILING\x10\x05*u\n" +
 	"\x10IdempotencyState\x12!\n" +
 	"\x1dIDEMPOTENCY_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19IDEMPOTENCY_STATE_CLAIMED\x10\x01\x12\x1f\n" +

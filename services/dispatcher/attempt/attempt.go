@@ -201,15 +201,17 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	ctx, span := c.tracer.Start(ctx, http.MethodPost, trace.WithSpanKind(trace.SpanKindClient))
-	defer span.End()
-	recording := span.IsRecording()
-	actx, cancel := context.WithTimeout(ctx, r.Timeout)
-	defer cancel()
 	method := r.Method
 	if method == "" {
 		method = http.MethodPost
 	}
+	// The span is named for the method sent (a transformation may have
+	// chosen PUT or PATCH), as OpenTelemetry's HTTP conventions name it.
+	ctx, span := c.tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	recording := span.IsRecording()
+	actx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(actx, method, r.URL, bytes.NewReader(r.Payload))
 	if err != nil {
 		// An endpoint URL that cannot make a request is the endpoint's
@@ -218,7 +220,7 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 		return Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, Err: fmt.Errorf("invalid endpoint URL: %w", err), Started: c.now()}, nil
 	}
 	if recording {
-		span.SetAttributes(append(urlAttributes(req.URL), r.Attributes...)...)
+		span.SetAttributes(append(urlAttributes(method, req.URL), r.Attributes...)...)
 	}
 	started := c.now()
 	h := req.Header
@@ -324,12 +326,12 @@ func (c *Client) forwarded(ctx context.Context, sc trace.SpanContext) context.Co
 	return baggage.ContextWithBaggage(trace.ContextWithSpanContext(context.Background(), sc.WithTraceState(ts)), bg)
 }
 
-// urlAttributes describes the receiver's URL without its query string
-// or user info, which may hold credentials.
-func urlAttributes(u *url.URL) []attribute.KeyValue {
+// urlAttributes describes the request: its method and the receiver's
+// URL without its query string or user info, which may hold credentials.
+func urlAttributes(method string, u *url.URL) []attribute.KeyValue {
 	clean := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
 	attrs := []attribute.KeyValue{
-		semconv.HTTPRequestMethodPost,
+		semconv.HTTPRequestMethodKey.String(method),
 		semconv.URLFull(clean.String()),
 		semconv.ServerAddress(u.Hostname()),
 	}

@@ -15,6 +15,9 @@ import (
 	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/sdk/sign"
 	"go.opentelemetry.io/otel/baggage"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -259,5 +262,40 @@ func TestReceiversGetTraceparentOnlyUnlessAllowListed(t *testing.T) {
 	}
 	if v := got[1].Get("baggage"); v != "user.id=alice" {
 		t.Fatalf("allow-listed baggage %q, want user.id=alice only", v)
+	}
+}
+
+// TestClientSpanNamesTheMethodSent: the attempt's client span and its
+// http.request.method are the method actually sent, POST by default and
+// a transformation's PUT or PATCH otherwise.
+func TestClientSpanNamesTheMethodSent(t *testing.T) {
+	var sent []string
+	rx := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { sent = append(sent, r.Method) }))
+	defer rx.Close()
+	rec := tracetest.NewSpanRecorder()
+	p, _ := netguard.NewPolicy(true, nil, nil)
+	c := New(p, WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))))
+	for _, give := range []string{"", http.MethodPut, http.MethodPatch} {
+		r := request(t, rx.URL)
+		r.Method = give
+		if _, err := c.Do(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{http.MethodPost, http.MethodPut, http.MethodPatch}
+	spans := rec.Ended()
+	if len(spans) != len(want) || strings.Join(sent, ",") != strings.Join(want, ",") {
+		t.Fatalf("%d spans, methods sent %v; want %v", len(spans), sent, want)
+	}
+	for i, s := range spans {
+		var attr string
+		for _, kv := range s.Attributes() {
+			if kv.Key == semconv.HTTPRequestMethodKey {
+				attr = kv.Value.AsString()
+			}
+		}
+		if s.Name() != want[i] || attr != want[i] {
+			t.Errorf("span %d: name %q, http.request.method %q; want %s", i, s.Name(), attr, want[i])
+		}
 	}
 }

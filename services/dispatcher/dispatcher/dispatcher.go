@@ -73,6 +73,9 @@ type Service struct {
 	// feeds it.
 	notices      *noticeView
 	noticeFollow *hkafka.Follower
+	// streaks says which endpoints' transformations are failing
+	// (transformstreak.go).
+	streaks *transformStreaks
 	// lanes seeds ordered lanes after an assignment; laneFollow feeds it.
 	lanes      *lanes.View
 	laneFollow *hkafka.Follower
@@ -201,6 +204,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		rcv:          newReceivers(),
 		signers:      newSigners(keys),
 		notices:      newNoticeView(),
+		streaks:      newTransformStreaks(),
 		lanes:        lanes.NewView(),
 		pauseOutcome: defaultPauseOutcome,
 		probe:        &health.Probe{},
@@ -500,6 +504,7 @@ func (s *Service) pruneState() {
 	gone := func(id string) bool { return s.store.Get(id) == nil }
 	s.rcv.prune(gone)
 	s.notices.prune(gone)
+	s.streaks.prune(gone)
 	s.metrics.inFlight.prune(gone)
 }
 

@@ -130,7 +130,7 @@ func (s *Service) settle(ctx context.Context, v verdict, r *kgo.Record, d *hookl
 	case epPaused:
 		return s.park(ctx, r, d, now)
 	case transformEnded:
-		return s.endTransformed(ctx, d, now)
+		return s.endTransformed(ctx, d, ep, now)
 	}
 	return []*kgo.Record{s.workerFault(ctx, r, "not a Delivery")}
 }

@@ -42,6 +42,10 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 	}
 	key := d.GetEndpointId()
 	notices := s.health(ctx, ep, d.GetDeliveryId(), ar)
+	if d.GetTransformed() != nil {
+		// Its transformation succeeded at fan-out: a failing streak is over.
+		s.streaks.succeeded(key)
+	}
 	if ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED
 		s.finished(ctx, res.State)

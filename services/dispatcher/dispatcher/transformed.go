@@ -5,8 +5,10 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/sdk/ids"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Transformations (DESIGN I43) ran once at fan-out, in ingest: a
@@ -45,9 +47,13 @@ func transformationEnded(d *hooklinev1.Delivery) bool {
 // CANCELLED (a result, no dead letter) or FAILED with the run's error (a
 // result and a dead letter), through the same terminal path as any
 // other end, so each accepted delivery has exactly one terminal result.
-func (s *Service) endTransformed(ctx context.Context, d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
+// The failure that starts ep's failing streak adds an
+// endpoint.transformation_failing notice, in the same transaction; a
+// cancel is a script that ran and ends the streak.
+func (s *Service) endTransformed(ctx context.Context, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, now time.Time) []*kgo.Record {
 	res := s.result(d, now)
 	if d.GetTransformed().GetCancelled() {
+		s.streaks.succeeded(d.GetEndpointId())
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_CANCELLED
 		res.Reason = "cancelled by the endpoint's transformation"
 		s.finished(ctx, res.State)
@@ -59,5 +65,14 @@ func (s *Service) endTransformed(ctx context.Context, d *hooklinev1.Delivery, no
 	res.Reason = d.GetTransformed().GetError()
 	res.Error = res.Reason
 	setOutcome(ctx, "transformation_failed")
-	return s.deadLetter(ctx, d, res)
+	out := s.deadLetter(ctx, d, res)
+	e := ep.GetEndpoint()
+	if s.streaks.failed(e.GetId(), e.GetTransformation()) {
+		out = append(out, s.records(s.topics.Notices, e.GetId(), &hooklinev1.Notice{
+			NoticeId: ids.New(ids.Notice, now), Type: hooklinev1.NoticeType_NOTICE_TYPE_TRANSFORMATION_FAILING,
+			TenantId: e.GetTenantId(), EndpointId: e.GetId(), At: timestamppb.New(now),
+			Detail: res.GetReason(), DeliveryId: d.GetDeliveryId(),
+		})...)
+	}
+	return out
 }

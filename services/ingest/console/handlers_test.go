@@ -20,6 +20,7 @@ import (
 // fakeBackend answers for tenant "acme"; key "admin-key" may act,
 // "reader-key" only read. It records the tenant of each call.
 type fakeBackend struct {
+	eps     []EndpointHealth // the endpoints; nil: ep_1 in outage
 	tenants []string
 	resent  []string
 	revoked map[string]bool
@@ -40,6 +41,9 @@ func (f *fakeBackend) SignedIn(sum [sha256.Size]byte) (string, bool, bool) {
 
 func (f *fakeBackend) Endpoints(ctx context.Context) ([]EndpointHealth, error) {
 	f.tenants = append(f.tenants, apikey.TenantFrom(ctx))
+	if f.eps != nil {
+		return f.eps, nil
+	}
 	return []EndpointHealth{{Endpoint: &hooklinev1.Endpoint{Id: "ep_1", Url: "https://example.com/h"}, Health: HealthOutage, Detail: "the last 5 deliveries failed"}}, nil
 }
 
@@ -78,6 +82,29 @@ func TestEndpointsPageSaysWhenAnEndpointsHostDoesNotResolve(t *testing.T) {
 	_, page := signIn(t, srv, "reader-key")
 	if !strings.Contains(page, `host &#34;example.com&#34; does not resolve now`) {
 		t.Fatalf("the endpoints page does not say the host does not resolve:\n%s", page)
+	}
+}
+
+// TestEndpointsPageShowsFilterAndTransformation: the endpoints page
+// shows an endpoint's filter and transformation script, escaped, each in
+// a <pre>, and no such row for an endpoint without them.
+func TestEndpointsPageShowsFilterAndTransformation(t *testing.T) {
+	script := "function handler(w) {\n  w.headers[\"x-tag\"] = \"</pre><script>alert(1)</script>\";\n  return w;\n}"
+	srv := httptest.NewServer(New(&fakeBackend{eps: []EndpointHealth{
+		{Endpoint: &hooklinev1.Endpoint{Id: "ep_1", Url: "https://a.example/h", Filter: `payload.amount > 1000 && metadata.region in ["eu"]`, Transformation: script}, Health: HealthActive},
+		{Endpoint: &hooklinev1.Endpoint{Id: "ep_2", Url: "https://b.example/h"}, Health: HealthActive},
+	}}).Handler())
+	defer srv.Close()
+	_, page := signIn(t, srv, "reader-key")
+	if !strings.Contains(page, `<pre class="mono">payload.amount &gt; 1000 &amp;&amp; metadata.region in [&#34;eu&#34;]</pre>`) {
+		t.Fatalf("the endpoints page does not show the filter, escaped, in a <pre>:\n%s", page)
+	}
+	want := "<pre class=\"mono\">function handler(w) {\n  w.headers[&#34;x-tag&#34;] = &#34;&lt;/pre&gt;&lt;script&gt;alert(1)&lt;/script&gt;&#34;;\n  return w;\n}</pre>"
+	if !strings.Contains(page, want) || strings.Contains(page, "<script>alert(1)") {
+		t.Fatalf("the endpoints page does not show the script, escaped, in a <pre>:\n%s", page)
+	}
+	if n := strings.Count(page, `<tr class="filter">`) + strings.Count(page, `<tr class="transformation">`); n != 2 {
+		t.Fatalf("%d filter or transformation rows, want 2 (ep_2 has neither)", n)
 	}
 }
 
