@@ -3,11 +3,14 @@ package harness
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hookline/hookline/platform/keyring"
@@ -90,12 +93,60 @@ func WaitServing(ctx context.Context, addr string, limit time.Duration, procs ..
 	}
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago,
+// chosen below the kernel's ephemeral range and never the same twice in
+// a run. A port from that range (what ":0" gives) can be taken by any
+// outgoing connection between this check and the bind of the process it
+// is for: make chaos on three brokers lost its baseline row to a
+// dispatcher's --health-addr "address already in use".
 func FreePort() (int, error) {
+	lo := ephemeralLow()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 200 {
+		if lo-portsBase < 1000 {
+			break
+		}
+		p := portsBase + rand.IntN(lo-portsBase)
+		if handedOut[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		handedOut[p] = true
+		return p, nil
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// portsBase is the lowest port FreePort hands out: above the harness's
+// Kafka ports (19500-19999), below the kernel's ephemeral range.
+const portsBase = 20000
+
+var (
+	portsMu   sync.Mutex
+	handedOut = map[int]bool{} // never twice in one run
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range, from
+// which outgoing connections take their local ports (32768 when it
+// cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				return n
+			}
+		}
+	}
+	return 32768
 }
