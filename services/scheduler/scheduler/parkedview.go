@@ -180,31 +180,52 @@ type parkedHop struct {
 	markers map[int32]string
 }
 
+// parkedBusy reports whether the parked topic may have work for a hop.
+func (s *Service) parkedBusy() bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return s.parked.pending()
+}
+
+// marker returns a new sync marker for parked partition p (pmu held).
+func (s *Service) marker(p int32, now time.Time) (*kgo.Record, string) {
+	k, ok := s.syncKeys[p]
+	if !ok {
+		k = syncKey(s.topics.Parked, p, s.parkedN)
+		s.syncKeys[p] = k
+	}
+	s.markerSeq++
+	tok := s.cfg.TransactionalID + "/" + strconv.FormatInt(s.sessionID, 10) + "/" + strconv.FormatUint(s.markerSeq, 10)
+	return &kgo.Record{Topic: s.topics.Parked, Key: []byte(k), Value: []byte(tok), Timestamp: now,
+		Headers: []kgo.RecordHeader{{Key: headerSync, Value: []byte(tok)}}}, tok
+}
+
 // parkedWork decides, at now, the parked topic's share of a hop: a sync
 // marker for each partition that needs one, and the releases (bounded)
 // of what may go, each with its tombstone. The picked entries are marked
 // releasing until parkedDone.
-func (s *Service) parkedWork(now time.Time) parkedHop {
+//
+// A hop releases only when its End commits an offset (fenced): kgo's
+// GroupTransactSession.End skips the group generation check, and the
+// heartbeat that follows it, for a commit with no offsets, so a
+// scheduler cut off from its group (a zombie) could release what its
+// successor releases too. A hop with releases to make and no offset to
+// commit writes a marker instead (into a parked partition it owns, a
+// token no one waits for), and the next hop, which polls it, releases.
+func (s *Service) parkedWork(now time.Time, fenced bool) parkedHop {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	var h parkedHop
+	if s.parkedN == 0 {
+		return h
+	}
 	for _, p := range s.parked.needMarkers() {
-		if s.parkedN == 0 {
-			break
-		}
-		k, ok := s.syncKeys[p]
-		if !ok {
-			k = syncKey(s.topics.Parked, p, s.parkedN)
-			s.syncKeys[p] = k
-		}
-		s.markerSeq++
-		tok := s.cfg.TransactionalID + "/" + strconv.FormatInt(s.sessionID, 10) + "/" + strconv.FormatUint(s.markerSeq, 10)
+		r, tok := s.marker(p, now)
 		if h.markers == nil {
 			h.markers = map[int32]string{}
 		}
 		h.markers[p] = tok
-		h.out = append(h.out, &kgo.Record{Topic: s.topics.Parked, Key: []byte(k), Value: []byte(tok), Timestamp: now,
-			Headers: []kgo.RecordHeader{{Key: headerSync, Value: []byte(tok)}}})
+		h.out = append(h.out, r)
 	}
 	var state func(string) endpointState
 	if s.store != nil {
@@ -216,7 +237,15 @@ func (s *Service) parkedWork(now time.Time) parkedHop {
 			return endpointPaused
 		}
 	}
-	for _, pk := range s.parked.pick(now, state, parkedReleasesPerHop, s.cfg.MaxParked) {
+	picks := s.parked.pick(now, state, parkedReleasesPerHop, s.cfg.MaxParked)
+	if len(picks) > 0 && !fenced {
+		if len(h.out) == 0 {
+			r, _ := s.marker(picks[0].p, now)
+			h.out = append(h.out, r)
+		}
+		return h
+	}
+	for _, pk := range picks {
 		recs, rel := s.unpark(pk, now)
 		if recs == nil {
 			continue

@@ -453,8 +453,7 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 			todo = append(todo, work{tp{p.Topic, p.Partition}, p.Records})
 		}
 	})
-	ph := s.parkedWork(now)
-	if len(todo) == 0 && len(ph.out) == 0 {
+	if len(todo) == 0 && !s.parkedBusy() {
 		return nil
 	}
 
@@ -502,6 +501,10 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 		cl.PauseFetchPartitions(map[string][]int32{k.topic: {k.partition}})
 	}
 	cl.SetOffsets(offsets)
+	// The parked share, decided once the hop's offsets are set: whether
+	// its End will commit any offset (and so be checked against the
+	// group's generation) decides whether it may release.
+	ph := s.parkedWork(now, len(cl.UncommittedOffsets()) > 0)
 	out = append(out, ph.out...)
 	rel = append(rel, ph.rel...)
 	if len(out) == 0 {
