@@ -86,10 +86,10 @@ func TestParkedIndexPicksResumedEndpointsAndOverHolds(t *testing.T) {
 	x.assign(0)
 	x.assign(1)
 	x.parts[0].caughtUp, x.parts[1].caughtUp = true, true
-	x.add(0, entry("a1", "ep_a", 1, now.Add(time.Hour)))   // paused, held
+	x.add(0, entry("a1", "ep_a", 1, now.Add(time.Hour)))    // paused, held
 	x.add(0, entry("a2", "ep_a", 2, now.Add(-time.Second))) // paused, hold over
-	x.add(1, entry("b1", "ep_b", 1, now.Add(time.Hour)))   // resumed
-	x.add(1, entry("b2", "ep_b", 2, now.Add(time.Hour)))   // resumed
+	x.add(1, entry("b1", "ep_b", 1, now.Add(time.Hour)))    // resumed
+	x.add(1, entry("b2", "ep_b", 2, now.Add(time.Hour)))    // resumed
 	state := func(ep string) endpointState {
 		if ep == "ep_b" {
 			return endpointReleased
