@@ -340,15 +340,15 @@ func TestNoParkedDeliveryIsReleasedBeforeItsMarkerIsReadBack(t *testing.T) {
 		return ids
 	}
 	h := s.parkedWork(now, true)
-	if len(h.markers) != 1 || len(h.rel) != 0 {
-		t.Fatalf("first hop: markers %v, releases %v; want a marker only", h.markers, released(h))
+	if len(h.markers) != 1 || len(h.sync) != 1 || len(h.rel) != 0 || len(h.out) != 0 {
+		t.Fatalf("first hop: markers %v, releases %v; want a marker only, outside the transaction", h.markers, released(h))
 	}
-	s.parkedDone(h, true)
+	s.parkedMarked(h.markers)
 	apply(park("dlv_old", 0), park("dlv_live", 1))
 	if h := s.parkedWork(now, true); len(h.rel) != 0 {
 		t.Fatalf("released %v before the marker was read back", released(h))
 	}
-	marker := h.out[0]
+	marker := h.sync[0]
 	marker.Offset = 3
 	apply(&kgo.Record{Topic: s.topics.Parked, Key: []byte("dlv_old"), Offset: 2,
 		Headers: []kgo.RecordHeader{{Key: headerReleased, Value: []byte("0")}}}, marker)
@@ -358,7 +358,7 @@ func TestNoParkedDeliveryIsReleasedBeforeItsMarkerIsReadBack(t *testing.T) {
 	}
 	// Unfenced (no offset to commit): a marker, no release.
 	s.parkedDone(h, false)
-	if h := s.parkedWork(now, false); len(h.rel) != 0 || len(h.out) != 1 {
-		t.Fatalf("an unfenced hop wrote %d records with releases %v; want one marker", len(h.out), released(h))
+	if h := s.parkedWork(now, false); len(h.rel) != 0 || len(h.out) != 0 || len(h.sync) != 1 {
+		t.Fatalf("an unfenced hop wrote %d records and %d markers with releases %v; want one marker", len(h.out), len(h.sync), released(h))
 	}
 }

@@ -174,7 +174,10 @@ func header(r *kgo.Record, key string) (string, bool) {
 
 // parkedHop is the parked topic's share of one hop.
 type parkedHop struct {
-	out     []*kgo.Record
+	out []*kgo.Record
+	// sync are markers to write outside the hop's transaction (see
+	// parkedWork), markers the tokens they carry per partition.
+	sync    []*kgo.Record
 	rel     []release
 	picks   []parkedPick
 	markers map[int32]string
@@ -212,6 +215,13 @@ func (s *Service) marker(p int32, now time.Time) (*kgo.Record, string) {
 // successor releases too. A hop with releases to make and no offset to
 // commit writes a marker instead (into a parked partition it owns, a
 // token no one waits for), and the next hop, which polls it, releases.
+//
+// Markers are written outside the hop's transaction, by a plain
+// producer (parkedSync): a transaction that commits no offsets costs
+// kgo's End a 500 ms wait before it returns (txn.go: without KIP-447's
+// answer it holds the session's lock that long after a commit), and a
+// marker needs no transaction — read committed, reading it back still
+// means every transaction before it in the partition has ended.
 func (s *Service) parkedWork(now time.Time, fenced bool) parkedHop {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
@@ -225,7 +235,7 @@ func (s *Service) parkedWork(now time.Time, fenced bool) parkedHop {
 			h.markers = map[int32]string{}
 		}
 		h.markers[p] = tok
-		h.out = append(h.out, r)
+		h.sync = append(h.sync, r)
 	}
 	var state func(string) endpointState
 	if s.store != nil {
@@ -239,9 +249,9 @@ func (s *Service) parkedWork(now time.Time, fenced bool) parkedHop {
 	}
 	picks := s.parked.pick(now, state, parkedReleasesPerHop, s.cfg.MaxParked)
 	if len(picks) > 0 && !fenced {
-		if len(h.out) == 0 {
+		if len(h.sync) == 0 {
 			r, _ := s.marker(picks[0].p, now)
-			h.out = append(h.out, r)
+			h.sync = append(h.sync, r)
 		}
 		return h
 	}
@@ -323,11 +333,33 @@ func (s *Service) parkedDone(h parkedHop, committed bool) {
 			s.parked.released(pk.p, pk.e)
 		}
 	}
-	if !committed {
+}
+
+// parkedSync writes a hop's markers with the plain producer cl, before
+// the hop's transaction, and makes them the ones to read back. A failed
+// write leaves them to be written again (after a short wait: the loop
+// does not poll while a marker is due).
+func (s *Service) parkedSync(ctx context.Context, cl *kgo.Client, h parkedHop) {
+	if len(h.sync) == 0 {
 		return
 	}
-	for p, tok := range h.markers {
-		if pp := s.parked.parts[p]; pp != nil {
+	if err := cl.ProduceSync(ctx, h.sync...).FirstErr(); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("parked topic's sync marker not written; writing it again", "err", err)
+			s.backoff(ctx, parkedTick)
+		}
+		return
+	}
+	s.parkedMarked(h.markers)
+}
+
+// parkedMarked makes the markers written (by partition) the ones to
+// read back.
+func (s *Service) parkedMarked(markers map[int32]string) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	for p, tok := range markers {
+		if pp := s.parked.parts[p]; pp != nil && pp.needMarker {
 			pp.needMarker, pp.marker, pp.caughtUp = false, tok, false
 		}
 	}

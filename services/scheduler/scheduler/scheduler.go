@@ -90,6 +90,7 @@ type Service struct {
 	markerSeq      uint64
 	sessionID      int64
 	store          *endpoints.Store
+	markers        *kgo.Client // the poll loop only
 	parkedOverflow metric.Int64Counter
 
 	unwritable hkafka.Unwritables
@@ -303,6 +304,13 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 	s.pmu.Lock()
 	s.sessionID = time.Now().UnixNano()
 	s.pmu.Unlock()
+	// The parked topic's sync markers go through a plain producer, not
+	// the session's transactions (parkedSync).
+	s.markers, err = kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("scheduler: kafka client: %w", err)
+	}
+	defer s.markers.Close()
 	if err := s.parkedPartitions(ctx, kadm.NewClient(sess.Client())); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -505,6 +513,7 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 	// its End will commit any offset (and so be checked against the
 	// group's generation) decides whether it may release.
 	ph := s.parkedWork(now, len(cl.UncommittedOffsets()) > 0)
+	s.parkedSync(ctx, s.markers, ph)
 	out = append(out, ph.out...)
 	rel = append(rel, ph.rel...)
 	if len(out) == 0 {
