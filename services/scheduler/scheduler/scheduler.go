@@ -284,6 +284,9 @@ func (s *Service) Run(ctx context.Context) (err error) {
 func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.Lag) error {
 	s.unwritable.Reset()
 	s.aborts = hkafka.Backoff{}
+	s.pmu.Lock()
+	s.parked = newParkedIndex() // rebuilt from the log on assignment
+	s.pmu.Unlock()
 	// An earlier instance killed mid-hop (or this one's session whose
 	// last end failed) left its transaction open, and nothing behind its
 	// releases in the deliveries partitions is readable until it ends:
