@@ -174,7 +174,21 @@ func (x *parkedIndex) pick(now time.Time, state func(endpoint string) endpointSt
 		slices.Sort(eps)
 		for _, ep := range eps {
 			all := state != nil && state(ep) == endpointReleased
-			for _, k := range sortedKeys(pp.byEndpoint[ep]) {
+			keys := pp.byEndpoint[ep]
+			var order []string
+			if all {
+				order = sortedKeys(keys)
+			} else {
+				// Only the due ones of a paused endpoint: no sort for the
+				// scan of every key (it runs every parkedTick).
+				for k := range keys {
+					if e := pp.byKey[k]; !e.releasing && !e.due.After(now) {
+						order = append(order, k)
+					}
+				}
+				slices.Sort(order)
+			}
+			for _, k := range order {
 				if len(out) >= limit {
 					return out
 				}
