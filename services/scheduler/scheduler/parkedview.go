@@ -337,8 +337,8 @@ func (s *Service) parkedDone(h parkedHop, committed bool) {
 
 // parkedSync writes a hop's markers with the plain producer cl, before
 // the hop's transaction, and makes them the ones to read back. A failed
-// write leaves them to be written again (after a short wait: the loop
-// does not poll while a marker is due).
+// write leaves them to be written again by a later hop (within
+// parkedTick: the partition is pending).
 func (s *Service) parkedSync(ctx context.Context, cl *kgo.Client, h parkedHop) {
 	if len(h.sync) == 0 {
 		return
@@ -346,7 +346,6 @@ func (s *Service) parkedSync(ctx context.Context, cl *kgo.Client, h parkedHop) {
 	if err := cl.ProduceSync(ctx, h.sync...).FirstErr(); err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("parked topic's sync marker not written; writing it again", "err", err)
-			s.backoff(ctx, parkedTick)
 		}
 		return
 	}
@@ -366,10 +365,9 @@ func (s *Service) parkedMarked(markers map[int32]string) {
 }
 
 // parkedPending reports whether the poll loop must wake within
-// parkedTick (anything parked or catching up), and whether it must not
-// wait at all (a marker to write).
-func (s *Service) parkedPending() (tick, now bool) {
+// parkedTick: anything parked, or a partition catching up.
+func (s *Service) parkedPending() bool {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
-	return s.parked.pending(), s.parkedN > 0 && len(s.parked.needMarkers()) > 0
+	return s.parked.pending()
 }

@@ -333,10 +333,11 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 		// for a fetch: lateness does not depend on FetchMaxWait.
 		// Anything parked (or a partition catching up) wakes the loop
 		// every parkedTick, so that a resume the endpoints view has read
-		// is acted on without waiting for a fetch; a marker to write does
-		// not wait at all.
+		// is acted on without waiting for a fetch; an assignment of a
+		// parked partition wakes it at once (parkedAdjust), for its
+		// marker.
 		pollCtx, wake := context.WithCancel(ctx)
-		tick, markerDue := s.parkedPending()
+		tick := s.parkedPending()
 		if tick {
 			var cancelTick context.CancelFunc
 			pollCtx, cancelTick = context.WithTimeout(pollCtx, parkedTick)
@@ -345,7 +346,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 		}
 		s.mu.Lock()
 		s.wake = wake
-		due := markerDue || s.anyDueLocked(s.now())
+		due := s.anyDueLocked(s.now())
 		s.mu.Unlock()
 		var fs kgo.Fetches
 		if !due {
