@@ -11,6 +11,9 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/kafkatest"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // idCounter counts the requests a receiver got per webhook-id.
@@ -41,7 +44,12 @@ func (c *idCounter) counts() (distinct, total int) {
 // and publishes n events to it; it returns when all n are parked.
 func parkedStack(t *testing.T, n int, configure ...func(*stackConfig)) (*stack, *idCounter, string) {
 	t.Helper()
-	st := startStack(t, configure...)
+	return parkedOn(t, startStack(t, configure...), n)
+}
+
+// parkedOn is parkedStack on st.
+func parkedOn(t *testing.T, st *stack, n int) (*stack, *idCounter, string) {
+	t.Helper()
 	rx := &idCounter{ids: map[string]int{}}
 	srv := httptest.NewServer(rx)
 	t.Cleanup(srv.Close)
@@ -135,6 +143,32 @@ func TestParkedDeliveriesSurviveASchedulerRestartWhileParked(t *testing.T) {
 	st.terminalResults(n)
 	if d, total := rx.counts(); d != n || total != n {
 		t.Fatalf("%d requests for %d deliveries after a scheduler restart and the resume; want each once", total, d)
+	}
+}
+
+// TestParkedDeliveriesSurviveASchedulerCrashWhileParked: the scheduler
+// crashes while deliveries are parked — every transaction of its
+// refused from then on, no LeaveGroup — and a new one takes over under
+// the same transactional id; the resume delivers each once.
+func TestParkedDeliveriesSurviveASchedulerCrashWhileParked(t *testing.T) {
+	const n = 20
+	st, c := faultyStack(t)
+	_, rx, id := parkedOn(t, st, n)
+	txn := st.kafka.TopicPrefix + "scheduler-1"
+	dead := c.Fault(
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce, kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.TxnOffsetCommit, kmsg.EndTxn}, Err: kerr.InvalidProducerEpoch, Count: -1, TopLevel: true, When: ofTxn(txn)},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.LeaveGroup}, Group: st.kafka.TopicPrefix + "scheduler", Err: kerr.UnknownMemberID, Count: 1, TopLevel: true},
+	)
+	st.scheduler.halt()
+	dead.Remove()
+	st.scheduler.start(st, st.newScheduler().Run)
+	if _, err := st.endpoints().ResumeEndpoint(st.ctx(), &hooklinev1.ResumeEndpointRequest{Id: id}); err != nil {
+		t.Fatal(err)
+	}
+	st.until("every held delivery delivered", func() bool { d, _ := rx.counts(); return d == n })
+	st.terminalResults(n)
+	if d, total := rx.counts(); d != n || total != n {
+		t.Fatalf("%d requests for %d deliveries after a scheduler crash and the resume; want each once", total, d)
 	}
 }
 
