@@ -151,6 +151,9 @@ type Topics struct {
 	Dead       string // dead letters
 	Notices    string // endpoint health notices
 	Lanes      string // ordered lanes' members outside memory (compacted)
+	// Parked holds paused endpoints' deliveries by reference, keyed by
+	// delivery id, a tombstone once released (compacted; DESIGN I45).
+	Parked string
 	// Idempotency holds claims on publish idempotency keys; ingest
 	// creates it with its own retention (twice the key TTL).
 	Idempotency string
@@ -172,6 +175,7 @@ func (c Config) Topics() Topics {
 		Dead:            p + "dead",
 		Notices:         p + "notices",
 		Lanes:           p + "lanes",
+		Parked:          p + "parked",
 		Idempotency:     p + "idempotency",
 		ConsoleSessions: p + "console-sessions",
 		DelayPrefix:     p + "delay.",

@@ -50,6 +50,13 @@ func (c Config) Specs() []TopicSpec {
 		// every record it writes against MaxRecordBytes, and a lanes
 		// record over the broker's 1 MiB default would abort every commit.
 		{Name: t.Lanes, Configs: map[string]string{"cleanup.policy": "compact", "max.message.bytes": strconv.Itoa(MaxRecordBytes)}},
+		// Paused endpoints' held deliveries, one record each while parked
+		// and a tombstone once the scheduler released it (DESIGN I45). The
+		// scheduler reads it from the start on every assignment, so
+		// compaction keeps that read O(live parks + recent tombstones);
+		// a tombstone outlives compaction a day, so a reader that began
+		// before it was compacted still sees the release.
+		{Name: t.Parked, Configs: map[string]string{"cleanup.policy": "compact", "delete.retention.ms": "86400000", "max.message.bytes": strconv.Itoa(MaxRecordBytes)}},
 		{Name: t.Dead, Configs: retain(c.HoldRetention)},
 	}
 }

@@ -556,7 +556,12 @@ type Delivery struct {
 	// (DESIGN I43): payload is then the transformed body, and this says
 	// what else the attempt uses, or how the run ended. Covered by
 	// record_mac.
-	Transformed   *Transformed `protobuf:"bytes,21,opt,name=transformed,proto3" json:"transformed,omitempty"`
+	Transformed *Transformed `protobuf:"bytes,21,opt,name=transformed,proto3" json:"transformed,omitempty"`
+	// When the dispatcher wrote this delivery to the parked topic, its
+	// endpoint paused (DESIGN "Paused endpoints hold in a parked topic"):
+	// the scheduler's release adds the time since to paused_for and
+	// give_up_at, and clears it.
+	ParkedAt      *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=parked_at,json=parkedAt,proto3" json:"parked_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -734,6 +739,13 @@ func (x *Delivery) GetRecordMac() *RecordMac {
 func (x *Delivery) GetTransformed() *Transformed {
 	if x != nil {
 		return x.Transformed
+	}
+	return nil
+}
+
+func (x *Delivery) GetParkedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ParkedAt
 	}
 	return nil
 }
@@ -1897,7 +1909,7 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x02op\x18\x01 \x01(\x0e2\x13.hookline.v1.LaneOpR\x02op\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x02 \x01(\tR\tcommandId\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd1\a\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x8a\b\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1928,7 +1940,8 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x0epayload_record\x18\x13 \x01(\v2\x16.hookline.v1.RecordRefR\rpayloadRecord\x125\n" +
 	"\n" +
 	"record_mac\x18\x14 \x01(\v2\x16.hookline.v1.RecordMacR\trecordMac\x12:\n" +
-	"\vtransformed\x18\x15 \x01(\v2\x18.hookline.v1.TransformedR\vtransformedB\v\n" +
+	"\vtransformed\x18\x15 \x01(\v2\x18.hookline.v1.TransformedR\vtransformed\x127\n" +
+	"\tparked_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\bparkedAtB\v\n" +
 	"\t_lane_seq\"\xe8\x01\n" +
 	"\vTransformed\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
@@ -2148,37 +2161,38 @@ var file_hookline_v1_records_proto_depIdxs = []int32{
 	20, // 10: hookline.v1.Delivery.payload_record:type_name -> hookline.v1.RecordRef
 	9,  // 11: hookline.v1.Delivery.record_mac:type_name -> hookline.v1.RecordMac
 	8,  // 12: hookline.v1.Delivery.transformed:type_name -> hookline.v1.Transformed
-	21, // 13: hookline.v1.Transformed.headers:type_name -> hookline.v1.Transformed.HeadersEntry
-	2,  // 14: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
-	23, // 15: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
-	22, // 16: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 17: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
-	22, // 18: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
-	7,  // 19: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
-	10, // 20: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
-	22, // 21: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	24, // 22: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
-	13, // 23: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
-	22, // 24: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
-	22, // 25: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 26: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
-	4,  // 27: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
-	22, // 28: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	5,  // 29: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
-	25, // 30: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
-	22, // 31: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
-	22, // 32: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
-	18, // 33: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
-	19, // 34: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
-	7,  // 35: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
-	10, // 36: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
-	22, // 37: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
-	20, // 38: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	22, // 13: hookline.v1.Delivery.parked_at:type_name -> google.protobuf.Timestamp
+	21, // 14: hookline.v1.Transformed.headers:type_name -> hookline.v1.Transformed.HeadersEntry
+	2,  // 15: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
+	23, // 16: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
+	22, // 17: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 18: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
+	22, // 19: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
+	7,  // 20: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
+	10, // 21: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
+	22, // 22: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	24, // 23: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
+	13, // 24: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
+	22, // 25: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
+	22, // 26: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 27: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
+	4,  // 28: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
+	22, // 29: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	5,  // 30: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
+	25, // 31: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
+	22, // 32: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
+	22, // 33: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
+	18, // 34: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
+	19, // 35: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
+	7,  // 36: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
+	10, // 37: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
+	22, // 38: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
+	20, // 39: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }

@@ -40,15 +40,16 @@ func TestAHeldDeliveryIsHeldByReferenceAndReadBackBeforeItsAttempt(t *testing.T)
 	orig.Partition, orig.Offset = 2, 41
 
 	out := s.handleSafely(t.Context(), orig)
-	held := kafkatest.DecodeTopic(t, out, s.topics.Retries, newDelivery)
+	held := kafkatest.DecodeTopic(t, out, s.topics.Parked, newDelivery)
 	if len(held) != 1 || len(held[0].GetPayload()) != 0 || held[0].GetPayloadRecord().GetOffset() != 41 || held[0].GetPayloadRecord().GetPartition() != 2 {
 		t.Fatalf("parked as %v; want one record without the payload naming 2@41", held)
 	}
-	// Back from the scheduler, paused still: held again, same reference.
-	held[0].DueAt = nil
+	// Back from the scheduler (a view that saw a resume too early), paused
+	// still: parked again, same reference.
+	held[0].DueAt, held[0].ParkedAt = nil, nil
 	back, _ := hkafka.Record(s.topics.Deliveries, "ep_1", held[0])
 	back.Offset = 90
-	again := kafkatest.DecodeTopic(t, s.handleSafely(t.Context(), back), s.topics.Retries, newDelivery)
+	again := kafkatest.DecodeTopic(t, s.handleSafely(t.Context(), back), s.topics.Parked, newDelivery)
 	if len(again) != 1 || len(again[0].GetPayload()) != 0 || again[0].GetPayloadRecord().GetOffset() != 41 {
 		t.Fatalf("held again as %v; want the same reference (2@41), no payload", again)
 	}
@@ -56,7 +57,7 @@ func TestAHeldDeliveryIsHeldByReferenceAndReadBackBeforeItsAttempt(t *testing.T)
 	ep.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_ACTIVE
 	ep.Version++
 	s.store.Put(ep)
-	again[0].DueAt = nil // released by the scheduler: due now
+	again[0].DueAt, again[0].ParkedAt = nil, nil // released by the scheduler: due now
 	back, _ = hkafka.Record(s.topics.Deliveries, "ep_1", again[0])
 	read := func(err error) func(context.Context, *hooklinev1.RecordRef) (*kgo.Record, error) {
 		return func(_ context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {

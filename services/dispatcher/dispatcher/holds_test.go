@@ -17,6 +17,7 @@ import (
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -40,10 +41,11 @@ func newDeadLetter() *hooklinev1.DeadLetter {
 }
 
 // TestEveryHoldEndsExpiredAtTheMaximumHold plays the scheduler for a
-// delivery of a paused endpoint that is never resumed: every deferral it
-// writes comes back at its due time. The hold ends EXPIRED, with a
-// result and a dead letter, within a recheck of MaxHold; before, it was
-// held for ever.
+// delivery of a paused endpoint that is never resumed: it is parked once,
+// due at the end of its hold, and the scheduler releases it then (its
+// deadline kept, the time parked added to paused_for). The hold ends
+// EXPIRED, with a result and a dead letter, at MaxHold — after one
+// parked record, not one per recheck.
 func TestEveryHoldEndsExpiredAtTheMaximumHold(t *testing.T) {
 	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	clock := newFakeClock(start)
@@ -53,37 +55,34 @@ func TestEveryHoldEndsExpiredAtTheMaximumHold(t *testing.T) {
 	ep.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED
 	s.store.Put(ep)
 	r := deliveryRecord(t, s)
-	var waits []time.Duration
-	for hops := 0; ; hops++ {
-		if hops > 10_000 {
-			t.Fatal("still held after 10,000 rechecks")
-		}
-		out := s.handleSafely(t.Context(), r)
-		if dead := kafkatest.DecodeTopic(t, out, s.topics.Dead, newDeadLetter); len(dead) > 0 {
-			res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult)
-			if len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED || !strings.Contains(res[0].GetReason(), "maximum hold") {
-				t.Fatalf("hold ended with results %v, want one EXPIRED naming the maximum hold", res)
-			}
-			if held := clock.Now().Sub(start); held < s.cfg.MaxHold || held > s.cfg.MaxHold+s.cfg.ParkRecheck {
-				t.Fatalf("hold ended after %v, want within a recheck of %v", held, s.cfg.MaxHold)
-			}
-			if dead[0].GetDelivery().GetAttempt() != 3 {
-				t.Fatalf("dead letter's attempt %d, want 3: a hold burns no attempt", dead[0].GetDelivery().GetAttempt())
-			}
-			break
-		}
-		retry := kafkatest.DecodeTopic(t, out, s.topics.Retries, newDelivery)
-		if len(retry) != 1 {
-			t.Fatalf("hop %d: outputs %v, want one deferral", hops, out)
-		}
-		due := retry[0].GetDueAt().AsTime()
-		waits = append(waits, due.Sub(clock.Now()))
-		clock.Set(due)
-		r, _ = hkafka.Record(s.topics.Deliveries, "ep_1", retry[0])
+	out := s.handleSafely(t.Context(), r)
+	if retry := kafkatest.DecodeTopic(t, out, s.topics.Retries, newDelivery); len(retry) != 0 {
+		t.Fatalf("a park wrote %d retries records, want none: it holds in the parked topic", len(retry))
 	}
-	// Rechecks start at a second and double up to ParkRecheck.
-	if waits[0] != time.Second || waits[1] != time.Second || waits[2] != 2*time.Second || waits[len(waits)-1] != s.cfg.ParkRecheck {
-		t.Fatalf("recheck waits %v…%v, want 1s, 1s, 2s … %v", waits[:4], waits[len(waits)-1], s.cfg.ParkRecheck)
+	parked := kafkatest.DecodeTopic(t, out, s.topics.Parked, newDelivery)
+	if len(parked) != 1 {
+		t.Fatalf("outputs %v, want one parked record", out)
+	}
+	p := parked[0]
+	if got := p.GetDueAt().AsTime(); !got.Equal(start.Add(s.cfg.MaxHold)) {
+		t.Fatalf("parked due at %v, want the end of the hold %v", got, start.Add(s.cfg.MaxHold))
+	}
+	if !p.GetParkedAt().AsTime().Equal(start) || len(p.GetPayload()) != 0 || p.GetPayloadRecord() == nil {
+		t.Fatalf("parked record %v: want parked_at now and the payload by reference", p)
+	}
+	// The scheduler's release at the end of the hold.
+	clock.Set(p.GetDueAt().AsTime())
+	p.PausedFor = durationpb.New(clock.Now().Sub(p.GetParkedAt().AsTime()))
+	p.ParkedAt = nil
+	r, _ = hkafka.Record(s.topics.Deliveries, "ep_1", p)
+	out = s.handleSafely(t.Context(), r)
+	dead := kafkatest.DecodeTopic(t, out, s.topics.Dead, newDeadLetter)
+	res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult)
+	if len(dead) != 1 || len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED || !strings.Contains(res[0].GetReason(), "maximum hold") {
+		t.Fatalf("hold ended with results %v and %d dead letters, want one EXPIRED naming the maximum hold", res, len(dead))
+	}
+	if dead[0].GetDelivery().GetAttempt() != 3 {
+		t.Fatalf("dead letter's attempt %d, want 3: a hold burns no attempt", dead[0].GetDelivery().GetAttempt())
 	}
 }
 

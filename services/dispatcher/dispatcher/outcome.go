@@ -169,12 +169,16 @@ func describe(ar attempt.Result) string {
 	return fmt.Sprintf("HTTP %d", ar.StatusCode)
 }
 
-// park holds a paused endpoint's delivery without an attempt: it waits in
-// the scheduler's tiers (parkWait: from 1 s, doubling, at most
-// ParkRecheck), then looks again, until the endpoint resumes or the hold
-// ends (hold.go). Its attempt number is untouched and its give-up time
-// moves by the time it waited (R-ENDPOINT-2). The first time, a PARKED
-// result says so.
+// park holds a paused endpoint's delivery without an attempt: it is
+// written once, by reference (hold.go), to the parked topic, keyed by its
+// delivery id, due at the end of its hold (held_since + --max-hold), and
+// stays there until the scheduler releases it — when the endpoint resumes
+// or is deleted, or when the hold is over (then endHold ends it EXPIRED)
+// — with a tombstone of the parked record in the same transaction
+// (docs/DESIGN.md "Paused endpoints hold in a parked topic", I45). One
+// record per hold, not one per recheck. Its attempt number is untouched;
+// the release adds the time it was parked to paused_for and give_up_at
+// (R-ENDPOINT-2). The first time, a PARKED result says so.
 func (s *Service) park(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
 	if end := s.endHold(ctx, d, now); end != nil {
 		return end
@@ -188,16 +192,14 @@ func (s *Service) park(ctx context.Context, r *kgo.Record, d *hooklinev1.Deliver
 		out = s.resultRecords(ctx, res)
 	}
 	held := heldCopy(r, d) // by reference (hold.go)
-	wait := s.parkWait(d, now)
 	held.HeldSince = holdStart(d, now)
-	held.PausedFor = durationpb.New(d.GetPausedFor().AsDuration() + wait)
-	if g := d.GetGiveUpAt(); g != nil {
-		held.GiveUpAt = timestamppb.New(g.AsTime().Add(wait))
-	}
-	held.DueAt = timestamppb.New(now.Add(wait))
+	held.DueAt = timestamppb.New(held.GetHeldSince().AsTime().Add(s.cfg.MaxHold))
+	held.ParkedAt = timestamppb.New(now)
 	held.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
 	s.deferred(ctx, "endpoint paused")
-	return append(out, s.records(s.topics.Retries, d.GetEndpointId(), held)...)
+	parked := s.records(s.topics.Parked, d.GetDeliveryId(), held)
+	parked[0].Headers = append(parked[0].Headers, r.Headers...)
+	return append(out, parked...)
 }
 
 // deferTo sends a delivery back through the scheduler, due at, with no

@@ -142,7 +142,7 @@ func TestAnAbortedCommitReseedsItsLanesFromWhatWasCommitted(t *testing.T) {
 
 // TestAPausedOrderedEndpointKeepsItsOrderOnResume: deliveries read
 // while their ordered endpoint is paused are parked; they come back in
-// recheck order, not publish order, and must still be delivered in
+// release order, not publish order, and must still be delivered in
 // publish order: each takes its place in the lane (lane_seq) before it
 // is parked (issue 12 item 14, issue 24 item 4).
 func TestAPausedOrderedEndpointKeepsItsOrderOnResume(t *testing.T) {
@@ -157,12 +157,12 @@ func TestAPausedOrderedEndpointKeepsItsOrderOnResume(t *testing.T) {
 	e.placeAt(t, ordered("b"), 1)
 	e.runDry(t)
 	var parked []*hooklinev1.Delivery
-	for _, r := range kafkatest.OnTopic(e.commitByHand(), s.topics.Retries) {
+	for _, r := range kafkatest.OnTopic(e.commitByHand(), s.topics.Parked) {
 		d := new(hooklinev1.Delivery)
 		if err := proto.Unmarshal(r.Value, d); err != nil {
 			t.Fatal(err)
 		}
-		d.DueAt = nil // released by the scheduler: due
+		d.DueAt, d.ParkedAt = nil, nil // released by the scheduler: due
 		parked = append(parked, d)
 	}
 	if len(parked) != 2 {
@@ -172,7 +172,7 @@ func TestAPausedOrderedEndpointKeepsItsOrderOnResume(t *testing.T) {
 	resumed.Version++
 	resumed.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_ACTIVE
 	s.store.Put(resumed)
-	e.placeAt(t, parked[1], 2) // b's recheck comes first
+	e.placeAt(t, parked[1], 2) // b's release comes first
 	e.placeAt(t, parked[0], 3)
 	e.runDry(t)
 	if got := rx.bodies(); !slices.Equal(got, []string{`"a"`, `"b"`}) {

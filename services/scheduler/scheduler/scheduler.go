@@ -23,6 +23,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/health"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/telemetry"
@@ -79,6 +80,19 @@ type Service struct {
 	// move) of: set aside when they come again. aborts counts aborted
 	// hops in a row per partition, and backoff waits after one
 	// (hkafka.Backoff; the poll loop only).
+	// pmu guards parked, the index of the owned parked partitions
+	// (parked.go), and the sync markers' state; store is the endpoints
+	// view that says which parked deliveries may go (parkedview.go).
+	pmu            sync.Mutex
+	parked         *parkedIndex
+	parkedN        int
+	syncKeys       map[int32]string
+	markerSeq      uint64
+	sessionID      int64
+	store          *endpoints.Store
+	markers        *kgo.Client // the poll loop only
+	parkedOverflow metric.Int64Counter
+
 	unwritable hkafka.Unwritables
 	aborts     hkafka.Backoff
 	backoff    func(context.Context, time.Duration)
@@ -142,6 +156,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.TxnTimeout, err = hkafka.TxnTimeout(cfg.TxnTimeout, cfg.SessionTimeout); err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
+	if cfg.MaxParked < 1 {
+		return nil, errors.New("scheduler: --max-parked must be at least 1")
+	}
 	if cfg.BatchSize < 1 {
 		return nil, errors.New("scheduler: --batch-size must be at least 1")
 	}
@@ -154,6 +171,8 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		tierOf: map[string]time.Duration{},
 		byTier: map[time.Duration]string{},
 		held:   map[tp]*heldPartition{},
+		parked: newParkedIndex(),
+		store:  endpoints.NewStore(),
 		probe:  &health.Probe{},
 		backoff: func(ctx context.Context, d time.Duration) {
 			t := time.NewTimer(d)
@@ -180,6 +199,11 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.lateness, err = s.mp.Meter(scope).Float64Histogram("hookline.scheduler.release.lateness", metric.WithUnit("s"),
 		metric.WithDescription("How long after its due time a delivery was released to the deliveries topic."),
 		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: metrics: %w", err)
+	}
+	s.parkedOverflow, err = s.mp.Meter(scope).Int64Counter("hookline.scheduler.parked.overflow",
+		metric.WithDescription("Parked deliveries over --max-parked sent back to the recheck path (the retries topic)."))
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: metrics: %w", err)
 	}
@@ -218,6 +242,25 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		}
 		return err
 	}
+	// The endpoints view says which parked deliveries may go; Start
+	// returns once it has read every endpoint record committed before.
+	stopStore, storeFailed, err := s.store.Start(ctx, s.cfg.Kafka)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("scheduler: endpoints: %w", err)
+	}
+	defer stopStore()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case err := <-storeFailed:
+			cancel(fmt.Errorf("scheduler: endpoints: %w", err))
+		case <-ctx.Done():
+		}
+	}()
 	lag, err := telemetry.NewLag(s.mp, s.cfg.Group)
 	if err != nil {
 		return fmt.Errorf("scheduler: metrics: %w", err)
@@ -226,7 +269,11 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	// A hop whose end failed with its outcome unknown ends the session,
 	// not the process: a new one, after a backoff, starts from what
 	// Kafka committed (hkafka.Resume; docs/DESIGN.md I40).
-	return hkafka.Resume(ctx, s.log, "scheduler", func(ctx context.Context) error { return s.consume(ctx, opts, lag) })
+	err = hkafka.Resume(ctx, s.log, "scheduler", func(ctx context.Context) error { return s.consume(ctx, opts, lag) })
+	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+		err = cause // the endpoints view failed
+	}
+	return err
 }
 
 // consume runs one transactional session until ctx ends or a hop fails.
@@ -237,6 +284,9 @@ func (s *Service) Run(ctx context.Context) (err error) {
 func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.Lag) error {
 	s.unwritable.Reset()
 	s.aborts = hkafka.Backoff{}
+	s.pmu.Lock()
+	s.parked = newParkedIndex() // rebuilt from the log on assignment
+	s.pmu.Unlock()
 	// An earlier instance killed mid-hop (or this one's session whose
 	// last end failed) left its transaction open, and nothing behind its
 	// releases in the deliveries partitions is readable until it ends:
@@ -254,6 +304,22 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 	s.mu.Lock()
 	s.cl = sess.Client()
 	s.mu.Unlock()
+	s.pmu.Lock()
+	s.sessionID = time.Now().UnixNano()
+	s.pmu.Unlock()
+	// The parked topic's sync markers go through a plain producer, not
+	// the session's transactions (parkedSync).
+	s.markers, err = kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("scheduler: kafka client: %w", err)
+	}
+	defer s.markers.Close()
+	if err := s.parkedPartitions(ctx, kadm.NewClient(sess.Client())); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	defer func() {
 		s.forgetAll()
 		sess.Close()
@@ -265,7 +331,19 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 	for {
 		// A held head coming due cancels the poll, so releases never wait
 		// for a fetch: lateness does not depend on FetchMaxWait.
+		// Anything parked (or a partition catching up) wakes the loop
+		// every parkedTick, so that a resume the endpoints view has read
+		// is acted on without waiting for a fetch; an assignment of a
+		// parked partition wakes it at once (parkedAdjust), for its
+		// marker.
 		pollCtx, wake := context.WithCancel(ctx)
+		tick := s.parkedPending()
+		if tick {
+			var cancelTick context.CancelFunc
+			pollCtx, cancelTick = context.WithTimeout(pollCtx, parkedTick)
+			inner := wake
+			wake = func() { cancelTick(); inner() }
+		}
 		s.mu.Lock()
 		s.wake = wake
 		due := s.anyDueLocked(s.now())
@@ -294,7 +372,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 
 // consumed returns the topics the scheduler consumes.
 func (s *Service) consumed() []string {
-	return append([]string{s.topics.Retries}, s.Topics()...)
+	return append([]string{s.topics.Retries, s.topics.Parked}, s.Topics()...)
 }
 
 // newSession returns the scheduler's transactional group session.
@@ -324,14 +402,19 @@ func (s *Service) newSession(opts []kgo.Opt, lag *telemetry.Lag) (*kgo.GroupTran
 		// a pause survives a rebalance, and a partition re-assigned later
 		// would otherwise stay paused for good.
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.probe.Assigned(m) }),
+		// The parked partitions are always read from their start (their
+		// committed offsets never matter): the index is the log's.
+		kgo.AdjustFetchOffsetsFn(s.parkedAdjust),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			s.probe.Revoked(m)
 			s.forget(m)
+			s.parkedForget(m)
 			lag.Forget(m)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			s.probe.Lost()
 			s.forget(m)
+			s.parkedForget(m)
 			lag.Forget(m)
 		}),
 	)...)
@@ -374,11 +457,15 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 	}
 	s.mu.Unlock()
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if len(p.Records) > 0 {
+		switch {
+		case len(p.Records) == 0:
+		case p.Topic == s.topics.Parked:
+			s.parkedApply(p) // never a tier: indexed, released below
+		default:
 			todo = append(todo, work{tp{p.Topic, p.Partition}, p.Records})
 		}
 	})
-	if len(todo) == 0 {
+	if len(todo) == 0 && !s.parkedBusy() {
 		return nil
 	}
 
@@ -426,6 +513,13 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 		cl.PauseFetchPartitions(map[string][]int32{k.topic: {k.partition}})
 	}
 	cl.SetOffsets(offsets)
+	// The parked share, decided once the hop's offsets are set: whether
+	// its End will commit any offset (and so be checked against the
+	// group's generation) decides whether it may release.
+	ph := s.parkedWork(now, len(cl.UncommittedOffsets()) > 0)
+	s.parkedSync(ctx, s.markers, ph)
+	out = append(out, ph.out...)
+	rel = append(rel, ph.rel...)
 	if len(out) == 0 {
 		// Every record stays held: nothing to write, no offset moves, so
 		// no transaction (an empty one costs a broker round trip, and
@@ -448,6 +542,7 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
+	s.parkedDone(ph, committed)
 	if !committed {
 		// Nothing of this hop is visible and the session rewound to the
 		// committed offsets: drop every hold and read it all again —
@@ -475,6 +570,7 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 			touched[w.k.topic] = append(touched[w.k.topic], w.k.partition)
 		}
 		cl.ResumeFetchPartitions(touched)
+		s.parkedRewind(cl)
 		return nil
 	}
 	s.aborts.Committed(parts)

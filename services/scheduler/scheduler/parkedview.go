@@ -1,0 +1,373 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// The scheduler's side of the parked topic (docs/DESIGN.md "Paused
+// endpoints hold in a parked topic", I45): it reads every owned parked
+// partition from its start into the index (parked.go), proves it caught
+// up with a sync marker it writes and reads back, and releases, inside
+// its hops' transactions, each parked delivery whose endpoint is no
+// longer paused (or is gone) or whose hold is over — the delivery to the
+// deliveries topic and a tombstone of its parked record, together.
+
+const (
+	// headerSync marks a sync marker on the parked topic; its value is
+	// the marker's token.
+	headerSync = "hookline-sync"
+	// headerReleased is on a tombstone: the offset of the park record it
+	// releases, so that it never removes a later park of the same key.
+	headerReleased = "hookline-released-offset"
+	// parkedReleasesPerHop bounds one hop's releases: a large resume is
+	// a few transactions, not one huge one.
+	parkedReleasesPerHop = 1000
+	// parkedTick is the longest the poll loop waits while anything is
+	// parked or a partition is catching up: a resume seen by the
+	// endpoints view is acted on within it.
+	parkedTick = 250 * time.Millisecond
+)
+
+// parkedAdjust starts every newly assigned parked partition from its
+// start, with an empty index: its committed offset never matters
+// (kgo.AdjustFetchOffsetsFn).
+func (s *Service) parkedAdjust(_ context.Context, m map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	parts, ok := m[s.topics.Parked]
+	if !ok {
+		return m, nil
+	}
+	s.pmu.Lock()
+	for p := range parts {
+		parts[p] = kgo.NewOffset().AtStart().WithEpoch(-1)
+		s.parked.assign(p)
+	}
+	s.pmu.Unlock()
+	s.wakeLoop() // a marker is to be written
+	return m, nil
+}
+
+// parkedForget drops the index of the parked partitions in m.
+func (s *Service) parkedForget(m map[string][]int32) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	for _, p := range m[s.topics.Parked] {
+		s.parked.drop(p)
+	}
+}
+
+// parkedRewind reads every owned parked partition again from its start
+// with an empty index: after an aborted hop the session rewound to the
+// committed offsets, and what the index learnt from what it had polled
+// since (and its releases) may not be in the log.
+func (s *Service) parkedRewind(cl *kgo.Client) {
+	s.pmu.Lock()
+	offs := map[int32]kgo.EpochOffset{}
+	for p := range s.parked.parts {
+		s.parked.assign(p)
+		offs[p] = kgo.EpochOffset{Epoch: -1, Offset: 0}
+	}
+	s.pmu.Unlock()
+	if len(offs) > 0 {
+		cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{s.topics.Parked: offs})
+	}
+}
+
+func (s *Service) wakeLoop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wake != nil {
+		s.wake()
+	}
+}
+
+// parkedPartitions learns the parked topic's partition count, for the
+// sync markers' keys.
+func (s *Service) parkedPartitions(ctx context.Context, adm *kadm.Client) error {
+	td, err := adm.ListTopics(ctx, s.topics.Parked)
+	if err != nil {
+		return fmt.Errorf("scheduler: parked topic metadata: %w", err)
+	}
+	t, ok := td[s.topics.Parked]
+	if !ok || t.Err != nil || len(t.Partitions) == 0 {
+		return fmt.Errorf("scheduler: parked topic metadata: %v", t.Err)
+	}
+	s.pmu.Lock()
+	s.parkedN = len(t.Partitions)
+	s.syncKeys = map[int32]string{}
+	s.pmu.Unlock()
+	return nil
+}
+
+// syncKey returns a key that kgo's default partitioner (the one every
+// producer of the parked topic uses) sends to partition p of n.
+func syncKey(topic string, p int32, n int) string {
+	part := kgo.StickyKeyPartitioner(nil).ForTopic(topic)
+	for i := 0; ; i++ {
+		k := "hookline-sync/" + strconv.Itoa(int(p)) + "/" + strconv.Itoa(i)
+		if part.Partition(&kgo.Record{Key: []byte(k)}, n) == int(p) {
+			return k
+		}
+	}
+}
+
+// parkedApply indexes one fetched parked partition's records.
+func (s *Service) parkedApply(fp kgo.FetchTopicPartition) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	pp := s.parked.parts[fp.Partition]
+	if pp == nil {
+		return // not (or no longer) owned
+	}
+	for _, r := range fp.Records {
+		if tok, ok := header(r, headerSync); ok {
+			if !pp.needMarker && pp.marker != "" && tok == pp.marker {
+				pp.caughtUp = true
+			}
+			continue
+		}
+		if r.Value == nil {
+			if off, ok := header(r, headerReleased); ok {
+				if n, err := strconv.ParseInt(off, 10, 64); err == nil {
+					if e := pp.byKey[string(r.Key)]; e != nil && e.offset == n {
+						s.parked.tombstone(fp.Partition, string(r.Key), r.Offset)
+					}
+					continue
+				}
+			}
+			s.parked.tombstone(fp.Partition, string(r.Key), r.Offset)
+			continue
+		}
+		var d hooklinev1.Delivery
+		if err := hkafka.Decode(r, &d); err != nil || d.GetDeliveryId() == "" {
+			s.log.Error("undecodable parked record ignored", "partition", r.Partition, "offset", r.Offset, "err", err)
+			continue
+		}
+		due := time.Time{}
+		if d.GetDueAt() != nil {
+			due = d.GetDueAt().AsTime()
+		}
+		s.parked.add(fp.Partition, &parkedEntry{
+			key: string(r.Key), rec: detach([]*kgo.Record{r})[0], offset: r.Offset,
+			endpoint: d.GetEndpointId(), due: due,
+		})
+	}
+}
+
+func header(r *kgo.Record, key string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+// parkedHop is the parked topic's share of one hop.
+type parkedHop struct {
+	out []*kgo.Record
+	// sync are markers to write outside the hop's transaction (see
+	// parkedWork), markers the tokens they carry per partition.
+	sync    []*kgo.Record
+	rel     []release
+	picks   []parkedPick
+	markers map[int32]string
+}
+
+// parkedBusy reports whether the parked topic may have work for a hop.
+func (s *Service) parkedBusy() bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return s.parked.pending()
+}
+
+// marker returns a new sync marker for parked partition p (pmu held).
+func (s *Service) marker(p int32, now time.Time) (*kgo.Record, string) {
+	k, ok := s.syncKeys[p]
+	if !ok {
+		k = syncKey(s.topics.Parked, p, s.parkedN)
+		s.syncKeys[p] = k
+	}
+	s.markerSeq++
+	tok := s.cfg.TransactionalID + "/" + strconv.FormatInt(s.sessionID, 10) + "/" + strconv.FormatUint(s.markerSeq, 10)
+	return &kgo.Record{Topic: s.topics.Parked, Key: []byte(k), Value: []byte(tok), Timestamp: now,
+		Headers: []kgo.RecordHeader{{Key: headerSync, Value: []byte(tok)}}}, tok
+}
+
+// parkedWork decides, at now, the parked topic's share of a hop: a sync
+// marker for each partition that needs one, and the releases (bounded)
+// of what may go, each with its tombstone. The picked entries are marked
+// releasing until parkedDone.
+//
+// A hop releases only when its End commits an offset (fenced): kgo's
+// GroupTransactSession.End skips the group generation check, and the
+// heartbeat that follows it, for a commit with no offsets, so a
+// scheduler cut off from its group (a zombie) could release what its
+// successor releases too. A hop with releases to make and no offset to
+// commit writes a marker instead (into a parked partition it owns, a
+// token no one waits for), and the next hop, which polls it, releases.
+//
+// Markers are written outside the hop's transaction, by a plain
+// producer (parkedSync): a transaction that commits no offsets costs
+// kgo's End a 500 ms wait before it returns (txn.go: without KIP-447's
+// answer it holds the session's lock that long after a commit), and a
+// marker needs no transaction — read committed, reading it back still
+// means every transaction before it in the partition has ended.
+func (s *Service) parkedWork(now time.Time, fenced bool) parkedHop {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	var h parkedHop
+	if s.parkedN == 0 {
+		return h
+	}
+	for _, p := range s.parked.needMarkers() {
+		r, tok := s.marker(p, now)
+		if h.markers == nil {
+			h.markers = map[int32]string{}
+		}
+		h.markers[p] = tok
+		h.sync = append(h.sync, r)
+	}
+	var state func(string) endpointState
+	if s.store != nil {
+		state = func(ep string) endpointState {
+			rec := s.store.Get(ep)
+			if rec == nil || rec.GetEndpoint().GetStatus() != hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
+				return endpointReleased
+			}
+			return endpointPaused
+		}
+	}
+	picks := s.parked.pick(now, state, parkedReleasesPerHop, s.cfg.MaxParked)
+	if len(picks) > 0 && !fenced {
+		if len(h.sync) == 0 {
+			r, _ := s.marker(picks[0].p, now)
+			h.sync = append(h.sync, r)
+		}
+		return h
+	}
+	for _, pk := range picks {
+		recs, rel := s.unpark(pk, now)
+		if recs == nil {
+			continue
+		}
+		pk.e.releasing = true
+		h.picks = append(h.picks, pk)
+		h.out = append(h.out, recs...)
+		if rel != nil {
+			h.rel = append(h.rel, *rel)
+		}
+	}
+	return h
+}
+
+// unpark returns the records that release pk's delivery (or forward it,
+// over the memory bound, to the retries topic due a recheck later) and
+// its tombstone; rel is set for a release to the deliveries topic.
+func (s *Service) unpark(pk parkedPick, now time.Time) ([]*kgo.Record, *release) {
+	var d hooklinev1.Delivery
+	if err := hkafka.Decode(pk.e.rec, &d); err != nil {
+		return nil, nil // decoded when indexed: cannot happen
+	}
+	var waited time.Duration
+	if pa := d.GetParkedAt(); pa != nil {
+		waited = max(now.Sub(pa.AsTime()), 0)
+	}
+	d.PausedFor = durationpb.New(d.GetPausedFor().AsDuration() + waited)
+	if g := d.GetGiveUpAt(); g != nil {
+		d.GiveUpAt = timestamppb.New(g.AsTime().Add(waited))
+	}
+	d.ParkedAt = nil
+	d.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
+	topic := s.topics.Deliveries
+	switch {
+	case pk.overflow:
+		topic = s.topics.Retries
+		d.DueAt = timestamppb.New(now.Add(s.cfg.ParkRecheck))
+	case d.GetDueAt() == nil || d.GetDueAt().AsTime().After(now):
+		d.DueAt = timestamppb.New(now) // a resume; an expiry keeps its deadline
+	}
+	out, err := hkafka.Record(topic, d.GetEndpointId(), &d)
+	if err != nil {
+		panic(err) // a message the scheduler built: a bug
+	}
+	out.Timestamp = now
+	out.Headers = append(out.Headers, pk.e.rec.Headers...)
+	tomb := &kgo.Record{Topic: s.topics.Parked, Key: []byte(pk.e.key), Timestamp: now,
+		Headers: []kgo.RecordHeader{{Key: headerReleased, Value: []byte(strconv.FormatInt(pk.e.offset, 10))}}}
+	if pk.overflow {
+		s.parkedOverflow.Add(context.Background(), 1)
+	}
+	why := hkafka.OverLimit(out)
+	if why == "" {
+		why = s.unwritable.Reason(d.GetDeliveryId())
+	}
+	if why != "" {
+		return append(s.setAside(&d, why, now), tomb), nil
+	}
+	var rel *release
+	if !pk.overflow {
+		rel = &release{&d, out}
+	}
+	return []*kgo.Record{out, tomb}, rel
+}
+
+// parkedDone settles a hop's parked share: committed, its releases leave
+// the index and its markers are the ones to read back; aborted, its
+// picks are unmarked (the caller rewinds the parked partitions).
+func (s *Service) parkedDone(h parkedHop, committed bool) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	for _, pk := range h.picks {
+		pk.e.releasing = false
+		if committed {
+			s.parked.released(pk.p, pk.e)
+		}
+	}
+}
+
+// parkedSync writes a hop's markers with the plain producer cl, before
+// the hop's transaction, and makes them the ones to read back. A failed
+// write leaves them to be written again by a later hop (within
+// parkedTick: the partition is pending).
+func (s *Service) parkedSync(ctx context.Context, cl *kgo.Client, h parkedHop) {
+	if len(h.sync) == 0 {
+		return
+	}
+	if err := cl.ProduceSync(ctx, h.sync...).FirstErr(); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("parked topic's sync marker not written; writing it again", "err", err)
+		}
+		return
+	}
+	s.parkedMarked(h.markers)
+}
+
+// parkedMarked makes the markers written (by partition) the ones to
+// read back.
+func (s *Service) parkedMarked(markers map[int32]string) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	for p, tok := range markers {
+		if pp := s.parked.parts[p]; pp != nil && pp.needMarker {
+			pp.needMarker, pp.marker, pp.caughtUp = false, tok, false
+		}
+	}
+}
+
+// parkedPending reports whether the poll loop must wake within
+// parkedTick: anything parked, or a partition catching up.
+func (s *Service) parkedPending() bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return s.parked.pending()
+}
