@@ -343,7 +343,7 @@ func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) []
 		en.opMember = &hooklinev1.LaneMember{DeliveryId: id, LaneSeq: seq(en), Blocked: blocked}
 	default:
 		for _, r := range outs {
-			if r.Topic == e.s.topics.Retries || r.Topic == e.s.topics.Deliveries {
+			if e.s.carriesOn(r.Topic) {
 				k.outside[id] = outsider{seq: seq(en), until: returnDue(r, now).Add(e.s.cfg.MaxHold)}
 				en.opMember = &hooklinev1.LaneMember{DeliveryId: id, LaneSeq: seq(en)}
 				break

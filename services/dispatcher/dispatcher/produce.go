@@ -135,10 +135,16 @@ func (s *Service) classifyAbort(failed []refused, now time.Time) string {
 	return reason
 }
 
+// carriesOn reports whether a record to topic carries its delivery on,
+// to be attempted later: a retry, a deferral, a requeue, a park.
+func (s *Service) carriesOn(topic string) bool {
+	return topic == s.topics.Retries || topic == s.topics.Deliveries || topic == s.topics.Parked
+}
+
 // deliveryOf returns the id of the delivery an output record is about.
 func (s *Service) deliveryOf(r *kgo.Record) string {
 	switch r.Topic {
-	case s.topics.Retries, s.topics.Deliveries:
+	case s.topics.Retries, s.topics.Deliveries, s.topics.Parked:
 		if d, err := decodeDelivery(r); err == nil {
 			return d.GetDeliveryId()
 		}

@@ -231,7 +231,7 @@ func setOutcome(ctx context.Context, outcome string) {
 // they set their own.
 func (s *Service) stampTrace(r *kgo.Record, outs []*kgo.Record) {
 	for _, o := range outs {
-		if o.Topic != s.topics.Retries && o.Topic != s.topics.Deliveries && o.Topic != s.topics.Dead {
+		if !s.carriesOn(o.Topic) && o.Topic != s.topics.Dead {
 			continue
 		}
 		for _, k := range traceHeaders {
