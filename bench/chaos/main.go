@@ -64,7 +64,7 @@ func run() int {
 	flag.IntVar(&cfg.Rate, "rate", 40, "events published per second (each to one endpoint)")
 	flag.IntVar(&cfg.OverloadEvents, "overload-events", 6000, "events the overload scenario publishes (16 KiB each, as fast as ingest answers)")
 	flag.DurationVar(&cfg.Load, "load", 45*time.Second, "how long each scenario publishes")
-	flag.DurationVar(&cfg.Settle, "settle", 2*time.Minute, "how long to wait after the load for every accepted delivery to end")
+	flag.DurationVar(&cfg.Settle, "settle", 3*time.Minute, "how long to wait after the load for every accepted delivery to end (a bound, not a wait: above --outage-recheck, 2 min, so a delivery an outage holds at the load's end gets its probe)")
 	flag.StringVar(&scen, "scenarios", "", "comma-separated scenarios (default: every one the --nodes allow); 'quick' = the make test run")
 	flag.Uint64Var(&cfg.Seed, "seed", 1, "seed of the storm scenario's fault schedule (the same seed draws the same schedule)")
 	flag.StringVar(&cfg.Out, "out", "bin/chaos-logs/results.md", "where the table is also written (not under bin/chaos: that is this binary)")
