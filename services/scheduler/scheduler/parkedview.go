@@ -99,7 +99,7 @@ func (s *Service) parkedPartitions(ctx context.Context, adm *kadm.Client) error 
 	}
 	t, ok := td[s.topics.Parked]
 	if !ok || t.Err != nil || len(t.Partitions) == 0 {
-		return fmt.Errorf("scheduler: parked topic metadata: %v", t.Err)
+		return fmt.Errorf("scheduler: parked topic metadata: %w", t.Err)
 	}
 	s.pmu.Lock()
 	s.parkedN = len(t.Partitions)
