@@ -340,6 +340,33 @@ func (st *stack) readN(topic string, n int) []*kgo.Record {
 	return out
 }
 
+// readMatching reads topic from its start until n records keep says
+// to keep have come, and returns them.
+func (st *stack) readMatching(topic string, n int, keep func(*kgo.Record) bool) []*kgo.Record {
+	st.t.Helper()
+	cl := st.reader(topic)
+	defer cl.Close()
+	wait := st.wait
+	if wait == 0 {
+		wait = waitFor
+	}
+	ctx, cancel := context.WithTimeout(st.failed, wait)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			st.t.Fatalf("%s: got %d matching records, want %d", topic, len(out), n)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if keep(r) {
+				out = append(out, r)
+			}
+		})
+	}
+	return out
+}
+
 // reader consumes topic from its start, committed records only.
 func (st *stack) reader(topic string) *kgo.Client {
 	st.t.Helper()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -218,4 +220,11 @@ func TestParkedDeliveriesOfADeletedEndpointEndAsDeleted(t *testing.T) {
 	if d, _ := rx.counts(); d != 0 {
 		t.Fatalf("a deleted endpoint received %d deliveries", d)
 	}
+}
+
+// isPark reports whether a record of the parked topic is a park: neither
+// one of the scheduler's sync markers (header hookline-sync) nor a
+// tombstone.
+func isPark(r *kgo.Record) bool {
+	return r.Value != nil && !slices.ContainsFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == "hookline-sync" })
 }

@@ -201,10 +201,10 @@ func TestFanOutFollowsFilters(t *testing.T) {
 	if states[hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED] != 3 || states[hooklinev1.DeliveryState_DELIVERY_STATE_PARKED] != 1 {
 		t.Fatalf("states %v", states)
 	}
-	// The paused endpoint's delivery is held by the scheduler, attempt
-	// number untouched, to look again after --park-recheck.
-	held := kafkatest.Decode(t, st.readN(st.topics.Retries, 1), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
-	if held.GetEndpointId() != paused || held.GetAttempt() != 1 || held.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED || held.GetPausedFor().AsDuration() <= 0 {
+	// The paused endpoint's delivery is parked, once, attempt number
+	// untouched, until the scheduler releases it (I45).
+	held := kafkatest.Decode(t, st.readMatching(st.topics.Parked, 1, isPark), func() *hooklinev1.Delivery { return &hooklinev1.Delivery{} })[0]
+	if held.GetEndpointId() != paused || held.GetAttempt() != 1 || held.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED || held.GetParkedAt() == nil {
 		t.Fatalf("held delivery %v", held)
 	}
 	if n := len(rx.got()); n != 3 {

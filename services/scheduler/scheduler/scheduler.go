@@ -360,7 +360,9 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 		}
 		lag.Observe(fs)
 		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			// A poll ended by the loop's own wake (canceled) or by the
+			// parked tick (deadline) is not a fetch error.
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				s.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 			}
 		})
