@@ -321,23 +321,7 @@ func (st *stack) events() hooklinev1.EventServiceClient {
 // records or waitFor passes, and fails the test on timeout.
 func (st *stack) readN(topic string, n int) []*kgo.Record {
 	st.t.Helper()
-	cl := st.reader(topic)
-	defer cl.Close()
-	wait := st.wait
-	if wait == 0 {
-		wait = waitFor
-	}
-	ctx, cancel := context.WithTimeout(st.failed, wait)
-	defer cancel()
-	var out []*kgo.Record
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			st.t.Fatalf("%s: got %d records, want %d", topic, len(out), n)
-		}
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
-	}
-	return out
+	return st.readMatching(topic, n, func(*kgo.Record) bool { return true })
 }
 
 // readMatching reads topic from its start until n records keep says
