@@ -335,6 +335,9 @@ func (s *Service) parkedDone(h parkedHop, committed bool) {
 	}
 }
 
+// markerTimeout bounds the write of a hop's sync markers.
+const markerTimeout = 2 * time.Second
+
 // parkedSync writes a hop's markers with the plain producer cl, before
 // the hop's transaction, and makes them the ones to read back. A failed
 // write leaves them to be written again by a later hop (within
@@ -343,7 +346,12 @@ func (s *Service) parkedSync(ctx context.Context, cl *kgo.Client, h parkedHop) {
 	if len(h.sync) == 0 {
 		return
 	}
-	if err := cl.ProduceSync(ctx, h.sync...).FirstErr(); err != nil {
+	// Bounded: the hop waits for the markers, and a produce that hangs
+	// (a broker that does not answer) must not stop the scheduler; a
+	// marker not written is written again by a later hop.
+	pctx, cancel := context.WithTimeout(ctx, markerTimeout)
+	defer cancel()
+	if err := cl.ProduceSync(pctx, h.sync...).FirstErr(); err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("parked topic's sync marker not written; writing it again", "err", err)
 		}
