@@ -12,7 +12,10 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0
 )
 
-require go.opentelemetry.io/contrib/bridges/otelslog v0.21.0 // indirect
+require (
+	go.opentelemetry.io/contrib/bridges/otelslog v0.21.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

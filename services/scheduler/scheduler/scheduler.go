@@ -301,6 +301,13 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 	if err != nil {
 		return err
 	}
+	// Closed on every way out, from here: a session that joined and was
+	// never closed stays a member, heartbeating and holding partitions it
+	// never polls (docs/DESIGN.md I46).
+	defer func() {
+		s.forgetAll()
+		sess.Close()
+	}()
 	s.mu.Lock()
 	s.cl = sess.Client()
 	s.mu.Unlock()
@@ -320,10 +327,6 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 		}
 		return err
 	}
-	defer func() {
-		s.forgetAll()
-		sess.Close()
-	}()
 	s.log.Info("scheduler consuming", "topics", s.consumed(), "group", s.cfg.Group)
 	s.probe.CheckLag(kadm.NewClient(sess.Client()), s.cfg.Group, s.consumed()...)
 	s.probe.Started()
