@@ -342,6 +342,19 @@ func (w *simWorld) dumpStalled() {
 		fmt.Fprintf(&b, "  %s: %s, producer %d epoch %d, started %v ago, partitions %v, err %v\n", d.TxnID, d.State, d.ProducerID, d.ProducerEpoch,
 			time.Since(time.UnixMilli(d.StartTimestamp)).Round(time.Millisecond), d.Topics.Sorted(), d.Err)
 	}
+	for _, group := range []string{w.dc.Group, w.sc.Group} {
+		gs, gerr := w.st.admin.DescribeGroups(ctx, group)
+		g := gs[group]
+		fmt.Fprintf(&b, "\ngroup %s: state %s, %d members (error: %v, %v)\n", group, g.State, len(g.Members), gerr, g.Err)
+		for _, m := range g.Members {
+			if c, ok := m.Assigned.AsConsumer(); ok {
+				fmt.Fprintf(&b, "  %s (%s): assigned %v\n", m.ClientID, m.MemberID, c.Topics)
+			}
+		}
+	}
+	// The part above goes to the test's log too (make sim prints it):
+	// CI keeps the output, not bin/sim.
+	w.t.Logf("seed %d: stalled world:\n%s", w.seed, b.String())
 	b.WriteString("\ngoroutines:\n")
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
 	name := filepath.Join("..", "bin", "sim", fmt.Sprintf("seed-%d-stall.txt", w.seed))
@@ -384,6 +397,11 @@ func newSimWorld(t *testing.T, seed uint64, phase time.Duration, brokers int) *s
 	w.st.scheduler.halt()
 	w.dc, w.sc = *dcp, *scp
 	w.dc.Kafka, w.sc.Kafka = *kcp, *kcp
+	// Groups of their own: a member the stack's services left behind
+	// (halted mid-join, before they knew their member ID) cannot then
+	// hold the simulation's first rebalance until its timeout.
+	w.dc.Group += "-sim"
+	w.sc.Group += "-sim"
 	w.sc.TransactionalID = kcp.TopicPrefix + "scheduler-1"
 
 	// Counters of the storm detectors: every commit and abort any
