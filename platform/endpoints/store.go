@@ -166,6 +166,32 @@ func (s *Store) Start(ctx context.Context, cfg hkafka.Config) (stop func(), fail
 	}
 }
 
+// StartWatched starts the store as Start does, and then calls failed
+// with the error that stops it later, if one does, before stop is
+// called: a service that must not go on with a stale view (a stale
+// secret signing, a missed pause) ends its work there.
+func (s *Store) StartWatched(ctx context.Context, cfg hkafka.Config, failed func(error)) (stop func(), err error) {
+	stopStore, errc, err := s.Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	quit := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case err := <-errc:
+			failed(err)
+		case <-quit:
+		}
+	}()
+	return func() {
+		close(quit)
+		<-watched
+		stopStore()
+	}, nil
+}
+
 // Run consumes the endpoints topic from its start until ctx ends,
 // applying every committed record. It marks the store ready once it has
 // read every record committed before Run began. cfg gives the connection

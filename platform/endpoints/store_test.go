@@ -10,8 +10,10 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // env is one kfake cluster with the endpoints topic and a producer.
@@ -357,5 +359,44 @@ func BenchmarkFanOutBarrier(b *testing.B) {
 				b.ReportMetric(float64(r)/float64(b.N), "rounds/op")
 			}
 		})
+	}
+}
+
+// A store that fails after its start reports it to the service that
+// started it (StartWatched), which stops its work: a view that stopped
+// following must not go on deciding secrets and pauses unseen.
+func TestStartWatchedReportsAFailureAfterTheStart(t *testing.T) {
+	e := newEnv(t)
+	failed := make(chan error, 1)
+	stop, err := NewStore().StartWatched(t.Context(), e.cfg, func(err error) { failed <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	// From now on every fetch of the endpoints topic is refused for good.
+	e.cluster.ControlKey(kmsg.Fetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		r := req.(*kmsg.FetchRequest)
+		resp := r.ResponseKind().(*kmsg.FetchResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	select {
+	case err := <-failed:
+		if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("the store failed with %v, not the refused fetch", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the store's failure after its start was never reported")
 	}
 }

@@ -257,7 +257,11 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		}
 		return fmt.Errorf("dispatcher: %w", err)
 	}
-	stopStore, storeFailed, err := s.store.Start(ctx, s.cfg.Kafka)
+	// The endpoints view failing stops dispatching: without it the
+	// dispatcher could sign with a stale secret or miss a pause.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopStore, err := s.store.StartWatched(ctx, s.cfg.Kafka, func(err error) { cancel(fmt.Errorf("dispatcher: endpoints: %w", err)) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -265,17 +269,6 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("dispatcher: endpoints: %w", err)
 	}
 	defer stopStore()
-	// The endpoints view failing stops dispatching: without it the
-	// dispatcher could sign with a stale secret or miss a pause.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		select {
-		case err := <-storeFailed:
-			cancel(fmt.Errorf("dispatcher: endpoints: %w", err))
-		case <-ctx.Done():
-		}
-	}()
 	// The notices view: endpoint health that outlives this process; the
 	// lanes view: ordered lanes' members outside memory.
 	followDone := make(chan struct{}, 2)

@@ -244,7 +244,9 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}
 	// The endpoints view says which parked deliveries may go; Start
 	// returns once it has read every endpoint record committed before.
-	stopStore, storeFailed, err := s.store.Start(ctx, s.cfg.Kafka)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopStore, err := s.store.StartWatched(ctx, s.cfg.Kafka, func(err error) { cancel(fmt.Errorf("scheduler: endpoints: %w", err)) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -252,15 +254,6 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("scheduler: endpoints: %w", err)
 	}
 	defer stopStore()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		select {
-		case err := <-storeFailed:
-			cancel(fmt.Errorf("scheduler: endpoints: %w", err))
-		case <-ctx.Done():
-		}
-	}()
 	lag, err := telemetry.NewLag(s.mp, s.cfg.Group)
 	if err != nil {
 		return fmt.Errorf("scheduler: metrics: %w", err)
