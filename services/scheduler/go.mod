@@ -14,7 +14,7 @@ require (
 
 require (
 	go.opentelemetry.io/contrib/bridges/otelslog v0.21.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
+	go.uber.org/goleak v1.3.0
 )
 
 require (

@@ -19,8 +19,8 @@ import (
 func TestASessionThatFailsWhileStartingLeavesTheGroup(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// end ends the start: the parked topic's metadata fails, or the
-		// scheduler is stopped.
+		// stop: the scheduler is stopped while it starts; otherwise its
+		// start fails (the parked topic's metadata).
 		stop bool
 	}{{name: "start fails"}, {name: "stopped while starting", stop: true}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,7 +54,6 @@ func TestASessionThatFailsWhileStartingLeavesTheGroup(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = s.Run(ctx)
-			t.Logf("Run: %v", err)
 			if tc.stop && err != nil {
 				t.Fatalf("a scheduler stopped while starting ended with %v", err)
 			}
