@@ -381,14 +381,9 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { e.callbackBlocked() }),
 		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 			defer e.callbackRan()
-			// The new partitions are fetched only when this returns:
-			// its reads share one deadline (assignTimeout), not one
-			// each, and the one that saves the most re-POSTs goes first.
-			ctx, cancel := context.WithTimeout(ctx, assignTimeout)
-			defer cancel()
-			s.seedSkips(ctx, cl, e, m)
-			s.seedCopies(ctx, cl, e, m)
 			s.reseedHealth(ctx, m)
+			s.seedCopies(ctx, cl, e, m)
+			s.seedSkips(ctx, cl, e, m)
 			s.probe.Assigned(m)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
@@ -434,13 +429,6 @@ func (s *Service) freshSession() {
 // notices view (it is health, not order: seeded from what the view holds
 // when the wait ends).
 const reseedTimeout = 10 * time.Second
-
-// assignTimeout bounds a partition assignment's callback as a whole:
-// the reads it makes (committed offsets, the lookback, the notices
-// view) are each bounded too, but in a row their bounds summed to 30 s,
-// during which the assigned partitions are not fetched. Each read that
-// runs out of time costs re-POSTs, never a loss.
-const assignTimeout = 10 * time.Second
 
 // lockedRand is a seeded PCG source safe for concurrent use.
 type lockedRand struct {
