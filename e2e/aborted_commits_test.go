@@ -57,3 +57,51 @@ func TestAbortedCommitsRePOSTNothingCompleted(t *testing.T) {
 		t.Fatalf("%d POSTs and %d results for %d deliveries after %d aborted commits; want one POST each", total, len(results), deliveries, rounds)
 	}
 }
+
+// TestACommitAbortedByAFailedProduceRePOSTsNothingCompleted (issue 23
+// item 6, issue 24 item 13): the dispatcher's produces to the results
+// topic fail N times in a row with an error kgo does not retry and that
+// blames no record (CORRUPT_MESSAGE: what a broker dying mid-request
+// looks like to the transaction — in make chaos's kill-broker row every
+// record of the commit failed with "broker closed the connection"). The
+// commit aborts each time; what the window completed is committed after
+// the aborts, never POSTed again. On main every such abort dropped the
+// whole window, and everything it had completed was POSTed again.
+func TestACommitAbortedByAFailedProduceRePOSTsNothingCompleted(t *testing.T) {
+	st, c := faultyStack(t)
+	bodies := &bodyCounter{posts: map[string]int{}}
+	srv := httptest.NewServer(bodies)
+	defer srv.Close()
+	for i := range 3 {
+		st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: fmt.Sprint(srv.URL, "/hooks/", i)})
+	}
+	const rounds = 4
+	failed := c.Fault(kfake.Fault{
+		Keys:  []kmsg.Key{kmsg.Produce},
+		Topic: st.kafka.TopicPrefix + "results",
+		Err:   kerr.CorruptMessage,
+		Count: rounds,
+		When: func(r kmsg.Request) bool {
+			req, ok := r.(*kmsg.ProduceRequest)
+			return ok && req.TransactionID != nil
+		},
+	})
+	const events = 40
+	for i := range events {
+		body, _ := json.Marshal(laneEvent{"x", i})
+		if _, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(st.failed, waitFor)
+	defer cancel()
+	if err := failed.Wait(ctx, rounds); err != nil {
+		t.Fatalf("the dispatcher's produces did not fail %d times: %v", rounds, err)
+	}
+	const deliveries = 3 * events
+	st.until("every delivery POSTed", func() bool { d, _ := bodies.counts(); return d == deliveries })
+	results := st.terminalResults(deliveries)
+	if _, total := bodies.counts(); total != deliveries || len(results) != deliveries {
+		t.Fatalf("%d POSTs and %d results for %d deliveries after %d commits aborted by failed produces; want one POST each", total, len(results), deliveries, rounds)
+	}
+}

@@ -92,9 +92,9 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		}
 		e.gate.endDone()
 		aborted := !committed && err == nil
-		wait := e.s.afterTransaction(committed, aborted, failed, len(outs), perr, parts)
+		wait, blamed := e.s.afterTransaction(committed, aborted, failed, len(outs), perr, parts)
 		e.s.pausesCommitted(ctx, outs, committed && err == nil)
-		e.in.post(msg{kind: msgCommitted, committed: committed, produceErr: perr, err: err, records: len(outs), took: time.Since(began)})
+		e.in.post(msg{kind: msgCommitted, committed: committed, produceErr: perr, err: err, records: len(outs), took: time.Since(began), blamed: blamed})
 		if aborted {
 			// The window starts over; each partition's new window reads
 			// the lanes view before any of its records is placed
@@ -144,18 +144,22 @@ func (e *engine) committed(m *msg, now time.Time) error {
 		return fmt.Errorf("dispatcher: %w", m.err)
 	}
 	if !m.committed {
-		e.retrying = m.produceErr == nil
-		if m.produceErr != nil || e.stopping {
-			// A record was refused: the window starts over, so that the
-			// blamed delivery comes again and is set aside. Or the loop
-			// is stopping: what did not commit is consumed again by the
-			// next owner, and nothing is tried again here.
+		e.retrying = !e.stopping
+		if e.stopping {
+			// The loop is stopping: what did not commit is consumed
+			// again by the next owner, and nothing is tried again here.
 			e.w.forgetAll()
 		} else {
-			// Kafka aborted it (a rebalance, a coordinator moving): what
-			// the kept partitions completed stays done and is committed
-			// by the next transaction, never attempted again; only the
-			// partitions that moved away lose their work.
+			// What the kept partitions completed stays done and is
+			// committed by the next transaction, never attempted again,
+			// whatever aborted this one: Kafka (a rebalance, a
+			// coordinator moving), a produce that failed (a broker
+			// dying: every record of the transaction fails with it), or
+			// a refusal no record can fix. Only the partitions that
+			// moved away lose their work, and those of a delivery
+			// blamed for a refused record, which must come again to be
+			// set aside (produce.go).
+			e.forgetBlamed(m.blamed)
 			e.keepTxn()
 		}
 		clear(e.txn)
@@ -167,6 +171,31 @@ func (e *engine) committed(m *msg, now time.Time) error {
 		e.backingOff = true
 	}
 	return nil
+}
+
+// forgetBlamed drops the partitions whose entries an aborted commit
+// blamed (hkafka.Blame): the session rewound them, so their records come
+// again and the blamed delivery is set aside then. A blamed delivery the
+// commit did not pop (a lanes record naming a member settled earlier)
+// has no partition to name here: the whole window starts over, as every
+// refusal once did.
+func (e *engine) forgetBlamed(blamed map[string]string) {
+	if len(blamed) == 0 {
+		return
+	}
+	parts := map[string][]int32{}
+	found := map[string]bool{}
+	for _, en := range e.txn {
+		if id := en.d.GetDeliveryId(); id != "" && blamed[id] != "" {
+			found[id] = true
+			parts[en.part.k.topic] = append(parts[en.part.k.topic], en.part.k.partition)
+		}
+	}
+	if len(found) < len(blamed) {
+		e.w.forgetAll()
+		return
+	}
+	e.w.forget(parts)
 }
 
 // keepTxn puts the entries an aborted commit popped back at the head of

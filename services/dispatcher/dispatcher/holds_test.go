@@ -355,7 +355,8 @@ func TestAbortedCommitsBackOff(t *testing.T) {
 	p0 := []hkafka.TopicPartition{{Topic: s.topics.Deliveries, Partition: 0}}
 	var got []time.Duration
 	for range 12 {
-		got = append(got, s.afterTransaction(false, true, nil, 1, nil, p0))
+		w, _ := s.afterTransaction(false, true, nil, 1, nil, p0)
+		got = append(got, w)
 	}
 	if got[0] != abortBackoffMin || got[1] != 2*abortBackoffMin || got[len(got)-1] != transientBackoffMax {
 		t.Fatalf("backoffs %v, want doubling from %v to %v", got, abortBackoffMin, transientBackoffMax)
@@ -364,13 +365,13 @@ func TestAbortedCommitsBackOff(t *testing.T) {
 		t.Fatalf("backoff after 12 refusals %v, want %v", w, abortBackoffMax)
 	}
 	s.afterTransaction(true, false, nil, 1, nil, p0)
-	if w := s.afterTransaction(false, true, nil, 1, nil, p0); w != abortBackoffMin {
+	if w, _ := s.afterTransaction(false, true, nil, 1, nil, p0); w != abortBackoffMin {
 		t.Fatalf("after a commit the backoff is %v, want %v again", w, abortBackoffMin)
 	}
 	// Per partition: another partition's commit does not reset it.
 	p1 := []hkafka.TopicPartition{{Topic: s.topics.Deliveries, Partition: 1}}
 	s.afterTransaction(true, false, nil, 1, nil, p1)
-	if w := s.afterTransaction(false, true, nil, 1, nil, p0); w != 2*abortBackoffMin {
+	if w, _ := s.afterTransaction(false, true, nil, 1, nil, p0); w != 2*abortBackoffMin {
 		t.Fatalf("after another partition's commit the backoff is %v, want %v", w, 2*abortBackoffMin)
 	}
 }

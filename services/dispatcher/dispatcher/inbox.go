@@ -41,6 +41,9 @@ type msg struct {
 	err        error
 	records    int
 	took       time.Duration
+	// blamed are the deliveries an aborted commit's refused records were
+	// blamed on (hkafka.Blame), by id: their partitions start over.
+	blamed map[string]string
 }
 
 // inbox carries messages to the loop goroutine and wakes it: a poll in

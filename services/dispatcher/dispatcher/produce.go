@@ -128,11 +128,18 @@ type refused = hkafka.Refused
 // what they are (hkafka.Blame; they are set aside when they come again)
 // and names the abort's reason.
 func (s *Service) classifyAbort(failed []refused, now time.Time) string {
+	reason, _ := s.blameAbort(failed, now)
+	return reason
+}
+
+// blameAbort is classifyAbort that also returns the deliveries it
+// blamed, by id: the commit forgets only their partitions (committed).
+func (s *Service) blameAbort(failed []refused, now time.Time) (string, map[string]string) {
 	reason, blamed := hkafka.Blame(failed, s.deliveryOf)
 	for id, why := range blamed {
 		s.unwritable.Mark(id, why, now)
 	}
-	return reason
+	return reason, blamed
 }
 
 // carriesOn reports whether a record to topic carries its delivery on,
@@ -190,25 +197,26 @@ func (s *Service) deliveryOf(r *kgo.Record) string {
 
 // afterTransaction accounts for a transaction's end, on the commit's
 // goroutine (one at a time): an abort is classified, counted and logged,
-// and the backoff before the window is consumed again returned. parts
-// are the partitions whose work the transaction carried: only their
-// abort counts move (hkafka.Backoff).
-func (s *Service) afterTransaction(committed, aborted bool, failed []refused, records int, produceErr error, parts []hkafka.TopicPartition) time.Duration {
+// and the backoff before the window is consumed again returned, with
+// the deliveries blamed for it (by id; nil when none was). parts are the
+// partitions whose work the transaction carried: only their abort counts
+// move (hkafka.Backoff).
+func (s *Service) afterTransaction(committed, aborted bool, failed []refused, records int, produceErr error, parts []hkafka.TopicPartition) (time.Duration, map[string]string) {
 	if committed {
 		s.aborts.Committed(parts)
-		return 0
+		return 0, nil
 	}
 	if !aborted {
-		return 0 // the session failed: the loop ends
+		return 0, nil // the session failed: the loop ends
 	}
-	reason := s.classifyAbort(failed, s.now())
+	reason, blamed := s.blameAbort(failed, s.now())
 	wait, n := s.aborts.Aborted(parts, reason)
 	s.metrics.abort(reason)
 	log := s.log.Warn
 	if reason != hkafka.AbortTransient {
 		log = s.log.Error
 	}
-	log("commit aborted; uncommitted deliveries are consumed again after a backoff", "reason", reason,
-		"records", records, "aborts_in_a_row", n, "backoff", wait, "produce_err", produceErr)
-	return wait
+	log("commit aborted; its work is committed again after a backoff (a blamed delivery's partition is consumed again)", "reason", reason,
+		"records", records, "aborts_in_a_row", n, "backoff", wait, "blamed", len(blamed), "produce_err", produceErr)
+	return wait, blamed
 }
