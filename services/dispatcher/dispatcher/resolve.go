@@ -3,6 +3,8 @@ package dispatcher
 import (
 	"context"
 	"time"
+
+	hkafka "github.com/hookline/hookline/platform/kafka"
 )
 
 // Each partition of the window has one resolver: the one reader of the
@@ -186,25 +188,8 @@ func (s *Service) readState(ctx context.Context, lanes, endpoints bool) error {
 }
 
 // untilRead calls read (each call bounded by syncTimeout) until it
-// succeeds, backing off from 100 ms, doubling, at most 10 s, with
-// jitter; it fails only when ctx ends.
+// succeeds, backing off with jitter (hkafka.Until); it fails only when
+// ctx ends.
 func (s *Service) untilRead(ctx context.Context, what string, read func(context.Context) error) error {
-	for fails := 0; ; fails++ {
-		rctx, cancel := context.WithTimeout(ctx, syncTimeout)
-		err := read(rctx)
-		cancel()
-		if err == nil || ctx.Err() != nil {
-			return ctx.Err()
-		}
-		wait := min(100*time.Millisecond<<min(fails, 7), 10*time.Second)
-		wait = wait/2 + time.Duration(s.rand.Int64N(int64(wait/2)+1))
-		s.log.WarnContext(ctx, what+" not read; the partition waits for it", "err", err, "failures", fails+1, "retry_in", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-	}
+	return hkafka.Until(ctx, s.log, s.rand, what, syncTimeout, read)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 )
@@ -19,10 +20,11 @@ import (
 func TestASessionThatFailsWhileStartingLeavesTheGroup(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// stop: the scheduler is stopped while it starts; otherwise its
-		// start fails (the parked topic's metadata).
+		// stop: the scheduler is stopped at the first metadata read of
+		// the parked topic; otherwise after the third failed read (it
+		// waits for one that answers: TestASessionWaitsForTheParkedTopicsMetadata).
 		stop bool
-	}{{name: "start fails"}, {name: "stopped while starting", stop: true}} {
+	}{{name: "stopped while its metadata read fails"}, {name: "stopped while starting", stop: true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newParkedRig(t)
 			// Only the scheduler's clients may run from here on.
@@ -33,13 +35,15 @@ func TestASessionThatFailsWhileStartingLeavesTheGroup(t *testing.T) {
 			defer cancel()
 			// The scheduler asks for the parked topic's metadata alone
 			// once its session exists (parkedPartitions): fail that
-			// answer (and stop the scheduler first, in the second case).
+			// answer, and stop the scheduler (at once, or at the third).
+			failed := 0
 			r.c.ControlKey(kmsg.Metadata.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				r.c.KeepControl()
 				m := req.(*kmsg.MetadataRequest)
 				if len(m.Topics) != 1 || m.Topics[0].Topic == nil || *m.Topics[0].Topic != r.tp.Parked {
 					return nil, nil, false
 				}
-				if tc.stop {
+				if failed++; tc.stop || failed == 3 {
 					cancel()
 				}
 				resp := m.ResponseKind().(*kmsg.MetadataResponse)
@@ -53,12 +57,8 @@ func TestASessionThatFailsWhileStartingLeavesTheGroup(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = s.Run(ctx)
-			if tc.stop && err != nil {
+			if err := s.Run(ctx); err != nil {
 				t.Fatalf("a scheduler stopped while starting ended with %v", err)
-			}
-			if !tc.stop && err == nil {
-				t.Fatal("a scheduler whose parked topic has no metadata started")
 			}
 			// Run has returned: every client it made is closed, so none
 			// goes on to join (or heartbeat in) the scheduler's group.
@@ -75,5 +75,53 @@ func TestASessionThatFailsWhileStartingLeavesTheGroup(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestASessionWaitsForTheParkedTopicsMetadata: a session that begins
+// while a broker is down (a new one after a hop whose end's outcome was
+// unknown) reads the parked topic's metadata until it answers, and goes
+// on. On main the first failed read ended the process: in make chaos's
+// kill-broker row scheduler-0 exited with "scheduler: parked topic
+// metadata: broker closed the connection".
+func TestASessionWaitsForTheParkedTopicsMetadata(t *testing.T) {
+	r := newParkedRig(t)
+	// The parked topic answers UNKNOWN_TOPIC_OR_PARTITION in the next
+	// three metadata requests that name it among at most three topics:
+	// the session's own reads (ensureTopics names every topic, and ran).
+	const faults = 3
+	f := r.c.Fault(kfake.Fault{
+		Keys:  []kmsg.Key{kmsg.Metadata},
+		Topic: r.tp.Parked,
+		Err:   kerr.UnknownTopicOrPartition,
+		Count: faults,
+		When: func(req kmsg.Request) bool {
+			m, ok := req.(*kmsg.MetadataRequest)
+			return ok && len(m.Topics) > 0 && len(m.Topics) <= 3
+		},
+	})
+	s, err := New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+	deadline := time.After(30 * time.Second)
+	for {
+		if ok, _ := s.Probe().Ready(ctx); ok && f.Hits() >= faults {
+			break
+		}
+		select {
+		case err := <-ran:
+			t.Fatalf("the scheduler ended while its parked topic's metadata failed: %v", err)
+		case <-deadline:
+			t.Fatalf("the scheduler was not ready after its parked topic's metadata failed %d times and answered", f.Hits())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatalf("the scheduler ended with %v", err)
 	}
 }

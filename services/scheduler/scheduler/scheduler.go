@@ -314,11 +314,15 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 		return fmt.Errorf("scheduler: kafka client: %w", err)
 	}
 	defer s.markers.Close()
-	if err := s.parkedPartitions(ctx, kadm.NewClient(sess.Client())); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
+	// Read until it answers: a session begins while a broker is down (a
+	// new one after a hop whose end's outcome was unknown), and its
+	// first metadata read failing ended the process (make chaos
+	// kill-broker).
+	adm := kadm.NewClient(sess.Client())
+	if err := hkafka.Until(ctx, s.log, nil, "parked topic metadata", hkafka.DefaultSyncTimeout, func(ctx context.Context) error {
+		return s.parkedPartitions(ctx, adm)
+	}); err != nil {
+		return nil // ctx ended: stopped
 	}
 	s.log.Info("scheduler consuming", "topics", s.consumed(), "group", s.cfg.Group)
 	s.probe.CheckLag(kadm.NewClient(sess.Client()), s.cfg.Group, s.consumed()...)
