@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // drainReceiver counts, per delivery (path and webhook-id), the POSTs
@@ -424,5 +425,116 @@ func TestACrashRePOSTsNothingCompletedAboveAnAttemptInFlight(t *testing.T) {
 	st.terminalResults(2 * events)
 	if _, hTotal := count("/h"); hTotal != events {
 		t.Fatalf("H got %d POSTs for %d deliveries across a crash; want one each: what completed above the watermark was not committed", hTotal, events)
+	}
+}
+
+// TestACrashRePOSTsNoOrderedMemberDeliveredAboveAnAttemptInFlight
+// (issue 23 item 6, issue 24 item 13): as the test above, with the
+// deliveries completed above the watermark members of an ordered lane
+// that each went outside once (a 503, its retry) and came back to be
+// delivered — a settlement that changes the lane. On main such a
+// settlement waited for the watermark with its lane change, so a crash
+// had the next owner POST every one of them again (in make chaos the
+// largest share of the duplicates of every kill row: 23 to 62 ordered
+// members); now it commits above the watermark, its lane change with it.
+func TestACrashRePOSTsNoOrderedMemberDeliveredAboveAnAttemptInFlight(t *testing.T) {
+	st, c := faultyStack(t, func(c *stackConfig) { c.kafka.Partitions = 1 })
+	st.dispatcher.halt() // the test runs its own, which it crashes
+	release := make(chan struct{})
+	var mu sync.Mutex
+	posts := map[string]int{} // 2xx answers by path and webhook-id
+	tried := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/s" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		id := r.Header.Get("webhook-id")
+		if r.URL.Path == "/o" && !tried[id] {
+			tried[id] = true // each ordered member's first try: outside, then back
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		posts[r.URL.Path+" "+id]++
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	// S's head hangs past the whole test (its timeout is the longest
+	// allowed): the watermark stays at it.
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/s", MaxInFlight: 1, Timeout: durationpb.New(time.Minute)})
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/o", Ordering: hooklinev1.Ordering_ORDERING_PER_ENDPOINT,
+		RetryPolicy: ladderPolicy(8, time.Second), OutageModeDisabled: true})
+	count := func(path string) (distinct, total int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for k, n := range posts {
+			if strings.HasPrefix(k, path+" ") {
+				distinct++
+				total += n
+			}
+		}
+		return distinct, total
+	}
+
+	ctx, crash := context.WithCancel(t.Context())
+	victimDone := make(chan struct{})
+	victim := st.newDispatcher(time.Second)
+	go func() {
+		defer close(victimDone)
+		_ = victim.Run(ctx) // its commits fail once it has crashed
+	}()
+	const events = 4
+	for i := range events {
+		body, _ := json.Marshal(laneEvent{Lane: "x", I: i})
+		if _, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each member goes outside (its retry written) and comes back while
+	// S's head holds the watermark; on main the retry waited for it.
+	st.until("every ordered member delivered while S's head is in flight", func() bool { d, _ := count("/o"); return d == events })
+	// O's results are committed within a commit interval or so, before
+	// the watermark passes S's head (bounded: on main they never were).
+	rd := st.reader(st.topics.Results)
+	delivered := 0
+	rctx, rcancel := context.WithTimeout(st.failed, 10*time.Second)
+	for delivered < events && rctx.Err() == nil {
+		for _, res := range kafkatest.Decode(t, rd.PollFetches(rctx).Records(), newResult) {
+			if res.GetState() == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
+				delivered++
+			}
+		}
+	}
+	rcancel()
+	rd.Close()
+	t.Logf("%d of O's %d results committed while S's head is in flight", delivered, events)
+
+	txn := st.kafka.TopicPrefix + "dispatcher-1"
+	dead := c.Fault(
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce, kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.TxnOffsetCommit, kmsg.EndTxn}, Err: kerr.InvalidProducerEpoch, Count: -1, TopLevel: true, When: ofTxn(txn)},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.LeaveGroup}, Group: st.kafka.TopicPrefix + "dispatcher", Err: kerr.UnknownMemberID, Count: 1, TopLevel: true},
+	)
+	crash()
+	<-victimDone
+	dead.Remove()
+	close(release)
+	st.dispatcher.start(st, st.newDispatcher(15*time.Second).Run)
+
+	st.until("every S delivery answered", func() bool { d, _ := count("/s"); return d == events })
+	st.terminalResults(2 * events)
+	if _, oTotal := count("/o"); oTotal != events {
+		t.Fatalf("the ordered endpoint got %d 2xx-answered POSTs for %d members across a crash; want one each: its members delivered above the watermark were not committed", oTotal, events)
 	}
 }

@@ -27,11 +27,14 @@ import (
 // was dropped — skips them (window.add). What a crash re-POSTs is then
 // what was in flight plus what completed since the last commit.
 //
-// Not above-committed: a delivery whose settlement changes its ordered
-// lane (the lanes topic follows the watermark, lanes.go), and offsets
-// beyond what the metadata holds (aboveMetaMax bytes: Kafka's
-// offset.metadata.max.bytes is 4096 by default); they wait for the
-// watermark as before. The metadata is only ever read as a set of
+// A delivery whose settlement changes its ordered lane is committed
+// above the watermark too, its lane change with it: the lanes topic says
+// which members are outside as of the committed settlements, and a
+// reader skips exactly the records whose settlements those are, so the
+// two agree (docs/DESIGN.md, "Ordered delivery", O7). Not
+// above-committed: offsets beyond what the metadata holds (aboveMetaMax
+// bytes: Kafka's offset.metadata.max.bytes is 4096 by default); they
+// wait for the watermark as before. The metadata is only ever read as a set of
 // offsets whose outputs are committed: a reader that cannot parse it
 // skips nothing (duplicates, never a loss).
 
@@ -161,10 +164,6 @@ func (e *engine) commitAbove(outs []*kgo.Record, parts []hkafka.TopicPartition, 
 		if pw.dropped || e.w.parts[pw.k] != pw || en.state != entryDone || en.aboveTxn || en.aboveDone || en.rec.Offset < pw.watermark() {
 			continue // gone, popped, or taken already
 		}
-		if en.opKey != nil {
-			keep = append(keep, en) // its lane change waits for the watermark
-			continue
-		}
 		byPart[pw] = append(byPart[pw], en)
 	}
 	metas := map[tp]string{}
@@ -188,6 +187,9 @@ func (e *engine) commitAbove(outs []*kgo.Record, parts []hkafka.TopicPartition, 
 			outs = append(outs, en.outs...)
 			en.aboveTxn = true
 			e.txnAbove = append(e.txnAbove, en)
+			if en.opKey != nil {
+				e.popped = append(e.popped, en) // its lane change commits with it (laneOutputs)
+			}
 			added = true
 		}
 		if p := (hkafka.TopicPartition{Topic: k.topic, Partition: k.partition}); added && !slices.Contains(parts, p) {

@@ -210,13 +210,12 @@ func (e *engine) keepTxn() {
 	for _, en := range e.txn {
 		byPart[en.part] = append(byPart[en.part], en)
 	}
-	kept := map[*partWindow]bool{}
+	owned := func(pw *partWindow) bool { return !pw.dropped && !w.dropped[pw.k] && w.parts[pw.k] == pw }
 	w.mu.Lock()
 	for pw, ens := range byPart {
-		if pw.dropped || w.dropped[pw.k] || w.parts[pw.k] != pw {
+		if !owned(pw) {
 			continue
 		}
-		kept[pw] = true
 		rest := pw.entries[pw.head:]
 		pw.entries = append(append(make([]*entry, 0, len(ens)+len(rest)), ens...), rest...)
 		pw.head = 0
@@ -226,9 +225,11 @@ func (e *engine) keepTxn() {
 			w.done++
 		}
 	}
-	w.mu.Unlock()
+	// The lane changes go back to their entries, popped ones and those
+	// taken above the watermark (aboveEnded made them candidates again)
+	// alike, while their partition is owned.
 	for _, op := range e.laneOps {
-		if kept[op.en.part] {
+		if owned(op.en.part) {
 			op.en.opKey, op.en.opMember = op.k, op.member
 			op.k.pending++
 			if o := op.k.lane.ord; o != nil && o.keys[op.k.key] == nil {
@@ -236,6 +237,7 @@ func (e *engine) keepTxn() {
 			}
 		}
 	}
+	w.mu.Unlock()
 }
 
 // atWatermarks sets each partition of an offset commit to its watermark;

@@ -59,9 +59,10 @@ type keyLane struct {
 	head    *entry   // the member in flight (or being settled), if any
 	outside map[string]outsider
 	inReady bool
-	// committed is the outside list as of the committed watermark: what
-	// the lanes topic says (lanes.go); pending counts the lane changes of
-	// entries not committed yet.
+	// committed is the outside list as of the committed settlements
+	// (below the watermark, and above it: above.go): what the lanes topic
+	// says (lanes.go); pending counts the lane changes of entries not
+	// committed yet.
 	committed lanes.Members
 	pending   int
 }
@@ -364,7 +365,8 @@ func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) []
 }
 
 // laneChanged notes that en's settlement changed k (en.opMember): the
-// lanes topic learns of it when the watermark passes en.
+// lanes topic learns of it in the commit that commits en's settlement
+// (at the watermark, or above it).
 func (e *engine) laneChanged(en *entry, k *keyLane, now time.Time) {
 	en.opKey = k
 	k.pending++
@@ -382,8 +384,9 @@ func (e *engine) laneChanged(en *entry, k *keyLane, now time.Time) {
 // spillFollowers spills k's waiting members when one of them was read
 // before en, which just went outside or blocked its lane: en's way back
 // (its retry, its deferral, an operator's resend) or its block is
-// written only when the partition's watermark passes en,
-// and they would hold that watermark waiting for en — until
+// written only when its settlement commits — above the watermark when
+// the offset commit's metadata has room, else when the watermark passes
+// en — and they would hold that watermark waiting for en, until
 // --stuck-after. A head that goes outside from its first read is below
 // its followers and needs none of this.
 func (e *engine) spillFollowers(k *keyLane, en *entry, now time.Time) {
