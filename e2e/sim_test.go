@@ -63,6 +63,10 @@ const (
 	// most 1 s timeout + 1 s Retry-After), outage probes (1 s), and the
 	// park recheck, with room for a loaded machine.
 	simLiveness = 45 * time.Second
+	// simLaneLiveness bounds the whole liveness wait: ordered lanes that
+	// keep ending members may take longer than simLiveness to drain,
+	// never longer than this.
+	simLaneLiveness = 3 * time.Minute
 )
 
 // simSeeds parses HOOKLINE_SIM_SEEDS: one seed ("1234"), a list
