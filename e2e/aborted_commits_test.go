@@ -20,42 +20,17 @@ import (
 // delivery already attempted is POSTed again: the completed work of the
 // partitions it keeps is committed after the aborts, not redone.
 func TestAbortedCommitsRePOSTNothingCompleted(t *testing.T) {
-	st, c := faultyStack(t)
-	bodies := &bodyCounter{posts: map[string]int{}}
-	srv := httptest.NewServer(bodies)
-	defer srv.Close()
-	for i := range 3 {
-		st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: fmt.Sprint(srv.URL, "/hooks/", i)})
-	}
-	group := st.kafka.TopicPrefix + "dispatcher"
-	const rounds = 6
-	aborts := c.Fault(kfake.Fault{
-		Keys:  []kmsg.Key{kmsg.TxnOffsetCommit},
-		Err:   kerr.RebalanceInProgress,
-		Count: rounds,
-		When: func(r kmsg.Request) bool {
-			req, ok := r.(*kmsg.TxnOffsetCommitRequest)
-			return ok && req.Group == group
-		},
-	})
-	const events = 40
-	for i := range events {
-		body, _ := json.Marshal(laneEvent{"x", i})
-		if _, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: body}); err != nil {
-			t.Fatal(err)
+	abortedCommitsRePOSTNothing(t, "aborted commits", 6, func(st *stack) kfake.Fault {
+		group := st.kafka.TopicPrefix + "dispatcher"
+		return kfake.Fault{
+			Keys: []kmsg.Key{kmsg.TxnOffsetCommit},
+			Err:  kerr.RebalanceInProgress,
+			When: func(r kmsg.Request) bool {
+				req, ok := r.(*kmsg.TxnOffsetCommitRequest)
+				return ok && req.Group == group
+			},
 		}
-	}
-	ctx, cancel := context.WithTimeout(st.failed, waitFor)
-	defer cancel()
-	if err := aborts.Wait(ctx, rounds); err != nil {
-		t.Fatalf("the dispatcher's commits did not abort %d times: %v", rounds, err)
-	}
-	const deliveries = 3 * events
-	st.until("every delivery POSTed", func() bool { d, _ := bodies.counts(); return d == deliveries })
-	results := st.terminalResults(deliveries)
-	if _, total := bodies.counts(); total != deliveries || len(results) != deliveries {
-		t.Fatalf("%d POSTs and %d results for %d deliveries after %d aborted commits; want one POST each", total, len(results), deliveries, rounds)
-	}
+	})
 }
 
 // TestACommitAbortedByAFailedProduceRePOSTsNothingCompleted (issue 23
@@ -68,6 +43,24 @@ func TestAbortedCommitsRePOSTNothingCompleted(t *testing.T) {
 // the aborts, never POSTed again. On main every such abort dropped the
 // whole window, and everything it had completed was POSTed again.
 func TestACommitAbortedByAFailedProduceRePOSTsNothingCompleted(t *testing.T) {
+	abortedCommitsRePOSTNothing(t, "commits aborted by failed produces", 4, func(st *stack) kfake.Fault {
+		return kfake.Fault{
+			Keys:  []kmsg.Key{kmsg.Produce},
+			Topic: st.kafka.TopicPrefix + "results",
+			Err:   kerr.CorruptMessage,
+			When: func(r kmsg.Request) bool {
+				req, ok := r.(*kmsg.ProduceRequest)
+				return ok && req.TransactionID != nil
+			},
+		}
+	})
+}
+
+// abortedCommitsRePOSTNothing publishes 40 events to 3 endpoints while
+// fault (Count set to rounds) aborts the dispatcher's commits rounds
+// times, and requires one POST and one terminal result per delivery.
+func abortedCommitsRePOSTNothing(t *testing.T, what string, rounds int, fault func(st *stack) kfake.Fault) {
+	t.Helper()
 	st, c := faultyStack(t)
 	bodies := &bodyCounter{posts: map[string]int{}}
 	srv := httptest.NewServer(bodies)
@@ -75,17 +68,9 @@ func TestACommitAbortedByAFailedProduceRePOSTsNothingCompleted(t *testing.T) {
 	for i := range 3 {
 		st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: fmt.Sprint(srv.URL, "/hooks/", i)})
 	}
-	const rounds = 4
-	failed := c.Fault(kfake.Fault{
-		Keys:  []kmsg.Key{kmsg.Produce},
-		Topic: st.kafka.TopicPrefix + "results",
-		Err:   kerr.CorruptMessage,
-		Count: rounds,
-		When: func(r kmsg.Request) bool {
-			req, ok := r.(*kmsg.ProduceRequest)
-			return ok && req.TransactionID != nil
-		},
-	})
+	f := fault(st)
+	f.Count = rounds
+	aborts := c.Fault(f)
 	const events = 40
 	for i := range events {
 		body, _ := json.Marshal(laneEvent{"x", i})
@@ -95,13 +80,13 @@ func TestACommitAbortedByAFailedProduceRePOSTsNothingCompleted(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(st.failed, waitFor)
 	defer cancel()
-	if err := failed.Wait(ctx, rounds); err != nil {
-		t.Fatalf("the dispatcher's produces did not fail %d times: %v", rounds, err)
+	if err := aborts.Wait(ctx, rounds); err != nil {
+		t.Fatalf("the dispatcher's commits did not abort %d times (%s): %v", rounds, what, err)
 	}
 	const deliveries = 3 * events
 	st.until("every delivery POSTed", func() bool { d, _ := bodies.counts(); return d == deliveries })
 	results := st.terminalResults(deliveries)
 	if _, total := bodies.counts(); total != deliveries || len(results) != deliveries {
-		t.Fatalf("%d POSTs and %d results for %d deliveries after %d commits aborted by failed produces; want one POST each", total, len(results), deliveries, rounds)
+		t.Fatalf("%d POSTs and %d results for %d deliveries after %d %s; want one POST each", total, len(results), deliveries, rounds, what)
 	}
 }

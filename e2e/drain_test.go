@@ -337,95 +337,9 @@ func TestAGracefulStopRePOSTsNothingCompletedAboveAWaitingDelivery(t *testing.T)
 // a crash, a rebalance or an outage re-POSTs": at most what was in
 // flight plus one commit interval).
 func TestACrashRePOSTsNothingCompletedAboveAnAttemptInFlight(t *testing.T) {
-	st, c := faultyStack(t, func(c *stackConfig) { c.kafka.Partitions = 1 })
-	st.dispatcher.halt() // the test runs its own, which it crashes
-	release := make(chan struct{})
-	var mu sync.Mutex
-	posts := map[string]int{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/s" {
-			select {
-			case <-release:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		mu.Lock()
-		posts[r.URL.Path+" "+r.Header.Get("webhook-id")]++
-		mu.Unlock()
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer srv.Close()
-	defer func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	}()
-	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/s", MaxInFlight: 1})
-	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/h"})
-	count := func(path string) (distinct, total int) {
-		mu.Lock()
-		defer mu.Unlock()
-		for k, n := range posts {
-			if strings.HasPrefix(k, path+" ") {
-				distinct++
-				total += n
-			}
-		}
-		return distinct, total
-	}
-
-	ctx, crash := context.WithCancel(t.Context())
-	victimDone := make(chan struct{})
-	victim := st.newDispatcher(time.Second)
-	go func() {
-		defer close(victimDone)
-		_ = victim.Run(ctx) // its commits fail once it has crashed
-	}()
-	const events = 6
-	for i := range events {
-		body, _ := json.Marshal(laneEvent{Lane: "x", I: i})
-		if _, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: body}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st.until("every H delivery answered", func() bool { d, _ := count("/h"); return d == events })
-	// H's results are committed within a commit interval or so, before
-	// the watermark passes S's head (bounded: on main they never were).
-	rd := st.reader(st.topics.Results)
-	delivered := 0
-	rctx, rcancel := context.WithTimeout(st.failed, 10*time.Second)
-	for delivered < events && rctx.Err() == nil {
-		for _, res := range kafkatest.Decode(t, rd.PollFetches(rctx).Records(), newResult) {
-			if res.GetState() == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
-				delivered++
-			}
-		}
-	}
-	rcancel()
-	rd.Close()
-	t.Logf("%d of H's %d results committed while S's head is in flight", delivered, events)
-
-	// The crash: every transaction of the victim refused from now on, no
-	// LeaveGroup; then it stops (nothing it does after this commits).
-	txn := st.kafka.TopicPrefix + "dispatcher-1"
-	dead := c.Fault(
-		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce, kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.TxnOffsetCommit, kmsg.EndTxn}, Err: kerr.InvalidProducerEpoch, Count: -1, TopLevel: true, When: ofTxn(txn)},
-		kfake.Fault{Keys: []kmsg.Key{kmsg.LeaveGroup}, Group: st.kafka.TopicPrefix + "dispatcher", Err: kerr.UnknownMemberID, Count: 1, TopLevel: true},
-	)
-	crash()
-	<-victimDone
-	dead.Remove()
-	close(release)
-	st.dispatcher.start(st, st.newDispatcher(15*time.Second).Run)
-
-	st.until("every S delivery answered", func() bool { d, _ := count("/s"); return d == events })
-	st.terminalResults(2 * events)
-	if _, hTotal := count("/h"); hTotal != events {
-		t.Fatalf("H got %d POSTs for %d deliveries across a crash; want one each: what completed above the watermark was not committed", hTotal, events)
-	}
+	crashAboveAHangingHead(t, "/h", nil, func(st *stack, url string) {
+		st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: url + "/h"})
+	})
 }
 
 // TestACrashRePOSTsNoOrderedMemberDeliveredAboveAnAttemptInFlight
@@ -438,12 +352,37 @@ func TestACrashRePOSTsNothingCompletedAboveAnAttemptInFlight(t *testing.T) {
 // largest share of the duplicates of every kill row: 23 to 62 ordered
 // members); now it commits above the watermark, its lane change with it.
 func TestACrashRePOSTsNoOrderedMemberDeliveredAboveAnAttemptInFlight(t *testing.T) {
+	var mu sync.Mutex
+	tried := map[string]bool{}
+	firstTry := func(id string) bool { // each member's first try: outside, then back
+		mu.Lock()
+		defer mu.Unlock()
+		first := !tried[id]
+		tried[id] = true
+		return first
+	}
+	crashAboveAHangingHead(t, "/o", firstTry, func(st *stack, url string) {
+		st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: url + "/o", Ordering: hooklinev1.Ordering_ORDERING_PER_ENDPOINT,
+			RetryPolicy: ladderPolicy(8, time.Second), OutageModeDisabled: true})
+	})
+}
+
+// crashAboveAHangingHead is the rig of the two tests above: one
+// partition; endpoint S (cap 1, the longest timeout) holds its first
+// POST, so the partition's watermark stands at it, while endpoint path's
+// deliveries (made by create), read after it, are answered 2xx — 503
+// first where busy says so. Once each of them was answered 2xx the
+// dispatcher crashes (its transactions refused from then on, as kill -9
+// leaves them; no drain commits), S's head is let go, and a new
+// dispatcher takes the partition: path must get one 2xx-answered POST
+// per delivery in all.
+func crashAboveAHangingHead(t *testing.T, path string, busy func(webhookID string) bool, create func(st *stack, url string)) {
+	t.Helper()
 	st, c := faultyStack(t, func(c *stackConfig) { c.kafka.Partitions = 1 })
 	st.dispatcher.halt() // the test runs its own, which it crashes
 	release := make(chan struct{})
 	var mu sync.Mutex
 	posts := map[string]int{} // 2xx answers by path and webhook-id
-	tried := map[string]bool{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/s" {
 			select {
@@ -452,15 +391,14 @@ func TestACrashRePOSTsNoOrderedMemberDeliveredAboveAnAttemptInFlight(t *testing.
 				return
 			}
 		}
-		mu.Lock()
-		defer mu.Unlock()
 		id := r.Header.Get("webhook-id")
-		if r.URL.Path == "/o" && !tried[id] {
-			tried[id] = true // each ordered member's first try: outside, then back
+		if r.URL.Path == path && busy != nil && busy(id) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
+		mu.Lock()
 		posts[r.URL.Path+" "+id]++
+		mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer srv.Close()
@@ -474,8 +412,7 @@ func TestACrashRePOSTsNoOrderedMemberDeliveredAboveAnAttemptInFlight(t *testing.
 	// S's head hangs past the whole test (its timeout is the longest
 	// allowed): the watermark stays at it.
 	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/s", MaxInFlight: 1, Timeout: durationpb.New(time.Minute)})
-	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/o", Ordering: hooklinev1.Ordering_ORDERING_PER_ENDPOINT,
-		RetryPolicy: ladderPolicy(8, time.Second), OutageModeDisabled: true})
+	create(st, srv.URL)
 	count := func(path string) (distinct, total int) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -502,10 +439,8 @@ func TestACrashRePOSTsNoOrderedMemberDeliveredAboveAnAttemptInFlight(t *testing.
 			t.Fatal(err)
 		}
 	}
-	// Each member goes outside (its retry written) and comes back while
-	// S's head holds the watermark; on main the retry waited for it.
-	st.until("every ordered member delivered while S's head is in flight", func() bool { d, _ := count("/o"); return d == events })
-	// O's results are committed within a commit interval or so, before
+	st.until("every "+path+" delivery answered 2xx while S's head is in flight", func() bool { d, _ := count(path); return d == events })
+	// Their results are committed within a commit interval or so, before
 	// the watermark passes S's head (bounded: on main they never were).
 	rd := st.reader(st.topics.Results)
 	delivered := 0
@@ -519,8 +454,10 @@ func TestACrashRePOSTsNoOrderedMemberDeliveredAboveAnAttemptInFlight(t *testing.
 	}
 	rcancel()
 	rd.Close()
-	t.Logf("%d of O's %d results committed while S's head is in flight", delivered, events)
+	t.Logf("%d of %s's %d results committed while S's head is in flight", delivered, path, events)
 
+	// The crash: every transaction of the victim refused from now on, no
+	// LeaveGroup; then it stops (nothing it does after this commits).
 	txn := st.kafka.TopicPrefix + "dispatcher-1"
 	dead := c.Fault(
 		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce, kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.TxnOffsetCommit, kmsg.EndTxn}, Err: kerr.InvalidProducerEpoch, Count: -1, TopLevel: true, When: ofTxn(txn)},
@@ -534,7 +471,7 @@ func TestACrashRePOSTsNoOrderedMemberDeliveredAboveAnAttemptInFlight(t *testing.
 
 	st.until("every S delivery answered", func() bool { d, _ := count("/s"); return d == events })
 	st.terminalResults(2 * events)
-	if _, oTotal := count("/o"); oTotal != events {
-		t.Fatalf("the ordered endpoint got %d 2xx-answered POSTs for %d members across a crash; want one each: its members delivered above the watermark were not committed", oTotal, events)
+	if _, total := count(path); total != events {
+		t.Fatalf("%s got %d 2xx-answered POSTs for %d deliveries across a crash; want one each: what completed above the watermark was not committed", path, total, events)
 	}
 }
