@@ -34,7 +34,8 @@ import (
 //     until an operator's command (lanecmd.go) resends or skips it.
 //
 // Which members are outside is also durable: each member's change is
-// committed with the watermark that passes it, to the lanes topic
+// committed with its settlement (at the watermark, or above it), to the
+// lanes topic
 // (lanes.go), and a new owner seeds an endpoint's lanes from it.
 //
 // Unordered lanes never touch any of this (lane.ord is nil).
