@@ -35,8 +35,8 @@ import (
 //
 // Which members are outside is also durable: each member's change is
 // committed with its settlement (at the watermark, or above it), to the
-// lanes topic
-// (lanes.go), and a new owner seeds an endpoint's lanes from it.
+// lanes topic (lanes.go), and a new owner seeds an endpoint's lanes from
+// it.
 //
 // Unordered lanes never touch any of this (lane.ord is nil).
 
