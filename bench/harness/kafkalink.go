@@ -187,6 +187,18 @@ func (l *KafkaLink) serve(c net.Conn, upstream string) {
 	}
 	u, err := net.DialTimeout("tcp", upstream, 10*time.Second)
 	if err != nil {
+		// The broker is gone (killed, not yet back): answer as a direct
+		// connection would have, refused — a reset, not the orderly
+		// close the deferred Close would send. kgo takes an end of file
+		// on a connection's first read for a TLS or SASL mistake and
+		// does not retry the request (ErrFirstReadEOF): behind the link,
+		// every EndTxn in flight to a killed coordinator failed at once
+		// with "broker closed the connection immediately", where a
+		// direct connection's refusal makes kgo find the coordinator
+		// again and retry.
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
 		return
 	}
 	if !l.track(u, true) {

@@ -2,7 +2,10 @@ package harness
 
 import (
 	"context"
+	"errors"
+	"net"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,5 +78,34 @@ func TestKafkaLinkCarriesAClientAndPartitionsIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		got += fs.NumRecords()
+	}
+}
+
+// TestALinkToADeadBrokerRefusesAsADirectConnectionWould: with nothing
+// listening upstream, a connection through the link is reset, as a
+// direct one would be refused — never the orderly close that kgo takes
+// for a TLS mistake and does not retry ("broker closed the connection
+// immediately"; make chaos's kill-broker and kill-txn-coordinator rows
+// ended dispatcher sessions on it).
+func TestALinkToADeadBrokerRefusesAsADirectConnectionWould(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now
+	link, err := NewKafkaLink("test", dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	c, err := net.Dial("tcp", link.Bootstrap())
+	if err == nil { // the reset may come before the dial returns, or after
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+	}
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("reading a link to a dead broker: %v; want a connection reset", err)
 	}
 }
