@@ -31,10 +31,11 @@ import (
 // above the watermark too, its lane change with it: the lanes topic says
 // which members are outside as of the committed settlements, and a
 // reader skips exactly the records whose settlements those are, so the
-// two agree (docs/DESIGN.md, "Ordered delivery", O7). Not
-// above-committed: offsets beyond what the metadata holds (aboveMetaMax
-// bytes: Kafka's offset.metadata.max.bytes is 4096 by default); they
-// wait for the watermark as before. The metadata is only ever read as a set of
+// two agree (docs/DESIGN.md, "Ordered delivery": the lanes topic follows
+// the committed settlements). Not above-committed: offsets beyond what
+// the metadata holds (aboveMetaMax bytes: Kafka's
+// offset.metadata.max.bytes is 4096 by default); they wait for the
+// watermark as before. The metadata is only ever read as a set of
 // offsets whose outputs are committed: a reader that cannot parse it
 // skips nothing (duplicates, never a loss).
 
