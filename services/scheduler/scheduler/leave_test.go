@@ -20,11 +20,11 @@ import (
 func TestASessionThatFailsWhileStartingLeavesTheGroup(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// stop: the scheduler is stopped at the first metadata read of
-		// the parked topic; otherwise after the third failed read (it
-		// waits for one that answers: TestASessionWaitsForTheParkedTopicsMetadata).
-		stop bool
-	}{{name: "stopped while its metadata read fails"}, {name: "stopped while starting", stop: true}} {
+		// after: how many failed metadata requests naming the parked
+		// topic the scheduler is stopped after (it waits for one that
+		// answers: TestASessionWaitsForTheParkedTopicsMetadata).
+		after int
+	}{{name: "stopped while starting", after: 1}, {name: "stopped while its metadata read fails", after: 3}} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newParkedRig(t)
 			// Only the scheduler's clients may run from here on.
@@ -33,26 +33,14 @@ func TestASessionThatFailsWhileStartingLeavesTheGroup(t *testing.T) {
 			before := goleak.IgnoreCurrent()
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			// The scheduler asks for the parked topic's metadata alone
-			// once its session exists (parkedPartitions): fail that
-			// answer, and stop the scheduler (at once, or at the third).
-			failed := 0
-			r.c.ControlKey(kmsg.Metadata.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-				r.c.KeepControl()
-				m := req.(*kmsg.MetadataRequest)
-				if len(m.Topics) != 1 || m.Topics[0].Topic == nil || *m.Topics[0].Topic != r.tp.Parked {
-					return nil, nil, false
-				}
-				if failed++; tc.stop || failed == 3 {
+			// The parked topic's metadata never answers: the session
+			// exists (only its reads name the topic) and cannot start.
+			f := failParkedMetadata(r, -1)
+			go func() {
+				if f.Wait(ctx, tc.after) == nil {
 					cancel()
 				}
-				resp := m.ResponseKind().(*kmsg.MetadataResponse)
-				rt := kmsg.NewMetadataResponseTopic()
-				rt.Topic = m.Topics[0].Topic
-				rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				resp.Topics = append(resp.Topics, rt)
-				return resp, nil, true
-			})
+			}()
 			s, err := New(r.cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -90,16 +78,7 @@ func TestASessionWaitsForTheParkedTopicsMetadata(t *testing.T) {
 	// three metadata requests that name it among at most three topics:
 	// the session's own reads (ensureTopics names every topic, and ran).
 	const faults = 3
-	f := r.c.Fault(kfake.Fault{
-		Keys:  []kmsg.Key{kmsg.Metadata},
-		Topic: r.tp.Parked,
-		Err:   kerr.UnknownTopicOrPartition,
-		Count: faults,
-		When: func(req kmsg.Request) bool {
-			m, ok := req.(*kmsg.MetadataRequest)
-			return ok && len(m.Topics) > 0 && len(m.Topics) <= 3
-		},
-	})
+	f := failParkedMetadata(r, faults)
 	s, err := New(r.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -124,4 +103,22 @@ func TestASessionWaitsForTheParkedTopicsMetadata(t *testing.T) {
 	if err := <-ran; err != nil {
 		t.Fatalf("the scheduler ended with %v", err)
 	}
+}
+
+// failParkedMetadata answers UNKNOWN_TOPIC_OR_PARTITION for the parked
+// topic in the next count (-1: every) metadata requests that name it
+// among at most three topics: the scheduler session's own reads
+// (parkedPartitions, and its consumer's, which would otherwise fill the
+// client's metadata cache), not ensureTopics', which names every topic.
+func failParkedMetadata(r *parkedRig, count int) *kfake.FaultHandle {
+	return r.c.Fault(kfake.Fault{
+		Keys:  []kmsg.Key{kmsg.Metadata},
+		Topic: r.tp.Parked,
+		Err:   kerr.UnknownTopicOrPartition,
+		Count: count,
+		When: func(req kmsg.Request) bool {
+			m, ok := req.(*kmsg.MetadataRequest)
+			return ok && len(m.Topics) > 0 && len(m.Topics) <= 3
+		},
+	})
 }

@@ -325,7 +325,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 		return nil // ctx ended: stopped
 	}
 	s.log.Info("scheduler consuming", "topics", s.consumed(), "group", s.cfg.Group)
-	s.probe.CheckLag(kadm.NewClient(sess.Client()), s.cfg.Group, s.consumed()...)
+	s.probe.CheckLag(adm, s.cfg.Group, s.consumed()...)
 	s.probe.Started()
 
 	for {
