@@ -219,6 +219,9 @@ func withAbove(req *kmsg.TxnOffsetCommitRequest, metas map[tp]string) {
 // partitions' sets kept for their next windows; aborted, they are
 // candidates again (their partitions' sets lose them).
 func (e *engine) aboveEnded(committed bool) {
+	if committed {
+		e.s.answersCommitted(e.txnAbove)
+	}
 	for _, en := range e.txnAbove {
 		en.aboveTxn = false
 		pw := en.part

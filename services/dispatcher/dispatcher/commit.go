@@ -135,6 +135,7 @@ func (e *engine) committed(m *msg, now time.Time) error {
 	e.lanesCommitted(m.committed && m.err == nil)
 	e.aboveEnded(m.committed && m.err == nil)
 	if m.committed && m.err == nil {
+		e.s.answersCommitted(e.txn)
 		clear(e.txn)
 		e.txn = e.txn[:0]
 		e.retrying = false
@@ -171,6 +172,19 @@ func (e *engine) committed(m *msg, now time.Time) error {
 		e.backingOff = true
 	}
 	return nil
+}
+
+// answersCommitted forgets the receivers' answers whose settlements a
+// commit wrote (answered.go).
+func (s *Service) answersCommitted(ens []*entry) {
+	if s.answered.empty() {
+		return
+	}
+	for _, en := range ens {
+		if en.d != nil && en.rec != nil {
+			s.answered.forget(recordCopyKey(en.rec, en.d))
+		}
+	}
 }
 
 // forgetBlamed drops the partitions whose entries an aborted commit

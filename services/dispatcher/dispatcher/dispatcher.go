@@ -76,6 +76,9 @@ type Service struct {
 	// streaks says which endpoints' transformations are failing
 	// (transformstreak.go).
 	streaks *transformStreaks
+	// answered are the receivers' 2xx answers whose settlement has not
+	// committed yet, kept across sessions (answered.go).
+	answered *answered
 	// lanes seeds ordered lanes after an assignment; laneFollow feeds it.
 	lanes      *lanes.View
 	laneFollow *hkafka.Follower
@@ -205,6 +208,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		signers:      newSigners(keys),
 		notices:      newNoticeView(),
 		streaks:      newTransformStreaks(),
+		answered:     newAnswered(answeredBytes),
 		lanes:        lanes.NewView(),
 		pauseOutcome: defaultPauseOutcome,
 		probe:        &health.Probe{},

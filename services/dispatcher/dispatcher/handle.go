@@ -294,34 +294,51 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 	if err != nil {
 		panic(fmt.Sprintf("endpoint %s has no usable secret: %v", id, err))
 	}
+	// A record fetched again after its settlement was lost (answered.go)
+	// settles from the 2xx its receiver already gave.
+	key, url := recordCopyKey(r, d), ep.GetEndpoint().GetUrl()
+	ar, reused := s.answered.get(key, url)
 	if d.GetFirstAttemptAt() == nil {
-		d.FirstAttemptAt = timestamppb.New(now)
-		d.GiveUpAt = timestamppb.New(now.Add(s.maxAge(ep)))
+		first := now
+		if reused {
+			first = ar.Started
+		}
+		d.FirstAttemptAt = timestamppb.New(first)
+		d.GiveUpAt = timestamppb.New(first.Add(s.maxAge(ep)))
 	}
-	timeout := s.cfg.AttemptTimeout
-	if t := ep.GetEndpoint().GetTimeout(); t != nil && t.AsDuration() > 0 {
-		timeout = t.AsDuration()
+	if reused {
+		s.metrics.reuse(ctx)
+		s.log.DebugContext(ctx, "answered before; settled from that answer", "delivery_id", d.GetDeliveryId(), "attempt", d.GetAttempt(), "answered_at", ar.Started)
+	} else {
+		timeout := s.cfg.AttemptTimeout
+		if t := ep.GetEndpoint().GetTimeout(); t != nil && t.AsDuration() > 0 {
+			timeout = t.AsDuration()
+		}
+		s.metrics.flight(ctx, id, 1)
+		var err error
+		ar, err = s.client.Do(ctx, transformed(attempt.Request{
+			URL:        url,
+			Tenant:     ep.GetEndpoint().GetTenantId(),
+			EventID:    d.GetEventId(),
+			EventType:  d.GetEventType(),
+			Payload:    d.GetPayload(),
+			Signer:     signer,
+			Timeout:    timeout,
+			Header:     http.Header{},
+			Attributes: attrs,
+		}, d.GetTransformed()))
+		s.metrics.flight(ctx, id, -1)
+		if err != nil {
+			// Shut down (or revoked) before the receiver answered: a
+			// worker fault, the delivery goes back as it came.
+			setOutcome(ctx, "interrupted")
+			return []*kgo.Record{requeue(r, s.topics.Deliveries)}
+		}
+		s.metrics.attempt(ctx, ar.Class, ar.Latency)
+		if ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
+			s.answered.put(key, url, ar)
+		}
 	}
-	s.metrics.flight(ctx, id, 1)
-	ar, err := s.client.Do(ctx, transformed(attempt.Request{
-		URL:        ep.GetEndpoint().GetUrl(),
-		Tenant:     ep.GetEndpoint().GetTenantId(),
-		EventID:    d.GetEventId(),
-		EventType:  d.GetEventType(),
-		Payload:    d.GetPayload(),
-		Signer:     signer,
-		Timeout:    timeout,
-		Header:     http.Header{},
-		Attributes: attrs,
-	}, d.GetTransformed()))
-	s.metrics.flight(ctx, id, -1)
-	if err != nil {
-		// Shut down (or revoked) before the receiver answered: a worker
-		// fault, the delivery goes back as it came.
-		setOutcome(ctx, "interrupted")
-		return []*kgo.Record{requeue(r, s.topics.Deliveries)}
-	}
-	s.metrics.attempt(ctx, ar.Class, ar.Latency)
 	s.rcv.home(id, r.Partition)
 	out := s.outcome(ctx, d, ep, ar)
 	if p != nil {

@@ -43,6 +43,7 @@ type instruments struct {
 	retries    metric.Int64Counter
 	deferrals  metric.Int64Counter
 	aborts     metric.Int64Counter
+	reused     metric.Int64Counter
 	// inFlight backs the per-endpoint in-flight gauge, an observable
 	// instrument so that an endpoint's series goes away when prune
 	// forgets it (a synchronous one keeps every series it ever saw).
@@ -85,7 +86,7 @@ func newInstruments(mp metric.MeterProvider) (instruments, error) {
 	m := mp.Meter(scope)
 	_, off := mp.(metricnoop.MeterProvider)
 	in := instruments{on: !off, inFlight: &flightGauge{m: map[string]*flightCount{}}}
-	var errs [7]error
+	var errs [8]error
 	in.attempts, errs[0] = m.Int64Counter("hookline.dispatcher.attempts", metric.WithUnit("{attempt}"),
 		metric.WithDescription("HTTP attempts made, by outcome class (success, transient, permanent, ambiguous)."))
 	in.duration, errs[1] = m.Float64Histogram("hookline.dispatcher.attempt.duration", metric.WithUnit("s"),
@@ -110,6 +111,8 @@ func newInstruments(mp metric.MeterProvider) (instruments, error) {
 		metric.WithDescription("Deliveries deferred without an attempt, by reason: concurrency cap, rate limit, endpoint paused, outage."))
 	in.aborts, errs[6] = m.Int64Counter("hookline.dispatcher.commit.aborts", metric.WithUnit("{transaction}"),
 		metric.WithDescription("Commits aborted, by reason: unwritable (a record Kafka will never take; its delivery is dead-lettered without it), refused (Kafka refuses the writes: authorization, topic), transient."))
+	in.reused, errs[7] = m.Int64Counter("hookline.dispatcher.answers.reused", metric.WithUnit("{delivery}"),
+		metric.WithDescription("Deliveries settled from a 2xx their receiver gave before their settlement was lost (an outage or a lost partition), instead of a new request."))
 	for _, err := range errs {
 		if err != nil {
 			return in, fmt.Errorf("dispatcher: metrics: %w", err)
@@ -149,6 +152,14 @@ func (in instruments) flight(ctx context.Context, endpointID string, delta int64
 func (in instruments) abort(reason string) {
 	if in.on {
 		in.aborts.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
+	}
+}
+
+// reuse counts a delivery settled from an answer its receiver gave
+// before (answered.go).
+func (in instruments) reuse(ctx context.Context) {
+	if in.on {
+		in.reused.Add(ctx, 1)
 	}
 }
 

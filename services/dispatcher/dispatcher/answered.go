@@ -1,0 +1,162 @@
+package dispatcher
+
+import (
+	"sync"
+
+	"github.com/hookline/hookline/services/dispatcher/attempt"
+)
+
+// A receiver that answered 2xx has the webhook, whether or not the
+// settlement that records it commits. When it does not — the session
+// ended in an outage longer than the session timeout, or the partitions
+// were lost and came back — the window is gone and the records are
+// fetched again from the committed offsets: attempting them again would
+// POST what the receiver already took (a duplicate it must deduplicate
+// on webhook-id). The dispatcher remembers the 2xx answers whose
+// settlement has not committed yet, by the record's copy key (delivery
+// id, attempt, kind, due time, marks: dedupe.go), and a record fetched
+// again settles from its answer instead of a new request. The process
+// keeps them across sessions (they are what a receiver did, not what a
+// session derived: DESIGN.md I40); a crash loses them, and so does a
+// partition that another dispatcher takes (its new owner never saw the
+// answer). An answer leaves when its settlement commits, or, oldest
+// first, once the answers held exceed answeredBytes.
+//
+// Only successes are kept: a failed attempt's record fetched again is
+// attempted again, as the failure may have been the receiver's moment.
+// An answer is used only while the endpoint's URL is the one it came
+// from.
+
+// answeredBytes bounds the memory of the answers held: at about 300
+// bytes an answer with a short body excerpt, some 50,000 answers.
+const answeredBytes = 16 << 20
+
+// answerOverhead is what an answer costs beside its key, URL and
+// excerpt: the map entry, the queue slot, the Result.
+const answerOverhead = 200
+
+// answered holds the receivers' 2xx answers not committed yet. Safe for
+// concurrent use: attempts put and take on worker goroutines, commits
+// forget on the loop.
+type answered struct {
+	mu    sync.Mutex
+	m     map[string]answer
+	queue []queued // oldest first from head; keys no longer in m are skipped
+	head  int
+	seq   uint64
+	bytes int64
+	max   int64
+}
+
+type answer struct {
+	ar   attempt.Result
+	url  string
+	seq  uint64
+	size int64
+}
+
+type queued struct {
+	key string
+	seq uint64
+}
+
+func newAnswered(maxBytes int64) *answered {
+	return &answered{m: map[string]answer{}, max: maxBytes}
+}
+
+// put remembers a 2xx answer to the record of key, sent to url.
+func (a *answered) put(key, url string, ar attempt.Result) {
+	size := int64(len(key)+len(url)+len(ar.Excerpt)) + answerOverhead
+	if size > a.max {
+		return
+	}
+	ar.Excerpt = append([]byte(nil), ar.Excerpt...) // the attempt's buffer is not ours
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if old, ok := a.m[key]; ok {
+		a.bytes -= old.size
+	}
+	a.seq++
+	a.m[key] = answer{ar: ar, url: url, seq: a.seq, size: size}
+	a.queue = append(a.queue, queued{key: key, seq: a.seq})
+	a.bytes += size
+	for a.bytes > a.max && a.head < len(a.queue) {
+		q := a.queue[a.head]
+		a.queue[a.head] = queued{}
+		a.head++
+		if cur, ok := a.m[q.key]; ok && cur.seq == q.seq {
+			delete(a.m, q.key)
+			a.bytes -= cur.size
+		}
+	}
+	a.compact()
+}
+
+// get returns the answer to the record of key if it came from url. The
+// answer stays until its settlement commits (forget): an abort may need
+// it again.
+func (a *answered) get(key, url string) (attempt.Result, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	an, ok := a.m[key]
+	if !ok || an.url != url {
+		return attempt.Result{}, false
+	}
+	return an.ar, true
+}
+
+// forget drops the answer to the record of key: its settlement
+// committed.
+func (a *answered) forget(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if an, ok := a.m[key]; ok {
+		delete(a.m, key)
+		a.bytes -= an.size
+	}
+	a.compact()
+}
+
+// empty reports whether no answer is held, so that a commit builds no
+// keys when there is nothing to forget.
+func (a *answered) empty() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.m) == 0
+}
+
+// compact drops the queue's dead slots (answers forgotten or replaced):
+// those at its front at once, the rest once they outnumber the live
+// ones, so the queue stays within a constant of the answers held. With
+// a.mu held.
+func (a *answered) compact() {
+	for a.head < len(a.queue) && !a.live(a.queue[a.head]) {
+		a.queue[a.head] = queued{}
+		a.head++
+	}
+	if len(a.queue)-a.head <= 2*len(a.m)+1024 && a.head <= len(a.queue)/2 {
+		return
+	}
+	n := 0
+	for _, q := range a.queue[a.head:] {
+		if a.live(q) {
+			a.queue[n] = q
+			n++
+		}
+	}
+	clear(a.queue[n:])
+	a.queue, a.head = a.queue[:n], 0
+}
+
+// live reports whether q is the queue slot of an answer held.
+func (a *answered) live(q queued) bool {
+	cur, ok := a.m[q.key]
+	return ok && cur.seq == q.seq
+}
+
+// len is how many answers are held (tests).
+func (a *answered) len() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.m)
+}
