@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # sim-revert.sh COMMIT... — does make sim find the defect each fix commit
-# fixed? For each commit: a temporary worktree of the current HEAD, that
+# fixed? For each commit: a temporary worktree of the current HEAD (or of
+# BASE=<rev>, for fixes that later work built on: the first commit that
+# holds both the simulation and the fix reverts most cleanly), that
 # commit's non-test changes reverted (its *_test.go, testdata and docs
 # stay), make sim over the default seeds (or SEEDS=… / DURATION=… from
 # the environment), and one row: found or not, by which seeds, how long.
@@ -12,6 +14,9 @@
 #
 #   scripts/sim-revert.sh $(git log --format=%h --grep='^fix(' main..HEAD)
 #   SEEDS=5 scripts/sim-revert.sh cff1fd7 e32da96+e512406
+#   BASE=f3ab267 scripts/sim-revert.sh 0f9e1e9 1799969
+# With NONE as a commit the row reverts nothing: the base's own result,
+# to tell a revert's finding from what the base fails anyway.
 set -euo pipefail
 
 if [ $# -eq 0 ]; then
@@ -30,11 +35,17 @@ status=0
 for arg in "$@"; do
   # The commits of this row, newest first, so each reverse patch applies
   # to the tree the next-newer one left.
-  mapfile -t group < <(git -C "$root" rev-list --no-walk=sorted --topo-order ${arg//+/ } | cut -c1-7)
-  c=$(IFS=+; echo "${group[*]}")
-  subject=$(for g in "${group[@]}"; do git -C "$root" log -1 --format=%s "$g" | cut -c1-60; done | awk 'NR>1{printf " + "}{printf "%s", $0}' | tr '|' '/')
-  wt=$(mktemp -d "${TMPDIR:-/tmp}/sim-revert-${group[0]}.XXXXXX")
-  git -C "$root" worktree add --quiet --detach "$wt" HEAD
+  if [ "$arg" = NONE ]; then
+    group=()
+    c=none
+    subject="nothing reverted: ${BASE:-HEAD} itself"
+  else
+    mapfile -t group < <(git -C "$root" rev-list --no-walk=sorted --topo-order ${arg//+/ } | cut -c1-7)
+    c=$(IFS=+; echo "${group[*]}")
+    subject=$(for g in "${group[@]}"; do git -C "$root" log -1 --format=%s "$g" | cut -c1-60; done | awk 'NR>1{printf " + "}{printf "%s", $0}' | tr '|' '/')
+  fi
+  wt=$(mktemp -d "${TMPDIR:-/tmp}/sim-revert-$c.XXXXXX")
+  git -C "$root" worktree add --quiet --detach "$wt" "${BASE:-HEAD}"
   log=$out/revert-$c.log
   : > "$log"
   reverted=1
@@ -47,7 +58,7 @@ for arg in "$@"; do
     fi
   done
   if [ "$reverted" -eq 0 ]; then
-    echo "| $c | $subject | does not revert cleanly on HEAD, or has no non-test change (see $log) | | |" >> "$table"
+    echo "| $c | $subject | does not revert cleanly on ${BASE:-HEAD}, or has no non-test change (see $log) | | |" >> "$table"
     git -C "$root" worktree remove --force "$wt"
     status=2
     continue
