@@ -14,7 +14,7 @@
 #
 #   scripts/sim-revert.sh $(git log --format=%h --grep='^fix(' main..HEAD)
 #   SEEDS=5 scripts/sim-revert.sh cff1fd7 e32da96+e512406
-#   BASE=f3ab267 scripts/sim-revert.sh 0f9e1e9 1799969
+#   BASE=6c648f1 scripts/sim-revert.sh NONE f3a9f67 1799969
 # With NONE as a commit the row reverts nothing: the base's own result,
 # to tell a revert's finding from what the base fails anyway.
 set -euo pipefail
