@@ -3,7 +3,9 @@ package dispatcher
 import (
 	"sync"
 
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // A receiver that answered 2xx has the webhook, whether or not the
@@ -13,9 +15,12 @@ import (
 // fetched again from the committed offsets: attempting them again would
 // POST what the receiver already took (a duplicate it must deduplicate
 // on webhook-id). The dispatcher remembers the 2xx answers whose
-// settlement has not committed yet, by the record's copy key (delivery
-// id, attempt, kind, due time, marks: dedupe.go), and a record fetched
-// again settles from its answer instead of a new request. The process
+// settlement has not committed yet, by the record they answered (its
+// partition and offset, and its delivery id and attempt, so that a
+// partition's offsets starting over — a topic deleted and made again —
+// never match a stale answer), and that record fetched again settles
+// from its answer instead of a new request. A copy of a delivery at
+// another offset is not that record: dedupe.go settles it. The process
 // keeps them across sessions (they are what a receiver did, not what a
 // session derived: DESIGN.md I40); a crash loses them, and so does a
 // partition that another dispatcher takes (its new owner never saw the
@@ -40,7 +45,7 @@ const answerOverhead = 200
 // forget on the loop.
 type answered struct {
 	mu    sync.Mutex
-	m     map[string]answer
+	m     map[answerKey]answer
 	queue []queued // oldest first from head; keys no longer in m are skipped
 	head  int
 	seq   uint64
@@ -55,18 +60,31 @@ type answer struct {
 	size int64
 }
 
+// answerKey names the delivery record an answer was to.
+type answerKey struct {
+	partition int32
+	offset    int64
+	delivery  string
+	attempt   uint32
+}
+
+// answerKeyOf is the answer key of r, which decodes to d.
+func answerKeyOf(r *kgo.Record, d *hooklinev1.Delivery) answerKey {
+	return answerKey{partition: r.Partition, offset: r.Offset, delivery: d.GetDeliveryId(), attempt: d.GetAttempt()}
+}
+
 type queued struct {
-	key string
+	key answerKey
 	seq uint64
 }
 
 func newAnswered(maxBytes int64) *answered {
-	return &answered{m: map[string]answer{}, max: maxBytes}
+	return &answered{m: map[answerKey]answer{}, max: maxBytes}
 }
 
 // put remembers a 2xx answer to the record of key, sent to url.
-func (a *answered) put(key, url string, ar attempt.Result) {
-	size := int64(len(key)+len(url)+len(ar.Excerpt)) + answerOverhead
+func (a *answered) put(key answerKey, url string, ar attempt.Result) {
+	size := int64(len(key.delivery)+len(url)+len(ar.Excerpt)) + answerOverhead
 	if size > a.max {
 		return
 	}
@@ -95,7 +113,7 @@ func (a *answered) put(key, url string, ar attempt.Result) {
 // get returns the answer to the record of key if it came from url. The
 // answer stays until its settlement commits (forget): an abort may need
 // it again.
-func (a *answered) get(key, url string) (attempt.Result, bool) {
+func (a *answered) get(key answerKey, url string) (attempt.Result, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	an, ok := a.m[key]
@@ -107,7 +125,7 @@ func (a *answered) get(key, url string) (attempt.Result, bool) {
 
 // forget drops the answer to the record of key: its settlement
 // committed.
-func (a *answered) forget(key string) {
+func (a *answered) forget(key answerKey) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if an, ok := a.m[key]; ok {

@@ -9,6 +9,9 @@ import (
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 )
 
+// ak is the answer key of delivery id's first attempt at offset 0.
+func ak(id string) answerKey { return answerKey{delivery: id, attempt: 1} }
+
 func okAnswer(excerpt string) attempt.Result {
 	return attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS, StatusCode: 200, Started: time.Unix(1, 0), Excerpt: []byte(excerpt)}
 }
@@ -18,20 +21,20 @@ func TestAnAnswerIsUsedOnlyForItsURLUntilItsSettlementCommits(t *testing.T) {
 	buf := []byte("ok")
 	ar := okAnswer("")
 	ar.Excerpt = buf
-	a.put("k", "https://a.example/h", ar)
+	a.put(ak("k"), "https://a.example/h", ar)
 	buf[0] = 'X' // the attempt's buffer is reused: the answer keeps its own copy
-	if _, ok := a.get("k", "https://b.example/h"); ok {
+	if _, ok := a.get(ak("k"), "https://b.example/h"); ok {
 		t.Fatal("an answer from one URL was used for another")
 	}
-	got, ok := a.get("k", "https://a.example/h")
+	got, ok := a.get(ak("k"), "https://a.example/h")
 	if !ok || string(got.Excerpt) != "ok" || got.StatusCode != 200 {
 		t.Fatalf("get = %+v, %v; want the 200 with excerpt ok", got, ok)
 	}
-	if _, ok := a.get("k", "https://a.example/h"); !ok {
+	if _, ok := a.get(ak("k"), "https://a.example/h"); !ok {
 		t.Fatal("an answer was gone after one use: an aborted commit would need it again")
 	}
-	a.forget("k")
-	if _, ok := a.get("k", "https://a.example/h"); ok || a.len() != 0 || a.bytes != 0 {
+	a.forget(ak("k"))
+	if _, ok := a.get(ak("k"), "https://a.example/h"); ok || a.len() != 0 || a.bytes != 0 {
 		t.Fatalf("after forget: held %d answers, %d bytes", a.len(), a.bytes)
 	}
 }
@@ -40,7 +43,7 @@ func TestTheAnswersHeldStayWithinTheirBytesOldestLeavingFirst(t *testing.T) {
 	per := int64(len("key-000")+len("u")+10) + answerOverhead
 	a := newAnswered(100 * per)
 	for i := range 1000 {
-		a.put(fmt.Sprintf("key-%03d", i), "u", okAnswer("0123456789"))
+		a.put(ak(fmt.Sprintf("key-%03d", i)), "u", okAnswer("0123456789"))
 		if a.bytes > a.max {
 			t.Fatalf("after %d answers: %d bytes held, bound %d", i+1, a.bytes, a.max)
 		}
@@ -48,14 +51,14 @@ func TestTheAnswersHeldStayWithinTheirBytesOldestLeavingFirst(t *testing.T) {
 	if a.len() != 100 {
 		t.Fatalf("held %d answers; want the newest 100", a.len())
 	}
-	if _, ok := a.get("key-899", "u"); ok {
+	if _, ok := a.get(ak("key-899"), "u"); ok {
 		t.Fatal("an old answer outlived newer ones")
 	}
-	if _, ok := a.get("key-999", "u"); !ok {
+	if _, ok := a.get(ak("key-999"), "u"); !ok {
 		t.Fatal("the newest answer was dropped")
 	}
-	a.put("huge", "u", okAnswer(string(make([]byte, 200*per))))
-	if _, ok := a.get("huge", "u"); ok || a.len() != 100 {
+	a.put(ak("huge"), "u", okAnswer(string(make([]byte, 200*per))))
+	if _, ok := a.get(ak("huge"), "u"); ok || a.len() != 100 {
 		t.Fatal("an answer larger than the bound was held, or pushed the others out")
 	}
 }
@@ -65,9 +68,9 @@ func TestTheAnswersHeldStayWithinTheirBytesOldestLeavingFirst(t *testing.T) {
 // after it.
 func TestTheAnswerQueueStaysBoundedBehindOneAnswerNeverForgotten(t *testing.T) {
 	a := newAnswered(1 << 30)
-	a.put("stuck", "u", okAnswer(""))
+	a.put(ak("stuck"), "u", okAnswer(""))
 	for i := range 100_000 {
-		k := fmt.Sprint("k", i)
+		k := ak(fmt.Sprint("k", i))
 		a.put(k, "u", okAnswer(""))
 		a.forget(k)
 	}
@@ -77,7 +80,7 @@ func TestTheAnswerQueueStaysBoundedBehindOneAnswerNeverForgotten(t *testing.T) {
 	if n := len(a.queue) - a.head; n > 2*a.len()+1024 {
 		t.Fatalf("the queue holds %d slots for 1 answer", n)
 	}
-	if _, ok := a.get("stuck", "u"); !ok {
+	if _, ok := a.get(ak("stuck"), "u"); !ok {
 		t.Fatal("the stuck answer was lost by compaction")
 	}
 }

@@ -182,7 +182,7 @@ func (s *Service) answersCommitted(ens []*entry) {
 	}
 	for _, en := range ens {
 		if en.d != nil && en.rec != nil {
-			s.answered.forget(recordCopyKey(en.rec, en.d))
+			s.answered.forget(answerKeyOf(en.rec, en.d))
 		}
 	}
 }

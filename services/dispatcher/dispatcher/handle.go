@@ -296,7 +296,7 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 	}
 	// A record fetched again after its settlement was lost (answered.go)
 	// settles from the 2xx its receiver already gave.
-	key, url := recordCopyKey(r, d), ep.GetEndpoint().GetUrl()
+	key, url := answerKeyOf(r, d), ep.GetEndpoint().GetUrl()
 	ar, reused := s.answered.get(key, url)
 	if d.GetFirstAttemptAt() == nil {
 		first := now
