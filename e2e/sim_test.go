@@ -131,6 +131,7 @@ func TestSim(t *testing.T) {
 // simWorld is one seed's running system and model.
 type simWorld struct {
 	t       *testing.T
+	memory  simMemory // the memory checker's samples (sim_memory_test.go)
 	seed    uint64
 	phase   time.Duration
 	st      *stack
@@ -169,6 +170,16 @@ type simSlot struct {
 	up      bool
 	freeze  *kafkaFreeze
 	started int
+
+	dmu  sync.Mutex
+	disp *dispatcher.Service // the running process's service, for its memory report
+}
+
+// dispatcher returns the slot's last started service.
+func (s *simSlot) dispatcher() *dispatcher.Service {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	return s.disp
 }
 
 func (w *simWorld) count(kind string, destructive bool) {
@@ -209,6 +220,9 @@ func (w *simWorld) startDispatcher(s *simSlot) {
 		if err != nil {
 			return nil, err
 		}
+		s.dmu.Lock()
+		s.disp = d
+		s.dmu.Unlock()
 		return d.Run, nil
 	})
 	s.up = true
@@ -276,6 +290,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	w := newSimWorld(t, seed, phase, 3)
 	w.drawWorld(rng)
+	w.drawMemory(seed)
 	sched := w.drawSchedule(rng)
 	if w.skewSlot != 0 {
 		t.Logf("seed %d: the clock of %s is %v off", seed, map[int]string{1: "dispatcher-1", 2: "dispatcher-2", 3: "dispatcher-3", 4: "the scheduler"}[w.skewSlot], w.skew)
@@ -293,6 +308,9 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { w.publishAll(ctx, t0) })
+	mctx, endMemory := context.WithCancel(t.Context())
+	var mwg sync.WaitGroup
+	mwg.Go(func() { w.sampleMemory(mctx) })
 	for _, f := range sched {
 		wg.Go(func() {
 			if !sleepUntil(ctx, t0.Add(f.at)) {
@@ -308,6 +326,9 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	t.Logf("seed %d: faults stopped at +%v; %v", seed, time.Since(t0).Round(time.Millisecond), w.counts)
 
 	r := w.check()
+	endMemory()
+	mwg.Wait()
+	w.checkMemory(r)
 	r.took = time.Since(began)
 	if r.stalls > 0 || r.lost > 0 {
 		w.dumpStalled()

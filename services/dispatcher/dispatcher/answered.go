@@ -172,6 +172,13 @@ func (a *answered) live(q queued) bool {
 	return ok && cur.seq == q.seq
 }
 
+// size is how many answers are held, and their bytes.
+func (a *answered) size() (int, int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.m), a.bytes
+}
+
 // len is how many answers are held (tests).
 func (a *answered) len() int {
 	a.mu.Lock()

@@ -79,6 +79,8 @@ type Service struct {
 	// answered are the receivers' 2xx answers whose settlement has not
 	// committed yet, kept across sessions (answered.go).
 	answered *answered
+	// mem is the loop's last report of what it holds (memory.go).
+	mem memoryReport
 	// lanes seeds ordered lanes after an assignment; laneFollow feeds it.
 	lanes      *lanes.View
 	laneFollow *hkafka.Follower

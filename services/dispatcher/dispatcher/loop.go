@@ -148,6 +148,7 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 		if err := e.collect(now); err != nil {
 			return err
 		}
+		e.reportMemory(now)
 		e.yieldStep(sess, now)
 		if stopping {
 			e.handOff(now) // drain.go
