@@ -29,15 +29,16 @@ import (
 // simMemoryEvery is how often the sampler reads each dispatcher.
 const simMemoryEvery = 200 * time.Millisecond
 
-// drawMemory gives a third of the seeds a small window (40-240
-// deliveries, 16-48 a poll).
+// drawMemory gives a third of the seeds a small window (10-60
+// deliveries, 4-16 a poll: a seed's world has some 150-250 deliveries
+// over its fault phase, a few dozen in a window at once).
 func (w *simWorld) drawMemory(seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 0x3e3041))
 	if r.IntN(3) != 0 {
 		return
 	}
-	w.dc.WindowRecords = 40 + r.IntN(201)
-	w.dc.BatchSize = 16 + r.IntN(33)
+	w.dc.WindowRecords = 10 + r.IntN(51)
+	w.dc.BatchSize = 4 + r.IntN(13)
 	w.t.Logf("seed %d: a small window: %d deliveries, %d a poll", w.seed, w.dc.WindowRecords, w.dc.BatchSize)
 }
 
