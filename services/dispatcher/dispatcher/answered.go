@@ -123,24 +123,21 @@ func (a *answered) get(key answerKey, url string) (attempt.Result, bool) {
 	return an.ar, true
 }
 
-// forget drops the answer to the record of key: its settlement
-// committed.
-func (a *answered) forget(key answerKey) {
+// forget drops the answers to the records of keys: their settlements
+// committed. One lock for a commit's entries.
+func (a *answered) forget(keys ...answerKey) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if an, ok := a.m[key]; ok {
-		delete(a.m, key)
-		a.bytes -= an.size
+	if len(a.m) == 0 {
+		return
+	}
+	for _, key := range keys {
+		if an, ok := a.m[key]; ok {
+			delete(a.m, key)
+			a.bytes -= an.size
+		}
 	}
 	a.compact()
-}
-
-// empty reports whether no answer is held, so that a commit builds no
-// keys when there is nothing to forget.
-func (a *answered) empty() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.m) == 0
 }
 
 // compact drops the queue's dead slots (answers forgotten or replaced):
@@ -177,11 +174,4 @@ func (a *answered) size() (int, int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.m), a.bytes
-}
-
-// len is how many answers are held (tests).
-func (a *answered) len() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.m)
 }

@@ -177,14 +177,16 @@ func (e *engine) committed(m *msg, now time.Time) error {
 // answersCommitted forgets the receivers' answers whose settlements a
 // commit wrote (answered.go).
 func (s *Service) answersCommitted(ens []*entry) {
-	if s.answered.empty() {
-		return
+	if n, _ := s.answered.size(); n == 0 {
+		return // no key to build
 	}
+	keys := make([]answerKey, 0, len(ens))
 	for _, en := range ens {
 		if en.d != nil && en.rec != nil {
-			s.answered.forget(answerKeyOf(en.rec, en.d))
+			keys = append(keys, answerKeyOf(en.rec, en.d))
 		}
 	}
+	s.answered.forget(keys...)
 }
 
 // forgetBlamed drops the partitions whose entries an aborted commit
