@@ -66,8 +66,12 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 	e.committing = true
 	e.commitStarted = now
 	e.outstanding++
+	carried := make(map[hkafka.TopicPartition]*partWindow, len(parts))
+	for _, p := range parts {
+		carried[p] = e.w.parts[tp{p.Topic, p.Partition}]
+	}
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
-		err := atWatermarks(req, marks, parts)
+		err := atWatermarks(req, marks, parts, func(p hkafka.TopicPartition) bool { return e.w.owns(carried[p]) })
 		withAbove(req, metas)
 		return err
 	})
@@ -226,7 +230,7 @@ func (e *engine) keepTxn() {
 	for _, en := range e.txn {
 		byPart[en.part] = append(byPart[en.part], en)
 	}
-	owned := func(pw *partWindow) bool { return !pw.dropped && !w.dropped[pw.k] && w.parts[pw.k] == pw }
+	owned := w.ownsLocked
 	w.mu.Lock()
 	for pw, ens := range byPart {
 		if !owned(pw) {
@@ -258,13 +262,25 @@ func (e *engine) keepTxn() {
 
 // atWatermarks sets each partition of an offset commit to its watermark;
 // a partition the window does not hold (it was dropped) is left out, so
-// nothing is committed past a record this dispatcher did not finish. A
-// partition whose work the transaction carries (parts) must be in the
-// request: absent (revoked after the commit was built), its outputs
-// would commit without its offset and its next owner would write them
-// again (I3). The error wraps REBALANCE_IN_PROGRESS, which makes the
-// session abort the transaction like any rebalance (never fail).
-func atWatermarks(req *kmsg.TxnOffsetCommitRequest, marks map[string]map[int32]kgo.EpochOffset, parts []hkafka.TopicPartition) error {
+// nothing is committed past a record this dispatcher did not finish.
+//
+// A partition whose work the transaction carries (parts) must be in the
+// request. franz-go builds the request from what the session polled: it
+// leaves out a partition not polled past its committed offset, which is
+// every partition after an aborted commit rewound the session, until a
+// poll fetches it again. A full window polls nothing, and a partition
+// over its share is not fetched (window.go), so the commit that keeps
+// an aborted one's work would go without those partitions for ever
+// (make sim seeds 9 and 24, a window of 11-12 deliveries: every commit
+// aborted). So a carried partition the window still owns (owned: no
+// revoke or loss has marked it since the commit was built) is added,
+// at its watermark. One it no longer owns (a revoke takes the partition
+// out of the session only after the callback that marks it dropped) is
+// not: its outputs would commit without its offset and its next owner
+// would write them again (I3); the error wraps REBALANCE_IN_PROGRESS,
+// which makes the session abort the transaction like any rebalance
+// (never fail).
+func atWatermarks(req *kmsg.TxnOffsetCommitRequest, marks map[string]map[int32]kgo.EpochOffset, parts []hkafka.TopicPartition, owned func(hkafka.TopicPartition) bool) error {
 	present := map[hkafka.TopicPartition]bool{}
 	topics := req.Topics[:0]
 	for _, t := range req.Topics {
@@ -285,11 +301,38 @@ func atWatermarks(req *kmsg.TxnOffsetCommitRequest, marks map[string]map[int32]k
 	}
 	req.Topics = topics
 	for _, p := range parts {
-		if !present[p] {
+		if present[p] {
+			continue
+		}
+		if !owned(p) {
 			return fmt.Errorf("%w: partition %s/%d has outputs in this transaction but is not in its offset commit (revoked); aborting", kerr.RebalanceInProgress, p.Topic, p.Partition)
 		}
+		m, ok := marks[p.Topic][p.Partition]
+		if !ok {
+			return fmt.Errorf("%w: partition %s/%d has outputs in this transaction but no watermark; aborting", kerr.RebalanceInProgress, p.Topic, p.Partition)
+		}
+		addOffset(req, p, m)
+		present[p] = true
 	}
 	return nil
+}
+
+// addOffset adds partition p at m to an offset commit. A topic new to
+// the request has no topic id, so franz-go sends the request in a
+// version that names topics (v5).
+func addOffset(req *kmsg.TxnOffsetCommitRequest, p hkafka.TopicPartition, m kgo.EpochOffset) {
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = p.Partition, m.Offset, m.Epoch
+	for i := range req.Topics {
+		if req.Topics[i].Topic == p.Topic {
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+			return
+		}
+	}
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = p.Topic
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
 }
 
 // pollGate keeps the loop from polling while a transaction ends (a

@@ -25,9 +25,42 @@ func TestACommitWithoutAPartitionWhoseOutputsItCarriesAborts(t *testing.T) {
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	marks := map[string]map[int32]kgo.EpochOffset{"d": {0: {Offset: 17}, 1: {Offset: 40}}}
-	err := atWatermarks(req, marks, []hkafka.TopicPartition{{Topic: "d", Partition: 0}, {Topic: "d", Partition: 1}})
+	revoked := func(hkafka.TopicPartition) bool { return false }
+	err := atWatermarks(req, marks, []hkafka.TopicPartition{{Topic: "d", Partition: 0}, {Topic: "d", Partition: 1}}, revoked)
 	if !errors.Is(err, kerr.RebalanceInProgress) {
 		t.Fatalf("hook error %v; want one wrapping REBALANCE_IN_PROGRESS", err)
+	}
+}
+
+// TestACommitNamesTheOffsetOfAnOwnedPartitionTheSessionLeftOut (issue 23,
+// make sim seeds 9 and 24): after an aborted commit the session leaves
+// out of its offset commit every partition not polled since, and a full
+// window polls nothing. A partition whose outputs the transaction
+// carries and which the window still owns is added at its watermark, of
+// a topic in the request or not; the commit goes on.
+func TestACommitNamesTheOffsetOfAnOwnedPartitionTheSessionLeftOut(t *testing.T) {
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = "d"
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = 0, 1000
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	marks := map[string]map[int32]kgo.EpochOffset{"d": {0: {Offset: 17}, 1: {Epoch: 2, Offset: 40}}, "e": {3: {Epoch: 5, Offset: 9}}}
+	parts := []hkafka.TopicPartition{{Topic: "d", Partition: 0}, {Topic: "d", Partition: 1}, {Topic: "e", Partition: 3}}
+	owned := func(hkafka.TopicPartition) bool { return true }
+	if err := atWatermarks(req, marks, parts, owned); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]kgo.EpochOffset{}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			got[fmt.Sprint(t.Topic, "/", p.Partition)] = kgo.EpochOffset{Epoch: p.LeaderEpoch, Offset: p.Offset}
+		}
+	}
+	want := map[string]kgo.EpochOffset{"d/0": {Offset: 17}, "d/1": {Epoch: 2, Offset: 40}, "e/3": {Epoch: 5, Offset: 9}}
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(req.Topics) != 2 {
+		t.Fatalf("offset commit %v in %d topics, want %v in 2", got, len(req.Topics), want)
 	}
 }
 

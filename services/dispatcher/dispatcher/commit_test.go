@@ -24,7 +24,7 @@ func TestCommitRequestIsRewrittenToTheWatermarks(t *testing.T) {
 		req.Topics = append(req.Topics, rt)
 	}
 	marks := map[string]map[int32]kgo.EpochOffset{"d": {0: {Epoch: 3, Offset: 17}, 2: {Epoch: 4, Offset: 900}}}
-	if err := atWatermarks(req, marks, []hkafka.TopicPartition{{Topic: "d", Partition: 0}}); err != nil {
+	if err := atWatermarks(req, marks, []hkafka.TopicPartition{{Topic: "d", Partition: 0}}, func(hkafka.TopicPartition) bool { return true }); err != nil {
 		t.Fatal(err)
 	}
 	if len(req.Topics) != 1 || req.Topics[0].Topic != "d" {

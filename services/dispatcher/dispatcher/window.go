@@ -167,6 +167,20 @@ func (w *window) forgetAll() {
 	}
 }
 
+// owns reports whether pw is still the window of its partition: not
+// marked by a revoke or a loss, nor dropped and made again since (any
+// goroutine).
+func (w *window) owns(pw *partWindow) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ownsLocked(pw)
+}
+
+// ownsLocked is owns with w.mu held.
+func (w *window) ownsLocked(pw *partWindow) bool {
+	return pw != nil && !pw.dropped && !w.dropped[pw.k] && w.parts[pw.k] == pw
+}
+
 // takeDropped returns the partitions marked dropped since the last call,
 // removing them from the window (loop goroutine only).
 func (w *window) takeDropped() []*partWindow {
