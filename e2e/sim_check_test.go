@@ -33,6 +33,9 @@ type simReport struct {
 	records    float64 // Kafka records written per delivery
 	notes      []string
 	took       time.Duration
+	// stalled are the delivery ids of the first stalled deliveries,
+	// which a stall dump traces through the topics (trail).
+	stalled []string
 }
 
 func (r *simReport) violations() int { return r.lost + r.order + r.stalls + r.storms + r.other }
@@ -135,6 +138,9 @@ func (w *simWorld) check() *simReport {
 	}
 	r.stalls = len(open)
 	for i, m := range open {
+		if i < simTrailDeliveries {
+			r.stalled = append(r.stalled, m.deliveryID)
+		}
 		if i < 8 {
 			r.note("stall: %s (%s, plan %v, %d bytes) open %v after the faults stopped; %d POSTs, attempt %d", m.id, m.deliveryID, m.plan, m.size, simLiveness, m.posts, m.attempt)
 		}

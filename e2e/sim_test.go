@@ -331,7 +331,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	w.checkMemory(r)
 	r.took = time.Since(began)
 	if r.stalls > 0 || r.lost > 0 {
-		w.dumpStalled()
+		w.dumpStalled(r.stalled)
 	}
 	return r
 }
@@ -341,8 +341,10 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 // goroutine's stack, and each deliveries and retries partition's high
 // watermark beside its last stable offset (an open transaction holds
 // read_committed consumers at the second), every transaction the
-// coordinators know (which one holds it), to bin/sim/seed-N-stall.txt.
-func (w *simWorld) dumpStalled() {
+// coordinators know (which one holds it), and the trail of the first
+// stalled deliveries (every committed record naming them: trail), to
+// bin/sim/seed-N-stall.txt.
+func (w *simWorld) dumpStalled(stalled []string) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "seed %d: stalled world at %v\n\n", w.seed, time.Now().UTC().Format(time.RFC3339Nano))
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.t.Context()), 10*time.Second)
@@ -377,6 +379,7 @@ func (w *simWorld) dumpStalled() {
 			}
 		}
 	}
+	w.trail(ctx, &b, stalled)
 	// The part above goes to the test's log too (make sim prints it):
 	// CI keeps the output, not bin/sim.
 	w.t.Logf("seed %d: stalled world:\n%s", w.seed, b.String())

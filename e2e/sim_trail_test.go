@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// simTrailDeliveries is how many stalled deliveries a stall dump traces.
+const simTrailDeliveries = 3
+
+// trail writes, for each delivery id, every committed record of the
+// world's topics that names it (in its key or value), in the order
+// they were written: where a stalled delivery went — spilled, held, parked,
+// moved through the delay tiers, named outside by its lane — without
+// rerunning the seed with more logging.
+func (w *simWorld) trail(ctx context.Context, b *bytes.Buffer, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	prefix := w.st.kafka.TopicPrefix
+	listed, err := w.st.admin.ListTopics(ctx)
+	if err != nil {
+		fmt.Fprintf(b, "\ntrail: topics not listed: %v\n", err)
+		return
+	}
+	var topics []string
+	for _, t := range listed.Names() {
+		if strings.HasPrefix(t, prefix) {
+			topics = append(topics, t)
+		}
+	}
+	opts, err := w.st.kafka.Opts()
+	if err != nil {
+		fmt.Fprintf(b, "\ntrail: %v\n", err)
+		return
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.ConsumeTopics(topics...),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		fmt.Fprintf(b, "\ntrail: %v\n", err)
+		return
+	}
+	defer cl.Close()
+	found := map[string][]string{}
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			for _, id := range ids {
+				if bytes.Contains(r.Value, []byte(id)) || bytes.Contains(r.Key, []byte(id)) {
+					var hs []string
+					for _, h := range r.Headers {
+						hs = append(hs, h.Key)
+					}
+					found[id] = append(found[id], fmt.Sprintf("%s %s[%d]@%d key %q, %d bytes, headers %v",
+						r.Timestamp.UTC().Format("15:04:05.000"), strings.TrimPrefix(r.Topic, prefix), r.Partition, r.Offset, r.Key, len(r.Value), hs))
+				}
+			}
+		})
+		if n == 0 || ctx.Err() != nil {
+			break
+		}
+	}
+	for _, id := range ids {
+		lines := found[id]
+		sort.Strings(lines)
+		fmt.Fprintf(b, "\ntrail of %s (%d committed records name it):\n", id, len(lines))
+		for _, l := range lines {
+			fmt.Fprintf(b, "  %s\n", l)
+		}
+	}
+}
