@@ -341,7 +341,8 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 // goroutine's stack, and each deliveries and retries partition's high
 // watermark beside its last stable offset (an open transaction holds
 // read_committed consumers at the second), every transaction the
-// coordinators know (which one holds it), and the trail of the first
+// coordinators know (which one holds it), each live dispatcher's account
+// of its lanes (dispatcher.Service.DumpState), and the trail of the first
 // stalled deliveries (every committed record naming them: trail), to
 // bin/sim/seed-N-stall.txt.
 func (w *simWorld) dumpStalled(stalled []string) {
@@ -378,6 +379,24 @@ func (w *simWorld) dumpStalled(stalled []string) {
 				fmt.Fprintf(&b, "  %s (%s): assigned %v\n", m.ClientID, m.MemberID, c.Topics)
 			}
 		}
+	}
+	w.mu.Lock()
+	var live []*simSlot
+	for _, s := range w.slots {
+		if s.up {
+			live = append(live, s)
+		}
+	}
+	w.mu.Unlock()
+	for _, s := range live {
+		d := s.dispatcher()
+		if d == nil {
+			continue
+		}
+		dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
+		state, err := d.DumpState(dctx)
+		dcancel()
+		fmt.Fprintf(&b, "\ndispatcher-%d's lanes (error: %v):\n%s", s.n, err, state)
 	}
 	w.trail(ctx, &b, stalled)
 	// The part above goes to the test's log too (make sim prints it):

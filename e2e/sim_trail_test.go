@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -61,8 +63,8 @@ func (w *simWorld) trail(ctx context.Context, b *bytes.Buffer, ids []string) {
 					for _, h := range r.Headers {
 						hs = append(hs, h.Key)
 					}
-					found[id] = append(found[id], fmt.Sprintf("%s %s[%d]@%d key %q, %d bytes, headers %v",
-						r.Timestamp.UTC().Format("15:04:05.000"), strings.TrimPrefix(r.Topic, prefix), r.Partition, r.Offset, r.Key, len(r.Value), hs))
+					found[id] = append(found[id], fmt.Sprintf("%s %s[%d]@%d key %q, %d bytes, headers %v%s",
+						r.Timestamp.UTC().Format("15:04:05.000"), strings.TrimPrefix(r.Topic, prefix), r.Partition, r.Offset, r.Key, len(r.Value), hs, w.laneMembers(r)))
 				}
 			}
 		})
@@ -78,4 +80,25 @@ func (w *simWorld) trail(ctx context.Context, b *bytes.Buffer, ids []string) {
 			fmt.Fprintf(b, "  %s\n", l)
 		}
 	}
+}
+
+// laneMembers lists the members a lanes record names outside (delivery
+// id, lane_seq, blocked), or "" for a record of another topic.
+func (w *simWorld) laneMembers(r *kgo.Record) string {
+	if r.Topic != w.st.topics.Lanes {
+		return ""
+	}
+	var rec hooklinev1.LaneRecord
+	if err := hkafka.Decode(r, &rec); err != nil {
+		return fmt.Sprintf("; undecodable: %v", err)
+	}
+	var out []string
+	for _, m := range rec.GetOutside() {
+		s := fmt.Sprintf("%s@%d", m.GetDeliveryId(), m.GetLaneSeq())
+		if m.GetBlocked() != nil {
+			s += "(blocked)"
+		}
+		out = append(out, s)
+	}
+	return fmt.Sprintf("; outside %v", out)
 }

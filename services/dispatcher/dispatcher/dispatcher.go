@@ -18,6 +18,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -81,6 +82,10 @@ type Service struct {
 	answered *answered
 	// mem is the loop's last report of what it holds (memory.go).
 	mem memoryReport
+	// dumps asks the loop for an account of its lanes, loop is the
+	// loop running (nil between sessions): statedump.go.
+	dumps stateDumps
+	loop  atomic.Pointer[engine]
 	// lanes seeds ordered lanes after an assignment; laneFollow feeds it.
 	lanes      *lanes.View
 	laneFollow *hkafka.Follower

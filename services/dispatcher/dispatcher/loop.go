@@ -139,6 +139,8 @@ func (e *engine) dropped(m map[string][]int32) {
 // finished is committed.
 func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, e *engine) error {
 	defer e.end()
+	s.loop.Store(e)
+	defer s.loop.CompareAndSwap(e, nil)
 	var drainBy time.Time
 	for {
 		now := s.now()
@@ -149,6 +151,7 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 			return err
 		}
 		e.reportMemory(now)
+		e.dumpState(now)
 		e.yieldStep(sess, now)
 		if stopping {
 			e.handOff(now) // drain.go
