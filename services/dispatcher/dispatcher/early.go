@@ -85,7 +85,7 @@ func (s *Service) notYetDue(ctx context.Context, r *kgo.Record, d *hooklinev1.De
 	push += max(due.Sub(now), push)
 	at := due.Add(push)
 	s.warnEarly(ctx, d, due.Sub(now), push)
-	s.deferred(ctx, "read before due")
+	s.deferred(ctx, d, "read before due")
 	later := proto.Clone(d).(*hooklinev1.Delivery)
 	later.DueAt = timestamppb.New(at)
 	out := s.records(s.topics.Retries, d.GetEndpointId(), later)

@@ -155,7 +155,7 @@ func (s *Service) hold(ctx context.Context, r *kgo.Record, d *hooklinev1.Deliver
 	if end := s.endHold(ctx, d, now); end != nil {
 		return end
 	}
-	s.deferred(ctx, "outage")
+	s.deferred(ctx, d, "outage")
 	return s.deferTo(r, d, s.holdUntil(d, now, until))
 }
 
@@ -260,7 +260,7 @@ func (s *Service) holdUnsigned(ctx context.Context, r *kgo.Record, d *hooklinev1
 		return end
 	}
 	s.log.ErrorContext(ctx, "endpoint secret unusable; delivery held", "endpoint_id", id, "delivery_id", d.GetDeliveryId(), "err", err)
-	s.deferred(ctx, "secret_unusable")
+	s.deferred(ctx, d, "secret_unusable")
 	return s.deferTo(r, d, s.holdUntil(d, now, now.Add(s.cfg.OutageRecheck)))
 }
 

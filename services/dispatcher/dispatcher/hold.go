@@ -135,7 +135,7 @@ func (s *Service) unreadHeld(ctx context.Context, r *kgo.Record, d *hooklinev1.D
 		return end
 	}
 	s.log.WarnContext(ctx, "held delivery's payload not read back; held again", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "err", err)
-	s.deferred(ctx, "payload_unreadable")
+	s.deferred(ctx, d, "payload_unreadable")
 	return s.deferTo(r, d, s.holdUntil(d, now, now.Add(s.cfg.ParkRecheck)))
 }
 
@@ -233,6 +233,6 @@ func (s *Service) spillAs(ctx context.Context, r *kgo.Record, d, later *hookline
 	if end := s.endHold(ctx, d, s.now()); end != nil {
 		return end
 	}
-	s.deferred(ctx, reason)
+	s.deferred(ctx, d, reason)
 	return s.deferAs(r, d, later, at)
 }

@@ -157,10 +157,7 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 			e.handOff(now) // drain.go
 		}
 		if !stopping {
-			e.f.wake(now)
-			e.wakeEarly(now)
-			e.relieve(now)
-			e.pump(now)
+			e.turn(now)
 		}
 		if !e.committing && (e.w.done > 0 || e.commitForced()) && (stopping || e.commitForced() || now.Sub(e.lastCommit) >= s.cfg.CommitInterval) {
 			e.commit(ctx, sess, now)
@@ -188,6 +185,19 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 			return err
 		}
 	}
+}
+
+// turn starts what may start and relieves what waits. What can start
+// starts before relief looks for what waits: a full window spills only
+// deliveries that could not start (spill.go); relief before the pump
+// spilled what the pump was about to start, and under a backlog that
+// keeps the window full a lane went round the retry path again and
+// again (make sim seed 9, a window of 12).
+func (e *engine) turn(now time.Time) {
+	e.f.wake(now)
+	e.wakeEarly(now)
+	e.pump(now)
+	e.relieve(now)
 }
 
 // wait blocks until there is something to do: records polled, a message

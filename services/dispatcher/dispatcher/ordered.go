@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"math"
 	"slices"
 	"time"
 
@@ -118,7 +119,7 @@ func (e *engine) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord,
 		e.spillBlocked(en, now) // settledOrdered notes it outside
 		return
 	}
-	if l.queued >= e.queueLimit(l) || l.qbytes+en.size > e.s.cfg.QueueBytes {
+	if !k.awaited(seq(en)) && (l.queued >= e.queueLimit(l) || l.qbytes+en.size > e.s.cfg.QueueBytes) {
 		e.spillOne(en, l, now, "backlog") // settledOrdered notes it outside
 		return
 	}
@@ -239,6 +240,34 @@ func (k *keyLane) startable() bool {
 	first := seq(k.members[0])
 	for _, out := range k.outside {
 		if out.seq < first {
+			return false
+		}
+	}
+	return true
+}
+
+// awaited reports whether a member at lane_seq s is the one k waits
+// for: no member before it waits in memory, is in flight or is outside.
+// Such a member is let in over its lane's backlog budget: the followers
+// holding that budget wait for it, and spilling it instead sent the
+// lane round the retry path for ever, its followers spilled at
+// --stuck-after and back before it every time (make sim seed 9). It
+// passes the budget by one delivery per keyLane at most while it waits
+// to start; the window bounds the rest.
+func (k *keyLane) awaited(s int64) bool {
+	if k.head != nil {
+		return false
+	}
+	for _, m := range k.members {
+		if m.state == entryQueued {
+			if seq(m) < s {
+				return false
+			}
+			break
+		}
+	}
+	for _, out := range k.outside {
+		if out.seq < s {
 			return false
 		}
 	}
@@ -382,33 +411,52 @@ func (e *engine) laneChanged(en *entry, k *keyLane, now time.Time) {
 	e.f.ready(l, now)
 }
 
-// spillFollowers spills k's waiting members when one of them was read
-// before en, which just went outside or blocked its lane: en's way back
-// (its retry, its deferral, an operator's resend) or its block is
-// written only when its settlement commits — above the watermark when
-// the offset commit's metadata has room, else when the watermark passes
-// en — and they would hold that watermark waiting for en, until
-// --stuck-after. A head that goes outside from its first read is below
-// its followers and needs none of this.
+// spillFollowers spills en's followers waiting in k — the members
+// after it in lane_seq — when one of them was read before en, which just
+// went outside or blocked its lane: en's way back (its retry, its
+// deferral, an operator's resend) or its block is written only when its
+// settlement commits — above the watermark when the offset commit's
+// metadata has room, else when the watermark passes en — and they would
+// hold that watermark waiting for en, until --stuck-after. A head that
+// goes outside from its first read is below its followers and needs
+// none of this. Members before en do not wait for it and stay: spilling
+// them too (as every waiting member once was) sent a lane's head round
+// the retry path whenever a follower read in the same poll went
+// outside — over the lane's backlog budget, say — again at every return
+// (make sim seed 9: a head due for its third attempt, spilled "behind
+// lane head" every 3 s for a minute).
 func (e *engine) spillFollowers(k *keyLane, en *entry, now time.Time) {
 	below := false
 	for _, m := range k.members {
-		if m.state == entryQueued && m.rec.Offset < en.rec.Offset && m.part == en.part {
+		if m.state == entryQueued && seq(m) > seq(en) && m.rec.Offset < en.rec.Offset && m.part == en.part {
 			below = true
 			break
 		}
 	}
 	if below {
-		e.spillKey(k, now, "behind lane head")
+		e.spillKeyAfter(k, seq(en), now, "behind lane head")
 	}
 }
 
 // spillKey spills k's waiting members, in lane_seq order; they are
 // outside once spilled (settledOrdered).
 func (e *engine) spillKey(k *keyLane, now time.Time, reason string) {
+	e.spillKeyAfter(k, math.MinInt64, now, reason)
+}
+
+// spillKeyAfter spills k's waiting members after lane_seq after, in
+// lane_seq order; the ones before it keep their places.
+func (e *engine) spillKeyAfter(k *keyLane, after int64, now time.Time, reason string) {
 	l := k.lane
-	waiting := k.members
-	k.members = nil
+	i, _ := slices.BinarySearchFunc(k.members, after, func(m *entry, s int64) int {
+		if seq(m) <= s {
+			return -1
+		}
+		return 1
+	})
+	waiting := slices.Clone(k.members[i:])
+	clear(k.members[i:])
+	k.members = k.members[:i]
 	for _, m := range waiting {
 		if m.state != entryQueued {
 			continue

@@ -196,7 +196,7 @@ func (s *Service) park(ctx context.Context, r *kgo.Record, d *hooklinev1.Deliver
 	held.DueAt = timestamppb.New(held.GetHeldSince().AsTime().Add(s.cfg.MaxHold))
 	held.ParkedAt = timestamppb.New(now)
 	held.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
-	s.deferred(ctx, "endpoint paused")
+	s.deferred(ctx, d, "endpoint paused")
 	parked := s.records(s.topics.Parked, d.GetDeliveryId(), held)
 	parked[0].Headers = append(parked[0].Headers, r.Headers...)
 	return append(out, parked...)
@@ -228,9 +228,11 @@ func (s *Service) deadLetter(ctx context.Context, d *hooklinev1.Delivery, res *h
 	return append(out, s.records(s.topics.Dead, d.GetEndpointId(), dl)...)
 }
 
-// deferred counts a deferral and notes it on the process span.
-func (s *Service) deferred(ctx context.Context, reason string) {
+// deferred counts a deferral, logs it at debug level and notes it on
+// the process span.
+func (s *Service) deferred(ctx context.Context, d *hooklinev1.Delivery, reason string) {
 	s.metrics.deferral(ctx, reason)
+	s.log.DebugContext(ctx, "deferred", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "attempt", d.GetAttempt(), "reason", reason)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attribute.String("hookline.outcome", "deferred"), attribute.String("hookline.deferred.reason", reason))
 	}
