@@ -20,17 +20,7 @@ import (
 // delivery already attempted is POSTed again: the completed work of the
 // partitions it keeps is committed after the aborts, not redone.
 func TestAbortedCommitsRePOSTNothingCompleted(t *testing.T) {
-	abortedCommitsRePOSTNothing(t, "aborted commits", 6, func(st *stack) kfake.Fault {
-		group := st.kafka.TopicPrefix + "dispatcher"
-		return kfake.Fault{
-			Keys: []kmsg.Key{kmsg.TxnOffsetCommit},
-			Err:  kerr.RebalanceInProgress,
-			When: func(r kmsg.Request) bool {
-				req, ok := r.(*kmsg.TxnOffsetCommitRequest)
-				return ok && req.Group == group
-			},
-		}
-	})
+	abortedCommitsRePOSTNothing(t, "aborted commits", 6, rebalanceAbort)
 }
 
 // TestACommitAbortedByAFailedProduceRePOSTsNothingCompleted (issue 23
@@ -66,17 +56,21 @@ func TestACommitAbortedByAFailedProduceRePOSTsNothingCompleted(t *testing.T) {
 // for the missing partitions every time, for ever, and nothing more was
 // delivered.
 func TestACommitAbortedWhileTheWindowIsFullIsCommittedAfter(t *testing.T) {
-	abortedCommitsRePOSTNothing(t, "aborted commits of a full window", 2, func(st *stack) kfake.Fault {
-		group := st.kafka.TopicPrefix + "dispatcher"
-		return kfake.Fault{
-			Keys: []kmsg.Key{kmsg.TxnOffsetCommit},
-			Err:  kerr.RebalanceInProgress,
-			When: func(r kmsg.Request) bool {
-				req, ok := r.(*kmsg.TxnOffsetCommitRequest)
-				return ok && req.Group == group
-			},
-		}
-	}, func(c *stackConfig) { c.dispatcher.WindowRecords = 6 })
+	abortedCommitsRePOSTNothing(t, "aborted commits of a full window", 2, rebalanceAbort, func(c *stackConfig) { c.dispatcher.WindowRecords = 6 })
+}
+
+// rebalanceAbort answers the dispatcher's offset commits
+// REBALANCE_IN_PROGRESS, as a rebalance does: its transactions abort.
+func rebalanceAbort(st *stack) kfake.Fault {
+	group := st.kafka.TopicPrefix + "dispatcher"
+	return kfake.Fault{
+		Keys: []kmsg.Key{kmsg.TxnOffsetCommit},
+		Err:  kerr.RebalanceInProgress,
+		When: func(r kmsg.Request) bool {
+			req, ok := r.(*kmsg.TxnOffsetCommitRequest)
+			return ok && req.Group == group
+		},
+	}
 }
 
 // abortedCommitsRePOSTNothing publishes 40 events to 3 endpoints while

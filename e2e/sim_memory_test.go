@@ -95,15 +95,7 @@ func (w *simWorld) sampleMemory(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		w.mu.Lock()
-		var live []*simSlot
-		for _, s := range w.slots {
-			if s.up {
-				live = append(live, s)
-			}
-		}
-		w.mu.Unlock()
-		for _, s := range live {
+		for _, s := range w.liveSlots() {
 			if d := s.dispatcher(); d != nil {
 				w.memory.sample(fmt.Sprint("dispatcher-", s.n), d.Memory())
 			}

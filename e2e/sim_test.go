@@ -380,15 +380,7 @@ func (w *simWorld) dumpStalled(stalled []string) {
 			}
 		}
 	}
-	w.mu.Lock()
-	var live []*simSlot
-	for _, s := range w.slots {
-		if s.up {
-			live = append(live, s)
-		}
-	}
-	w.mu.Unlock()
-	for _, s := range live {
+	for _, s := range w.liveSlots() {
 		d := s.dispatcher()
 		if d == nil {
 			continue
@@ -410,6 +402,19 @@ func (w *simWorld) dumpStalled(stalled []string) {
 		return
 	}
 	w.t.Logf("seed %d: stall dump (goroutines, high watermarks and last stable offsets) in bin/sim/seed-%d-stall.txt", w.seed, w.seed)
+}
+
+// liveSlots are the dispatcher slots whose dispatcher runs now.
+func (w *simWorld) liveSlots() []*simSlot {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var live []*simSlot
+	for _, s := range w.slots {
+		if s.up {
+			live = append(live, s)
+		}
+	}
+	return live
 }
 
 // newSimWorld starts a kfake cluster of brokers nodes and the stack on

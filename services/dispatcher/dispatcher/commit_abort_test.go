@@ -17,13 +17,7 @@ import (
 // with REBALANCE_IN_PROGRESS, so the session aborts: its outputs never
 // commit without its offset.
 func TestACommitWithoutAPartitionWhoseOutputsItCarriesAborts(t *testing.T) {
-	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	rt := kmsg.NewTxnOffsetCommitRequestTopic()
-	rt.Topic = "d"
-	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-	rp.Partition, rp.Offset = 0, 1000
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := polledTo1000()
 	marks := map[string]map[int32]kgo.EpochOffset{"d": {0: {Offset: 17}, 1: {Offset: 40}}}
 	revoked := func(hkafka.TopicPartition) bool { return false }
 	err := atWatermarks(req, marks, []hkafka.TopicPartition{{Topic: "d", Partition: 0}, {Topic: "d", Partition: 1}}, revoked)
@@ -39,13 +33,7 @@ func TestACommitWithoutAPartitionWhoseOutputsItCarriesAborts(t *testing.T) {
 // carries and which the window still owns is added at its watermark, of
 // a topic in the request or not; the commit goes on.
 func TestACommitNamesTheOffsetOfAnOwnedPartitionTheSessionLeftOut(t *testing.T) {
-	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	rt := kmsg.NewTxnOffsetCommitRequestTopic()
-	rt.Topic = "d"
-	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-	rp.Partition, rp.Offset = 0, 1000
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := polledTo1000()
 	marks := map[string]map[int32]kgo.EpochOffset{"d": {0: {Offset: 17}, 1: {Epoch: 2, Offset: 40}}, "e": {3: {Epoch: 5, Offset: 9}}}
 	parts := []hkafka.TopicPartition{{Topic: "d", Partition: 0}, {Topic: "d", Partition: 1}, {Topic: "e", Partition: 3}}
 	owned := func(hkafka.TopicPartition) bool { return true }
@@ -105,4 +93,17 @@ func TestACommitKafkaAbortedKeepsTheWorkOfThePartitionsStillOwned(t *testing.T) 
 	if a, b := topics(first), topics(again); len(first) == 0 || fmt.Sprint(a) != fmt.Sprint(b) || b[e.s.topics.Lanes] != 1 {
 		t.Fatalf("after the abort the commit writes %v, want what the aborted one wrote, %v, lane a's record included", b, a)
 	}
+}
+
+// polledTo1000 is an offset commit as the session builds it when only
+// partition d/0 was polled (to offset 1000).
+func polledTo1000() *kmsg.TxnOffsetCommitRequest {
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = "d"
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = 0, 1000
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
 }

@@ -55,27 +55,9 @@ func TestAFullWindowDoesNotSpillWhatCanStartNow(t *testing.T) {
 // lane went round the retry path for ever without an attempt (make sim
 // seed 9: a 1 MiB head spilled 20 times in 60 s, 0 POSTs).
 func TestAStuckOrderedLaneIsNotRelievedOfTheHeadItWaitsFor(t *testing.T) {
-	rx := &scriptedReceiver{codes: map[string]int{}}
-	srv := httptest.NewServer(rx)
-	defer srv.Close()
 	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := newTestService(t, clock.option())
-	ep := endpoint(srv.URL, sign.GenerateSecret())
-	ep.Endpoint.Ordering = hooklinev1.Ordering_ORDERING_PER_ENDPOINT
-	ep.Endpoint.OutageModeDisabled = true
-	s.store.Put(ep)
-	// The lanes topic says the head is outside (in the retry path).
-	lr, err := hkafka.Record(s.topics.Lanes, lanes.RecordKey(ep.GetEndpoint().GetId(), ""),
-		&hooklinev1.LaneRecord{EndpointId: ep.GetEndpoint().GetId(), Outside: []*hooklinev1.LaneMember{{DeliveryId: "dlv_head", LaneSeq: 1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.lanes.Apply(lr)
-	e := testEngine(t, s)
-	member := func(id string, laneSeq int64) *hooklinev1.Delivery {
-		return &hooklinev1.Delivery{DeliveryId: id, EventId: "evt_" + id, TenantId: "t", EndpointId: ep.GetEndpoint().GetId(),
-			EventType: "a.b", Payload: []byte(`"` + id + `"`), Attempt: 1, LaneSeq: &laneSeq}
-	}
+	f := newHeadAwayFixture(t, clock.option())
+	s, e, rx, member := f.s, f.e, f.rx, f.member
 	e.placeAt(t, member("dlv_follower", 5), 10)
 	clock.Add(s.cfg.StuckAfter + time.Second)
 	e.placeAt(t, member("dlv_head", 1), 11)
@@ -96,26 +78,9 @@ func TestAStuckOrderedLaneIsNotRelievedOfTheHeadItWaitsFor(t *testing.T) {
 // retry path for ever with no attempt (make sim seed 9, a window of 12:
 // a head with two attempts made, 0 more in 60 s).
 func TestAnOrderedLanesHeadIsNotSpilledForTheBacklogOfItsFollowers(t *testing.T) {
-	rx := &scriptedReceiver{codes: map[string]int{}}
-	srv := httptest.NewServer(rx)
-	defer srv.Close()
-	s := newTestService(t)
-	s.cfg.WindowRecords = 4
-	ep := endpoint(srv.URL, sign.GenerateSecret())
-	ep.Endpoint.Ordering = hooklinev1.Ordering_ORDERING_PER_ENDPOINT
-	ep.Endpoint.OutageModeDisabled = true
-	s.store.Put(ep)
-	lr, err := hkafka.Record(s.topics.Lanes, lanes.RecordKey(ep.GetEndpoint().GetId(), ""),
-		&hooklinev1.LaneRecord{EndpointId: ep.GetEndpoint().GetId(), Outside: []*hooklinev1.LaneMember{{DeliveryId: "dlv_head", LaneSeq: 1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.lanes.Apply(lr)
-	e := testEngine(t, s)
-	member := func(id string, laneSeq int64) *hooklinev1.Delivery {
-		return &hooklinev1.Delivery{DeliveryId: id, EventId: "evt_" + id, TenantId: "t", EndpointId: ep.GetEndpoint().GetId(),
-			EventType: "a.b", Payload: []byte(`"` + id + `"`), Attempt: 1, LaneSeq: &laneSeq}
-	}
+	f := newHeadAwayFixture(t)
+	f.s.cfg.WindowRecords = 4
+	e, rx, member := f.e, f.rx, f.member
 	for i := range int64(4) {
 		e.placeAt(t, member(fmt.Sprint("dlv_f", i), 5+i), 10+i)
 	}
@@ -128,4 +93,41 @@ func TestAnOrderedLanesHeadIsNotSpilledForTheBacklogOfItsFollowers(t *testing.T)
 	if got := rx.received(); len(got) != 5 || got[0] != `"dlv_head"` || slices.Contains(got, `"dlv_late"`) {
 		t.Fatalf("the receiver got %q; want the head, then the 4 followers before the spilled one", got)
 	}
+}
+
+// headAwayFixture is an engine serving one per-endpoint ordered endpoint
+// whose head, dlv_head (lane_seq 1), the lanes topic says is outside:
+// in the retry path, on its way back.
+type headAwayFixture struct {
+	s  *Service
+	e  *engine
+	rx *scriptedReceiver
+	ep *hooklinev1.EndpointRecord
+}
+
+func newHeadAwayFixture(t *testing.T, opts ...Option) *headAwayFixture {
+	t.Helper()
+	f := &headAwayFixture{rx: &scriptedReceiver{codes: map[string]int{}}}
+	srv := httptest.NewServer(f.rx)
+	t.Cleanup(srv.Close)
+	f.s = newTestService(t, opts...)
+	f.ep = endpoint(srv.URL, sign.GenerateSecret())
+	f.ep.Endpoint.Ordering = hooklinev1.Ordering_ORDERING_PER_ENDPOINT
+	f.ep.Endpoint.OutageModeDisabled = true
+	f.s.store.Put(f.ep)
+	lr, err := hkafka.Record(f.s.topics.Lanes, lanes.RecordKey(f.ep.GetEndpoint().GetId(), ""),
+		&hooklinev1.LaneRecord{EndpointId: f.ep.GetEndpoint().GetId(), Outside: []*hooklinev1.LaneMember{{DeliveryId: "dlv_head", LaneSeq: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.s.lanes.Apply(lr)
+	f.e = testEngine(t, f.s)
+	return f
+}
+
+// member is the endpoint's delivery id at lane_seq laneSeq, its body
+// its id in quotes.
+func (f *headAwayFixture) member(id string, laneSeq int64) *hooklinev1.Delivery {
+	return &hooklinev1.Delivery{DeliveryId: id, EventId: "evt_" + id, TenantId: "t", EndpointId: f.ep.GetEndpoint().GetId(),
+		EventType: "a.b", Payload: []byte(`"` + id + `"`), Attempt: 1, LaneSeq: &laneSeq}
 }
