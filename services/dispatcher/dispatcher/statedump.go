@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,8 +20,8 @@ import (
 
 // stateDumps is the request and the answer. Safe for concurrent use.
 type stateDumps struct {
+	wanted atomic.Bool // read by the loop every turn, without the lock
 	mu     sync.Mutex
-	wanted bool
 	ready  chan string
 }
 
@@ -29,8 +30,9 @@ type stateDumps struct {
 func (s *Service) DumpState(ctx context.Context) (string, error) {
 	ready := make(chan string, 1)
 	s.dumps.mu.Lock()
-	s.dumps.wanted, s.dumps.ready = true, ready
+	s.dumps.ready = ready
 	s.dumps.mu.Unlock()
+	s.dumps.wanted.Store(true)
 	if e := s.loop.Load(); e != nil {
 		e.in.wake()
 	}
@@ -45,15 +47,16 @@ func (s *Service) DumpState(ctx context.Context) (string, error) {
 // dumpState answers a pending request (loop goroutine).
 func (e *engine) dumpState(now time.Time) {
 	d := &e.s.dumps
-	d.mu.Lock()
-	if !d.wanted {
-		d.mu.Unlock()
+	if !d.wanted.Swap(false) {
 		return
 	}
+	d.mu.Lock()
 	ready := d.ready
-	d.wanted, d.ready = false, nil
+	d.ready = nil
 	d.mu.Unlock()
-	ready <- e.describe(now)
+	if ready != nil {
+		ready <- e.describe(now)
+	}
 }
 
 // describe writes the account (loop goroutine).
@@ -78,7 +81,7 @@ func (e *engine) describe(now time.Time) string {
 	for _, id := range ids {
 		l := e.f.lanes[id]
 		fmt.Fprintf(&b, "lane %s: queued %d, in flight %d of %d, in ring %v, rate wait %v, runnable %v; %s\n",
-			id, l.queued, l.inFlight, l.cap, l.inRing, !l.wakeAt.IsZero(), l.runnable(), e.s.rcv.describe(id))
+			id, l.queued, l.inFlight, l.cap, l.inRing, !l.wakeAt.IsZero(), l.runnable(), e.s.rcv.describe(id, now))
 		if l.ord == nil {
 			continue
 		}
@@ -108,7 +111,7 @@ func (e *engine) describe(now time.Time) string {
 }
 
 // describe is endpoint id's health and outage state, for a state dump.
-func (rs *receivers) describe(id string) string {
+func (rs *receivers) describe(id string, now time.Time) string {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	r := rs.m[id]
@@ -116,5 +119,5 @@ func (rs *receivers) describe(id string) string {
 		return "no receiver state"
 	}
 	return fmt.Sprintf("failures %d, outage %v, probing %v, next probe in %v, failed probes %d",
-		r.failures, r.outage, r.probing, time.Until(r.nextProbe).Round(time.Millisecond), r.probes)
+		r.failures, r.outage, r.probing, r.nextProbe.Sub(now).Round(time.Millisecond), r.probes)
 }
