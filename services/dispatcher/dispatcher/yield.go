@@ -145,11 +145,21 @@ func (e *engine) yieldStep(sess *kgo.GroupTransactSession, now time.Time) {
 	}
 	switch y.phase {
 	case yieldDraining:
-		if !e.inFlightIn(y.leaving) || now.Sub(y.since) >= yieldDrainWait {
+		inFlight := e.inFlightIn(y.leaving)
+		if !inFlight || now.Sub(y.since) >= yieldDrainWait {
+			if inFlight {
+				e.s.log.Warn("a rebalance hand-off stopped waiting for the leaving partitions' attempts; the next owner attempts them again",
+					"waited", now.Sub(y.since).Round(time.Millisecond))
+			}
 			y.phase, y.need = yieldCommitting, e.commitsBegun+1
 		}
 	case yieldCommitting:
-		if (e.commitsEnded >= y.need && !e.committing) || now.Sub(y.since) >= yieldHardWait {
+		landed := e.commitsEnded >= y.need && !e.committing
+		if landed || now.Sub(y.since) >= yieldHardWait {
+			if !landed {
+				e.s.log.Warn("a rebalance hand-off yielded before its commit ended; what the leaving partitions completed since the last commit is attempted again by their next owner",
+					"waited", now.Sub(y.since).Round(time.Millisecond), "committing", e.committing)
+			}
 			e.yieldNow(sess, now)
 		}
 	}
