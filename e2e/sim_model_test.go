@@ -65,6 +65,27 @@ type simEndpoint struct {
 
 	inFlight    int // POSTs the receiver is answering now
 	maxObserved int
+	// open are the POSTs the receiver is answering now, each by when
+	// the dispatcher gives up on it (its attempt's start, from the
+	// before-attempt hook, plus the attempt timeout). One given up on no
+	// longer holds a slot of the endpoint's cap, though its handler
+	// learns of it only when the connection's close reaches it (seed 25:
+	// a timed-out attempt's handler still waiting when the dispatcher
+	// started the next, 1 ms later, taken for 2 in flight at cap 1).
+	open     map[int]time.Time
+	nextPost int
+}
+
+// holding is how many of ep's open POSTs the dispatcher has not given up
+// on at now (model lock held).
+func (ep *simEndpoint) holding(now time.Time) int {
+	n := 0
+	for _, giveUp := range ep.open {
+		if now.Before(giveUp) {
+			n++
+		}
+	}
+	return n
 }
 
 func (ep *simEndpoint) ordered() bool { return ep.ordering != hooklinev1.Ordering_ORDERING_UNORDERED }
@@ -245,13 +266,27 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ep.ordered() {
 		sm.orderedPosts++
 	}
-	if cap := int(ep.maxInFlight); cap > 0 && ep.inFlight > cap && time.Now().After(sm.changing) {
-		sm.capBreach = append(sm.capBreach, fmt.Sprintf("%s: %d in flight, cap %d, at +%v", ep.name, ep.inFlight, cap, time.Since(sm.t0).Round(time.Millisecond)))
+	now := time.Now()
+	if ep.open == nil {
+		ep.open = map[int]time.Time{}
+	}
+	post := ep.nextPost
+	ep.nextPost++
+	began := m.lastBefore
+	if began.IsZero() || began.After(now) {
+		began = now
+	}
+	ep.open[post] = began.Add(simAttemptTimeout)
+	if cap := int(ep.maxInFlight); cap > 0 && now.After(sm.changing) {
+		if n := ep.holding(now); n > cap {
+			sm.capBreach = append(sm.capBreach, fmt.Sprintf("%s: %d in flight, cap %d, at +%v", ep.name, n, cap, time.Since(sm.t0).Round(time.Millisecond)))
+		}
 	}
 	sm.mu.Unlock()
 	defer func() {
 		sm.mu.Lock()
 		ep.inFlight--
+		delete(ep.open, post)
 		sm.inFlight--
 		sm.mu.Unlock()
 	}()
