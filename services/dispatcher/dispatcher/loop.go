@@ -335,20 +335,57 @@ func (e *engine) dropWindow() {
 // blocked-head reads, a commit and its backoff) has reported back. After
 // a failed session none of them runs on into the next one, which begins
 // from a fresh state (docs/DESIGN.md I40); after a drain there are none.
+//
+// Attempts still in flight get endGrace to finish first: one that ends
+// keeps its receiver's 2xx answer (answered.go), so the next session —
+// this dispatcher's, when the partitions stay — settles the delivery
+// without a second POST; one cancelled mid-request is POSTed again.
 func (e *engine) end() {
+	e.settleInFlight(endGrace)
 	e.dropWindow()
 	e.cancelWork()
 	for {
-		e.msgs = e.in.take(e.msgs)
-		for i := range e.msgs {
-			e.discard(&e.msgs[i])
-		}
-		clear(e.msgs)
+		e.takeAndDiscard()
 		if e.outstanding <= 0 {
 			return
 		}
 		<-e.in.signal
 	}
+}
+
+// endGrace bounds how long an ending loop waits for its attempts in
+// flight before it cancels them: a receiver answering within it is not
+// POSTed again by the next session (TestADeliveryAnsweredBeforeItsSessionEndedIsNotPOSTedAgain,
+// with a receiver answering after 100 ms). A fifth of the default 5 s
+// attempt timeout; the next session starts at most this much later.
+const endGrace = time.Second
+
+// settleInFlight waits, at most d, until no attempt of the loop is in
+// flight, discarding what reports back meanwhile (loop goroutine, once
+// the loop stopped acting on messages).
+func (e *engine) settleInFlight(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		e.takeAndDiscard()
+		if e.f.used <= 0 { // each attempt in flight is charged at least attemptOverhead
+			return
+		}
+		select {
+		case <-e.in.signal:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// takeAndDiscard takes the inbox and discards every message in it.
+func (e *engine) takeAndDiscard() {
+	e.msgs = e.in.take(e.msgs)
+	for i := range e.msgs {
+		e.discard(&e.msgs[i])
+	}
+	clear(e.msgs)
 }
 
 // discard takes a message the loop will not act on (it ended, or its
@@ -359,6 +396,7 @@ func (e *engine) discard(m *msg) {
 	e.outstanding--
 	switch m.kind {
 	case msgDone:
+		e.f.uncharge(m.e.lane, m.e.cost)
 		e.s.pausesDropped(m.outs)
 	case msgCommitted:
 		if m.err == nil && !m.committed && !errors.Is(m.produceErr, errBackoffEnded) {
