@@ -222,14 +222,8 @@ func TestWatermarkStopsAtTheOldestUnfinishedDelivery(t *testing.T) {
 // after a worker fault is not a copy. (A refetch is settled again, from
 // its receiver's answer when it had one: answered.go.)
 func TestACopyOfADeliveryIsSkippedButARefetchIsNot(t *testing.T) {
-	var requests atomic.Int32
-	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		requests.Add(1)
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer rx.Close()
 	s := newTestService(t)
-	s.store.Put(endpoint(rx.URL, sign.GenerateSecret()))
+	requests := countingEndpoint(t, s)
 	e := testEngine(t, s)
 
 	e.pollID(t, 0, 0, "dlv_a")  // the delivery
@@ -258,4 +252,19 @@ func TestACopyOfADeliveryIsSkippedButARefetchIsNot(t *testing.T) {
 	if n := requests.Load(); n != 1 {
 		t.Fatalf("a record fetched again after a rewind was POSTed again (%d requests) though its receiver had answered", n)
 	}
+}
+
+// countingEndpoint puts endpoint ep_1 of tenant t in s's store, at a
+// receiver that answers 204 to everything, and returns its count of
+// requests.
+func countingEndpoint(t *testing.T, s *Service) *atomic.Int32 {
+	t.Helper()
+	var requests atomic.Int32
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(rx.Close)
+	s.store.Put(endpoint(rx.URL, sign.GenerateSecret()))
+	return &requests
 }

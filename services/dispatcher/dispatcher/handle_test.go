@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -205,14 +204,8 @@ func TestRetryIsLoggedWithAttemptAndTraceIDs(t *testing.T) {
 // not own its endpoint is never sent; it ends FAILED with a reason and a
 // dead letter.
 func TestADeliveryNamingAnotherTenantsEndpointIsDeadLetteredUnsigned(t *testing.T) {
-	var requests atomic.Int32
-	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		requests.Add(1)
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer rx.Close()
 	s := newTestService(t)
-	s.store.Put(endpoint(rx.URL, sign.GenerateSecret())) // tenant "t"
+	requests := countingEndpoint(t, s) // tenant "t"
 	d := &hooklinev1.Delivery{DeliveryId: "dlv_x", EventId: "evt_x", TenantId: "mallory", EndpointId: "ep_1", EventType: "a.b", Payload: []byte(`{}`), Attempt: 1}
 	r, err := hkafka.Record(s.topics.Deliveries, "ep_1", d)
 	if err != nil {

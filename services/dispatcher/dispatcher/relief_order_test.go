@@ -2,10 +2,8 @@ package dispatcher
 
 import (
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,15 +19,9 @@ import (
 // round the retry path by the relief that runs in the same turn (make sim
 // seed 9, with a window of 12, drained 164 deliveries through 32 spills).
 func TestAFullWindowDoesNotSpillWhatCanStartNow(t *testing.T) {
-	var requests atomic.Int32
-	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		requests.Add(1)
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer rx.Close()
 	s := newTestService(t)
 	s.cfg.WindowRecords = 4
-	s.store.Put(endpoint(rx.URL, sign.GenerateSecret()))
+	requests := countingEndpoint(t, s)
 	e := testEngine(t, s)
 	e.pollN(t, 0, 0, 4)
 	if !e.w.full() {
