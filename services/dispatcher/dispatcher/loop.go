@@ -355,9 +355,10 @@ func (e *engine) end() {
 
 // endGrace bounds how long an ending loop waits for its attempts in
 // flight before it cancels them: a receiver answering within it is not
-// POSTed again by the next session (TestADeliveryAnsweredBeforeItsSessionEndedIsNotPOSTedAgain,
-// with a receiver answering after 100 ms). A fifth of the default 5 s
-// attempt timeout; the next session starts at most this much later.
+// POSTed again by the next session
+// (TestADeliveryInFlightWhenItsSessionEndsIsNotPOSTedAgain, receivers
+// answering after 100 ms). A tenth of the default 10 s attempt timeout;
+// the next session starts at most this much later.
 const endGrace = time.Second
 
 // settleInFlight waits, at most d, until no attempt of the loop is in

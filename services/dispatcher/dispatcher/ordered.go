@@ -237,13 +237,18 @@ func (k *keyLane) startable() bool {
 	if k.head != nil || len(k.members) == 0 {
 		return false
 	}
-	first := seq(k.members[0])
+	return !k.outsideBefore(seq(k.members[0]))
+}
+
+// outsideBefore reports whether a member before lane_seq s is outside
+// memory: k waits for it before s may start.
+func (k *keyLane) outsideBefore(s int64) bool {
 	for _, out := range k.outside {
-		if out.seq < first {
-			return false
+		if out.seq < s {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // awaited reports whether a member at lane_seq s is the one k waits
@@ -266,12 +271,7 @@ func (k *keyLane) awaited(s int64) bool {
 			break
 		}
 	}
-	for _, out := range k.outside {
-		if out.seq < s {
-			return false
-		}
-	}
-	return true
+	return !k.outsideBefore(s)
 }
 
 // blockedBefore reports whether a blocked head before lane_seq s holds k.
