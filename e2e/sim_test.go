@@ -291,7 +291,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	w := newSimWorld(t, seed, phase, 3)
 	w.drawWorld(rng)
 	w.drawMemory(seed)
-	sched := w.drawSchedule(rng)
+	sched := append(w.drawSchedule(rng), w.drawRefusals(seed)...)
 	if w.skewSlot != 0 {
 		t.Logf("seed %d: the clock of %s is %v off", seed, map[int]string{1: "dispatcher-1", 2: "dispatcher-2", 3: "dispatcher-3", 4: "the scheduler"}[w.skewSlot], w.skew)
 	}

@@ -10,11 +10,14 @@
 # bin/sim/revert-<commit>.log. Exit status: 0 when every commit's defect
 # was found, 1 otherwise (2: a commit did not revert cleanly).
 # A+B reverts several commits together (newest first), for a fix that a
-# later commit built on.
+# later commit built on. A path ending in .patch is applied to the tree
+# instead (scripts/reverts/: a fix's old code path re-introduced by
+# hand where the commit no longer reverts).
 #
 #   scripts/sim-revert.sh $(git log --format=%h --grep='^fix(' main..HEAD)
 #   SEEDS=5 scripts/sim-revert.sh cff1fd7 e32da96+e512406
 #   BASE=6c648f1 scripts/sim-revert.sh NONE f3a9f67 1799969
+#   scripts/sim-revert.sh scripts/reverts/item3-probe-set-aside.patch
 # With NONE as a commit the row reverts nothing: the base's own result,
 # to tell a revert's finding from what the base fails anyway.
 set -euo pipefail
@@ -35,10 +38,19 @@ status=0
 for arg in "$@"; do
   # The commits of this row, newest first, so each reverse patch applies
   # to the tree the next-newer one left.
+  patch=
   if [ "$arg" = NONE ]; then
     group=()
     c=none
     subject="nothing reverted: ${BASE:-HEAD} itself"
+  elif [[ "$arg" == *.patch ]]; then
+    # A fix that no longer reverts as a commit: a patch that puts its old
+    # code path back on today's tree (scripts/reverts/, its first line
+    # says which defect).
+    group=()
+    patch=$(realpath "$arg")
+    c=$(basename "$arg" .patch)
+    subject=$(head -1 "$patch" | tr '|' '/')
   else
     mapfile -t group < <(git -C "$root" rev-list --no-walk=sorted --topo-order ${arg//+/ } | cut -c1-7)
     c=$(IFS=+; echo "${group[*]}")
@@ -57,6 +69,9 @@ for arg in "$@"; do
       break
     fi
   done
+  if [ -n "$patch" ] && ! git -C "$wt" apply "$patch" >>"$log" 2>&1; then
+    reverted=0
+  fi
   if [ "$reverted" -eq 0 ]; then
     echo "| $c | $subject | does not revert cleanly on ${BASE:-HEAD}, or has no non-test change (see $log) | | |" >> "$table"
     git -C "$root" worktree remove --force "$wt"

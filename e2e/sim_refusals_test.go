@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A topic whose max.message.bytes an operator lowered for a while: for
+// the window, every broker refuses a produce batch to the topic that is
+// larger than the limit with MESSAGE_TOO_LARGE, partition by partition
+// (as a real broker does: the other partitions of the request are
+// written). The produce-err fault refuses whole requests whatever they
+// hold; this one refuses only big records, so the deliveries it makes
+// unwritable are the ones the engine must set aside wherever they are
+// when they come again — a lane's head, a held delivery, an outage
+// probe (issue 24 item 3's combination, which the produce-err fault
+// almost never draws). Half the seeds get one window, drawn from a
+// stream of their own so the rest of a seed's schedule stays what it was.
+
+// simRefusalTopics are the topics whose records carry a payload.
+func (w *simWorld) simRefusalTopics() []string {
+	t := w.st.topics
+	return []string{t.Retries, t.Retries, t.Deliveries, t.Parked, t.Dead}
+}
+
+// drawRefusals draws the seed's refusal window, if it has one.
+func (w *simWorld) drawRefusals(seed uint64) []simFault {
+	r := rand.New(rand.NewPCG(seed, 0x70091e))
+	if r.IntN(2) != 0 {
+		return nil
+	}
+	topics := w.simRefusalTopics()
+	topic := topics[r.IntN(len(topics))]
+	limit := hkafka.BigRecord + r.IntN(192<<10) // a batch over it is refused: 64-256 KiB
+	at := time.Second + time.Duration(r.Int64N(int64(w.phase/2)))
+	d := 2*time.Second + time.Duration(r.Int64N(int64(w.phase/2)))
+	return []simFault{{at: at, kind: "big-record-refused", apply: func(ctx context.Context, w *simWorld) {
+		w.refuseBigRecords(ctx, topic, limit, d)
+	}}}
+}
+
+// refuseBigRecords refuses, for d (or until ctx ends), every produce
+// batch to topic over limit bytes, and counts each refused request as a
+// destructive fault and a move of work (each aborts the commit carrying
+// it, as a produce-err refusal does).
+func (w *simWorld) refuseBigRecords(ctx context.Context, topic string, limit int, d time.Duration) {
+	var faults []kfake.Fault
+	for p := range int32(w.st.kafka.Partitions) {
+		faults = append(faults, kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{p},
+			Err: kerr.MessageTooLarge, Count: -1, When: batchOver(topic, p, limit)})
+	}
+	h := w.c.Fault(faults...)
+	w.t.Logf("fault: %s refuses batches over %d bytes for %v", topic, limit, d)
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	h.Remove()
+	n := h.Hits()
+	w.mu.Lock()
+	w.counts["big-record-refused"]++
+	w.destructs += n
+	w.refusals += n
+	w.mu.Unlock()
+	w.t.Logf("fault: %s takes batches of any size again (%d produce requests refused)", topic, n)
+}
+
+// batchOver matches a produce request whose batch for topic's partition
+// p is over limit bytes (Kafka checks max.message.bytes per batch).
+func batchOver(topic string, p int32, limit int) func(kmsg.Request) bool {
+	return func(r kmsg.Request) bool {
+		req, ok := r.(*kmsg.ProduceRequest)
+		if !ok {
+			return false
+		}
+		for _, t := range req.Topics {
+			if t.Topic != topic {
+				continue
+			}
+			for _, part := range t.Partitions {
+				if part.Partition == p && len(part.Records) > limit {
+					return true
+				}
+			}
+		}
+		return false
+	}
+}
