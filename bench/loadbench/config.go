@@ -9,7 +9,7 @@ import (
 )
 
 // allScenarios lists every scenario in the order a full run takes them.
-var allScenarios = []string{"ceiling", "lifted", "default", "latency", "ingest", "isolation", "backlog", "storm", "scheduler", "ordered", "badlane", "held"}
+var allScenarios = []string{"ceiling", "lifted", "default", "latency", "ingest", "isolation", "isolation-saturated", "backlog", "storm", "scheduler", "ordered", "badlane", "held"}
 
 // config is every setting of a run. Durations and counts bound each
 // scenario; --quick replaces them with a smoke run's.
@@ -17,6 +17,7 @@ type config struct {
 	Kafka     string   // "embedded" (hookline dev) or "real" (Apache Kafka 4.4 and three services)
 	Scenarios []string // which scenarios to run, in allScenarios order
 	Quick     bool     // smoke run: every bound shortened
+	Repeat    int      // runs of each throughput scenario (the table gives medians)
 	BinDir    string   // where make build put hookline, ingest, dispatcher, scheduler, schedbench
 	RepoDir   string   // repository root (scripts/kafka.sh)
 	Out       string   // markdown results file
@@ -56,6 +57,7 @@ func parseConfig(args []string) (config, error) {
 	fs.StringVar(&c.Kafka, "kafka", "embedded", "embedded: one bin/hookline dev process on kfake; real: Apache Kafka 4.4 (scripts/kafka.sh) with bin/ingest, bin/dispatcher, bin/scheduler")
 	scen := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run: "+strings.Join(allScenarios, ","))
 	fs.BoolVar(&c.Quick, "quick", false, "smoke run: every duration and count shortened (well under 2 minutes without the scheduler)")
+	fs.IntVar(&c.Repeat, "repeat", 3, "runs of each throughput scenario (ceiling, lifted, default, ingest), back to back: the table gives each figure's median, every run's and the spread, and each run's load average (1 with --quick unless set)")
 	fs.StringVar(&c.BinDir, "bin", "bin", "directory with the binaries make build writes")
 	fs.StringVar(&c.RepoDir, "repo", ".", "repository root (for scripts/kafka.sh)")
 	fs.StringVar(&c.Out, "out", "bin/bench/results.md", "markdown file the table is written to (also printed)")
@@ -90,6 +92,9 @@ func parseConfig(args []string) (config, error) {
 	if c.Kafka != "embedded" && c.Kafka != "real" {
 		return c, fmt.Errorf("--kafka: want embedded or real, got %q", c.Kafka)
 	}
+	if c.Repeat < 1 || c.Repeat > 9 {
+		return c, fmt.Errorf("--repeat %d: want 1 to 9 runs", c.Repeat)
+	}
 	if c.ProfileDir != "" && c.Kafka != "embedded" {
 		return c, fmt.Errorf("--profile-dir: only with --kafka embedded (one process to profile)")
 	}
@@ -111,6 +116,7 @@ func parseConfig(args []string) (config, error) {
 				apply()
 			}
 		}
+		shorten("repeat", func() { c.Repeat = 1 })
 		shorten("warmup", func() { c.Warmup = 2 * time.Second })
 		shorten("window", func() { c.Window = 5 * time.Second })
 		shorten("drain", func() { c.Drain = 10 * time.Second })

@@ -19,8 +19,18 @@ import (
 type report struct {
 	header  []string
 	rows    [][4]string // scenario, measure, value, ratio
+	figs    []*figure   // per row: the number it reports, nil for text rows
 	pending string      // scenario title for the next row
 	extra   []string    // sections after the table
+}
+
+// figure is the number a row reports, so that repeated runs of a
+// scenario can be summarised by their median and spread (repeat.go).
+type figure struct {
+	v      float64
+	value  func(v float64) string // the value cell for v
+	ratio  func(v float64) string // the ratio cell for v (nil: none)
+	detail string                 // said after the value of this run only
 }
 
 // newReport describes the machine and the run.
@@ -54,7 +64,32 @@ func (r *report) section(title string) { r.pending = title }
 // add appends one measure of the current scenario.
 func (r *report) add(measure, value, ratio string) {
 	r.rows = append(r.rows, [4]string{r.pending, measure, value, ratio})
+	r.figs = append(r.figs, nil)
 	r.pending = ""
+}
+
+// addFigure appends a measure that is a number: value formats it, ratio
+// (optional) compares it with its target, detail is what this run adds
+// (callers, latencies) and is kept only for the run whose figure is the
+// median when the scenario is repeated.
+func (r *report) addFigure(measure string, v float64, value func(float64) string, detail string, ratio func(float64) string) {
+	f := &figure{v: v, value: value, ratio: ratio, detail: detail}
+	r.add(measure, f.cell(), f.ratioCell())
+	r.figs[len(r.figs)-1] = f
+}
+
+func (f *figure) cell() string {
+	if f.detail == "" {
+		return f.value(f.v)
+	}
+	return f.value(f.v) + " " + f.detail
+}
+
+func (f *figure) ratioCell() string {
+	if f.ratio == nil {
+		return ""
+	}
+	return f.ratio(f.v)
 }
 
 // appendix adds a section with a preformatted body after the table.

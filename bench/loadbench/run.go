@@ -28,25 +28,33 @@ type bench struct {
 type scenario struct {
 	name  string
 	title string
-	limit time.Duration // a last-resort bound on top of the scenario's own
+	limit time.Duration // a last-resort bound on top of the scenario's own (per run)
 	run   func(ctx context.Context, b *bench) error
+	// repeat marks a throughput scenario: it runs cfg.Repeat times and
+	// the table gives medians (repeat.go).
+	repeat bool
+	// keep, if set, takes what later scenarios need from the medians of
+	// a repeated scenario's figures, by measure.
+	keep func(b *bench, medians map[string]float64)
 }
 
 // scenarios in the order a run takes them.
 func scenarios() []scenario {
 	return []scenario{
-		{"ceiling", "1. ceiling: plain Go HTTP client → receiver", 3 * time.Minute, runCeiling},
-		{"lifted", "2. throughput, limits lifted (100 endpoints, fan-out 10)", 5 * time.Minute, runLifted},
-		{"default", "3. throughput, default limits (10 endpoints)", 5 * time.Minute, runDefault},
-		{"latency", "4. latency publish → receiver at 2,000 events/s", 5 * time.Minute, runLatency},
-		{"ingest", "5. ingest: PublishEvent, fan-out 1 and 10", 6 * time.Minute, runIngest},
-		{"isolation", "6. isolation: 60 healthy beside 30 slow + 10 hanging", 8 * time.Minute, runIsolation},
-		{"backlog", "7. backlog: 1 endpoint with a queue beside 9 healthy", 8 * time.Minute, runBacklog},
-		{"storm", "8. retry storm: 503s, then recovery", 10 * time.Minute, runStorm},
-		{"scheduler", "9. scheduler (schedbench, Apache Kafka 4.4)", 15 * time.Minute, runScheduler},
-		{"ordered", "10. ordered per key: 1,000 keys vs unordered, one endpoint", 5 * time.Minute, runOrdered},
-		{"badlane", "11. ordered per key: one blocked lane beside 999", 5 * time.Minute, runBadLane},
-		{"held", "12. held: 64 KiB deliveries held by a paused endpoint (F3)", 6 * time.Minute, runHeld},
+		{name: "ceiling", title: "1. ceiling: plain Go HTTP client → receiver", limit: 3 * time.Minute, run: runCeiling, repeat: true,
+			keep: func(b *bench, m map[string]float64) { b.ceiling = m[ceilingMeasure] }},
+		{name: "lifted", title: "2. throughput, limits lifted (100 endpoints, fan-out 10)", limit: 5 * time.Minute, run: runLifted, repeat: true},
+		{name: "default", title: "3. throughput, default limits (10 endpoints)", limit: 5 * time.Minute, run: runDefault, repeat: true},
+		{name: "latency", title: "4. latency publish → receiver at 2,000 events/s", limit: 5 * time.Minute, run: runLatency},
+		{name: "ingest", title: "5. ingest: PublishEvent, fan-out 1 and 10", limit: 6 * time.Minute, run: runIngest, repeat: true},
+		{name: "isolation", title: "6. isolation: 60 healthy beside 30 slow + 10 hanging", limit: 8 * time.Minute, run: runIsolation},
+		{name: "isolation-saturated", title: "6b. isolation at saturation: 60 healthy at the rate they reach alone, beside 30 slow (9 s) + 10 hanging", limit: 8 * time.Minute, run: runIsolationSaturated},
+		{name: "backlog", title: "7. backlog: 1 endpoint with a queue beside 9 healthy", limit: 8 * time.Minute, run: runBacklog},
+		{name: "storm", title: "8. retry storm: 503s, then recovery", limit: 10 * time.Minute, run: runStorm},
+		{name: "scheduler", title: "9. scheduler (schedbench, Apache Kafka 4.4)", limit: 15 * time.Minute, run: runScheduler},
+		{name: "ordered", title: "10. ordered per key: 1,000 keys vs unordered, one endpoint", limit: 5 * time.Minute, run: runOrdered},
+		{name: "badlane", title: "11. ordered per key: one blocked lane beside 999", limit: 5 * time.Minute, run: runBadLane},
+		{name: "held", title: "12. held: 64 KiB deliveries held by a paused endpoint (F3)", limit: 6 * time.Minute, run: runHeld},
 	}
 }
 
@@ -86,9 +94,16 @@ func run(ctx context.Context, args []string) error {
 		progress("%s ...", s.title)
 		start := time.Now()
 		b.rep.section(s.title)
-		sctx, cancel := context.WithTimeout(ctx, s.limit)
-		err := s.run(sctx, b)
-		cancel()
+		var err error
+		if s.repeat && cfg.Repeat > 1 {
+			sctx, cancel := context.WithTimeout(ctx, time.Duration(cfg.Repeat)*s.limit)
+			err = runRepeated(sctx, b, s, cfg.Repeat)
+			cancel()
+		} else {
+			sctx, cancel := context.WithTimeout(ctx, s.limit)
+			err = s.run(sctx, b)
+			cancel()
+		}
 		if err != nil {
 			failed = append(failed, s.name)
 			b.rep.add("**failed**", err.Error(), "")

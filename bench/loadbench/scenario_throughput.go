@@ -75,14 +75,17 @@ func runLifted(ctx context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	b.rep.add("deliveries/s (steady state)", fmt.Sprintf("%.0f/s", rate), pct(rate, b.ceiling)+" of ceiling (target ≥ 35%)")
-	b.rep.add("Kafka records written per delivery", fmt.Sprintf("%.1f", kafkaPer), "")
+	b.rep.addFigure("deliveries/s (steady state)", rate, rateCell, "", func(v float64) string { return pct(v, b.ceiling) + " of ceiling (target ≥ 35%)" })
+	b.rep.addFigure("Kafka records written per delivery", kafkaPer, oneDecimal, "", nil)
 	b.rep.add("RSS at end", memoryLine(mem), "")
 	if pubErrs > 0 {
 		b.rep.add("publish errors", fmt.Sprint(pubErrs), "")
 	}
 	return nil
 }
+
+// oneDecimal formats a ratio such as records per delivery.
+func oneDecimal(v float64) string { return fmt.Sprintf("%.1f", v) }
 
 // runDefault offers 110% of the sum of 10 default endpoints' rate limits
 // (10 × 100/s) for the warm-up and the window, one event per endpoint in
@@ -135,9 +138,9 @@ func runDefault(ctx context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	b.rep.add("deliveries/s", fmt.Sprintf("%.0f/s", rate), pct(rate, sum)+" of the sum of rate limits (target ≥ 95%)")
+	b.rep.addFigure("deliveries/s", rate, rateCell, "", func(v float64) string { return pct(v, sum) + " of the sum of rate limits (target ≥ 95%)" })
 	b.rep.add("offered", fmt.Sprintf("%.0f events/s (110%% of %.0f/s); publishing fell behind by %s", float64(run.started)/run.elapsed.Seconds(), sum, ms(run.slip)), "")
-	b.rep.add("Kafka records written per delivery", fmt.Sprintf("%.1f (%s)", kafkaPer, topics), "target ≤ 3")
+	b.rep.addFigure("Kafka records written per delivery", kafkaPer, oneDecimal, "("+topics+")", func(float64) string { return "target ≤ 3" })
 	b.rep.add("RSS at end", memoryLine(mem), "")
 	if pubErrs > 0 {
 		b.rep.add("publish errors", fmt.Sprint(pubErrs), "")
