@@ -91,3 +91,43 @@ func TestApplyCommitsALargePollInBoundedBatches(t *testing.T) {
 		t.Fatalf("stored offsets %v, %v; want %v", got, err, next)
 	}
 }
+
+// TestAResultReadAgainAfterAReopenIsNotCountedTwice: Apply looks a
+// result's attempt key up only for a record below the offsets stored
+// with the last batch (a re-read); that bound must come from the index
+// itself after a restart, or a re-read result would count its attempt
+// twice.
+func TestAResultReadAgainAfterAReopenIsNotCountedTwice(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	dlv, evt := ids.New(ids.Delivery, now), ids.New(ids.Event, now)
+	res := &hooklinev1.AttemptResult{DeliveryId: dlv, EventId: evt, TenantId: "t", EndpointId: "ep_1", EventType: "a.b", Attempt: 1,
+		State: hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED}
+	r, err := hkafka.Record(testTopics.Results, "ep_1", res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Partition, r.Offset = 2, 41
+	apply := func() *Store {
+		s, err := Open(dir, testTopics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Apply([]*kgo.Record{r}, hkafka.Offsets{testTopics.Results: {2: 42}}); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if err := apply().Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := apply() // the same record, read again by a restarted follower
+	defer s.Close()
+	st, _, _, ok, err := s.Delivery("t", dlv)
+	if err != nil || !ok {
+		t.Fatalf("delivery not indexed: %v", err)
+	}
+	if st.GetAttempts() != 1 {
+		t.Fatalf("attempts %d after one result read twice, want 1", st.GetAttempts())
+	}
+}

@@ -47,6 +47,13 @@ type Store struct {
 	// unended bytes (by hb key), written once per batch (flushHeld).
 	// Guarded by writeMu.
 	heldDelta map[string]int64
+	// applied is, per topic partition, the next offset Apply has not
+	// applied: the offsets stored with the last committed batch (loaded
+	// at Open, kept by commitAt). A record below it may have been
+	// applied before (a re-read); one at or above it cannot have been,
+	// since a batch stores its records and the offsets they reach
+	// together. Guarded by writeMu; nil until the first Apply.
+	applied map[hkafka.TopicPartition]int64
 }
 
 // Option configures Open.
@@ -133,6 +140,37 @@ func Open(dir string, topics Topics, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("history: open index in %s: %w", dir, err)
 	}
 	return &Store{db: db, topics: topics, dir: dir, temp: temp, maxScan: MaxScan, maxBatch: maxBatchBytes}, nil
+}
+
+// loadApplied reads the stored offsets into applied the first time an
+// Apply needs them (writeMu held): not at Open, whose caller may Warm
+// the tables first.
+func (s *Store) loadApplied() error {
+	if s.applied != nil {
+		return nil
+	}
+	offsets, err := s.Offsets()
+	if err != nil {
+		return err
+	}
+	s.applied = map[hkafka.TopicPartition]int64{}
+	s.noteApplied(offsets)
+	return nil
+}
+
+// noteApplied records offsets as applied (writeMu held).
+func (s *Store) noteApplied(offsets hkafka.Offsets) {
+	for t, ps := range offsets {
+		for p, o := range ps {
+			s.applied[hkafka.TopicPartition{Topic: t, Partition: p}] = o
+		}
+	}
+}
+
+// mayHaveApplied reports whether the record at offset of topic's
+// partition p may have been applied before (writeMu held).
+func (s *Store) mayHaveApplied(topic string, p int32, offset int64) bool {
+	return offset < s.applied[hkafka.TopicPartition{Topic: topic, Partition: p}]
 }
 
 // Dir returns the directory the index lives in.
