@@ -46,6 +46,7 @@ type config struct {
 	Scenarios                         []string
 	Out                               string
 	Seed                              uint64 // the storm's schedule
+	LogLevel                          string // every service's --log-level
 }
 
 func main() {
@@ -66,6 +67,7 @@ func run() int {
 	flag.DurationVar(&cfg.Load, "load", 45*time.Second, "how long each scenario publishes")
 	flag.DurationVar(&cfg.Settle, "settle", 3*time.Minute, "how long to wait after the load for every accepted delivery to end (a bound, not a wait: above --outage-recheck, 2 min, so a delivery an outage holds at the load's end gets its probe)")
 	flag.StringVar(&scen, "scenarios", "", "comma-separated scenarios (default: every one the --nodes allow); 'quick' = the make test run")
+	flag.StringVar(&cfg.LogLevel, "log-level", "warn", "every service's --log-level (info or debug to follow a restart's steps in --logs)")
 	flag.Uint64Var(&cfg.Seed, "seed", 1, "seed of the storm scenario's fault schedule (the same seed draws the same schedule)")
 	flag.StringVar(&cfg.Out, "out", "bin/chaos-logs/results.md", "where the table is also written (not under bin/chaos: that is this binary)")
 	flag.Parse()

@@ -66,7 +66,7 @@ func startStack(ctx context.Context, cfg config, name, brokers string, replicas 
 		s.health[name] = "127.0.0.1:" + strconv.Itoa(port)
 		return []string{"--health-addr", s.health[name]}, nil
 	}
-	common := []string{"--topic-prefix", prefix, "--log-level", "warn", "--topic-partitions", "6"}
+	common := []string{"--topic-prefix", prefix, "--log-level", cfg.LogLevel, "--topic-partitions", "6"}
 	if cfg.ReplicationFactor > 0 {
 		common = append(common, "--topic-replication-factor", strconv.Itoa(cfg.ReplicationFactor))
 	}
