@@ -52,8 +52,11 @@ const (
 // make sim SEEDS=7..15 after the parked topic: 41 retries stalled when
 // the restarted scheduler's sync-marker produce hung unbounded behind a
 // stalled produce; seed 5 also found the parked head an ordered lane
-// forgot).
-var simDefaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 11, 12}
+// forgot; seed 10 finds issue 24 item 3, a probe set aside as
+// unwritable that never ended, when scripts/reverts/ puts it back:
+// its big-event burst puts an endpoint in outage mode while a broker
+// refuses big records).
+var simDefaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 10, 11, 12}
 
 const (
 	simSession = 6 * time.Second // the dispatchers' and scheduler's session timeout (kfake's minimum)
