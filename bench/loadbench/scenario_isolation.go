@@ -93,15 +93,25 @@ func isolationRun(ctx context.Context, b *bench, name string, withSick bool) (is
 				log.add(id, due)
 			}
 		})
-		if err := drain(ctx, s, "healthy", log.len(), b.cfg.Drain); err != nil {
-			return err
-		}
-		ds, miss := log.latencies(s.rcv.arrivals("healthy"), from, to)
-		res.q, res.missing = quantilesOf(ds), miss
-		res.rate = perSec(s.rcv.uniqueIn("healthy", from, to), b.cfg.Window)
-		_, res.slowOK, _ = s.rcv.counts("slow")
-		res.hangs = s.rcv.attempts("hang")
-		return nil
+		var err error
+		res, err = isoMeasure(ctx, b, s, log, from, to)
+		return err
 	})
 	return res, err
+}
+
+// isoMeasure waits for every healthy event published to arrive (within
+// the drain bound) and measures the healthy endpoints' rate and latency
+// in [from, to), and what the sick ones (groups "slow" and "hang") saw.
+func isoMeasure(ctx context.Context, b *bench, s *session, log *publishLog, from, to time.Time) (isoResult, error) {
+	var res isoResult
+	if err := drain(ctx, s, "healthy", log.len(), b.cfg.Drain); err != nil {
+		return res, err
+	}
+	ds, miss := log.latencies(s.rcv.arrivals("healthy"), from, to)
+	res.q, res.missing = quantilesOf(ds), miss
+	res.rate = perSec(s.rcv.uniqueIn("healthy", from, to), b.cfg.Window)
+	_, res.slowOK, _ = s.rcv.counts("slow")
+	res.hangs = s.rcv.attempts("hang")
+	return res, nil
 }

@@ -137,15 +137,9 @@ func satRun(ctx context.Context, b *bench, name string, rate float64, withSick b
 			})
 		}
 		wg.Wait()
-		if err := drain(ctx, s, "healthy", log.len(), b.cfg.Drain); err != nil {
-			return err
-		}
-		ds, miss := log.latencies(s.rcv.arrivals("healthy"), from, to)
-		res.q, res.missing = quantilesOf(ds), miss
-		res.rate = perSec(s.rcv.uniqueIn("healthy", from, to), b.cfg.Window)
-		_, res.slowOK, _ = s.rcv.counts("slow")
-		res.hangs = s.rcv.attempts("hang")
-		return nil
+		var err error
+		res, err = isoMeasure(ctx, b, s, log, from, to)
+		return err
 	})
 	return res, err
 }
