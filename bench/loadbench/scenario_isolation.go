@@ -16,6 +16,8 @@ type isoResult struct {
 	missing int
 	slowOK  int64 // 2xx answers of the slow endpoints
 	hangs   int64 // attempts the hanging endpoints saw (never answered)
+	// profiled says where a run's profiles went, if taken.
+	profiled string
 }
 
 // runIsolation runs the same 60 healthy endpoints twice: alone, then

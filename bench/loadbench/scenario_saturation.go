@@ -56,6 +56,11 @@ func runIsolationSaturated(ctx context.Context, b *bench) error {
 		p99Ratio = fmt.Sprintf("%.1f×", float64(sick.q.p99)/float64(base.q.p99))
 	}
 	b.rep.add("healthy p99 beside sick / alone (at saturation)", "", p99Ratio+" (target ≤ 2×)")
+	for _, r := range []isoResult{top, base, sick} {
+		if r.profiled != "" {
+			b.rep.add("profiles", r.profiled, "")
+		}
+	}
 	b.rep.add("sick endpoints", fmt.Sprintf("offered %d events/s each; slow answered %d; hanging saw %d attempts; healthy not delivered within the drain bound: %d alone, %d beside",
 		satSickRate, sick.slowOK, sick.hangs, base.missing, sick.missing), "")
 	return nil
@@ -97,6 +102,7 @@ func satRun(ctx context.Context, b *bench, name string, rate float64, withSick b
 		log := newPublishLog()
 		start := time.Now()
 		from, to := start.Add(b.cfg.Warmup), start.Add(b.cfg.Warmup+b.cfg.Window)
+		prof := startProfiles(ctx, b.cfg, name, from, b.cfg.Window)
 		healthy := func(ctx context.Context, i int, due time.Time) {
 			id, _, err := s.h.publish(ctx, fmt.Sprintf("bench.sat.h%d", i%satHealthy), b.payload)
 			if err != nil {
@@ -137,8 +143,11 @@ func satRun(ctx context.Context, b *bench, name string, rate float64, withSick b
 			})
 		}
 		wg.Wait()
+		res.profiled = prof()
+		profiled := res.profiled
 		var err error
 		res, err = isoMeasure(ctx, b, s, log, from, to)
+		res.profiled = profiled
 		return err
 	})
 	return res, err
