@@ -143,8 +143,7 @@ func satRun(ctx context.Context, b *bench, name string, rate float64, withSick b
 			})
 		}
 		wg.Wait()
-		res.profiled = prof()
-		profiled := res.profiled
+		profiled := prof()
 		var err error
 		res, err = isoMeasure(ctx, b, s, log, from, to)
 		res.profiled = profiled

@@ -49,7 +49,7 @@ type Store struct {
 	heldDelta map[string]int64
 	// applied is, per topic partition, the next offset Apply has not
 	// applied: the offsets stored with the last committed batch (loaded
-	// at Open, kept by commitAt). A record below it may have been
+	// by the first Apply, kept by commitAt). A record below it may have been
 	// applied before (a re-read); one at or above it cannot have been,
 	// since a batch stores its records and the offsets they reach
 	// together. Guarded by writeMu; nil until the first Apply.
