@@ -94,13 +94,33 @@ func (w *simWorld) refuseBigRecords(ctx context.Context, topic string, limit int
 	case <-time.After(d):
 	}
 	h.Remove()
-	n := h.Hits()
+	n, big := h.Hits(), w.acceptedOver(limit)
 	w.mu.Lock()
 	w.counts["big-record-refused"]++
-	w.destructs += n
+	// For the storm bound, the window is one fault plus one for each
+	// accepted event over its limit: each such record may be refused and
+	// its delivery blamed and set aside once, as a produce-err fault's
+	// refusal is. Not the refused requests: a scheduler or dispatcher
+	// that aborts in a loop behind one refused record (issue 24 item 6)
+	// would raise its own bound. The duplicates bound (moves of work)
+	// counts every refused request: each drops a window.
+	w.destructs += 1 + big
 	w.refusals += n
 	w.mu.Unlock()
-	w.t.Logf("fault: %s takes batches of any size again (%d produce requests refused)", topic, n)
+	w.t.Logf("fault: %s takes batches of any size again (%d produce requests refused; %d accepted events over %d bytes)", topic, n, big, limit)
+}
+
+// acceptedOver counts the accepted events whose payload is over limit.
+func (w *simWorld) acceptedOver(limit int) int {
+	w.model.mu.Lock()
+	defer w.model.mu.Unlock()
+	n := 0
+	for _, m := range w.members {
+		if m.accepted && m.size > limit {
+			n++
+		}
+	}
+	return n
 }
 
 // batchOver matches a produce request whose batch for topic's partition
