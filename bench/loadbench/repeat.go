@@ -66,33 +66,33 @@ func summarise(rep *report, runs []repeatedRun) map[string]float64 {
 	if len(runs) == 0 {
 		return medians
 	}
+	// figureOf returns r's figure for measure, or nil.
+	figureOf := func(r *report, measure string) *figure {
+		for i, row := range r.rows {
+			if row[1] == measure && r.figs[i] != nil {
+				return r.figs[i]
+			}
+		}
+		return nil
+	}
 	figs := func(measure string) []*figure {
 		var out []*figure
 		for _, r := range runs {
-			for i, row := range r.rep.rows {
-				if row[1] == measure && r.rep.figs[i] != nil {
-					out = append(out, r.rep.figs[i])
-					break
-				}
+			if f := figureOf(r.rep, measure); f != nil {
+				out = append(out, f)
 			}
 		}
 		return out
 	}
 	mid := runs[0].rep
-	for i, f := range runs[0].rep.figs {
-		if f == nil {
-			continue
-		}
-		all := figs(runs[0].rep.rows[i][1])
-		m := median(all)
+	if i := slices.IndexFunc(runs[0].rep.figs, func(f *figure) bool { return f != nil }); i >= 0 {
+		measure := runs[0].rep.rows[i][1]
+		m := median(figs(measure))
 		for _, r := range runs {
-			for j, row := range r.rep.rows {
-				if row[1] == runs[0].rep.rows[i][1] && r.rep.figs[j] != nil && r.rep.figs[j] == m {
-					mid = r.rep
-				}
+			if figureOf(r.rep, measure) == m {
+				mid = r.rep
 			}
 		}
-		break
 	}
 	for i, row := range mid.rows {
 		f := mid.figs[i]
