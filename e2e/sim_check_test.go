@@ -128,14 +128,21 @@ func (w *simWorld) check() *simReport {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	open := w.model.open(w.members)
+	lastRead := time.Now()
 	for len(open) > 0 && len(w.model.stalled(open, quietFrom, time.Now())) < len(open) && time.Now().Before(hardStop) {
 		select {
 		case <-tick.C:
 		case <-t.Context().Done():
 			return r
 		}
+		if time.Since(lastRead) >= time.Second {
+			w.endDeleted(open) // a deleted endpoint's members end in the results topic
+			lastRead = time.Now()
+		}
 		open = w.model.open(w.members)
 	}
+	w.endDeleted(open)
+	open = w.model.open(w.members)
 	r.stalls = len(open)
 	for i, m := range open {
 		if i < simTrailDeliveries {
@@ -172,7 +179,11 @@ func (w *simWorld) check() *simReport {
 		case len(states) > 1:
 			r.other++
 			r.note("%s: %d terminal results %v", m.id, len(states), states)
-		case len(states) == 1 && !m.ended.IsZero() && m.delivered != (states[0] == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED):
+		case len(states) == 1 && !m.ended.IsZero() && m.delivered != (states[0] == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED) &&
+			(m.ep.deletedAt.IsZero() || states[0] != hooklinev1.DeliveryState_DELIVERY_STATE_ENDPOINT_DELETED):
+			// (An answer whose settlement a fault dropped may be
+			// settled again after its endpoint was deleted: then its
+			// one result is ENDPOINT_DELETED, which is right.)
 			// A refusal injected into a commit may set a delivery aside
 			// after its receiver said 2xx: the engine's right answer to
 			// a record the broker refuses; counted only without them.

@@ -62,6 +62,11 @@ type simEndpoint struct {
 	maxAttempts uint32
 	maxInFlight uint32
 	id          string
+	// created is closed once an endpoint created mid-run exists (nil:
+	// created before the run); deletedAt is when its deletion was asked
+	// for (sim_lifecycle_test.go).
+	created   chan struct{}
+	deletedAt time.Time
 
 	inFlight    int // POSTs the receiver is answering now
 	maxObserved int
@@ -114,6 +119,9 @@ type simMember struct {
 	statusAt  time.Time
 	delivered bool // the terminal try was a 2xx
 	faultOut  bool // it ran out of worker-fault chances (dead-lettered; blocks no lane)
+	// endpointDeleted says its end was its endpoint's deletion (its one
+	// terminal result ENDPOINT_DELETED), taken at the deletion's time.
+	endpointDeleted bool
 	// setAsideAt is when a dispatcher first set it aside, a record it
 	// needs refused (dispatcher.WithSetAside): FAILED with a dead letter
 	// and no attempt, an end no receiver sees. setAside says the checker

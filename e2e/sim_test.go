@@ -297,6 +297,10 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	w.drawWorld(rng)
 	w.drawMemory(seed)
 	sched := append(w.drawSchedule(rng), w.drawRefusals(seed)...)
+	// Endpoints created and deleted mid-run come last: the draws above
+	// pick among the endpoints every seed had before them.
+	sched = append(sched, w.drawLifecycle(seed)...)
+	w.placeMembers()
 	if w.skewSlot != 0 {
 		t.Logf("seed %d: the clock of %s is %v off", seed, map[int]string{1: "dispatcher-1", 2: "dispatcher-2", 3: "dispatcher-3", 4: "the scheduler"}[w.skewSlot], w.skew)
 	}
@@ -487,20 +491,37 @@ func (w *simWorld) serve() {
 	t.Cleanup(w.stopAll) // before the receivers close
 	w.srvURL = srv.URL
 	for _, ep := range w.eps {
-		req := &hooklinev1.CreateEndpointRequest{
-			Url: srv.URL + "/" + ep.name, Ordering: ep.ordering, MaxInFlight: ep.maxInFlight,
-			RetryPolicy: ladderPolicy(ep.maxAttempts, 100*time.Millisecond, 300*time.Millisecond),
-			Timeout:     durationpb.New(simAttemptTimeout),
+		if ep.created != nil {
+			continue // created mid-run (sim_lifecycle_test.go)
 		}
-		if ep.ordered() {
-			req.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_SKIP
-			if ep.block {
-				req.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_BLOCK
-			}
+		if err := w.createEndpoint(ep); err != nil {
+			t.Fatal(err)
 		}
-		ep.id = w.st.createEndpointWith(req).GetEndpoint().GetId()
-		t.Logf("seed %d: endpoint %s is %s (%v, block %v, cap %d)", w.seed, ep.name, ep.id, ep.ordering, ep.block, ep.maxInFlight)
 	}
+}
+
+// createEndpoint creates ep at its receiver's path.
+func (w *simWorld) createEndpoint(ep *simEndpoint) error {
+	req := &hooklinev1.CreateEndpointRequest{
+		Url: w.srvURL + "/" + ep.name, Ordering: ep.ordering, MaxInFlight: ep.maxInFlight,
+		RetryPolicy: ladderPolicy(ep.maxAttempts, 100*time.Millisecond, 300*time.Millisecond),
+		Timeout:     durationpb.New(simAttemptTimeout),
+	}
+	if ep.ordered() {
+		req.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_SKIP
+		if ep.block {
+			req.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_BLOCK
+		}
+	}
+	resp, err := w.st.endpoints().CreateEndpoint(w.st.ctx(), req)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", ep.name, err)
+	}
+	w.model.mu.Lock()
+	ep.id = resp.GetEndpoint().GetId()
+	w.model.mu.Unlock()
+	w.t.Logf("seed %d: endpoint %s is %s (%v, block %v, cap %d)", w.seed, ep.name, ep.id, ep.ordering, ep.block, ep.maxInFlight)
+	return nil
 }
 
 // sleepUntil waits for the schedule's next point; false when ctx ended.
@@ -585,8 +606,13 @@ func (w *simWorld) drawWorld(rng *rand.Rand) {
 		m.plan = drawPlan(rng, ep.maxAttempts, m.size)
 		w.members = append(w.members, m)
 	}
+	w.sortMembers()
+}
+
+// sortMembers orders w.members by publish offset (stable: a lane's
+// members drawn in order stay in order).
+func (w *simWorld) sortMembers() {
 	sort.SliceStable(w.members, func(i, j int) bool { return w.members[i].at < w.members[j].at })
-	w.placeMembers()
 }
 
 // placeMembers numbers w.members (sorted by publish offset) in their
@@ -627,7 +653,7 @@ func (w *simWorld) publishAll(ctx context.Context, t0 time.Time) {
 	for _, ms := range by {
 		wg.Go(func() {
 			for _, m := range ms {
-				if !sleepUntil(ctx, t0.Add(m.at)) {
+				if !sleepUntil(ctx, t0.Add(m.at)) || !m.ep.awaitCreated(ctx) {
 					return
 				}
 				pctx, cancel := context.WithTimeout(w.st.ctx(), 10*time.Second)
