@@ -1380,8 +1380,13 @@ type Notice struct {
 	Detail   string `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
 	// For NOTICE_TYPE_LANE_BLOCKED: the lane's ordering key (empty for an
 	// endpoint ordered per_endpoint) and its blocked head.
-	OrderingKey   string `protobuf:"bytes,9,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
-	DeliveryId    string `protobuf:"bytes,10,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	OrderingKey string `protobuf:"bytes,9,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	DeliveryId  string `protobuf:"bytes,10,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	// For NOTICE_TYPE_ENDPOINT_FAILING: whether the endpoint was in outage
+	// mode when the notice (or reminder) was written — its failures
+	// transient. A dispatcher that takes the endpoint over resumes outage
+	// mode only then: an endpoint failing permanently (4xx) is not held.
+	Outage        bool `protobuf:"varint,11,opt,name=outage,proto3" json:"outage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1484,6 +1489,13 @@ func (x *Notice) GetDeliveryId() string {
 		return x.DeliveryId
 	}
 	return ""
+}
+
+func (x *Notice) GetOutage() bool {
+	if x != nil {
+		return x.Outage
+	}
+	return false
 }
 
 // IdempotencyRecord is one claim on, or the commit of, an idempotency key.
@@ -2004,7 +2016,7 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x05nonce\x18\x02 \x01(\fR\x05nonce\x12\x1e\n" +
 	"\n" +
 	"ciphertext\x18\x03 \x01(\fR\n" +
-	"ciphertext\"\xe7\x02\n" +
+	"ciphertext\"\xff\x02\n" +
 	"\x06Notice\x12\x1b\n" +
 	"\tnotice_id\x18\x01 \x01(\tR\bnoticeId\x12+\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x17.hookline.v1.NoticeTypeR\x04type\x12\x1b\n" +
@@ -2018,7 +2030,8 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\fordering_key\x18\t \x01(\tR\vorderingKey\x12\x1f\n" +
 	"\vdelivery_id\x18\n" +
 	" \x01(\tR\n" +
-	"deliveryId\"\xdb\x03\n" +
+	"deliveryId\x12\x16\n" +
+	"\x06outage\x18\v \x01(\bR\x06outage\"\xdb\x03\n" +
 	"\x11IdempotencyRecord\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x19\n" +

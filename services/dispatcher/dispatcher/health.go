@@ -10,18 +10,27 @@ import (
 )
 
 // noticeView is, per endpoint, whether an endpoint.failing notice is out
-// (not followed by endpoint.recovered) and when the last one or its last
-// reminder went out, read from the notices topic. It is the durable part
-// of an endpoint's health: a dispatcher that takes an endpoint over after
-// a rebalance or a restart seeds its state from it, so an outage that
-// spans the handover sends no second endpoint.failing notice, keeps its
-// reminder cadence and stays in outage mode. Safe for concurrent use.
+// (not followed by endpoint.recovered), when the last one or its last
+// reminder went out, and whether the endpoint was in outage mode then,
+// read from the notices topic. It is the durable part of an endpoint's
+// health: a dispatcher that takes an endpoint over after a rebalance or a
+// restart seeds its state from it, so an outage that spans the handover
+// sends no second endpoint.failing notice, keeps its reminder cadence and
+// stays in outage mode — only if it was in outage mode (transient
+// failures): an endpoint refusing every event (4xx) is failing but never
+// held. Safe for concurrent use.
 type noticeView struct {
 	mu      sync.Mutex
-	failing map[string]time.Time // endpoint id → last failing notice or reminder
+	failing map[string]failingNotice // endpoint id → its last failing notice or reminder
 }
 
-func newNoticeView() *noticeView { return &noticeView{failing: map[string]time.Time{}} }
+// failingNotice is what the last failing notice of an endpoint said.
+type failingNotice struct {
+	at     time.Time
+	outage bool
+}
+
+func newNoticeView() *noticeView { return &noticeView{failing: map[string]failingNotice{}} }
 
 // apply folds one notices record in; records that do not decode are not
 // notices this view needs.
@@ -34,19 +43,19 @@ func (v *noticeView) apply(r *kgo.Record) {
 	defer v.mu.Unlock()
 	switch n.GetType() {
 	case hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING:
-		v.failing[n.GetEndpointId()] = n.GetAt().AsTime()
+		v.failing[n.GetEndpointId()] = failingNotice{at: n.GetAt().AsTime(), outage: n.GetOutage()}
 	case hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED:
 		delete(v.failing, n.GetEndpointId())
 	}
 }
 
-// lookup reports whether endpoint id is failing and since its last
-// failing notice or reminder.
-func (v *noticeView) lookup(id string) (failing bool, since time.Time) {
+// lookup reports whether endpoint id is failing, since its last failing
+// notice or reminder, and whether that notice was written in outage mode.
+func (v *noticeView) lookup(id string) (failing bool, since time.Time, outage bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	since, failing = v.failing[id]
-	return failing, since
+	n, failing := v.failing[id]
+	return failing, n.at, n.outage
 }
 
 // prune forgets the endpoints gone says are gone (deleted): a failing

@@ -166,7 +166,7 @@ func TestHealthSurvivesAnAssignmentOfOtherPartitions(t *testing.T) {
 	rs := newReceivers()
 	now := time.Unix(1_700_000_000, 0)
 	// The notices view says "kept" is failing (its notice is out).
-	rs.seed = func(id string) (bool, time.Time) { return id == "kept", now }
+	rs.seed = func(id string) (bool, time.Time, bool) { return id == "kept", now, true }
 	rs.seedOutage = true
 	for _, id := range []string{"kept", "moved"} {
 		rs.observe(id, "a", false, false, now, 5, 2, 0, 0)

@@ -127,10 +127,14 @@ func (s *Service) health(ctx context.Context, ep *hooklinev1.EndpointRecord, del
 	ev := s.rcv.observe(e.GetId(), deliveryID, ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS,
 		ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, now, s.cfg.FailingAfter, outageAfter, s.cfg.AutoPauseAfter, s.cfg.RemindEvery)
 	notice := func(t hooklinev1.NoticeType, reminder bool, detail string) *hooklinev1.Notice {
-		return &hooklinev1.Notice{
+		n := &hooklinev1.Notice{
 			NoticeId: ids.New(ids.Notice, now), Type: t, TenantId: e.GetTenantId(), EndpointId: e.GetId(),
 			At: timestamppb.New(now), Reminder: reminder, Detail: detail,
 		}
+		if t == hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING {
+			n.Outage = s.rcv.inOutage(e.GetId()) // what the next owner resumes (health.go)
+		}
+		return n
 	}
 	var out []*kgo.Record
 	switch ev {

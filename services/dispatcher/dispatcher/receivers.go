@@ -16,7 +16,7 @@ type receivers struct {
 	// seed, when set, gives the durable health of an endpoint whose
 	// health this dispatcher does not know yet (see noticeView);
 	// seedOutage says whether a failing endpoint is put in outage mode.
-	seed       func(id string) (failing bool, since time.Time)
+	seed       func(id string) (failing bool, since time.Time, outage bool)
 	seedOutage bool
 }
 
@@ -211,12 +211,16 @@ func (rs *receivers) get(id string) *receiver {
 	if !r.seeded {
 		r.seeded = true
 		if rs.seed != nil {
-			if failing, since := rs.seed(id); failing {
-				// An outage from before this dispatcher took the
-				// endpoint over: its notice is out, and outage mode
-				// (which starts before the notice) is on until a
-				// success ends both.
-				r.failing, r.lastNotice, r.outage = true, since, rs.seedOutage
+			if failing, since, outage := rs.seed(id); failing {
+				// A failure streak from before this dispatcher took
+				// the endpoint over: its notice is out, and outage
+				// mode is on (until a success ends both) if the
+				// notice was written in it — transient failures
+				// (with the defaults it starts before the notice; a
+				// notice from before it began, or from an older
+				// dispatcher, seeds none: --outage-after transient
+				// failures start it again).
+				r.failing, r.lastNotice, r.outage = true, since, rs.seedOutage && outage
 			}
 		}
 	}
@@ -275,6 +279,14 @@ func (rs *receivers) prune(gone func(id string) bool) {
 			delete(rs.m, id)
 		}
 	}
+}
+
+// inOutage reports whether endpoint id is in outage mode.
+func (rs *receivers) inOutage(id string) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r := rs.m[id]
+	return r != nil && r.outage
 }
 
 // rearm lets endpoint id be paused automatically again: its last

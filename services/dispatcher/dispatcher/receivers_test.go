@@ -84,7 +84,7 @@ func TestHealthIsSeededFromNotices(t *testing.T) {
 	rs := newReceivers()
 	since := time.Unix(1_700_000_000, 0)
 	now := since.Add(time.Hour)
-	rs.seed = func(id string) (bool, time.Time) { return id == "ep", since }
+	rs.seed = func(id string) (bool, time.Time, bool) { return id == "ep", since, true }
 	rs.seedOutage = true
 	for i := range 10 {
 		if ev := rs.observe("ep", fmt.Sprint("d", i), false, false, now, 5, 2, 100, 6*time.Hour); ev != healthNone {
