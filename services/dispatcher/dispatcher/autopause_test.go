@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/hookline/hookline/sdk/sign"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestAnAutomaticPauseDroppedBeforeItsCommitReArmsTheEndpoint: the
@@ -58,4 +60,41 @@ func pausesIn(s *Service, outs []*kgo.Record) []*kgo.Record {
 		}
 	}
 	return p
+}
+
+// TestAnEndpointResumedAfterAnAutomaticPauseIsPausedAgainByItsNextStreak:
+// Hookline paused an endpoint after its streak of permanent failures; an
+// operator resumed it with the receiver still refusing. Its next streak
+// pauses it again (R-RECV-4) — `make sim` with --auto-pause-after 3 and
+// an endpoint that refuses every event: after the first resume it got
+// 161 permanent failures in a row, never paused again, because the
+// pause that had won kept the endpoint disarmed until a success.
+func TestAnEndpointResumedAfterAnAutomaticPauseIsPausedAgainByItsNextStreak(t *testing.T) {
+	s := newTestService(t)
+	s.cfg.AutoPauseAfter = 2
+	ep := endpoint("http://127.0.0.1:1")
+	s.store.Put(ep)
+	fail := func(i int) []*kgo.Record {
+		d := &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", i), EndpointId: "ep_1", TenantId: "t", Attempt: 1}
+		return pausesIn(s, s.outcome(t.Context(), d, s.store.Get("ep_1"), attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, StatusCode: 400, Started: time.Now()}))
+	}
+	if fail(0) != nil || len(fail(1)) != 1 {
+		t.Fatal("the second permanent failure in a row does not pause the endpoint")
+	}
+	// An attempt in flight when the pause was written fails after it:
+	// the same version, the same streak — no second pause.
+	if len(fail(2)) != 0 {
+		t.Fatal("a failure of the version the pause was written from paused it twice")
+	}
+	// The pause committed (version 2) and an operator resumed the
+	// endpoint (version 3), its receiver still refusing.
+	resumed := proto.Clone(ep).(*hooklinev1.EndpointRecord)
+	resumed.Version = 3
+	s.store.Put(resumed)
+	if len(fail(3)) != 0 {
+		t.Fatal("the first failure after the resume paused the endpoint: a new streak starts from zero")
+	}
+	if len(fail(4)) != 1 {
+		t.Fatal("a resumed endpoint whose receiver still refuses is not paused again by its next streak")
+	}
 }

@@ -124,6 +124,7 @@ func (s *Service) health(ctx context.Context, ep *hooklinev1.EndpointRecord, del
 	if e.GetOutageModeDisabled() {
 		outageAfter = 0
 	}
+	s.rcv.changed(e.GetId(), ep.GetVersion())
 	ev := s.rcv.observe(e.GetId(), deliveryID, ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS,
 		ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, now, s.cfg.FailingAfter, outageAfter, s.cfg.AutoPauseAfter, s.cfg.RemindEvery)
 	notice := func(t hooklinev1.NoticeType, reminder bool, detail string) *hooklinev1.Notice {

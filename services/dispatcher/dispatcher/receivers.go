@@ -29,6 +29,12 @@ type receiver struct {
 	failing       bool      // an endpoint.failing notice is out
 	lastNotice    time.Time // when the last failing notice or reminder went out
 	autoPausedFor bool      // auto-pause already requested
+	// version is the newest endpoint version an attempt's outcome was
+	// observed for, pausedFrom the one the automatic pause was written
+	// from: an outcome of a newer version than that means the endpoint
+	// changed after its pause (an operator resumed it), so its streak
+	// starts again (changed).
+	version, pausedFrom uint64
 	// partition is the deliveries partition the endpoint's attempts came
 	// from (-1: not known yet): after a rebalance only the endpoints of
 	// newly assigned partitions are seeded again.
@@ -188,7 +194,7 @@ func (rs *receivers) observe(id, delivery string, success, permanent bool, now t
 	}
 	switch {
 	case pauseAfter > 0 && r.permanent >= pauseAfter && !r.autoPausedFor:
-		r.autoPausedFor = true
+		r.autoPausedFor, r.pausedFrom = true, r.version
 		return healthAutoPause
 	case !r.failing && r.failures >= failingAfter:
 		r.failing, r.lastNotice = true, now
@@ -279,6 +285,22 @@ func (rs *receivers) prune(gone func(id string) bool) {
 			delete(rs.m, id)
 		}
 	}
+}
+
+// changed notes that an attempt of endpoint id ran with the endpoint at
+// version v. An endpoint paused automatically and attempted at a newer
+// version than its pause was written from was changed since — resumed:
+// it may be paused again, by a streak of permanent failures counted from
+// zero (R-RECV-4). Attempts in flight when the pause was written carry
+// the version it was written from and change nothing.
+func (rs *receivers) changed(id string, v uint64) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r := rs.get(id)
+	if r.autoPausedFor && v > r.pausedFrom {
+		r.autoPausedFor, r.permanent = false, 0
+	}
+	r.version = max(r.version, v)
 }
 
 // inOutage reports whether endpoint id is in outage mode.
