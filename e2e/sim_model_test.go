@@ -67,6 +67,10 @@ type simEndpoint struct {
 	// for (sim_lifecycle_test.go).
 	created   chan struct{}
 	deletedAt time.Time
+	// streak is the permanent failures in a row its receiver answered
+	// since the last automatic pause or 2xx, longestStreak the longest
+	// before (sim_autopause_test.go); posts the POSTs it got.
+	streak, longestStreak, posts int
 
 	inFlight    int // POSTs the receiver is answering now
 	maxObserved int
@@ -266,6 +270,8 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	last := m.attempt >= m.ep.maxAttempts
 	ep := m.ep
+	ep.posts++
+	ep.answeredStreak(s)
 	ep.inFlight++
 	ep.maxObserved = max(ep.maxObserved, ep.inFlight)
 	sm.inFlight++

@@ -149,6 +149,10 @@ type simWorld struct {
 	srvURL  string
 
 	skewSlot int // 0: none; 1..3 a dispatcher; 4 the scheduler
+	// autoResume draws how long the operator waits before resuming an
+	// endpoint Hookline paused (nil: the seed draws no automatic pauses;
+	// sim_autopause_test.go).
+	autoResume func() time.Duration
 	skew     time.Duration
 
 	mu        sync.Mutex // guards the process pool and the counts
@@ -299,6 +303,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	sched := append(w.drawSchedule(rng), w.drawRefusals(seed)...)
 	// Endpoints created and deleted mid-run come last: the draws above
 	// pick among the endpoints every seed had before them.
+	w.drawAutoPause(seed)
 	sched = append(sched, w.drawLifecycle(seed)...)
 	w.placeMembers()
 	if w.skewSlot != 0 {
@@ -320,6 +325,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	mctx, endMemory := context.WithCancel(t.Context())
 	var mwg sync.WaitGroup
 	mwg.Go(func() { w.sampleMemory(mctx) })
+	mwg.Go(func() { w.watchPauses(mctx) })
 	for _, f := range sched {
 		wg.Go(func() {
 			if !sleepUntil(ctx, t0.Add(f.at)) {
@@ -337,6 +343,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	r := w.check()
 	endMemory()
 	mwg.Wait()
+	w.checkAutoPause(r)
 	w.checkMemory(r)
 	r.took = time.Since(began)
 	if r.stalls > 0 || r.lost > 0 {

@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+)
+
+// Automatic pauses (R-RECV-4; issue 24 item 7's state, which no world
+// reached: every seed ran with the default of 100 permanent failures in
+// a row, more than any endpoint got). Half the seeds lower
+// --auto-pause-after to 3-6 and add an endpoint whose receiver refuses
+// every event (400), published to for most of the fault phase, so its
+// streak reaches the threshold again and again under the seed's faults.
+// An operator watches every endpoint and resumes one Hookline paused
+// after 0.5-1.5 s; the model counts each endpoint's permanent failures in
+// a row at the receiver, and the checker bounds the longest run between
+// two pauses (a pause that a dropped commit lost must re-arm its
+// endpoint: the next failure pauses it again). Drawn from a stream of
+// their own, so every other draw of a seed stays what it was.
+
+const simAutoPauseReason = "paused by Hookline after"
+
+// drawAutoPause draws the seed's threshold and failing endpoint, if it
+// has them.
+func (w *simWorld) drawAutoPause(seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 0xa070a5e))
+	if r.IntN(2) != 0 {
+		return
+	}
+	w.dc.AutoPauseAfter = 3 + r.IntN(4)
+	ep := &simEndpoint{name: fmt.Sprint("ep", len(w.eps), "refusing"), maxAttempts: uint32(3 + r.IntN(3)),
+		maxInFlight: []uint32{1, 2, 4}[r.IntN(3)], ordering: hooklinev1.Ordering_ORDERING_UNORDERED}
+	w.eps = append(w.eps, ep)
+	gap := time.Duration(40+r.IntN(61)) * time.Millisecond
+	n := 0
+	for at := 500 * time.Millisecond; at < w.phase*8/10; at += gap {
+		w.members = append(w.members, &simMember{ep: ep, size: 256 + r.IntN(1<<10), at: at, plan: []simStep{simPerm}})
+		n++
+	}
+	w.autoResume = func() time.Duration { return 500*time.Millisecond + time.Duration(r.Int64N(int64(time.Second))) }
+	w.t.Logf("seed %d: --auto-pause-after %d; endpoint %s (cap %d) refuses all its %d events, %v apart", w.seed, w.dc.AutoPauseAfter, ep.name, ep.maxInFlight, n, gap)
+}
+
+// watchPauses is the operator: every 250 ms it reads every endpoint and
+// resumes, after a drawn 0.5-1.5 s, each one Hookline paused; the model
+// takes the pause as the end of that endpoint's streak. Runs until ctx
+// ends (after the checker is done).
+func (w *simWorld) watchPauses(ctx context.Context) {
+	if w.autoResume == nil {
+		return
+	}
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	resumeAt := map[*simEndpoint]time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, ep := range w.eps {
+			if ep.created != nil && !ep.awaitCreated(ctx) {
+				return
+			}
+			if at, ok := resumeAt[ep]; ok {
+				if time.Now().After(at) {
+					delete(resumeAt, ep)
+					if _, err := w.st.endpoints().ResumeEndpoint(w.st.ctx(), &hooklinev1.ResumeEndpointRequest{Id: ep.id}); err != nil {
+						w.t.Logf("resume %s: %v", ep.name, err)
+					}
+				}
+				continue
+			}
+			resp, err := w.st.endpoints().GetEndpoint(w.st.ctx(), &hooklinev1.GetEndpointRequest{Id: ep.id})
+			if err != nil || !strings.HasPrefix(resp.GetEndpoint().GetPausedReason(), simAutoPauseReason) {
+				continue // deleted, or not paused by Hookline
+			}
+			w.model.paused(ep)
+			w.count("auto-pause", false)
+			resumeAt[ep] = time.Now().Add(w.autoResume())
+			w.t.Logf("operator: %s paused by Hookline; resumed at +%v", ep.name, resumeAt[ep].Sub(w.model.t0).Round(time.Millisecond))
+		}
+	}
+}
+
+// paused ends ep's streak of permanent failures: Hookline paused it.
+func (sm *simModel) paused(ep *simEndpoint) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	ep.longestStreak = max(ep.longestStreak, ep.streak)
+	ep.streak = 0
+}
+
+// answeredStreak counts, at ep's receiver, a permanent failure in a row
+// or the end of a streak (model lock held).
+func (ep *simEndpoint) answeredStreak(s simStep) {
+	switch s {
+	case simPerm:
+		ep.streak++
+	case simOK, simSlow:
+		ep.longestStreak = max(ep.longestStreak, ep.streak)
+		ep.streak = 0
+	}
+}
+
+// checkAutoPause bounds every endpoint's longest run of permanent
+// failures between two automatic pauses: the threshold for each owner
+// the endpoint may have had meanwhile (each dispatcher counts its own
+// streak: 2 while ownership moves), plus what may start before the pause
+// reaches every dispatcher — the attempts in flight (the cap) and those
+// started in the commit that writes the pause and the view's read of it
+// (the endpoint's rate over the phase × (commit interval + commitStall +
+// 1 s)). Model lock not held.
+func (w *simWorld) checkAutoPause(r *simReport) {
+	if w.dc.AutoPauseAfter <= 0 || w.autoResume == nil {
+		return
+	}
+	w.model.mu.Lock()
+	defer w.model.mu.Unlock()
+	for _, ep := range w.eps {
+		longest := max(ep.longestStreak, ep.streak)
+		rate := float64(ep.posts) / w.phase.Seconds()
+		slack := int(ep.maxInFlight) + int(math.Ceil(rate*(w.dc.CommitInterval+simCommitStall+time.Second).Seconds()))
+		if bound := 2*w.dc.AutoPauseAfter + slack; longest > bound {
+			r.other++
+			r.note("R-RECV-4: %s got %d permanent failures in a row with no automatic pause, bound %d (--auto-pause-after %d)", ep.name, longest, bound, w.dc.AutoPauseAfter)
+		}
+		if longest > 0 {
+			w.t.Logf("seed %d: %s: at most %d permanent failures in a row", w.seed, ep.name, longest)
+		}
+	}
+}
