@@ -153,7 +153,7 @@ type simWorld struct {
 	// endpoint Hookline paused (nil: the seed draws no automatic pauses;
 	// sim_autopause_test.go).
 	autoResume func() time.Duration
-	skew     time.Duration
+	skew       time.Duration
 
 	mu        sync.Mutex // guards the process pool and the counts
 	slots     [3]*simSlot
