@@ -239,7 +239,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	// The operator's notice webhook has a guard of its own: tenants'
 	// allow-lists never reach it, nor its list theirs.
 	s.noticeClient = attempt.New(noticeGuard, slices.Concat(common, s.attemptOpts)...)
-	if s.metrics, err = newInstruments(s.mp); err != nil {
+	if s.metrics, err = newInstruments(s.mp, s.Memory); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -23,6 +23,9 @@ type Memory struct {
 	// Partitions are the partition windows held, Resolving the resolver
 	// rounds out (goroutines reading the lanes or endpoints view).
 	Partitions, Resolving int
+	// FetchPaused are the partitions whose fetching is paused for
+	// holding more than their share of the window (window.go).
+	FetchPaused int
 	// Lanes are the ordered lanes held in memory (one per endpoint, or
 	// per endpoint and key).
 	Lanes int
@@ -69,6 +72,9 @@ func (e *engine) reportMemory(now time.Time) {
 	for _, pw := range e.w.parts {
 		if pw.res.running {
 			m.Resolving++
+		}
+		if pw.paused {
+			m.FetchPaused++
 		}
 	}
 	for _, l := range e.f.lanes {

@@ -5,8 +5,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/hookline/hookline/sdk/sign"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // The memory report is what the fault simulation checks its bounds on:
@@ -45,5 +49,36 @@ func TestTheMemoryReportSaysWhatTheWindowAndTheAnswersHold(t *testing.T) {
 	}
 	if !m.At.Equal(now.Add(memoryEvery)) {
 		t.Fatalf("report at %v, want %v", m.At, now.Add(memoryEvery))
+	}
+}
+
+// TestTheWindowGaugesReportTheLoopsLastMemoryReport: the window's
+// deliveries, bytes and partitions paused for their share are metrics
+// (what an operator reads when slow receivers fill the window).
+func TestTheWindowGaugesReportTheLoopsLastMemoryReport(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	s := newTestService(t, WithTelemetry(tracenoop.NewTracerProvider(), mp))
+	s.mem.last.Store(&Memory{WindowRecords: 7, WindowBytes: 7 << 10, FetchPaused: 2, At: time.Now()})
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"hookline.dispatcher.window.deliveries": 7, "hookline.dispatcher.window.bytes": 7 << 10, "hookline.dispatcher.window.fetch_paused": 2}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			w, ok := want[m.Name]
+			if !ok {
+				continue
+			}
+			g, ok := m.Data.(metricdata.Gauge[int64])
+			if !ok || len(g.DataPoints) != 1 || g.DataPoints[0].Value != w {
+				t.Fatalf("%s: %+v, want one point of %d", m.Name, m.Data, w)
+			}
+			delete(want, m.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Fatalf("not reported: %v", want)
 	}
 }

@@ -82,11 +82,11 @@ func (g *flightGauge) len() int {
 	return len(g.m)
 }
 
-func newInstruments(mp metric.MeterProvider) (instruments, error) {
+func newInstruments(mp metric.MeterProvider, mem func() Memory) (instruments, error) {
 	m := mp.Meter(scope)
 	_, off := mp.(metricnoop.MeterProvider)
 	in := instruments{on: !off, inFlight: &flightGauge{m: map[string]*flightCount{}}}
-	var errs [8]error
+	var errs [9]error
 	in.attempts, errs[0] = m.Int64Counter("hookline.dispatcher.attempts", metric.WithUnit("{attempt}"),
 		metric.WithDescription("HTTP attempts made, by outcome class (success, transient, permanent, ambiguous)."))
 	in.duration, errs[1] = m.Float64Histogram("hookline.dispatcher.attempt.duration", metric.WithUnit("s"),
@@ -113,6 +113,7 @@ func newInstruments(mp metric.MeterProvider) (instruments, error) {
 		metric.WithDescription("Commits aborted, by reason: unwritable (a record Kafka will never take; its delivery is dead-lettered without it), refused (Kafka refuses the writes: authorization, topic), transient."))
 	in.reused, errs[7] = m.Int64Counter("hookline.dispatcher.answers.reused", metric.WithUnit("{delivery}"),
 		metric.WithDescription("Deliveries settled from a 2xx their receiver gave before their settlement was lost (an outage or a lost partition), instead of a new request."))
+	errs[8] = windowGauges(m, mem)
 	for _, err := range errs {
 		if err != nil {
 			return in, fmt.Errorf("dispatcher: metrics: %w", err)
@@ -285,4 +286,34 @@ func header(r *kgo.Record, key string) string {
 		}
 	}
 	return ""
+}
+
+// windowGauges reports the window against its budget, as of the loop's
+// last memory report: what an operator reads when throughput drops with
+// receivers slow (a window full of deliveries held behind attempts in
+// flight pauses fetching; --window-records, --window-bytes).
+func windowGauges(m metric.Meter, mem func() Memory) error {
+	deliveries, err := m.Int64ObservableGauge("hookline.dispatcher.window.deliveries", metric.WithUnit("{delivery}"),
+		metric.WithDescription("Deliveries the window holds (polled, not yet committed), against --window-records."))
+	if err != nil {
+		return err
+	}
+	bytes, err := m.Int64ObservableGauge("hookline.dispatcher.window.bytes", metric.WithUnit("By"),
+		metric.WithDescription("Bytes the window holds, against --window-bytes."))
+	if err != nil {
+		return err
+	}
+	paused, err := m.Int64ObservableGauge("hookline.dispatcher.window.fetch_paused", metric.WithUnit("{partition}"),
+		metric.WithDescription("Partitions whose fetching is paused for holding more than their share of the window."))
+	if err != nil {
+		return err
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		r := mem()
+		o.ObserveInt64(deliveries, int64(r.WindowRecords))
+		o.ObserveInt64(bytes, r.WindowBytes)
+		o.ObserveInt64(paused, int64(r.FetchPaused))
+		return nil
+	}, deliveries, bytes, paused)
+	return err
 }
