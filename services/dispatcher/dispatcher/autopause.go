@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -24,6 +25,10 @@ import (
 // it (revoke, loss, an aborted commit's rewind, the drain deadline)
 // re-arms its endpoint the same way (pausesDropped): every pause is
 // settled, committed or not, and none is tracked for ever.
+
+// pausePendingRecheck is how often a lane whose endpoint's automatic
+// pause is pending looks at it again (place.go).
+const pausePendingRecheck = 50 * time.Millisecond
 
 // pending are the automatic pauses written but not yet settled, by write
 // id. Safe for concurrent use.
@@ -89,9 +94,12 @@ func (s *Service) pausesCommitted(ctx context.Context, recs []*kgo.Record, commi
 			switch {
 			case err != nil:
 				// Stopping, or the view did not read it in time: the
-				// pause may have taken effect; if not, the endpoint
-				// stays re-armable at the next success-free streak.
+				// pause may have taken effect (the view will say so);
+				// re-armed, so its lane does not wait for it for ever
+				// (a second pause, written from the version the first
+				// replaced, would lose harmlessly).
 				s.log.Warn("automatic pause written; its outcome is unknown", "endpoint_id", pp.endpoint, "err", err)
+				s.rcv.rearm(pp.endpoint)
 			case o != endpoints.Won:
 				s.log.Warn("automatic pause lost to a concurrent change of the endpoint; the next permanent failure pauses it again", "endpoint_id", pp.endpoint)
 				s.rcv.rearm(pp.endpoint)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,5 +97,50 @@ func TestAnEndpointResumedAfterAnAutomaticPauseIsPausedAgainByItsNextStreak(t *t
 	}
 	if len(fail(4)) != 1 {
 		t.Fatal("a resumed endpoint whose receiver still refuses is not paused again by its next streak")
+	}
+}
+
+// TestNoAttemptStartsForAnEndpointWhoseAutomaticPauseIsPending: once an
+// endpoint's streak reached the threshold, its pause is written with the
+// next commit and takes effect when the endpoints view reads it; until
+// then its lane starts nothing more (it would only fail and dead-letter
+// what the pause is there to hold). `make sim` seed 6: a dispatcher that
+// took over a refusing endpoint's backlog decided the pause at its third
+// failure and POSTed 102 more in the next 0.1 s, each failed for good.
+// Once the pause is dropped uncommitted, the lane goes on.
+func TestNoAttemptStartsForAnEndpointWhoseAutomaticPauseIsPending(t *testing.T) {
+	var posts atomic.Int32
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		posts.Add(1)
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	defer rx.Close()
+	s := newTestService(t)
+	s.cfg.AutoPauseAfter = 2
+	ep := endpoint(rx.URL, sign.GenerateSecret())
+	ep.Endpoint.MaxInFlight = 1
+	s.store.Put(ep)
+	e := testEngine(t, s)
+	for i := range 6 {
+		e.pollID(t, 0, int64(i), fmt.Sprint("dlv_", i))
+	}
+	for range 6 {
+		e.pump(s.now())
+		e.waitOutstanding(t, 0)
+	}
+	if n := posts.Load(); n != 2 {
+		t.Fatalf("%d POSTs with the pause pending after the second permanent failure, want 2", n)
+	}
+	e.dropped(map[string][]int32{s.topics.Deliveries: {0}}) // the pause never commits: re-armed
+	e.sweep(s.now())
+	for i := range 2 {
+		e.pollID(t, 1, int64(i), fmt.Sprint("dlv_p1_", i))
+	}
+	later := s.now().Add(pausePendingRecheck) // when the held lane looks again
+	e.f.wake(later)
+	e.pump(later)
+	e.waitOutstanding(t, 0)
+	if n := posts.Load(); n != 3 {
+		t.Fatalf("%d POSTs after the pending pause was dropped, want the lane to go on (3)", n)
 	}
 }

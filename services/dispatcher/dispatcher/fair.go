@@ -98,6 +98,10 @@ func (f *fair) ready(l *lane, now time.Time) {
 	if l.inRing || !l.runnable() || !l.capOK() {
 		return
 	}
+	if now.Before(l.heldUntil) {
+		f.wakeAt(l, l.heldUntil)
+		return
+	}
 	if ok, at := l.rateReady(now); !ok {
 		f.wakeAt(l, at)
 		return

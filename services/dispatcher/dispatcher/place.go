@@ -150,6 +150,14 @@ func (e *engine) start(l *lane, now time.Time) {
 	if ok, _ := l.rateReady(now); !ok {
 		return
 	}
+	if s.rcv.pausing(ep.GetEndpoint().GetId(), ep.GetVersion()) {
+		// Its automatic pause is on its way: an attempt now would
+		// only fail what the pause holds. Looked at again shortly:
+		// the view reads the pause (the head is parked then), or the
+		// pause is dropped or lost (re-armed: the lane goes on).
+		l.heldUntil = now.Add(pausePendingRecheck)
+		return
+	}
 	g, until := s.gate(en.d, ep, now)
 	l.pop()
 	if g == gateHold {

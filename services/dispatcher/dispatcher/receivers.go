@@ -303,6 +303,16 @@ func (rs *receivers) changed(id string, v uint64) {
 	r.version = max(r.version, v)
 }
 
+// pausing reports whether endpoint id, at version v in the view, has an
+// automatic pause pending: requested from v (or later), not yet read by
+// the view, nor re-armed (dropped, aborted or lost).
+func (rs *receivers) pausing(id string, v uint64) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r := rs.m[id]
+	return r != nil && r.autoPausedFor && v <= r.pausedFrom
+}
+
 // inOutage reports whether endpoint id is in outage mode.
 func (rs *receivers) inOutage(id string) bool {
 	rs.mu.Lock()
