@@ -15,10 +15,12 @@ import (
 // reached: every seed ran with the default of 100 permanent failures in
 // a row, more than any endpoint got). Half the seeds lower
 // --auto-pause-after to 3-6 and add an endpoint whose receiver refuses
-// every event (400), published to for most of the fault phase, so its
-// streak reaches the threshold again and again under the seed's faults.
+// every event (400): 16-32 events, 100-500 ms apart, so its streak
+// reaches the threshold again and again under the seed's faults (each
+// pause parks what is left and each resume releases it: few events keep
+// the run short). Its liveness counts from its last delivery's end.
 // An operator watches every endpoint and resumes one Hookline paused
-// after 0.5-1.5 s; the model counts each endpoint's permanent failures in
+// after 0.1-0.5 s; the model counts each endpoint's permanent failures in
 // a row at the receiver, and the checker bounds the longest run between
 // two pauses (a pause that a dropped commit lost must re-arm its
 // endpoint: the next failure pauses it again). Drawn from a stream of
@@ -37,18 +39,18 @@ func (w *simWorld) drawAutoPause(seed uint64) {
 	ep := &simEndpoint{name: fmt.Sprint("ep", len(w.eps), "refusing"), maxAttempts: uint32(3 + r.IntN(3)),
 		maxInFlight: []uint32{1, 2, 4}[r.IntN(3)], ordering: hooklinev1.Ordering_ORDERING_UNORDERED}
 	w.eps = append(w.eps, ep)
-	gap := time.Duration(40+r.IntN(61)) * time.Millisecond
-	n := 0
-	for at := 500 * time.Millisecond; at < w.phase*8/10; at += gap {
+	gap := time.Duration(100+r.IntN(401)) * time.Millisecond
+	n, events := 0, 16+r.IntN(17)
+	for at := 500 * time.Millisecond; n < events && at < w.phase*8/10; at += gap {
 		w.members = append(w.members, &simMember{ep: ep, size: 256 + r.IntN(1<<10), at: at, plan: []simStep{simPerm}})
 		n++
 	}
-	w.autoResume = func() time.Duration { return 500*time.Millisecond + time.Duration(r.Int64N(int64(time.Second))) }
+	w.autoResume = func() time.Duration { return 100*time.Millisecond + time.Duration(r.Int64N(int64(400*time.Millisecond))) }
 	w.t.Logf("seed %d: --auto-pause-after %d; endpoint %s (cap %d) refuses all its %d events, %v apart", w.seed, w.dc.AutoPauseAfter, ep.name, ep.maxInFlight, n, gap)
 }
 
 // watchPauses is the operator: every 250 ms it reads every endpoint and
-// resumes, after a drawn 0.5-1.5 s, each one Hookline paused; the model
+// resumes, after a drawn 0.1-0.5 s, each one Hookline paused; the model
 // takes the pause as the end of that endpoint's streak. Runs until ctx
 // ends (after the checker is done).
 func (w *simWorld) watchPauses(ctx context.Context) {
@@ -95,6 +97,7 @@ func (sm *simModel) paused(ep *simEndpoint) {
 	defer sm.mu.Unlock()
 	ep.longestStreak = max(ep.longestStreak, ep.streak)
 	ep.streak = 0
+	ep.autoPaused = true
 }
 
 // answeredStreak counts, at ep's receiver, a permanent failure in a row

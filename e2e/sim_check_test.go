@@ -85,6 +85,11 @@ func (sm *simModel) stalled(open []*simMember, quiet, now time.Time) []*simMembe
 	var out []*simMember
 	for _, m := range open {
 		from := quiet
+		if m.ep.autoPaused && m.ep.lastEnd.After(from) {
+			// Paused by Hookline and resumed by the operator, cycle
+			// after cycle, a few deliveries each: progress.
+			from = m.ep.lastEnd
+		}
 		if m.lane != "" {
 			for _, o := range sm.lanes[m.lane] {
 				if end := o.ended; end.After(from) {

@@ -71,6 +71,12 @@ type simEndpoint struct {
 	// since the last automatic pause or 2xx, longestStreak the longest
 	// before (sim_autopause_test.go); posts the POSTs it got.
 	streak, longestStreak, posts int
+	// autoPaused says Hookline paused it at least once; lastEnd is
+	// when the last of its deliveries ended (an endpoint paused and
+	// resumed again and again is served in cycles: sim_check_test.go's
+	// liveness counts from its last progress).
+	autoPaused bool
+	lastEnd    time.Time
 
 	inFlight    int // POSTs the receiver is answering now
 	maxObserved int
@@ -196,6 +202,9 @@ func (sm *simModel) ownershipMayChange(d time.Duration) {
 func (sm *simModel) end(m *simMember, at time.Time, delivered bool) {
 	if m.ended.IsZero() {
 		m.ended, m.delivered = at, delivered
+		if at.After(m.ep.lastEnd) {
+			m.ep.lastEnd = at
+		}
 	}
 }
 
