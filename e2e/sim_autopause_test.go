@@ -45,7 +45,9 @@ func (w *simWorld) drawAutoPause(seed uint64) {
 		w.members = append(w.members, &simMember{ep: ep, size: 256 + r.IntN(1<<10), at: at, plan: []simStep{simPerm}})
 		n++
 	}
-	w.autoResume = func() time.Duration { return 100*time.Millisecond + time.Duration(r.Int64N(int64(400*time.Millisecond))) }
+	w.autoResume = func() time.Duration {
+		return 100*time.Millisecond + time.Duration(r.Int64N(int64(400*time.Millisecond)))
+	}
 	w.t.Logf("seed %d: --auto-pause-after %d; endpoint %s (cap %d) refuses all its %d events, %v apart", w.seed, w.dc.AutoPauseAfter, ep.name, ep.maxInFlight, n, gap)
 }
 
