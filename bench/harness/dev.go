@@ -14,12 +14,14 @@ import (
 type Dev struct {
 	Proc                        *Proc
 	GRPCAddr, KafkaAddr, APIKey string
-	DataDir                     string
+	// MetricsAddr serves the three services' Prometheus /metrics.
+	MetricsAddr string
+	DataDir     string
 }
 
 // NewDev prepares a `hookline dev` named name, logging to logDir, with a
 // fresh data directory and a key "hk_<tag>_…". Every address it listens
-// on is a free port of its own (gRPC, Kafka, console; metrics off), so it
+// on is a free port of its own (gRPC, Kafka, console, metrics), so it
 // never meets a `hookline dev` or anything else already on the machine
 // on dev's fixed defaults (7070, 9092, 7071, 9464).
 func NewDev(logDir, name, hookline, tag string) (*Dev, error) {
@@ -35,6 +37,10 @@ func NewDev(logDir, name, hookline, tag string) (*Dev, error) {
 	if err != nil {
 		return nil, err
 	}
+	mp, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
 	b := make([]byte, 20)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
@@ -44,9 +50,9 @@ func NewDev(logDir, name, hookline, tag string) (*Dev, error) {
 		return nil, err
 	}
 	d := &Dev{GRPCAddr: "127.0.0.1:" + strconv.Itoa(gp), KafkaAddr: "127.0.0.1:" + strconv.Itoa(kp),
-		APIKey: "hk_" + tag + "_" + hex.EncodeToString(b), DataDir: dir}
+		APIKey: "hk_" + tag + "_" + hex.EncodeToString(b), DataDir: dir, MetricsAddr: "127.0.0.1:" + strconv.Itoa(mp)}
 	d.Proc = NewProc(logDir, name, hookline, nil, "dev", "--data-dir", dir, "--grpc-addr", d.GRPCAddr,
-		"--kafka-addr", d.KafkaAddr, "--console-addr", "127.0.0.1:"+strconv.Itoa(cp), "--metrics-addr", "", "--api-key", d.APIKey, "--log-level", "warn")
+		"--kafka-addr", d.KafkaAddr, "--console-addr", "127.0.0.1:"+strconv.Itoa(cp), "--metrics-addr", d.MetricsAddr, "--api-key", d.APIKey, "--log-level", "warn")
 	d.Proc.Kind = "dev"
 	return d, nil
 }

@@ -18,6 +18,9 @@ type isoResult struct {
 	hangs   int64 // attempts the hanging endpoints saw (never answered)
 	// profiled says where a run's profiles went, if taken.
 	profiled string
+	// window is what the dispatcher's window held in the measurement
+	// window (window.go).
+	window windowFigures
 }
 
 // runIsolation runs the same 60 healthy endpoints twice: alone, then

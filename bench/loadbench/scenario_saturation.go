@@ -56,6 +56,8 @@ func runIsolationSaturated(ctx context.Context, b *bench) error {
 		p99Ratio = fmt.Sprintf("%.1f×", float64(sick.q.p99)/float64(base.q.p99))
 	}
 	b.rep.add("healthy p99 beside sick / alone (at saturation)", "", p99Ratio+" (target ≤ 2×)")
+	b.rep.add("dispatcher window, healthy alone at that rate", base.window.String(), "")
+	b.rep.add("dispatcher window, beside sick", sick.window.String(), "")
 	for _, r := range []isoResult{top, base, sick} {
 		if r.profiled != "" {
 			b.rep.add("profiles", r.profiled, "")
@@ -103,6 +105,7 @@ func satRun(ctx context.Context, b *bench, name string, rate float64, withSick b
 		start := time.Now()
 		from, to := start.Add(b.cfg.Warmup), start.Add(b.cfg.Warmup+b.cfg.Window)
 		prof := startProfiles(ctx, b.cfg, name, from, b.cfg.Window)
+		win := sampleWindow(ctx, s.st.metricsAddr, from, to)
 		healthy := func(ctx context.Context, i int, due time.Time) {
 			id, _, err := s.h.publish(ctx, fmt.Sprintf("bench.sat.h%d", i%satHealthy), b.payload)
 			if err != nil {
@@ -144,9 +147,10 @@ func satRun(ctx context.Context, b *bench, name string, rate float64, withSick b
 		}
 		wg.Wait()
 		profiled := prof()
+		window := win()
 		var err error
 		res, err = isoMeasure(ctx, b, s, log, from, to)
-		res.profiled = profiled
+		res.profiled, res.window = profiled, window
 		return err
 	})
 	return res, err

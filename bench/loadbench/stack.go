@@ -15,11 +15,14 @@ import (
 // API key of tenant "bench", the topic prefix, and its processes.
 type stack struct {
 	grpcAddr string
-	brokers  []string
-	apiKey   string
-	prefix   string
-	procs    []*harness.Proc
-	dataDir  string // removed on close (embedded only)
+	// metricsAddr serves the dispatcher's Prometheus /metrics ("": not
+	// known for this launcher).
+	metricsAddr string
+	brokers     []string
+	apiKey      string
+	prefix      string
+	procs       []*harness.Proc
+	dataDir     string // removed on close (embedded only)
 }
 
 // close stops every process (ingest first, so nothing new comes in) and
@@ -57,7 +60,7 @@ func (e embedded) start(ctx context.Context, name string) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &stack{grpcAddr: d.GRPCAddr, brokers: []string{d.KafkaAddr}, apiKey: d.APIKey, prefix: "hookline.", dataDir: d.DataDir}
+	s := &stack{grpcAddr: d.GRPCAddr, metricsAddr: d.MetricsAddr, brokers: []string{d.KafkaAddr}, apiKey: d.APIKey, prefix: "hookline.", dataDir: d.DataDir}
 	if err := d.Proc.Start(); err != nil {
 		_ = os.RemoveAll(d.DataDir)
 		return nil, err
