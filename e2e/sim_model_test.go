@@ -146,12 +146,23 @@ type simMember struct {
 }
 
 // settledAt is when m's lane may take m as ended (O1): its terminal
-// try's status going out, or its return.
+// try's status going out, or its return — or, if earlier, when a
+// dispatcher set it aside: that ends it in its lane at once, as a
+// terminal try does. Either may be undone by a fault before its
+// settlement commits (a crash, a lost partition), and the member is then
+// attempted again after its followers began: a duplicate, not a breach of
+// its lane's order (make sim seed 17: a member set aside after its retry
+// record was refused, its follower started, then the partition moved
+// before the set-aside committed and the next owner delivered it).
 func (m *simMember) settledAt() time.Time {
+	at := m.ended
 	if !m.statusAt.IsZero() && !m.ended.IsZero() && m.delivered {
-		return m.statusAt
+		at = m.statusAt
 	}
-	return m.ended
+	if !m.setAsideAt.IsZero() && (at.IsZero() || m.setAsideAt.Before(at)) {
+		at = m.setAsideAt
+	}
+	return at
 }
 
 func (m *simMember) step() simStep { return m.plan[min(m.cursor, len(m.plan)-1)] }
