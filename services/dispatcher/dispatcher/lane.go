@@ -35,14 +35,14 @@ type lane struct {
 	lim      *rate.Limiter
 
 	// Scheduling state (fair.go).
-	inRing  bool      // in its tenant's ring of runnable lanes
-	wakeAt  time.Time // when its rate allows the next start; zero when not waiting
+	inRing bool      // in its tenant's ring of runnable lanes
+	wakeAt time.Time // when its rate allows the next start; zero when not waiting
 	// heldUntil is when the lane looks again at an automatic pause of
 	// its endpoint that is pending (written, not yet read by the
 	// endpoints view, nor dropped): it starts nothing before.
 	heldUntil time.Time
-	heapIdx int       // index in the wake heap, -1 when not in it
-	working bool      // counted in its tenant's active lanes
+	heapIdx   int  // index in the wake heap, -1 when not in it
+	working   bool // counted in its tenant's active lanes
 
 	// spillNext is the due time the next spilled delivery gets: spilled
 	// deliveries come back spaced at the rate the lane drains.
