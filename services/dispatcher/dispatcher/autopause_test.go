@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,15 +108,10 @@ func TestAnEndpointResumedAfterAnAutomaticPauseIsPausedAgainByItsNextStreak(t *t
 // failure and POSTed 102 more in the next 0.1 s, each failed for good.
 // Once the pause is dropped uncommitted, the lane goes on.
 func TestNoAttemptStartsForAnEndpointWhoseAutomaticPauseIsPending(t *testing.T) {
-	var posts atomic.Int32
-	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		posts.Add(1)
-		w.WriteHeader(http.StatusBadRequest)
-	}))
-	defer rx.Close()
+	url, posts := countingReceiver(t, http.StatusBadRequest)
 	s := newTestService(t)
 	s.cfg.AutoPauseAfter = 2
-	ep := endpoint(rx.URL, sign.GenerateSecret())
+	ep := endpoint(url, sign.GenerateSecret())
 	ep.Endpoint.MaxInFlight = 1
 	s.store.Put(ep)
 	e := testEngine(t, s)

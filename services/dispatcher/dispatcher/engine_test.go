@@ -259,12 +259,20 @@ func TestACopyOfADeliveryIsSkippedButARefetchIsNot(t *testing.T) {
 // requests.
 func countingEndpoint(t *testing.T, s *Service) *atomic.Int32 {
 	t.Helper()
+	url, requests := countingReceiver(t, http.StatusNoContent)
+	s.store.Put(endpoint(url, sign.GenerateSecret()))
+	return requests
+}
+
+// countingReceiver is a receiver answering status to every request,
+// and the count of requests it got.
+func countingReceiver(t *testing.T, status int) (string, *atomic.Int32) {
+	t.Helper()
 	var requests atomic.Int32
 	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		requests.Add(1)
-		w.WriteHeader(http.StatusNoContent)
+		w.WriteHeader(status)
 	}))
 	t.Cleanup(rx.Close)
-	s.store.Put(endpoint(rx.URL, sign.GenerateSecret()))
-	return &requests
+	return rx.URL, &requests
 }

@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -295,15 +294,10 @@ func TestRepeatedWorkerFaultsSetTheDeliveryAside(t *testing.T) {
 // record a broker refused is set aside when it comes again, with no
 // second attempt.
 func TestARecordThatCanNeverBeWrittenIsDeadLetteredWithoutItsPayload(t *testing.T) {
-	var requests atomic.Int32
-	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	defer rx.Close()
+	url, requests := countingReceiver(t, http.StatusServiceUnavailable)
 	s := newTestService(t)
 	s.cfg.OutageAfter = 0
-	s.store.Put(endpoint(rx.URL, sign.GenerateSecret()))
+	s.store.Put(endpoint(url, sign.GenerateSecret()))
 	d := &hooklinev1.Delivery{DeliveryId: "dlv_big", EventId: "evt_1", TenantId: "t", EndpointId: "ep_1", Attempt: 1,
 		Payload: []byte(`"` + strings.Repeat("x", recordLimit) + `"`)}
 	r, _ := hkafka.Record(s.topics.Deliveries, "ep_1", d)
