@@ -120,6 +120,7 @@ func TestSim(t *testing.T) {
 	var reports []*simReport
 	for _, seed := range simSeeds(t) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			defer simWatchdog(seed, phase)()
 			r := runSim(t, seed, phase)
 			reports = append(reports, r)
 			if r.violations() > 0 {
@@ -131,6 +132,27 @@ func TestSim(t *testing.T) {
 	fmt.Print(table)
 	_ = os.MkdirAll(filepath.Join("..", "bin", "sim"), 0o755)
 	_ = os.WriteFile(filepath.Join("..", "bin", "sim", "results.md"), []byte(table), 0o644)
+}
+
+// simWatchdog bounds one seed's run: a seed that has not finished after
+// its fault phase plus 8 minutes (the slowest seed here takes under 3)
+// is a hang — of the engine, which the checker's bounded waits should
+// have reported, or of the harness — so every goroutine's stack goes to
+// bin/sim/seed-N-hang.txt and the process panics naming it, rather than
+// sitting idle until go test's 60-minute timeout. It returns the stop
+// of the watch.
+func simWatchdog(seed uint64, phase time.Duration) func() {
+	limit := phase + 8*time.Minute
+	tm := time.AfterFunc(limit, func() {
+		path := filepath.Join("..", "bin", "sim", fmt.Sprintf("seed-%d-hang.txt", seed))
+		_ = os.MkdirAll(filepath.Dir(path), 0o755)
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.Lookup("goroutine").WriteTo(f, 2)
+			_ = f.Close()
+		}
+		panic(fmt.Sprintf("make sim: seed %d did not finish within %v; every goroutine's stack is in bin/sim/seed-%d-hang.txt (rerun: make sim SEEDS=%d)", seed, limit, seed, seed))
+	})
+	return func() { tm.Stop() }
 }
 
 // simWorld is one seed's running system and model.

@@ -7,7 +7,9 @@
 # stay), make sim over the default seeds (or SEEDS=… / DURATION=… from
 # the environment), and one row: found or not, by which seeds, how long.
 # The table is printed and written to bin/sim/revert.md; logs stay in
-# bin/sim/revert-<commit>.log. Exit status: 0 when every commit's defect
+# bin/sim/revert-<commit>.log (the make output) and
+# bin/sim/revert-<commit>.last.log (every line of the run), with any
+# seed's stall or hang dump beside them. Exit status: 0 when every commit's defect
 # was found, 1 otherwise (2: a commit did not revert cleanly).
 # A+B reverts several commits together (newest first), for a fix that a
 # later commit built on. A path ending in .patch is applied to the tree
@@ -84,6 +86,11 @@ for arg in "$@"; do
   took=$(( $(date +%s) - start ))
   seeds=$(grep -ho 'rerun: make sim SEEDS=[0-9,]*' "$wt/bin/sim/results.md" 2>/dev/null | sed 's/.*SEEDS=//' || true)
   cp "$wt/bin/sim/results.md" "$out/revert-$c.results.md" 2>/dev/null || true
+  # The run's whole log and any stall or hang dump outlive the worktree.
+  cp "$wt/bin/sim/last.log" "$out/revert-$c.last.log" 2>/dev/null || true
+  for f in "$wt"/bin/sim/seed-*-stall.txt "$wt"/bin/sim/seed-*-hang.txt; do
+    [ -e "$f" ] && cp "$f" "$out/revert-$c-$(basename "$f")"
+  done
   if [ "$rc" -ne 0 ] && [ -n "$seeds" ]; then
     echo "| $c | $subject | yes | $seeds | ${took}s |" >> "$table"
   elif [ "$rc" -ne 0 ]; then
