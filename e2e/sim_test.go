@@ -57,8 +57,13 @@ const (
 // its big-event burst puts an endpoint in outage mode while a broker
 // refuses big records; seed 59 finds issue 24 item 6, the scheduler's
 // abort loop behind a refused release, put back the same way: 661
-// aborted commits against a bound of 106).
-var simDefaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 10, 11, 12, 59}
+// aborted commits against a bound of 106; seeds 4 and 6 draw the
+// automatic-pause world, where seed 6 found the three auto-pause defects
+// of 2026-12-06). Seed 3 left the list when the worlds grew (the clean
+// clone's make test ran these ten in 6 m 35 s, seed 3 alone 2 m 7 s,
+// over the issue's 5 minutes): its finding, the clock-skew hop loop, is
+// TestClockSkewBetweenSchedulerAndDispatcherNeitherLoopsNorFiresEarly.
+var simDefaultSeeds = []uint64{1, 2, 4, 5, 6, 10, 11, 12, 59}
 
 const (
 	simSession = 6 * time.Second // the dispatchers' and scheduler's session timeout (kfake's minimum)
