@@ -2,7 +2,9 @@ package dispatcher
 
 import (
 	"bytes"
+	"context"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -103,5 +105,33 @@ func TestADeliveryCommittedAboveItsWatermarkHoldsOnlyItsPlace(t *testing.T) {
 	pw = e.w.parts[pw.k]
 	if e.w.records != 1 || e.w.bytes != recordSize(ens[0].rec)+n*placeSize {
 		t.Fatalf("read again: window %d records %d bytes; want 1 and the head's record plus %d places", e.w.records, e.w.bytes, n)
+	}
+}
+
+// TestAPolledRecordSharesNoMemoryWithItsFetch: kgo decodes a fetched
+// batch's records into one slice whose keys, values and header values
+// point into the batch's buffer, so one record the window keeps (an
+// attempt in flight to a slow receiver) would keep its whole batch in
+// memory, places and all, whatever the window charges. The window keeps
+// its own copy of each record.
+func TestAPolledRecordSharesNoMemoryWithItsFetch(t *testing.T) {
+	buf := []byte("keyvaluehdr")
+	batch := []kgo.Record{{Topic: "d", Partition: 0, Offset: 7, LeaderEpoch: 3, Key: buf[0:3], Value: buf[3:8],
+		Headers: []kgo.RecordHeader{{Key: "h", Value: buf[8:11]}}}}
+	w := newWindow(10, 1<<20)
+	en := w.add(&batch[0], time.Now(), context.Background())
+	if en.rec == &batch[0] {
+		t.Fatal("the window keeps the batch's record itself")
+	}
+	clear(buf)
+	r := en.rec
+	if string(r.Key) != "key" || string(r.Value) != "value" || len(r.Headers) != 1 || r.Headers[0].Key != "h" || string(r.Headers[0].Value) != "hdr" {
+		t.Fatalf("the window's record changed with the fetch's buffer: %q %q %v", r.Key, r.Value, r.Headers)
+	}
+	if r.Topic != "d" || r.Offset != 7 || r.LeaderEpoch != 3 {
+		t.Fatalf("the window's record lost where it is: %+v", r)
+	}
+	if en.size != recordSize(&batch[0]) {
+		t.Fatalf("charged %d, want %d", en.size, recordSize(&batch[0]))
 	}
 }

@@ -220,7 +220,7 @@ func (w *window) add(r *kgo.Record, now time.Time, base context.Context) *entry 
 		pw.headSince = now
 	}
 	pw.next = r.Offset + 1
-	e := &entry{rec: r, part: pw, size: recordSize(r)}
+	e := &entry{rec: ownRecord(r), part: pw, size: recordSize(r)}
 	pw.entries = append(pw.entries, e)
 	if pw.settledAbove(r.Offset) {
 		// Its outputs were committed above the watermark (above.go):
@@ -468,4 +468,36 @@ func recordSize(r *kgo.Record) int64 {
 		n += len(h.Key) + len(h.Value)
 	}
 	return int64(n)
+}
+
+// ownRecord returns a copy of r that shares no memory with the fetch it
+// came in: kgo decodes a batch's records into one slice whose keys,
+// values and header values point into the batch's buffer, so one record
+// kept (an attempt in flight to a slow receiver, a delivery waiting in
+// its lane) would keep its whole batch in memory — every record of it
+// the window has let go — whatever the window charges. One allocation
+// holds the copied bytes.
+func ownRecord(r *kgo.Record) *kgo.Record {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Value)
+	}
+	buf := make([]byte, 0, n)
+	take := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		at := len(buf)
+		buf = append(buf, b...)
+		return buf[at:len(buf):len(buf)]
+	}
+	c := *r
+	c.Key, c.Value = take(r.Key), take(r.Value)
+	if r.Headers != nil {
+		c.Headers = make([]kgo.RecordHeader, len(r.Headers))
+		for i, h := range r.Headers {
+			c.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: take(h.Value)}
+		}
+	}
+	return &c
 }
