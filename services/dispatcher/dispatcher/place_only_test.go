@@ -103,8 +103,8 @@ func TestADeliveryCommittedAboveItsWatermarkHoldsOnlyItsPlace(t *testing.T) {
 		}
 	}
 	pw = e.w.parts[pw.k]
-	if e.w.records != 1 || e.w.bytes != recordSize(ens[0].rec)+n*placeSize {
-		t.Fatalf("read again: window %d records %d bytes; want 1 and the head's record plus %d places", e.w.records, e.w.bytes, n)
+	if want := recordSize(ens[0].rec) + n*placeSize; e.w.records != 1 || e.w.bytes != want || pw.records != 1 || pw.bytes != want {
+		t.Fatalf("read again: window %d records %d bytes, partition %d records %d bytes; want 1 and the head's record plus %d places", e.w.records, e.w.bytes, pw.records, pw.bytes, n)
 	}
 }
 
