@@ -42,6 +42,24 @@ func (w *simWorld) drawMemory(seed uint64) {
 	w.t.Logf("seed %d: a small window: %d deliveries, %d a poll", w.seed, w.dc.WindowRecords, w.dc.BatchSize)
 }
 
+// drawQueue gives half the seeds a tight backlog budget, from a stream
+// of its own: --queue-time 100 ms-1 s, so that a lane holds only what
+// its pace (its cap over its receivers' latency: the sim's slow answers
+// take 200 ms, its timeouts the attempt timeout) starts within it, and
+// the rest of a burst is spilled to the retry path and comes back —
+// ordered lanes' followers included, their awaited head let in over the
+// budget (relief_order_test.go). The seeds' endpoints have no rate
+// limit, so before the budget by pace (issue 26) only the window bounded
+// their lanes.
+func (w *simWorld) drawQueue(seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 0x9e0e71))
+	if r.IntN(2) != 0 {
+		return
+	}
+	w.dc.QueueTime = time.Duration(100+r.IntN(901)) * time.Millisecond
+	w.t.Logf("seed %d: a tight backlog budget: --queue-time %v", w.seed, w.dc.QueueTime)
+}
+
 // simMemory is the worst of every sample, and what broke a bound.
 type simMemory struct {
 	mu        sync.Mutex

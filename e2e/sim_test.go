@@ -327,6 +327,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	w := newSimWorld(t, seed, phase, 3)
 	w.drawWorld(rng)
 	w.drawMemory(seed)
+	w.drawQueue(seed)
 	sched := append(w.drawSchedule(rng), w.drawRefusals(seed)...)
 	// Endpoints created and deleted mid-run come last: the draws above
 	// pick among the endpoints every seed had before them.

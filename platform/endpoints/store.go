@@ -31,7 +31,6 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"github.com/hookline/hookline/platform/filter"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -116,6 +115,10 @@ type Store struct {
 	followReady chan struct{}
 
 	barrier barrier
+
+	// remembered are Matching's answers until the view changes
+	// (matching.go).
+	remembered answers
 }
 
 // NewStore returns an empty Store.
@@ -291,6 +294,7 @@ func (s *Store) applyRecord(r *kgo.Record) {
 // decideLocked applies one record of id in log order and reports whether
 // it won; s.mu is held.
 func (s *Store) decideLocked(id string, partition int32, at time.Time, rec *hooklinev1.EndpointRecord, reassert bool) bool {
+	s.remembered.forget()
 	cur := s.byID[id]
 	if p := s.provisional[id]; p != nil && (rec == nil || rec.GetVersion() >= p.GetVersion()) {
 		// The log has decided the version Put guessed at.
@@ -603,6 +607,7 @@ func (s *Store) Put(rec *hooklinev1.EndpointRecord) {
 	if e := s.byID[id]; e != nil && (e.rec == nil || e.rec.GetVersion() >= rec.GetVersion()) {
 		return // deleted, or the log is already there
 	}
+	s.remembered.forget()
 	s.provisional[id] = rec
 }
 
@@ -633,35 +638,6 @@ func (s *Store) List(tenant string) []*hooklinev1.EndpointRecord {
 	for id, p := range s.provisional {
 		if p.GetEndpoint().GetTenantId() == tenant && s.byTenant[tenant][id] == nil {
 			out = append(out, p)
-		}
-	}
-	s.mu.RUnlock()
-	slices.SortFunc(out, func(a, b *hooklinev1.EndpointRecord) int {
-		return strings.Compare(a.GetEndpoint().GetId(), b.GetEndpoint().GetId())
-	})
-	return out
-}
-
-// Matching returns the tenant's endpoints whose filter matches eventType,
-// ordered by id. Paused endpoints are included: their deliveries are
-// held, not skipped (SPEC R-ENDPOINT-2).
-//
-// It filters before it sorts, so a publish to a few of a tenant's many
-// endpoints sorts only those (every publish calls it, twice).
-func (s *Store) Matching(tenant, eventType string) []*hooklinev1.EndpointRecord {
-	var out []*hooklinev1.EndpointRecord
-	match := func(r *hooklinev1.EndpointRecord) {
-		if filter.Match(r.GetEndpoint().GetEventTypes(), eventType) {
-			out = append(out, r)
-		}
-	}
-	s.mu.RLock()
-	for id := range s.byTenant[tenant] {
-		match(s.getLocked(id))
-	}
-	for id, p := range s.provisional {
-		if p.GetEndpoint().GetTenantId() == tenant && s.byTenant[tenant][id] == nil {
-			match(p)
 		}
 	}
 	s.mu.RUnlock()

@@ -226,11 +226,9 @@ func (e *engine) aboveEnded(committed bool) {
 		en.aboveTxn = false
 		pw := en.part
 		if committed {
-			en.aboveDone = true
-			held := outputsSize(en.outs)
-			en.size -= held
-			e.w.bytes -= held
-			en.outs = nil
+			if en.state == entryDone { // not dropped with its partition meanwhile (sweep uncharged it)
+				e.w.placeOnly(en)
+			}
 			continue
 		}
 		if i, found := slices.BinarySearch(pw.above, en.rec.Offset); found {

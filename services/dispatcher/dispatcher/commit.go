@@ -240,8 +240,7 @@ func (e *engine) keepTxn() {
 		pw.entries = append(append(make([]*entry, 0, len(ens)+len(rest)), ens...), rest...)
 		pw.head = 0
 		for _, en := range ens {
-			w.records++
-			w.bytes += en.size
+			w.charge(en, 1)
 			w.done++
 		}
 	}

@@ -109,13 +109,26 @@ func (e *engine) configure(l *lane, ep *hooklinev1.EndpointRecord, now time.Time
 }
 
 // queueLimit is how many deliveries l may hold in memory: QueueTime
-// of its rate, at least QueueMin; a lane with no rate limit is bounded
-// by the window alone.
+// of its rate, at least QueueMin (a lane with no rate limit is bounded by
+// the window alone) — but never more than QueueTime at the pace its
+// attempts' latency allows (its cap's share of the latency, lane.
+// interval), nor fewer than its cap. A delivery waiting in a lane holds
+// its partition's watermark and parts the offsets committed above it
+// (above.go), so what cannot start within QueueTime is spilled, due when
+// the lane's pace allows, not kept: an endpoint answering after 9 s with
+// a cap of 10 was let keep 3,000 at its default rate limit, 45 minutes
+// of them (issue 26).
 func (e *engine) queueLimit(l *lane) int {
-	if l.perSec <= 0 {
-		return e.s.cfg.WindowRecords
+	cfg := &e.s.cfg
+	limit := cfg.WindowRecords
+	if l.perSec > 0 {
+		limit = max(cfg.QueueMin, int(l.perSec*cfg.QueueTime.Seconds()))
 	}
-	return max(e.s.cfg.QueueMin, int(l.perSec*e.s.cfg.QueueTime.Seconds()))
+	if l.latency > 0 && l.cap > 0 {
+		paced := float64(cfg.QueueTime) / float64(l.latency) * float64(l.cap)
+		limit = min(limit, max(l.cap, int(min(paced, float64(cfg.WindowRecords)))))
+	}
+	return limit
 }
 
 // settle finishes en now with the outputs fn returns, inside its process

@@ -14,7 +14,8 @@ import (
 // delivery for each of:
 //
 //   - backlog: a lane already holds its budget (QueueTime at its
-//     rate, at least QueueMin; QueueBytes) when the delivery arrives;
+//     rate, at least QueueMin, at most QueueTime at the pace its
+//     latency allows; QueueBytes) when the delivery arrives;
 //   - a stuck partition: the partition's oldest uncommitted delivery has
 //     waited in its lane for StuckAfter, or the window is full, so the
 //     lane's waiting deliveries are spilled and the partition's other

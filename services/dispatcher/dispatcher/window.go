@@ -220,20 +220,85 @@ func (w *window) add(r *kgo.Record, now time.Time, base context.Context) *entry 
 		pw.headSince = now
 	}
 	pw.next = r.Offset + 1
-	e := &entry{rec: r, part: pw, size: recordSize(r)}
+	e := &entry{rec: ownRecord(r), part: pw, size: recordSize(r)}
 	pw.entries = append(pw.entries, e)
-	w.records++
-	w.bytes += e.size
-	pw.records++
-	pw.bytes += e.size
 	if pw.settledAbove(r.Offset) {
 		// Its outputs were committed above the watermark (above.go):
-		// done, with nothing to write.
-		e.state, e.aboveDone = entryDone, true
+		// done, with nothing to write, and only its place held.
+		e.state = entryDone
+		e.holdPlace()
+		w.charge(e, 1)
 		w.done++
 		return nil
 	}
+	w.charge(e, 1)
 	return e
+}
+
+// A delivery whose outputs a commit wrote above its partition's
+// watermark (above.go) is committed: nothing of it is left to write, and
+// a read of its offset again skips it. The window keeps only its place,
+// which the watermark passes once the deliveries before it are done: not
+// its record's key, value and headers, its decoded copy or its outputs.
+// A place is charged its real size and counts against the bytes budget
+// only, not WindowRecords (deliveries polled, not yet committed). A slow
+// receiver's attempt in flight holds its partition's watermark for up to
+// its timeout; the partition's other endpoints go on meanwhile, and what
+// they complete costs the window a place each once committed, so the
+// partition does not reach its share (shareFetch) for work it has done
+// (issue 26: healthy endpoints beside slow ones fell to 25–28% of their
+// rate alone, the window full of deliveries already committed).
+
+// placeSize is what a place costs: the entry (152 bytes) and the stub
+// of its record (160) as the allocator rounds them, its slot in the
+// partition's entries and its offset in the partition's committed-above
+// set.
+const placeSize = 352
+
+// holdPlace keeps only e's place: its record becomes a stub that holds
+// where it is, and its delivery and outputs go.
+func (e *entry) holdPlace() {
+	r := e.rec
+	e.rec = &kgo.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, LeaderEpoch: r.LeaderEpoch}
+	e.d, e.outs = nil, nil
+	e.aboveDone = true
+	e.size = placeSize
+}
+
+// counted is how many records e counts against WindowRecords: none once
+// only its place is held.
+func (e *entry) counted() int {
+	if e.aboveDone {
+		return 0
+	}
+	return 1
+}
+
+// recordCharge is e's part of its partition's bytes: its record's, not
+// its outputs (the window's own bytes count those).
+func (e *entry) recordCharge() int64 {
+	if e.aboveDone {
+		return placeSize
+	}
+	return recordSize(e.rec)
+}
+
+// charge adds e to the window's and its partition's charge (sign 1) or
+// takes it off (sign -1). The window's bytes count e's outputs too.
+func (w *window) charge(e *entry, sign int) {
+	pw := e.part
+	w.records += sign * e.counted()
+	pw.records += sign * e.counted()
+	w.bytes += int64(sign) * e.size
+	pw.bytes += int64(sign) * e.recordCharge()
+}
+
+// placeOnly takes e's outputs, committed above the watermark, and its
+// record off the window's charge, leaving its place.
+func (w *window) placeOnly(e *entry) {
+	w.charge(e, -1)
+	e.holdPlace()
+	w.charge(e, 1)
 }
 
 // finish records e's outputs; the next commit writes them once the
@@ -273,10 +338,7 @@ func (w *window) popDone(pw *partWindow, now time.Time, outs []*kgo.Record) ([]*
 		if w.popped != nil {
 			w.popped(e)
 		}
-		w.records--
-		w.bytes -= e.size
-		pw.records--
-		pw.bytes -= recordSize(e.rec)
+		w.charge(e, -1)
 		pw.entries[pw.head] = nil
 		pw.head++
 	}
@@ -314,8 +376,7 @@ func (pw *partWindow) oldest() *entry {
 // release uncharges a dropped partition's entries from the window.
 func (w *window) release(pw *partWindow) {
 	for _, e := range pw.entries[pw.head:] {
-		w.records--
-		w.bytes -= e.size
+		w.charge(e, -1)
 	}
 }
 
@@ -407,4 +468,36 @@ func recordSize(r *kgo.Record) int64 {
 		n += len(h.Key) + len(h.Value)
 	}
 	return int64(n)
+}
+
+// ownRecord returns a copy of r that shares no memory with the fetch it
+// came in: kgo decodes a batch's records into one slice whose keys,
+// values and header values point into the batch's buffer, so one record
+// kept (an attempt in flight to a slow receiver, a delivery waiting in
+// its lane) would keep its whole batch in memory — every record of it
+// the window has let go — whatever the window charges. One allocation
+// holds the copied bytes.
+func ownRecord(r *kgo.Record) *kgo.Record {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Value)
+	}
+	buf := make([]byte, 0, n)
+	take := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		at := len(buf)
+		buf = append(buf, b...)
+		return buf[at:len(buf):len(buf)]
+	}
+	c := *r
+	c.Key, c.Value = take(r.Key), take(r.Value)
+	if r.Headers != nil {
+		c.Headers = make([]kgo.RecordHeader, len(r.Headers))
+		for i, h := range r.Headers {
+			c.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: take(h.Value)}
+		}
+	}
+	return &c
 }
