@@ -328,7 +328,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	w.drawWorld(rng)
 	w.drawMemory(seed)
 	w.drawQueue(seed)
-	sched := append(w.drawSchedule(rng), w.drawRefusals(seed)...)
+	sched := append(append(w.drawSchedule(rng), w.drawRefusals(seed)...), w.drawGroupLost(seed)...)
 	// Endpoints created and deleted mid-run come last: the draws above
 	// pick among the endpoints every seed had before them.
 	w.drawAutoPause(seed)

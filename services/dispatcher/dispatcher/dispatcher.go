@@ -392,6 +392,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { e.callbackBlocked() }),
 		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 			defer e.callbackRan()
+			s.log.Info("partitions assigned", "partitions", m[s.topics.Deliveries])
 			s.reseedHealth(ctx, m)
 			s.seedCopies(ctx, cl, e, m)
 			s.seedSkips(ctx, cl, e, m)
@@ -399,12 +400,16 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			defer e.callbackRan()
+			s.log.Info("partitions revoked", "partitions", m[s.topics.Deliveries])
 			s.probe.Revoked(m)
 			e.dropped(m)
 			s.dropHealth(m)
 		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 			defer e.callbackRan()
+			_, gen := cl.GroupMetadata()
+			e.y.synced.lostAt(m[s.topics.Deliveries], gen)
+			s.log.Info("the group session ended with its partitions lost; the next join asks for them back", "partitions", m[s.topics.Deliveries], "generation", gen)
 			s.probe.Lost()
 			e.dropped(m)
 			s.dropHealth(m)
