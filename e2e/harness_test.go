@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -218,6 +219,9 @@ func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 		c.TransactionalID = fmt.Sprintf("%sdispatcher-%d", kc.TopicPrefix, n)
 		if dc.GroupInstanceID != "" {
 			c.GroupInstanceID = fmt.Sprint(dc.GroupInstanceID, n) // static members, one id each
+		}
+		if dc.AnswersDir != "" {
+			c.AnswersDir = filepath.Join(dc.AnswersDir, fmt.Sprint(n)) // one journal each
 		}
 		name := "dispatcher"
 		if n > 1 {

@@ -35,3 +35,19 @@ func (w *simWorld) drawGroupLost(seed uint64) []simFault {
 		w.count("group-lost", true)
 	}}}
 }
+
+// drawJournal gives half the seeds' dispatchers an answers journal
+// (--answers-dir, one directory per slot, kept across its crashes and
+// restarts): a dispatcher that crashes and takes its partitions back
+// settles what its receivers answered from the journal. The model's
+// rules hold either way; what the seeds exercise is the journal's state
+// (answers read back, forgotten at an assignment, segments released)
+// under every other fault. Drawn from a stream of its own.
+func (w *simWorld) drawJournal(seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 0xa115e75))
+	if r.IntN(2) != 0 {
+		return
+	}
+	w.dc.AnswersDir = w.t.TempDir()
+	w.t.Logf("seed %d: the dispatchers journal their answers", w.seed)
+}

@@ -246,6 +246,9 @@ func (w *simWorld) clock(slot int) func() time.Time {
 func (w *simWorld) startDispatcher(s *simSlot) {
 	c := w.dc
 	c.TransactionalID = fmt.Sprintf("%sdispatcher-%d", w.st.kafka.TopicPrefix, s.n)
+	if c.AnswersDir != "" {
+		c.AnswersDir = filepath.Join(c.AnswersDir, fmt.Sprint(s.n)) // one journal per slot, kept across its restarts
+	}
 	c.Kafka.ClientOpts = append(slices.Clip(c.Kafka.ClientOpts), kgo.Dialer(s.freeze.dial))
 	s.started++
 	now := w.clock(s.n)
@@ -328,6 +331,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	w.drawWorld(rng)
 	w.drawMemory(seed)
 	w.drawQueue(seed)
+	w.drawJournal(seed)
 	sched := append(append(w.drawSchedule(rng), w.drawRefusals(seed)...), w.drawGroupLost(seed)...)
 	// Endpoints created and deleted mid-run come last: the draws above
 	// pick among the endpoints every seed had before them.

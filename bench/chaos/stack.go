@@ -102,7 +102,7 @@ func startStack(ctx context.Context, cfg config, name, brokers string, replicas 
 			return nil, err
 		}
 		s.procs = append(s.procs, newProc(logDir, "dispatcher", name, filepath.Join(cfg.BinDir, "dispatcher"),
-			slices.Concat(common, ln, secrets, ha, []string{"--group", prefix + "dispatcher", "--transactional-id", id, "--group-instance-id", id, "--allow-private-destinations"}, shape.dispatchArgs)...))
+			slices.Concat(common, ln, secrets, ha, []string{"--group", prefix + "dispatcher", "--transactional-id", id, "--group-instance-id", id, "--answers-dir", filepath.Join(logDir, name+".answers"), "--allow-private-destinations"}, shape.dispatchArgs)...))
 	}
 	for i := range replicas {
 		port, err := harness.FreePort()

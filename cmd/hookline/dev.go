@@ -157,6 +157,7 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 	dc.AllowPrivate = true
 	dc.Secrets.KeyFile = f.KeyFile
 	dc.TransactionalID = "hookline-dev-dispatcher"
+	dc.AnswersDir = filepath.Join(f.DataDir, "dispatcher-answers") // a killed dev settles what its receivers answered
 
 	sc, err := config.Defaults[scheduler.Config]()
 	if err != nil {

@@ -171,7 +171,8 @@ func checkPod(t *testing.T, what string, spec corev1.PodSpec) corev1.Container {
 		if !vols[vm.Name] {
 			t.Errorf("%s: mount %s has no volume", what, vm.Name)
 		}
-		if vm.Name != "tmp" && !vm.ReadOnly {
+		// Writable: /tmp, and the dispatcher's answers journal.
+		if vm.Name != "tmp" && vm.Name != "answers" && !vm.ReadOnly {
 			t.Errorf("%s: mount %s is writable", what, vm.Name)
 		}
 	}
@@ -346,6 +347,10 @@ secretsKey: {existingSecret: ""}
 			t.Errorf("%s: transactional id %q, want prod.$(POD_NAME)", ss.Name, e.Value)
 		}
 		if strings.HasSuffix(ss.Name, "dispatcher") {
+			dir, _ := env(c, "HOOKLINE_DISPATCHER_ANSWERS_DIR")
+			if !slices.ContainsFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.Name == "answers" && vm.MountPath == dir.Value }) {
+				t.Errorf("dispatcher answers dir %q is not its answers volume's mount (%+v)", dir.Value, c.VolumeMounts)
+			}
 			if g := ss.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g != 50 {
 				t.Errorf("dispatcher grace period %v, want 20 s drain + 30 s", g)
 			}

@@ -269,6 +269,7 @@ func (s *Service) seedSkips(ctx context.Context, cl *kgo.Client, e *engine, assi
 		if !ok || c.Err != nil {
 			continue
 		}
+		s.answered.forgetCommitted(p, c.At) // kept by a journal from before a crash
 		offs, ok := decodeAbove(c.At, c.Metadata)
 		if !ok {
 			s.log.Warn("offset commit metadata not understood; skipping nothing", "partition", p, "metadata", c.Metadata)

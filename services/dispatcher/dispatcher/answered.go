@@ -22,8 +22,9 @@ import (
 // from its answer instead of a new request. A copy of a delivery at
 // another offset is not that record: dedupe.go settles it. The process
 // keeps them across sessions (they are what a receiver did, not what a
-// session derived: DESIGN.md I40); a crash loses them, and so does a
-// partition that another dispatcher takes (its new owner never saw the
+// session derived: DESIGN.md I40); a crash loses them unless an answer
+// journal keeps them (answerjournal.go, --answers-dir), and a partition
+// that another dispatcher takes loses them (its new owner never saw the
 // answer). An answer leaves when its settlement commits, or, oldest
 // first, once the answers held exceed answeredBytes.
 //
@@ -51,6 +52,7 @@ type answered struct {
 	seq   uint64
 	bytes int64
 	max   int64
+	j     *answerJournal // nil: memory only
 }
 
 type answer struct {
@@ -58,6 +60,7 @@ type answer struct {
 	url  string
 	seq  uint64
 	size int64
+	seg  int // the journal segment that holds it; 0: none
 }
 
 // answerKey names the delivery record an answer was to.
@@ -82,29 +85,96 @@ func newAnswered(maxBytes int64) *answered {
 	return &answered{m: map[answerKey]answer{}, max: maxBytes}
 }
 
-// put remembers a 2xx answer to the record of key, sent to url.
+// put remembers a 2xx answer to the record of key, sent to url, and
+// writes it to the journal if there is one.
 func (a *answered) put(key answerKey, url string, ar attempt.Result) {
 	size := int64(len(key.delivery)+len(url)+len(ar.Excerpt)) + answerOverhead
 	if size > a.max {
 		return
 	}
 	ar.Excerpt = append([]byte(nil), ar.Excerpt...) // the attempt's buffer is not ours
+	seg := 0
+	if a.j != nil {
+		seg = a.j.write(key, url, ar)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.hold(key, answer{ar: ar, url: url, size: size, seg: seg})
+}
+
+// hold puts an answer in the map, replacing one to the same record, and
+// drops the oldest answers beyond the memory bound. With a.mu held.
+func (a *answered) hold(key answerKey, an answer) {
 	if old, ok := a.m[key]; ok {
-		a.bytes -= old.size
+		a.drop(key, old)
 	}
 	a.seq++
-	a.m[key] = answer{ar: ar, url: url, seq: a.seq, size: size}
+	an.seq = a.seq
+	a.m[key] = an
 	a.queue = append(a.queue, queued{key: key, seq: a.seq})
-	a.bytes += size
+	a.bytes += an.size
 	for a.bytes > a.max && a.head < len(a.queue) {
 		q := a.queue[a.head]
 		a.queue[a.head] = queued{}
 		a.head++
 		if cur, ok := a.m[q.key]; ok && cur.seq == q.seq {
-			delete(a.m, q.key)
-			a.bytes -= cur.size
+			a.drop(q.key, cur)
+		}
+	}
+	a.compact()
+}
+
+// drop lets the answer held for key go, in memory and in the journal's
+// accounting. With a.mu held.
+func (a *answered) drop(key answerKey, an answer) {
+	delete(a.m, key)
+	a.bytes -= an.size
+	if a.j != nil {
+		a.j.release(an.seg)
+	}
+}
+
+// attach makes j the answers' journal and holds the answers it read
+// (oldest first: a later answer to a record replaces an earlier one).
+// A segment that holds none of them is removed.
+func (a *answered) attach(j *answerJournal, read []journaled) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range read {
+		size := int64(len(r.key.delivery)+len(r.url)+len(r.ar.Excerpt)) + answerOverhead
+		if size > a.max {
+			continue
+		}
+		a.hold(r.key, answer{ar: r.ar, url: r.url, size: size, seg: r.seg})
+	}
+	counts := map[int]int{}
+	for _, an := range a.m {
+		counts[an.seg]++
+	}
+	j.mu.Lock()
+	for seg := range j.live {
+		if seg == j.seg {
+			continue
+		}
+		if counts[seg] == 0 {
+			j.remove(seg)
+		} else {
+			j.live[seg] = counts[seg]
+		}
+	}
+	j.mu.Unlock()
+	a.j = j
+}
+
+// forgetCommitted drops the answers to records of partition below its
+// committed offset: their settlements committed (an assignment's read of
+// the committed offsets; answers a journal kept from before a crash).
+func (a *answered) forgetCommitted(partition int32, committed int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for key, an := range a.m {
+		if key.partition == partition && key.offset < committed {
+			a.drop(key, an)
 		}
 	}
 	a.compact()
@@ -133,8 +203,7 @@ func (a *answered) forget(keys ...answerKey) {
 	}
 	for _, key := range keys {
 		if an, ok := a.m[key]; ok {
-			delete(a.m, key)
-			a.bytes -= an.size
+			a.drop(key, an)
 		}
 	}
 	a.compact()

@@ -80,8 +80,10 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		var mu sync.Mutex
 		var failed []refused
 		ending := false
+		var endBegan time.Time
 		committed, perr, err := hkafka.TransactEach(tctx, sess, outs, func() {
 			ending = true
+			endBegan = time.Now()
 			e.gate.close(e.in)
 		}, func(r *kgo.Record, err error) {
 			mu.Lock()
@@ -98,7 +100,11 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		aborted := !committed && err == nil
 		wait, blamed := e.s.afterTransaction(committed, aborted, failed, len(outs), perr, parts)
 		e.s.pausesCommitted(ctx, outs, committed && err == nil)
-		e.in.post(msg{kind: msgCommitted, committed: committed, produceErr: perr, err: err, records: len(outs), took: time.Since(began), blamed: blamed})
+		var endTook time.Duration
+		if ending {
+			endTook = time.Since(endBegan)
+		}
+		e.in.post(msg{kind: msgCommitted, committed: committed, produceErr: perr, err: err, records: len(outs), took: time.Since(began), ending: endTook, blamed: blamed})
 		if aborted {
 			// The window starts over; each partition's new window reads
 			// the lanes view before any of its records is placed
@@ -144,7 +150,7 @@ func (e *engine) committed(m *msg, now time.Time) error {
 		e.txn = e.txn[:0]
 		e.retrying = false
 	}
-	e.s.log.Debug("commit ended", "records", m.records, "took", m.took, "committed", m.committed)
+	e.s.log.Debug("commit ended", "records", m.records, "took", m.took, "end_took", m.ending, "committed", m.committed)
 	if m.err != nil {
 		return fmt.Errorf("dispatcher: %w", m.err)
 	}

@@ -262,6 +262,19 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("dispatcher: %w", err)
 	}
 	defer func() { endHealth(err) }()
+	if dir := s.cfg.AnswersDir; dir != "" {
+		j, read, err := openAnswerJournal(dir)
+		if err != nil {
+			return fmt.Errorf("dispatcher: --answers-dir: %w", err)
+		}
+		defer j.close()
+		j.onErr = func(err error) {
+			s.log.Error("the answers journal stopped writing; answers are kept in memory only until a restart", "dir", dir, "err", err)
+		}
+		s.answered.attach(j, read)
+		n, _ := s.answered.size()
+		s.log.Info("answers journal opened", "dir", dir, "read", len(read), "held", n)
+	}
 	if err := s.cfg.Kafka.Ensure(ctx, s.cfg.Kafka.Specs()); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting

@@ -41,6 +41,7 @@ type msg struct {
 	err        error
 	records    int
 	took       time.Duration
+	ending     time.Duration // of took, how long End ran (offsets, heartbeat, EndTxn)
 	// blamed are the deliveries an aborted commit's refused records were
 	// blamed on (hkafka.Blame), by id: their partitions start over.
 	blamed map[string]string

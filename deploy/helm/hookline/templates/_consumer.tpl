@@ -126,9 +126,21 @@ spec:
             {{- if .secretsKey }}
             {{- include "hookline.secretsKeyMount" $root | nindent 12 }}
             {{- end }}
+            {{- if .answers }}
+            - name: answers
+              mountPath: /var/lib/hookline/answers
+            {{- end }}
       volumes:
         {{- include "hookline.commonVolumes" $root | nindent 8 }}
         {{- if .secretsKey }}
         {{- include "hookline.secretsKeyVolume" $root | nindent 8 }}
+        {{- end }}
+        {{- if .answers }}
+        # The receivers' answers not committed yet (--answers-dir): an
+        # emptyDir outlives a container restart (kill -9, OOM), which is
+        # the crash it is for.
+        - name: answers
+          emptyDir:
+            sizeLimit: 256Mi
         {{- end }}
 {{- end -}}
