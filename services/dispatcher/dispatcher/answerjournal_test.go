@@ -133,3 +133,32 @@ func TestAnAnswersDirServesOneDispatcher(t *testing.T) {
 		t.Fatalf("second open of %s: %v, want it refused as in use", filepath.Base(dir), err)
 	}
 }
+
+// BenchmarkAnswerPut is what an answer costs the attempt that got it:
+// memory only, and with the journal (a JSON line and a write(2)).
+func BenchmarkAnswerPut(b *testing.B) {
+	for _, journal := range []bool{false, true} {
+		b.Run(fmt.Sprint("journal=", journal), func(b *testing.B) {
+			a := newAnswered(answeredBytes)
+			if journal {
+				j, read, err := openAnswerJournal(b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer j.close()
+				a.attach(j, read)
+			}
+			_, ar := journalAnswer(0)
+			ar.Excerpt = []byte(`{"ok":true}`)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				k := answerKey{partition: 1, offset: int64(i), delivery: "dlv_01m96pv9n2t84d3a7v4yw7ffge", attempt: 1}
+				a.put(k, "https://receiver.example.com/hooks/orders", ar)
+				if i%64 == 63 {
+					a.forget(k) // commits keep the memory small
+				}
+			}
+		})
+	}
+}
