@@ -49,8 +49,9 @@ const simAttemptTimeout = time.Second
 // simEvent is one event's payload: its place in its lane and padding to
 // its drawn size.
 type simEvent struct {
-	Sim string `json:"sim"` // endpoint/key/i
-	Pad string `json:"pad,omitempty"`
+	Sim  string `json:"sim"`            // endpoint/key/i
+	Skip bool   `json:"skip,omitempty"` // its endpoint's filter refuses it (sim_content_test.go)
+	Pad  string `json:"pad,omitempty"`
 }
 
 // simEndpoint is one endpoint of a seed's world.
@@ -62,6 +63,9 @@ type simEndpoint struct {
 	maxAttempts uint32
 	maxInFlight uint32
 	id          string
+	// filter and transform are its content filter and transformation
+	// (sim_content_test.go); "" for none.
+	filter, transform string
 	// created is closed once an endpoint created mid-run exists (nil:
 	// created before the run); deletedAt is when its deletion was asked
 	// for (sim_lifecycle_test.go).
@@ -118,6 +122,7 @@ type simMember struct {
 	deliveryID string
 	accepted   bool // PublishEvent returned OK
 	published  bool // PublishEvent was called
+	filtered   bool // its endpoint's filter refuses it: no delivery, never accepted (sim_content_test.go)
 
 	cursor  int
 	attempt uint32
@@ -476,9 +481,9 @@ func drawSize(rng *rand.Rand, limit int) int {
 }
 
 func (m *simMember) payload() []byte {
-	b, _ := json.Marshal(simEvent{Sim: m.id})
+	b, _ := json.Marshal(simEvent{Sim: m.id, Skip: m.filtered})
 	if pad := m.size - len(b) - len(`,"pad":""`); pad > 0 {
-		b, _ = json.Marshal(simEvent{Sim: m.id, Pad: strings.Repeat("p", pad)})
+		b, _ = json.Marshal(simEvent{Sim: m.id, Skip: m.filtered, Pad: strings.Repeat("p", pad)})
 	}
 	return b
 }

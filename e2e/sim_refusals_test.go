@@ -57,6 +57,7 @@ func (w *simWorld) drawRefusals(seed uint64) []simFault {
 // 2xx, or once when its endpoint allows two attempts only.
 func (w *simWorld) drawBigBurst(r *rand.Rand, from, to time.Duration, limit int) {
 	ep := w.eps[r.IntN(len(w.eps))]
+	w.burstEp = ep
 	n := 0
 	for _, m := range w.members {
 		if m.ep != ep || m.at < from || m.at > to {

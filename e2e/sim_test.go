@@ -170,6 +170,8 @@ type simWorld struct {
 	c       *kfake.Cluster
 	model   *simModel
 	eps     []*simEndpoint
+	drawn   int          // how many of eps drawWorld drew (the others: later worlds')
+	burstEp *simEndpoint // the refusal window's big burst's endpoint, if any
 	members []*simMember
 	dc      dispatcher.Config
 	sc      scheduler.Config
@@ -337,6 +339,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	// pick among the endpoints every seed had before them.
 	w.drawAutoPause(seed)
 	sched = append(sched, w.drawLifecycle(seed)...)
+	w.drawContent(seed)
 	w.placeMembers()
 	if w.skewSlot != 0 {
 		t.Logf("seed %d: the clock of %s is %v off", seed, map[int]string{1: "dispatcher-1", 2: "dispatcher-2", 3: "dispatcher-3", 4: "the scheduler"}[w.skewSlot], w.skew)
@@ -546,6 +549,7 @@ func (w *simWorld) createEndpoint(ep *simEndpoint) error {
 		RetryPolicy: ladderPolicy(ep.maxAttempts, 100*time.Millisecond, 300*time.Millisecond),
 		Timeout:     durationpb.New(simAttemptTimeout),
 	}
+	req.Filter, req.Transformation = ep.filter, ep.transform
 	if ep.ordered() {
 		req.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_SKIP
 		if ep.block {
@@ -645,6 +649,7 @@ func (w *simWorld) drawWorld(rng *rand.Rand) {
 		m.plan = drawPlan(rng, ep.maxAttempts, m.size)
 		w.members = append(w.members, m)
 	}
+	w.drawn = len(w.eps)
 	w.sortMembers()
 }
 
@@ -699,6 +704,9 @@ func (w *simWorld) publishAll(ctx context.Context, t0 time.Time) {
 				resp, err := w.st.events().PublishEvent(pctx, &hooklinev1.PublishEventRequest{EventType: "sim.event", Payload: m.payload(),
 					OrderingKey: m.key, EndpointIds: []string{m.ep.id}})
 				cancel()
+				if err == nil && m.filtered && len(resp.GetDeliveries()) != 0 {
+					w.t.Errorf("seed %d: %s's event is one its endpoint's filter refuses, but PublishEvent wrote %d deliveries", w.seed, m.id, len(resp.GetDeliveries()))
+				}
 				w.model.mu.Lock()
 				m.published = true
 				if err == nil && len(resp.GetDeliveries()) == 1 {

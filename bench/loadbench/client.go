@@ -62,6 +62,8 @@ type endpointSpec struct {
 	noOutageMode  bool
 	ordering      hooklinev1.Ordering
 	onHeadFailure hooklinev1.HeadFailure
+	filter        string // a CEL content filter (issue 28)
+	transform     string // a JavaScript transformation (issue 28)
 }
 
 // createEndpoint creates one endpoint and returns its id.
@@ -70,6 +72,7 @@ func (h *hookline) createEndpoint(ctx context.Context, s endpointSpec) (string, 
 		Url: s.url, EventTypes: s.eventTypes, MaxInFlight: s.maxInFlight,
 		RateLimitPerSecond: s.rate, RetryPolicy: s.retry, OutageModeDisabled: s.noOutageMode,
 		Ordering: s.ordering, OnHeadFailure: s.onHeadFailure,
+		Filter: s.filter, Transformation: s.transform,
 	}
 	if s.timeout > 0 {
 		req.Timeout = durationpb.New(s.timeout)
