@@ -213,6 +213,10 @@ func (w *simWorld) check() *simReport {
 		r.other++
 		r.note("cap: %s", b)
 	}
+	for _, id := range w.model.untransformed {
+		r.other++
+		r.note("%s: POSTed without its endpoint's transformation (no %s header)", id, simTransformHeader)
+	}
 	r.order = w.model.checkLanes(r)
 
 	// Storm detectors (bounds derived in docs/DESIGN.md "Simulation").

@@ -18,14 +18,20 @@ import (
 // stream of its own.
 
 const (
-	simFilter    = `!has(payload.skip)`
-	simTransform = `function handler(webhook) {
+	// simContentType is the event type of the filtering endpoint's
+	// events: published to no endpoint by name, so the filter runs.
+	simContentType = "sim.content"
+	simFilter      = `!has(payload.skip)`
+	simTransform   = `function handler(webhook) {
   var p = webhook.payload;
   webhook.payload = {sim: p.sim, pad: p.pad};
-  webhook.headers["x-sim-transformed"] = "1";
+  webhook.headers["` + simTransformHeader + `"] = "1";
   return webhook;
 }`
 	simTransformMaxSize = 32 << 10
+	// simTransformHeader is the header the script sets; the receiver
+	// counts a POST to the endpoint without it as a violation.
+	simTransformHeader = "x-sim-transformed"
 )
 
 func (w *simWorld) drawContent(seed uint64) {

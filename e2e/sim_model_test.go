@@ -191,6 +191,9 @@ type simModel struct {
 	// bound counts what a fault can find in flight and what completes at
 	// the rate they show (sim_check_test.go).
 	inFlight, peakInFlight, posts, orderedPosts int
+	// untransformed are POSTs to a transforming endpoint that lack the
+	// header its script sets (sim_content_test.go).
+	untransformed []string
 }
 
 func newSimModel() *simModel {
@@ -286,6 +289,9 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sm.mu.Unlock()
 		w.WriteHeader(http.StatusBadRequest)
 		return
+	}
+	if m.ep.transform != "" && r.Header.Get(simTransformHeader) != "1" {
+		sm.untransformed = append(sm.untransformed, m.id)
 	}
 	s := m.step()
 	m.cursor++

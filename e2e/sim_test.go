@@ -549,6 +549,14 @@ func (w *simWorld) createEndpoint(ep *simEndpoint) error {
 		RetryPolicy: ladderPolicy(ep.maxAttempts, 100*time.Millisecond, 300*time.Millisecond),
 		Timeout:     durationpb.New(simAttemptTimeout),
 	}
+	// Every endpoint but a filtering one takes sim.event, which only
+	// reaches it by name (named endpoints skip both filters); the
+	// filtering one takes sim.content, published to no name, so its
+	// content filter decides (sim_content_test.go).
+	req.EventTypes = []string{"sim.event"}
+	if ep.filter != "" {
+		req.EventTypes = []string{simContentType}
+	}
 	req.Filter, req.Transformation = ep.filter, ep.transform
 	if ep.ordered() {
 		req.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_SKIP
@@ -701,8 +709,11 @@ func (w *simWorld) publishAll(ctx context.Context, t0 time.Time) {
 					return
 				}
 				pctx, cancel := context.WithTimeout(w.st.ctx(), 10*time.Second)
-				resp, err := w.st.events().PublishEvent(pctx, &hooklinev1.PublishEventRequest{EventType: "sim.event", Payload: m.payload(),
-					OrderingKey: m.key, EndpointIds: []string{m.ep.id}})
+				req := &hooklinev1.PublishEventRequest{EventType: "sim.event", Payload: m.payload(), OrderingKey: m.key, EndpointIds: []string{m.ep.id}}
+				if m.ep.filter != "" {
+					req.EventType, req.EndpointIds = simContentType, nil // its filter decides
+				}
+				resp, err := w.st.events().PublishEvent(pctx, req)
 				cancel()
 				if err == nil && m.filtered && len(resp.GetDeliveries()) != 0 {
 					w.t.Errorf("seed %d: %s's event is one its endpoint's filter refuses, but PublishEvent wrote %d deliveries", w.seed, m.id, len(resp.GetDeliveries()))

@@ -120,8 +120,8 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 
 // targets returns the endpoints an event goes to: the named ones, which
 // must all be the caller's, or every endpoint whose event-type filter and
-// content filter match (named endpoints are sent to whatever their
-// filters say). It
+// content filter match (a named endpoint gets the event whatever its
+// filters say: naming is the caller's choice). It
 // reads the endpoints view after a barrier, so an endpoint created or
 // changed through any replica before this call began is seen (the
 // barrier's rounds are shared by concurrent publishes).
