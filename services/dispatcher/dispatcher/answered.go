@@ -136,7 +136,8 @@ func (a *answered) drop(key answerKey, an answer) {
 
 // attach makes j the answers' journal and holds the answers it read
 // (oldest first: a later answer to a record replaces an earlier one).
-// A segment that holds none of them is removed.
+// A segment that holds none of them is removed. Called as Run starts,
+// before any attempt can put an answer (put reads a.j unlocked).
 func (a *answered) attach(j *answerJournal, read []journaled) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
