@@ -405,7 +405,9 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { e.callbackBlocked() }),
 		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 			defer e.callbackRan()
-			s.log.Info("partitions assigned", "partitions", m[s.topics.Deliveries])
+			if ps := m[s.topics.Deliveries]; len(ps) > 0 {
+				s.log.Info("partitions assigned", "partitions", ps)
+			}
 			s.reseedHealth(ctx, m)
 			s.seedCopies(ctx, cl, e, m)
 			s.seedSkips(ctx, cl, e, m)
@@ -413,7 +415,9 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			defer e.callbackRan()
-			s.log.Info("partitions revoked", "partitions", m[s.topics.Deliveries])
+			if ps := m[s.topics.Deliveries]; len(ps) > 0 {
+				s.log.Info("partitions revoked", "partitions", ps)
+			}
 			s.probe.Revoked(m)
 			e.dropped(m)
 			s.dropHealth(m)
