@@ -475,3 +475,86 @@ func crashAboveAHangingHead(t *testing.T, path string, busy func(webhookID strin
 		t.Fatalf("%s got %d 2xx-answered POSTs for %d deliveries across a crash; want one each: what completed above the watermark was not committed", path, total, events)
 	}
 }
+
+// TestAGracefulStopCommitsOnceAfterItsAttemptsEnd (the rolling upgrade's
+// healthy p99, docs/reliability.md): a stopping dispatcher's partitions
+// stand still from SIGTERM until its successor reads them, and each
+// commit of its drain is a commit's length of that (0.5-1.2 s on the
+// chaos cluster). When the stop comes, a commit interval after the last
+// commit, S's first attempt is in flight (answered 300 ms later) and its
+// second waits behind it (cap 1; spilled by the drain). The drain used
+// to commit the spill at once, and S's answer in a second transaction;
+// it commits both in one, once S's attempt has ended.
+func TestAGracefulStopCommitsOnceAfterItsAttemptsEnd(t *testing.T) {
+	st, c := faultyStack(t, func(c *stackConfig) {
+		c.kafka.Partitions = 1
+		c.dispatcher.GroupInstanceID = "hookline-dispatcher-"
+		c.dispatcher.CommitInterval = 100 * time.Millisecond
+	})
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	var mu sync.Mutex
+	posts, arrived := map[string]int{}, map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived[r.URL.Path]++
+		mu.Unlock()
+		if r.URL.Path == "/s" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		mu.Lock()
+		posts[r.URL.Path]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	defer free() // before the server closes: its held request returns
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/h"})
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/s", MaxInFlight: 1})
+	txn := st.kafka.TopicPrefix + "dispatcher-1"
+	var commits atomic.Int32
+	var lastCommit atomic.Int64 // unix nanos of the last EndTxn
+	c.ControlKey(int16(kmsg.EndTxn), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if req := r.(*kmsg.EndTxnRequest); req.TransactionalID == txn && req.Commit {
+			commits.Add(1)
+			lastCommit.Store(time.Now().UnixNano())
+		}
+		return nil, nil, false
+	})
+	for range 2 {
+		if _, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.until("H answered twice and committed, S's first attempt in flight, no commit for three intervals", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		quiet := lastCommit.Load() != 0 && time.Since(time.Unix(0, lastCommit.Load())) > 300*time.Millisecond
+		return posts["/h"] == 2 && arrived["/s"] == 1 && quiet
+	})
+	before := commits.Load()
+
+	v := &st.dispatcher
+	v.mu.Lock()
+	cancel, done := v.cancel, v.done
+	v.mu.Unlock()
+	cancel()
+	time.AfterFunc(300*time.Millisecond, free)
+	<-done
+	if n := commits.Load() - before; n != 1 {
+		t.Fatalf("the drain committed %d transactions; want 1, once S's attempt in flight had ended", n)
+	}
+	v.start(st, st.newDispatcher(15*time.Second).Run)
+	st.terminalResults(4)
+	mu.Lock()
+	defer mu.Unlock()
+	if posts["/h"] != 2 || posts["/s"] != 2 {
+		t.Fatalf("POSTs %v across the stop; want two each", posts)
+	}
+}

@@ -45,6 +45,7 @@ type fair struct {
 	active  int           // tenants with work
 	budget  int64
 	used    int64
+	flying  int // attempts in flight, of every lane
 	waking  wakeHeap
 }
 
@@ -195,12 +196,14 @@ func (f *fair) requeue(l *lane, now time.Time) {
 // charge and uncharge account an attempt's memory.
 func (f *fair) charge(l *lane, cost int64) {
 	l.inFlight++
+	f.flying++
 	l.tenant.used += cost
 	f.used += cost
 }
 
 func (f *fair) uncharge(l *lane, cost int64) {
 	l.inFlight--
+	f.flying--
 	l.tenant.used -= cost
 	f.used -= cost
 }

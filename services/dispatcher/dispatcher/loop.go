@@ -159,7 +159,11 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 		if !stopping {
 			e.turn(now)
 		}
-		if !e.committing && (e.w.done > 0 || e.commitForced()) && (stopping || e.commitForced() || now.Sub(e.lastCommit) >= s.cfg.CommitInterval) {
+		due := now.Sub(e.lastCommit) >= s.cfg.CommitInterval
+		if stopping {
+			due = e.drainCommitDue(now, drainBy) // drain.go
+		}
+		if !e.committing && (e.w.done > 0 || e.commitForced()) && (due || e.commitForced()) {
 			e.commit(ctx, sess, now)
 			if !e.committing {
 				e.lastCommit = now // nothing to write: no transaction
