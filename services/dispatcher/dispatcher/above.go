@@ -1,7 +1,6 @@
 package dispatcher
 
 import (
-	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -247,23 +246,12 @@ func (e *engine) aboveEnded(committed bool) {
 	}
 }
 
-// seedSkips is the assignment callback's part: it reads the group's
-// committed offsets of the assigned partitions and hands the offsets
-// their metadata names as committed above them to the loop. A read that
-// fails skips nothing the loop does not already know (duplicates, never
-// a loss).
-func (s *Service) seedSkips(ctx context.Context, cl *kgo.Client, e *engine, assigned map[string][]int32) {
+// seedSkips is the assignment callback's part: it hands the loop the
+// offsets the committed offsets' metadata names as committed above them
+// (committed, read by the callback). A read that failed skips nothing
+// the loop does not already know (duplicates, never a loss).
+func (s *Service) seedSkips(e *engine, assigned map[string][]int32, committed kadm.OffsetResponses) {
 	topic := s.topics.Deliveries
-	if len(assigned[topic]) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, lookbackTimeout)
-	defer cancel()
-	committed, err := kadm.NewClient(cl).FetchOffsets(ctx, s.cfg.Group)
-	if err != nil {
-		s.log.Warn("committed offsets not read; deliveries committed above the watermark are attempted again", "err", err)
-		return
-	}
 	for _, p := range assigned[topic] {
 		c, ok := committed.Lookup(topic, p)
 		if !ok || c.Err != nil {

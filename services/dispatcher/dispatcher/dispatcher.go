@@ -275,26 +275,21 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		n, _ := s.answered.size()
 		s.log.Info("answers journal opened", "dir", dir, "read", len(read), "held", n)
 	}
+	began := time.Now()
 	if err := s.cfg.Kafka.Ensure(ctx, s.cfg.Kafka.Specs()); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
 		}
 		return fmt.Errorf("dispatcher: %w", err)
 	}
+	ensured := time.Since(began)
 	// The endpoints view failing stops dispatching: without it the
 	// dispatcher could sign with a stale secret or miss a pause.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stopStore, err := s.store.StartWatched(ctx, s.cfg.Kafka, func(err error) { cancel(fmt.Errorf("dispatcher: endpoints: %w", err)) })
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("dispatcher: endpoints: %w", err)
-	}
-	defer stopStore()
 	// The notices view: endpoint health that outlives this process; the
-	// lanes view: ordered lanes' members outside memory.
+	// lanes view: ordered lanes' members outside memory. Both are read
+	// in the background from now on.
 	followDone := make(chan struct{}, 2)
 	for name, f := range map[string]*hkafka.Follower{"notices": s.noticeFollow, "lanes": s.laneFollow} {
 		go func() {
@@ -309,6 +304,35 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		<-followDone
 		<-followDone
 	}()
+	// The first session's start (rejoin.go: its fence, and what the
+	// group still assigns this instance) runs beside the endpoints
+	// view's first read: a restarted dispatcher's partitions wait for
+	// both (a static member's since its predecessor began to drain), and
+	// neither needs the other. Later sessions start themselves (consume).
+	startCtx, stopStart := context.WithCancel(ctx)
+	var first *sessionStart
+	started := make(chan error, 1)
+	go func() {
+		var err error
+		first, err = s.startSession(startCtx)
+		started <- err
+	}()
+	stopStore, err := s.store.StartWatched(ctx, s.cfg.Kafka, func(err error) { cancel(fmt.Errorf("dispatcher: endpoints: %w", err)) })
+	if err != nil {
+		stopStart()
+		if err := <-started; err != nil {
+			s.log.Debug("the session's start ended with the endpoints view's failure", "err", err)
+		}
+		return startFailed(ctx, fmt.Errorf("dispatcher: endpoints: %w", err))
+	}
+	defer stopStore()
+	viewRead := time.Since(began)
+	err = <-started
+	stopStart()
+	if err != nil {
+		return startFailed(ctx, fmt.Errorf("dispatcher: %w", err))
+	}
+	s.log.Info("dispatcher started", "topics_ensured_in", ensured, "endpoints_read_in", viewRead, "session_started_in", time.Since(began))
 
 	if s.cfg.NoticeWebhookURL != "" {
 		n, err := notify.New(s.cfg.Kafka, s.cfg.Group+"-notifier", s.cfg.NoticeWebhookURL, s.cfg.NoticeWebhookSecret, s.noticeClient, s.log, s.rand)
@@ -339,7 +363,11 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	// A commit whose end failed with its outcome unknown ends the
 	// session, not the process: a new one, after a backoff, starts from
 	// what Kafka committed (hkafka.Resume; docs/DESIGN.md I40).
-	if err := hkafka.Resume(ctx, s.log, "dispatcher", func(ctx context.Context) error { return s.consume(ctx, opts) }); err != nil {
+	if err := hkafka.Resume(ctx, s.log, "dispatcher", func(ctx context.Context) error {
+		start := first // above, beside the endpoints view's read
+		first = nil
+		return s.consume(ctx, opts, start)
+	}); err != nil {
 		return err
 	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -348,13 +376,27 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	return nil
 }
 
+// startFailed is Run's error for err, a step of its start that failed:
+// what cancelled ctx (a view's reader that failed) if that is why, none
+// if Run was stopped while starting, err otherwise.
+func startFailed(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		if errors.Is(cause, context.Canceled) {
+			return nil // stopped while starting
+		}
+		return cause
+	}
+	return err
+}
+
 // consume dispatches the deliveries topic in one transactional session
 // until ctx ends or the session fails. It begins from the state a freshly
 // started process has (freshSession) and returns only once every
 // goroutine it started has returned (the loop's end, the automatic
 // pauses' outcome watchers), so that nothing of one session runs on into
-// the next (docs/DESIGN.md I40).
-func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
+// the next (docs/DESIGN.md I40). start is the session's start when Run
+// made it (the first session's); consume makes it when nil.
+func (s *Service) consume(ctx context.Context, opts []kgo.Opt, start *sessionStart) error {
 	s.freshSession()
 	ctx, endSession := context.WithCancel(ctx)
 	defer func() {
@@ -377,12 +419,18 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 	// An earlier instance killed mid-commit left its transaction open,
 	// and nothing behind it in the partitions it wrote to (results,
 	// retries, deliveries) is readable until it ends: end it now, not
-	// after the rebalance or the transaction timeout.
-	if err := s.cfg.Kafka.Fence(ctx, s.cfg.TransactionalID, s.cfg.TxnTimeout); err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped while starting
+	// after the rebalance or the transaction timeout (rejoin.go).
+	if start == nil {
+		if start, err = s.startSession(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while starting
+			}
+			return fmt.Errorf("dispatcher: %w", err)
 		}
-		return fmt.Errorf("dispatcher: %w", err)
+	}
+	if len(start.owned) > 0 {
+		e.y.synced.askBack(start.owned, start.gen) // rejoin.go
+		s.log.Info("rejoining as a static member: the join asks for the partitions the group still assigns this instance", "partitions", start.owned, "generation", start.gen)
 	}
 	if id := s.cfg.GroupInstanceID; id != "" {
 		opts = append(slices.Clip(opts), kgo.InstanceID(id)) // static membership (config.go)
@@ -408,9 +456,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 			if ps := m[s.topics.Deliveries]; len(ps) > 0 {
 				s.log.Info("partitions assigned", "partitions", ps)
 			}
-			s.reseedHealth(ctx, m)
-			s.seedCopies(ctx, cl, e, m)
-			s.seedSkips(ctx, cl, e, m)
+			s.seedAssigned(ctx, cl, e, m) // assigned.go
 			s.probe.Assigned(m)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
@@ -425,7 +471,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt) error {
 		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 			defer e.callbackRan()
 			_, gen := cl.GroupMetadata()
-			e.y.synced.lostAt(m[s.topics.Deliveries], gen)
+			e.y.synced.askBack(m[s.topics.Deliveries], gen)
 			s.log.Info("the group session ended with its partitions lost; the next join asks for them back", "partitions", m[s.topics.Deliveries], "generation", gen)
 			s.probe.Lost()
 			e.dropped(m)
@@ -488,12 +534,6 @@ func (l *lockedRand) Int64N(n int64) int64 {
 // The wait is bounded (reseedTimeout): a rebalance callback that never
 // returned would leave the new partitions unconsumed.
 func (s *Service) reseedHealth(ctx context.Context, assigned map[string][]int32) {
-	if len(assigned[s.topics.Deliveries]) == 0 {
-		// Nothing new (a cooperative rebalance that only took
-		// partitions away): the callback returns at once, since the
-		// loop does not poll while it runs (yield.go).
-		return
-	}
 	ctx, cancel := context.WithTimeout(ctx, reseedTimeout)
 	defer cancel()
 	if err := s.noticeFollow.Sync(ctx, s.topics.Notices); err != nil {

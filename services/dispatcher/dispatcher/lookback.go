@@ -85,8 +85,9 @@ func copyable(r *kgo.Record) string {
 }
 
 // lookback reads the recent past of the deliveries partitions in
-// assigned (see above) and returns the keys to remember.
-func (s *Service) lookback(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) ([]seed, error) {
+// assigned (see above), below their committed offsets, and returns the
+// keys to remember.
+func (s *Service) lookback(ctx context.Context, cl *kgo.Client, assigned map[string][]int32, committed kadm.OffsetResponses) ([]seed, error) {
 	topic := s.topics.Deliveries
 	parts := assigned[topic]
 	if len(parts) == 0 || s.cfg.CopyLookback <= 0 {
@@ -94,12 +95,7 @@ func (s *Service) lookback(ctx context.Context, cl *kgo.Client, assigned map[str
 	}
 	ctx, cancel := context.WithTimeout(ctx, lookbackTimeout)
 	defer cancel()
-	adm := kadm.NewClient(cl)
-	committed, err := adm.FetchOffsets(ctx, s.cfg.Group)
-	if err != nil {
-		return nil, fmt.Errorf("committed offsets: %w", err)
-	}
-	after, err := adm.ListOffsetsAfterMilli(ctx, s.now().Add(-s.cfg.CopyLookback).UnixMilli(), topic)
+	after, err := kadm.NewClient(cl).ListOffsetsAfterMilli(ctx, s.now().Add(-s.cfg.CopyLookback).UnixMilli(), topic)
 	if err != nil {
 		return nil, fmt.Errorf("offsets %v ago: %w", s.cfg.CopyLookback, err)
 	}
@@ -160,11 +156,11 @@ func (s *Service) lookback(ctx context.Context, cl *kgo.Client, assigned map[str
 }
 
 // seedCopies is the assignment callback's part of copy detection: it
-// reads the assigned partitions' recent past and hands what can have
-// copies to the loop.
-func (s *Service) seedCopies(ctx context.Context, cl *kgo.Client, e *engine, assigned map[string][]int32) {
+// reads the assigned partitions' recent past, below the committed
+// offsets the callback read, and hands what can have copies to the loop.
+func (s *Service) seedCopies(ctx context.Context, cl *kgo.Client, e *engine, assigned map[string][]int32, committed kadm.OffsetResponses) {
 	began := time.Now()
-	got, err := s.lookback(ctx, cl, assigned)
+	got, err := s.lookback(ctx, cl, assigned, committed)
 	if err != nil {
 		s.log.Warn("assigned partitions' recent past not read whole; copies of deliveries taken before are attempted again", "err", err, "remembered", len(got))
 	} else if len(got) > 0 {

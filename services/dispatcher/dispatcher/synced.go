@@ -12,8 +12,9 @@ import (
 // syncedBalancer is the group's cooperative-sticky balancer that also
 // remembers the assignment the last SyncGroup gave this member, so that
 // the loop knows, when a partition callback waits, which partitions it
-// revokes (yield.go), and that asks for the partitions of a lost
-// session back when it joins again (lostAt). Safe for concurrent use.
+// revokes (yield.go), and that asks for partitions back when it joins
+// again: a lost session's, and a restarted static instance's (askBack).
+// Safe for concurrent use.
 type syncedBalancer struct {
 	kgo.GroupBalancer
 	topic string
@@ -22,9 +23,10 @@ type syncedBalancer struct {
 	assigned map[tp]bool
 	ok       bool
 
-	// The partitions of the deliveries topic a failed group session
-	// lost, and the generation they were owned in, until a SyncGroup
-	// answers the join that asks for them back.
+	// The partitions of the deliveries topic this member asks back (a
+	// failed group session lost them, or the group still assigns them
+	// to this restarted instance), and the generation they were owned
+	// in, until a SyncGroup answers the join that asks for them.
 	lost    []int32
 	lostGen int32
 }
@@ -51,8 +53,10 @@ func (b *syncedBalancer) ParseSyncAssignment(assignment []byte) (map[string][]in
 	return m, nil
 }
 
-// lostAt records the partitions a failed group session lost (the
-// OnPartitionsLost callback) and the generation they were owned in.
+// askBack records partitions the next join asks for back, and the
+// generation they were owned in: those a failed group session lost (the
+// OnPartitionsLost callback), and those the group still assigns a static
+// instance that restarted (rejoin.go).
 //
 // A session fails when the group's coordinator dies or cannot be
 // reached: every member's does at once, and franz-go then joins again
@@ -74,7 +78,7 @@ func (b *syncedBalancer) ParseSyncAssignment(assignment []byte) (map[string][]in
 // protocol's two-step hand-off honest: a partition planned elsewhere is
 // not held back waiting for this member to revoke what it does not
 // have, which nothing would ever do.
-func (b *syncedBalancer) lostAt(parts []int32, gen int32) {
+func (b *syncedBalancer) askBack(parts []int32, gen int32) {
 	if len(parts) == 0 {
 		return
 	}
@@ -84,9 +88,9 @@ func (b *syncedBalancer) lostAt(parts []int32, gen int32) {
 	b.lostGen = max(b.lostGen, gen)
 }
 
-// JoinGroupMetadata is the wrapped balancer's, with the partitions a
-// failed session lost as this member's sticky history when it owns
-// none of the topic now (lostAt).
+// JoinGroupMetadata is the wrapped balancer's, with the partitions asked
+// back as this member's sticky history when it owns none of the topic
+// now (askBack).
 func (b *syncedBalancer) JoinGroupMetadata(interests []string, current map[string][]int32, gen int32) []byte {
 	b.mu.Lock()
 	lost, lostGen := slices.Clone(b.lost), b.lostGen
