@@ -251,6 +251,9 @@ func (w *simWorld) startDispatcher(s *simSlot) {
 	if c.AnswersDir != "" {
 		c.AnswersDir = filepath.Join(c.AnswersDir, fmt.Sprint(s.n)) // one journal per slot, kept across its restarts
 	}
+	if c.GroupInstanceID != "" {
+		c.GroupInstanceID = fmt.Sprint(c.GroupInstanceID, s.n) // one static member per slot, kept across its restarts
+	}
 	c.Kafka.ClientOpts = append(slices.Clip(c.Kafka.ClientOpts), kgo.Dialer(s.freeze.dial))
 	s.started++
 	now := w.clock(s.n)
@@ -334,6 +337,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	w.drawMemory(seed)
 	w.drawQueue(seed)
 	w.drawJournal(seed)
+	w.drawStatic(seed)
 	sched := append(append(w.drawSchedule(rng), w.drawRefusals(seed)...), w.drawGroupLost(seed)...)
 	// Endpoints created and deleted mid-run come last: the draws above
 	// pick among the endpoints every seed had before them.
