@@ -267,23 +267,10 @@ func TestAGracefulStopRePOSTsNothingCompletedAboveAWaitingDelivery(t *testing.T)
 		c.kafka.Partitions = 1
 		c.dispatcher.GroupInstanceID = "hookline-dispatcher-"
 	})
-	release := make(chan struct{})
-	var mu sync.Mutex
-	posts := map[string]int{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/s" {
-			select {
-			case <-release:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		mu.Lock()
-		posts[r.URL.Path+" "+r.Header.Get("webhook-id")]++
-		mu.Unlock()
-		w.WriteHeader(http.StatusOK)
-	}))
+	rx := newHeldReceiver("/s")
+	srv := httptest.NewServer(rx)
 	defer srv.Close()
+	defer rx.free() // before the server closes: a held request returns
 	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/s", MaxInFlight: 1})
 	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/h"})
 	const events = 6
@@ -294,9 +281,9 @@ func TestAGracefulStopRePOSTsNothingCompletedAboveAWaitingDelivery(t *testing.T)
 		}
 	}
 	count := func(path string) (distinct, total int) {
-		mu.Lock()
-		defer mu.Unlock()
-		for k, n := range posts {
+		rx.mu.Lock()
+		defer rx.mu.Unlock()
+		for k, n := range rx.answered {
 			if strings.HasPrefix(k, path+" ") {
 				distinct++
 				total += n
@@ -313,7 +300,7 @@ func TestAGracefulStopRePOSTsNothingCompletedAboveAWaitingDelivery(t *testing.T)
 	cancel, done := v.cancel, v.done
 	v.mu.Unlock()
 	cancel()
-	close(release)
+	rx.free()
 	<-done
 	v.start(st, st.newDispatcher(15*time.Second).Run)
 
@@ -491,29 +478,10 @@ func TestAGracefulStopCommitsOnceAfterItsAttemptsEnd(t *testing.T) {
 		c.dispatcher.GroupInstanceID = "hookline-dispatcher-"
 		c.dispatcher.CommitInterval = 100 * time.Millisecond
 	})
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	var mu sync.Mutex
-	posts, arrived := map[string]int{}, map[string]int{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		arrived[r.URL.Path]++
-		mu.Unlock()
-		if r.URL.Path == "/s" {
-			select {
-			case <-release:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		mu.Lock()
-		posts[r.URL.Path]++
-		mu.Unlock()
-		w.WriteHeader(http.StatusOK)
-	}))
+	rx := newHeldReceiver("/s")
+	srv := httptest.NewServer(rx)
 	defer srv.Close()
-	defer free() // before the server closes: its held request returns
+	defer rx.free() // before the server closes: a held request returns
 	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/h"})
 	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: srv.URL + "/s", MaxInFlight: 1})
 	txn := st.kafka.TopicPrefix + "dispatcher-1"
@@ -533,10 +501,10 @@ func TestAGracefulStopCommitsOnceAfterItsAttemptsEnd(t *testing.T) {
 		}
 	}
 	st.until("H answered twice and committed, S's first attempt in flight, no commit for three intervals", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
 		quiet := lastCommit.Load() != 0 && time.Since(time.Unix(0, lastCommit.Load())) > 300*time.Millisecond
-		return posts["/h"] == 2 && arrived["/s"] == 1 && quiet
+		_, h := rx.counts("/h")
+		s, _ := rx.counts("/s")
+		return h == 2 && s == 1 && quiet
 	})
 	before := commits.Load()
 
@@ -545,16 +513,67 @@ func TestAGracefulStopCommitsOnceAfterItsAttemptsEnd(t *testing.T) {
 	cancel, done := v.cancel, v.done
 	v.mu.Unlock()
 	cancel()
-	time.AfterFunc(300*time.Millisecond, free)
+	time.AfterFunc(300*time.Millisecond, rx.free)
 	<-done
 	if n := commits.Load() - before; n != 1 {
 		t.Fatalf("the drain committed %d transactions; want 1, once S's attempt in flight had ended", n)
 	}
 	v.start(st, st.newDispatcher(15*time.Second).Run)
 	st.terminalResults(4)
-	mu.Lock()
-	defer mu.Unlock()
-	if posts["/h"] != 2 || posts["/s"] != 2 {
-		t.Fatalf("POSTs %v across the stop; want two each", posts)
+	_, h := rx.counts("/h")
+	_, s := rx.counts("/s")
+	if h != 2 || s != 2 {
+		t.Fatalf("POSTs answered across the stop: H %d, S %d; want two each", h, s)
 	}
+}
+
+// heldReceiver answers 200 at once, except on path held, where each
+// request waits until free is called (or its client gives up, and it
+// goes unanswered). It counts the requests that arrived, by path, and
+// those it answered, by path and webhook-id.
+type heldReceiver struct {
+	held    string
+	release chan struct{}
+	once    sync.Once
+
+	mu       sync.Mutex
+	arrived  map[string]int
+	answered map[string]int // "path webhook-id"
+}
+
+func newHeldReceiver(held string) *heldReceiver {
+	return &heldReceiver{held: held, release: make(chan struct{}), arrived: map[string]int{}, answered: map[string]int{}}
+}
+
+func (h *heldReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.arrived[r.URL.Path]++
+	h.mu.Unlock()
+	if r.URL.Path == h.held {
+		select {
+		case <-h.release:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	h.mu.Lock()
+	h.answered[r.URL.Path+" "+r.Header.Get("webhook-id")]++
+	h.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+// free lets the held requests, and every later one, be answered.
+func (h *heldReceiver) free() { h.once.Do(func() { close(h.release) }) }
+
+// counts returns how many requests to path arrived and how many were
+// answered.
+func (h *heldReceiver) counts(path string) (arrived, answered int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, n := range h.answered {
+		if strings.HasPrefix(k, path+" ") {
+			answered += n
+		}
+	}
+	return h.arrived[path], answered
 }
