@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,6 +45,10 @@ var ErrSyncTimeout = errors.New("follower did not catch up in time")
 // from the position, read_committed, as the consumer would) and moves the
 // position over whatever holds nothing to apply.
 //
+// A consumer that leaves a record unread while the waits' probes read it
+// (one seen after every broker of a cluster restarted) is made again
+// from its positions (stuck.go).
+//
 // Every wait is bounded: by the caller's context and by
 // DefaultSyncTimeout.
 type Follower struct {
@@ -54,10 +59,11 @@ type Follower struct {
 	batch BatchApply
 	from  Offsets
 
-	// syncTimeout and probeAfter are DefaultSyncTimeout and
-	// defaultProbeAfter; tests shorten them.
+	// syncTimeout, probeAfter and stuckAfter are DefaultSyncTimeout,
+	// defaultProbeAfter and defaultStuckAfter; tests shorten them.
 	syncTimeout time.Duration
 	probeAfter  time.Duration
+	stuckAfter  time.Duration
 
 	mu       sync.Mutex
 	pos      map[string]map[int32]int64 // topic → partition → next offset
@@ -65,10 +71,20 @@ type Follower struct {
 	ids      map[string][16]byte        // topic IDs, for probe fetches
 	parts    map[string]partitionList   // partitions, for lastStable
 	probing  chan struct{}              // held by the one probe running
+	// waiting is, per partition a probe found a record at the position
+	// of, since when it has been found there (stuck.go); rebuild is set
+	// when the consumer is to be made again; cut ends its poll in
+	// progress (nil when none is), begun at polling; rebuilds counts the
+	// consumers made again.
+	waiting  map[string]map[int32]waitingAt
+	rebuild  bool
+	cut      context.CancelFunc
+	polling  time.Time
+	rebuilds int
 	rounds   rounds                     // SyncAll's shared requests
-	// probed, when set (tests), sees the record bytes each probe fetch
-	// returned, while the probe holds them.
-	probed func(bytes int)
+	// probedBytes, when set (tests), sees the record bytes each probe
+	// fetch returned, while the probe holds them.
+	probedBytes func(bytes int)
 
 	// Set by Run before admReady is closed: the consumer, and the client
 	// that waits list offsets and probe with.
@@ -86,7 +102,9 @@ func NewFollower(apply func(*kgo.Record), topics ...string) *Follower {
 		apply:       apply,
 		syncTimeout: DefaultSyncTimeout,
 		probeAfter:  defaultProbeAfter,
+		stuckAfter:  defaultStuckAfter,
 		pos:         map[string]map[int32]int64{},
+		waiting:     map[string]map[int32]waitingAt{},
 		ids:         map[string][16]byte{},
 		parts:       map[string]partitionList{},
 		advanced:    make(chan struct{}),
@@ -172,23 +190,25 @@ func (f *Follower) Run(ctx context.Context, cfg Config) error {
 		}
 		consume = kgo.ConsumePartitions(start)
 	}
-	cl, err := kgo.NewClient(append(append(opts,
-		consume,
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-	), f.fetchLimits()...)...)
+	cl, err := kgo.NewClient(f.consumerOpts(opts, consume)...)
 	if err != nil {
 		return fmt.Errorf("follow %v: %w", f.topics, err)
 	}
-	defer cl.Close()
+	f.mu.Lock()
 	f.cl = cl
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		cl := f.cl
+		f.mu.Unlock()
+		cl.Close()
+	}()
 	close(f.admReady)
 	if f.batch != nil {
-		return f.runBatches(ctx, cl)
+		return f.runBatches(ctx, opts)
 	}
 	for {
-		fs, err := poll(ctx, cl)
+		fs, err := f.next(ctx, opts)
 		if fs == nil {
 			return err
 		}
@@ -201,6 +221,17 @@ func (f *Follower) Run(ctx context.Context, cfg Config) error {
 		})
 		f.mu.Unlock()
 	}
+}
+
+// consumerOpts are the consumer's options: opts, where it reads from
+// (consume), read_committed with the transaction markers kept.
+func (f *Follower) consumerOpts(opts []kgo.Opt, consume kgo.Opt) []kgo.Opt {
+	return append(append(slices.Clip(opts),
+		consume,
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	), f.fetchLimits()...)
 }
 
 // poll returns the next fetches, or nil and why Run ends: nil when ctx
@@ -276,9 +307,9 @@ func (f *Follower) listStartOffsets(ctx context.Context) (map[string]map[int32]k
 
 // runBatches is Run's loop for a batch Follower: each poll's records go
 // to f.batch in one call, and the position moves once it returned.
-func (f *Follower) runBatches(ctx context.Context, cl *kgo.Client) error {
+func (f *Follower) runBatches(ctx context.Context, opts []kgo.Opt) error {
 	for {
-		fs, err := poll(ctx, cl)
+		fs, err := f.next(ctx, opts)
 		if fs == nil {
 			return err
 		}
@@ -552,9 +583,11 @@ func (f *Follower) waitFor(ctx context.Context, topic string, targets map[int32]
 				if last, ok := seen[p]; ok && last == pos {
 					// A failed probe (leader moving, broker away) is
 					// tried again at the next tick.
-					if err := f.probe(ctx, topic, p, pos); err != nil {
+					waiting, err := f.probe(ctx, topic, p, pos)
+					if err != nil {
 						probeErr = err
 					}
+					f.probed(topic, p, pos, waiting) // stuck.go
 				}
 				seen[p] = pos
 			}
@@ -582,26 +615,27 @@ const probeBatches = 16
 // runs at a time per Follower: a rebuild from offset 0 leaves many
 // partitions standing still behind, and every waiting call probes them,
 // so what probes hold must not grow with the backlog or the callers.
-func (f *Follower) probe(ctx context.Context, topic string, partition int32, from int64) error {
+func (f *Follower) probe(ctx context.Context, topic string, partition int32, from int64) (waiting bool, err error) {
 	select {
 	case f.probing <- struct{}{}:
 		defer func() { <-f.probing }()
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
 	f.mu.Lock()
 	moved := f.pos[topic][partition] > from
 	f.mu.Unlock()
 	if moved {
-		return nil // read, or probed by another waiter, meanwhile
+		return false, nil // read, or probed by another waiter, meanwhile
 	}
+	at := from
 	for range probeBatches + 2 { // two more: out of range, then from the log start
 		rp, err := f.fetchOnce(ctx, topic, partition, from)
 		if err != nil {
-			return err
+			return false, err
 		}
-		if f.probed != nil {
-			f.probed(len(rp.RecordBatches))
+		if f.probedBytes != nil {
+			f.probedBytes(len(rp.RecordBatches))
 		}
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 			KeepControlRecords: true,
@@ -614,19 +648,19 @@ func (f *Follower) probe(ctx context.Context, topic string, partition int32, fro
 		case errors.Is(fp.Err, kerr.OffsetOutOfRange):
 			starts, err := f.adm.ListStartOffsets(ctx, topic)
 			if err != nil {
-				return fmt.Errorf("list start offsets: %w", err)
+				return false, fmt.Errorf("list start offsets: %w", err)
 			}
 			start, ok := starts.Lookup(topic, partition)
 			if !ok || start.Err != nil {
-				return fmt.Errorf("list start offset of %s/%d: %w", topic, partition, start.Err)
+				return false, fmt.Errorf("list start offset of %s/%d: %w", topic, partition, start.Err)
 			}
 			if start.Offset <= from {
-				return nil // past the end (truncated): the next Sync lists new ends
+				return false, nil // past the end (truncated): the next Sync lists new ends
 			}
 			from = start.Offset // deleted below here: nothing to apply
 			continue
 		case fp.Err != nil:
-			return nil //nolint:nilerr // the consumer meets the same error and reports it
+			return false, nil //nolint:nilerr // the consumer meets the same error and reports it
 		}
 		if len(fp.Records) > 0 {
 			next = fp.Records[0].Offset // the consumer hands this one over
@@ -635,11 +669,13 @@ func (f *Follower) probe(ctx context.Context, topic string, partition int32, fro
 		f.advanceLocked(topic, partition, next)
 		f.mu.Unlock()
 		if len(fp.Records) > 0 || next <= from {
-			return nil // a record to hand over, or the end
+			// A record to hand over (at the position the wait saw:
+			// the consumer has not handed it over), or the end.
+			return len(fp.Records) > 0 && fp.Records[0].Offset == at, nil
 		}
 		from = next // a batch with nothing to apply: the next one
 	}
-	return nil
+	return false, nil
 }
 
 // fetchOnce sends one Fetch for topic/partition at offset to its leader,
@@ -649,7 +685,10 @@ func (f *Follower) fetchOnce(ctx context.Context, topic string, partition int32,
 	if err != nil {
 		return nil, err
 	}
-	leader, _, err := f.cl.PartitionLeader(topic, partition)
+	f.mu.Lock()
+	cl := f.cl // made again when stuck (stuck.go)
+	f.mu.Unlock()
+	leader, _, err := cl.PartitionLeader(topic, partition)
 	if err != nil {
 		return nil, fmt.Errorf("leader of %s/%d: %w", topic, partition, err)
 	}

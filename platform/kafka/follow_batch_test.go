@@ -95,7 +95,7 @@ func TestProbesReadOneBatchAtATimeWhateverTheCallers(t *testing.T) {
 	var mu sync.Mutex
 	running, most, probes, largest := 0, 0, 0, 0
 	enough := make(chan struct{})
-	f.probed = func(n int) {
+	f.probedBytes = func(n int) {
 		mu.Lock()
 		running++
 		most, probes, largest = max(most, running), probes+1, max(largest, n)
