@@ -81,7 +81,7 @@ type Follower struct {
 	cut      context.CancelFunc
 	polling  time.Time
 	rebuilds int
-	rounds   rounds                     // SyncAll's shared requests
+	rounds   rounds // SyncAll's shared requests
 	// probedBytes, when set (tests), sees the record bytes each probe
 	// fetch returned, while the probe holds them.
 	probedBytes func(bytes int)
