@@ -27,6 +27,8 @@ func benchmarkApply(b *testing.B, fanout int) {
 		b.Fatal(err)
 	}
 	defer s.Close()
+	var batchBytes int
+	s.committed = func(n int, _ hkafka.Offsets) { batchBytes += n }
 	payload := make([]byte, 2048)
 	now := time.Now()
 	var recs []*kgo.Record
@@ -65,4 +67,12 @@ func benchmarkApply(b *testing.B, fanout int) {
 		}
 	}
 	b.ReportMetric(float64(2*b.N)/b.Elapsed().Seconds(), "records/s")
+	// What the index writes per delivery, the lever on its compactions'
+	// CPU: the batches' bytes, and what Pebble's flushes and compactions
+	// wrote of them (compactions run in the background, so the last
+	// figure lags a little at the end of a run).
+	m := s.db.Metrics().Total()
+	b.ReportMetric(float64(batchBytes)/float64(b.N), "batch-B/dlv")
+	b.ReportMetric(float64(m.TableBytesFlushed)/float64(b.N), "flushed-B/dlv")
+	b.ReportMetric(float64(m.TableBytesCompacted)/float64(b.N), "compacted-B/dlv")
 }

@@ -3,6 +3,8 @@ package history
 import (
 	"bytes"
 	"encoding/binary"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 )
 
 // The index is one Pebble keyspace. Every key starts with a short tag
@@ -10,6 +12,7 @@ import (
 // hold a NUL. Delivery and event ids sort by creation time, so every
 // list below is in time order and a time range is a key range.
 //
+//	v                                     → the format (8): formatVersion
 //	o  topic partition(4)                 → next offset (8): what is applied
 //	s  tenant dlv                         → DeliveryStatus (the summary)
 //	m  tenant dlv                         → Delivery, latest record, no payload
@@ -17,14 +20,25 @@ import (
 //	e  tenant evt                         → GetEventResponse: type, created, the payload once
 //	ed tenant evt dlv                     → ∅: an event's deliveries
 //	lp tenant endpoint dlv                → ∅: by endpoint; its payload bytes (8) once a record carrying it is read
-//	lq tenant endpoint state(1) dlv       → ∅: by endpoint and state
+//	lq tenant endpoint state(1) dlv       → ∅: by endpoint and state, every state but DELIVERED
 //	lt tenant type dlv                    → ∅: by event type
-//	ls tenant state(1) dlv                → ∅: by state
+//	ls tenant state(1) dlv                → ∅: by state, every state but DELIVERED
 //	lv tenant type evt                    → ∅: events by type
-//	td dlv tenant                         → ∅: deliveries by age, for retention
-//	te evt tenant                         → ∅: events by age, for retention
 //	hb tenant endpoint                    → payload bytes (8) of the endpoint's unended deliveries
+//
+// What a record writes is what its compactions rewrite (half of
+// `hookline dev`'s CPU at fan-out 10 was this index; BENCHMARKS.md), so
+// nothing is written twice (format 2):
+//   - a value leaves out what its key or the delivery's summary holds
+//     (slim.go): the tenant, delivery, event, endpoint and event type
+//     ids were about a third of a delivery's bytes;
+//   - DELIVERED, the state nearly every delivery ends in, has no state
+//     entries: a list by it walks the summaries (or the endpoint's
+//     entries), where it is the common case, not a needle;
+//   - retention walks each tenant's summaries and events, which sort by
+//     age already, instead of age entries of their own.
 const (
+	tagFormat     = "v"
 	tagOffset     = "o"
 	tagStatus     = "s"
 	tagMeta       = "m"
@@ -36,10 +50,18 @@ const (
 	tagByType     = "lt"
 	tagByState    = "ls"
 	tagEvByType   = "lv"
-	tagAgeDlv     = "td"
-	tagAgeEvent   = "te"
 	tagHeldBytes  = "hb"
 )
+
+// formatVersion is the layout above. An index of another (or no stored)
+// format is rebuilt from the topics at Open: it is a view.
+const formatVersion = 2
+
+// stateIndexed says whether deliveries in st have state entries (ls,
+// lq): every state but DELIVERED.
+func stateIndexed(st hooklinev1.DeliveryState) bool {
+	return st != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED
+}
 
 // key joins tag and parts with NUL separators.
 func key(tag string, parts ...string) []byte {

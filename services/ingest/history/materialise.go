@@ -127,7 +127,7 @@ type row struct {
 // one from what the record says.
 func loadRow(b *pebble.Batch, tenant, id, eventID, endpoint, typ string) (*row, error) {
 	st := &hooklinev1.DeliveryStatus{}
-	found, err := getProto(b, key(tagStatus, tenant, id), st)
+	found, err := getStatus(b, tenant, id, st)
 	if err != nil {
 		return nil, err
 	}
@@ -141,27 +141,22 @@ func loadRow(b *pebble.Batch, tenant, id, eventID, endpoint, typ string) (*row, 
 }
 
 // save writes the summary and, for a new delivery or a changed state,
-// the index entries that name it.
+// the index entries that name it (DELIVERED has no state entries).
 func (w *row) save(b *pebble.Batch, oldState hooklinev1.DeliveryState) error {
 	st := w.status
 	var errs []error
 	set := func(k, v []byte) { errs = append(errs, b.Set(k, v, nil)) }
 	del := func(k []byte) { errs = append(errs, b.Delete(k, nil)) }
-	v, err := proto.Marshal(st)
-	if err != nil {
-		return fmt.Errorf("history: encode status: %w", err)
-	}
-	set(key(tagStatus, w.tenant, w.id), v)
+	errs = append(errs, setStatus(b, key(tagStatus, w.tenant, w.id), st))
 	if w.isNew {
 		set(key(tagEventDlv, w.tenant, st.GetEventId(), w.id), nil)
 		set(key(tagByEndpoint, w.tenant, st.GetEndpointId(), w.id), sizeValue(w.size))
 		set(key(tagByType, w.tenant, st.GetEventType(), w.id), nil)
-		set(key(tagAgeDlv, w.id, w.tenant), nil)
-	} else if oldState != st.GetState() {
+	} else if oldState != st.GetState() && stateIndexed(oldState) {
 		del(key(tagByState, w.tenant, stateByte(int32(oldState)), w.id))
 		del(key(tagByEpState, w.tenant, st.GetEndpointId(), stateByte(int32(oldState)), w.id))
 	}
-	if w.isNew || oldState != st.GetState() {
+	if (w.isNew || oldState != st.GetState()) && stateIndexed(st.GetState()) {
 		set(key(tagByState, w.tenant, stateByte(int32(st.GetState())), w.id), nil)
 		set(key(tagByEpState, w.tenant, st.GetEndpointId(), stateByte(int32(st.GetState())), w.id), nil)
 	}
@@ -191,13 +186,8 @@ func (s *Store) putDelivery(b *pebble.Batch, seen eventsSeen, d *hooklinev1.Deli
 	if err := putEvent(b, seen, tenant, d.GetEventId(), d.GetEventType(), d); err != nil {
 		return err
 	}
-	// The latest record, for a resend; the payload lives with the event
-	// (left out of the encoding, not copied away: d is this call's own).
-	payload := d.Payload
-	d.Payload = nil
-	err = setProto(b, key(tagMeta, tenant, id), d)
-	d.Payload = payload
-	return err
+	// The latest record, for a resend; the payload lives with the event.
+	return setRecord(b, key(tagMeta, tenant, id), d)
 }
 
 // putEvent records the event once, and its payload the first time a
@@ -208,7 +198,7 @@ func putEvent(b *pebble.Batch, seen eventsSeen, tenant, eventID, typ string, d *
 		return nil
 	}
 	ev := &hooklinev1.GetEventResponse{}
-	found, err := getProto(b, k, ev)
+	found, err := getEvent(b, tenant, eventID, ev)
 	if err != nil {
 		return err
 	}
@@ -218,17 +208,14 @@ func putEvent(b *pebble.Batch, seen eventsSeen, tenant, eventID, typ string, d *
 	}
 	if !found {
 		ev = &hooklinev1.GetEventResponse{EventId: eventID, EventType: typ}
-		if err := errors.Join(
-			b.Set(key(tagEvByType, tenant, typ, eventID), nil, nil),
-			b.Set(key(tagAgeEvent, eventID, tenant), nil, nil),
-		); err != nil {
+		if err := b.Set(key(tagEvByType, tenant, typ, eventID), nil, nil); err != nil {
 			return fmt.Errorf("history: %w", err)
 		}
 	}
 	if d.GetPayload() != nil {
 		ev.Payload, ev.CreatedAt = d.GetPayload(), d.GetCreatedAt()
 	}
-	if err := setProto(b, k, ev); err != nil {
+	if err := setEvent(b, k, ev); err != nil {
 		return err
 	}
 	seen[string(k)] = ev.GetPayload() != nil
@@ -275,7 +262,7 @@ func (s *Store) putResult(b *pebble.Batch, seen eventsSeen, res *hooklinev1.Atte
 			return err
 		}
 	}
-	return setProto(b, ak, res)
+	return setResult(b, ak, res)
 }
 
 // reader is a *pebble.DB or an indexed *pebble.Batch.

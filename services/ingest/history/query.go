@@ -10,7 +10,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/sdk/ids"
-	"google.golang.org/protobuf/proto"
 )
 
 // MaxScan bounds the index entries one List call reads: a page whose
@@ -24,15 +23,16 @@ const MaxScan = 20000
 // event's payload; nil when the topics no longer hold one).
 func (s *Store) Delivery(tenant, id string) (*hooklinev1.DeliveryStatus, []*hooklinev1.AttemptResult, *hooklinev1.Delivery, bool, error) {
 	st := &hooklinev1.DeliveryStatus{}
-	found, err := getProto(s.db, key(tagStatus, tenant, id), st)
+	found, err := getStatus(s.db, tenant, id, st)
 	if err != nil || !found {
 		return nil, nil, nil, false, err
 	}
-	attempts, err := s.attempts(tenant, id)
+	of := idsOf(tenant, st)
+	attempts, err := s.attempts(of)
 	if err != nil {
 		return nil, nil, nil, false, err
 	}
-	d, err := s.resendable(tenant, id, st.GetEventId())
+	d, err := s.resendable(of)
 	if err != nil {
 		return nil, nil, nil, false, err
 	}
@@ -41,14 +41,13 @@ func (s *Store) Delivery(tenant, id string) (*hooklinev1.DeliveryStatus, []*hook
 
 // resendable returns the delivery's latest record with its event's
 // payload, or nil if either is gone.
-func (s *Store) resendable(tenant, id, eventID string) (*hooklinev1.Delivery, error) {
-	d := &hooklinev1.Delivery{}
-	found, err := getProto(s.db, key(tagMeta, tenant, id), d)
+func (s *Store) resendable(of sharedIDs) (*hooklinev1.Delivery, error) {
+	d, found, err := getRecord(s.db, of)
 	if err != nil || !found {
 		return nil, err
 	}
 	ev := &hooklinev1.GetEventResponse{}
-	found, err = getProto(s.db, key(tagEvent, tenant, eventID), ev)
+	found, err = getEvent(s.db, of.tenant, of.event, ev)
 	if err != nil || !found || ev.GetPayload() == nil {
 		return nil, err
 	}
@@ -56,12 +55,12 @@ func (s *Store) resendable(tenant, id, eventID string) (*hooklinev1.Delivery, er
 	return d, nil
 }
 
-func (s *Store) attempts(tenant, id string) ([]*hooklinev1.AttemptResult, error) {
+func (s *Store) attempts(of sharedIDs) ([]*hooklinev1.AttemptResult, error) {
 	var out []*hooklinev1.AttemptResult
-	err := s.scan(prefix(tagAttempt, tenant, id), nil, func(_, v []byte) (bool, error) {
-		a := &hooklinev1.AttemptResult{}
-		if err := proto.Unmarshal(v, a); err != nil {
-			return false, fmt.Errorf("history: decode attempt: %w", err)
+	err := s.scan(prefix(tagAttempt, of.tenant, of.delivery), nil, func(_, v []byte) (bool, error) {
+		a, err := decodeResult(v, of)
+		if err != nil {
+			return false, err
 		}
 		out = append(out, a)
 		return true, nil
@@ -72,13 +71,13 @@ func (s *Store) attempts(tenant, id string) ([]*hooklinev1.AttemptResult, error)
 // Event returns the tenant's event id with its deliveries' statuses.
 func (s *Store) Event(tenant, id string) (*hooklinev1.GetEventResponse, bool, error) {
 	ev := &hooklinev1.GetEventResponse{}
-	found, err := getProto(s.db, key(tagEvent, tenant, id), ev)
+	found, err := getEvent(s.db, tenant, id, ev)
 	if err != nil || !found {
 		return nil, false, err
 	}
 	err = s.scan(prefix(tagEventDlv, tenant, id), nil, func(k, _ []byte) (bool, error) {
 		st := &hooklinev1.DeliveryStatus{}
-		ok, err := getProto(s.db, key(tagStatus, tenant, lastPart(k)), st)
+		ok, err := getStatus(s.db, tenant, lastPart(k), st)
 		if ok {
 			ev.Deliveries = append(ev.Deliveries, st)
 		}
@@ -107,18 +106,19 @@ type Page[T any] struct {
 
 // Deliveries lists the tenant's deliveries matching f, ordered by id
 // (creation time), after the id after, at most size of them. It walks
-// the narrowest index the filter allows and checks the rest per entry.
+// the narrowest index the filter allows and checks the rest per entry
+// (DELIVERED has no state entries: most deliveries of any list are).
 func (s *Store) Deliveries(tenant string, f Filter, after string, size int) (Page[*hooklinev1.DeliveryStatus], error) {
 	var p []byte
 	state := stateByte(int32(f.State))
 	switch {
 	case f.EventID != "":
 		p = prefix(tagEventDlv, tenant, f.EventID)
-	case f.EndpointID != "" && f.State != 0:
+	case f.EndpointID != "" && f.State != 0 && stateIndexed(f.State):
 		p = prefix(tagByEpState, tenant, f.EndpointID, state)
 	case f.EndpointID != "":
 		p = prefix(tagByEndpoint, tenant, f.EndpointID)
-	case f.State != 0:
+	case f.State != 0 && stateIndexed(f.State):
 		p = prefix(tagByState, tenant, state)
 	case f.EventType != "":
 		p = prefix(tagByType, tenant, f.EventType)
@@ -138,8 +138,8 @@ func (s *Store) Deliveries(tenant string, f Filter, after string, size int) (Pag
 	err := s.list(p, ids.Delivery, f.Since, f.Until, after, f.Newest, func(id string, v []byte) (bool, error) {
 		st := &hooklinev1.DeliveryStatus{}
 		if inline {
-			if err := proto.Unmarshal(v, st); err != nil {
-				return false, fmt.Errorf("history: decode status: %w", err)
+			if err := decodeStatus(v, id, st); err != nil {
+				return false, err
 			}
 		} else if ok, err := statuses.get(id, st); err != nil || !ok {
 			return true, err
@@ -188,10 +188,7 @@ func (r *statusReader) get(id string, st *hooklinev1.DeliveryStatus) (bool, erro
 	if err != nil {
 		return false, fmt.Errorf("history: %w", err)
 	}
-	if err := proto.Unmarshal(v, st); err != nil {
-		return false, fmt.Errorf("history: decode status: %w", err)
-	}
-	return true, nil
+	return true, decodeStatus(v, id, st)
 }
 
 func (r *statusReader) close() { _ = r.it.Close() }
@@ -219,7 +216,7 @@ func (s *Store) Events(tenant string, f EventFilter, after string, size int) (Pa
 	var page Page[*hooklinev1.GetEventResponse]
 	err := s.list(p, ids.Event, f.Since, f.Until, after, false, func(id string, _ []byte) (bool, error) {
 		ev := &hooklinev1.GetEventResponse{}
-		if ok, err := getProto(s.db, key(tagEvent, tenant, id), ev); err != nil || !ok {
+		if ok, err := getEvent(s.db, tenant, id, ev); err != nil || !ok {
 			return true, err
 		}
 		if len(page.Items) == size {
@@ -354,8 +351,8 @@ func (s *Store) FailedIDs(tenant, endpoint string, since, until time.Time, limit
 			if err != nil || !ok {
 				return err == nil, err
 			}
-			m := &hooklinev1.Delivery{}
-			if _, err := getProto(s.db, key(tagMeta, tenant, id), m); err != nil {
+			m, _, err := getRecord(s.db, sharedIDs{tenant: tenant, delivery: id})
+			if err != nil {
 				return false, err
 			}
 			if m.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST {
@@ -377,7 +374,7 @@ var failedStates = []hooklinev1.DeliveryState{hooklinev1.DeliveryState_DELIVERY_
 // its latest result is FAILED or EXPIRED, made in [since, until).
 func (s *Store) failedIn(tenant, id string, since, until time.Time) (*hooklinev1.DeliveryStatus, bool, error) {
 	st := &hooklinev1.DeliveryStatus{}
-	if ok, err := getProto(s.db, key(tagStatus, tenant, id), st); err != nil || !ok {
+	if ok, err := getStatus(s.db, tenant, id, st); err != nil || !ok {
 		return nil, false, err
 	}
 	if !slices.Contains(failedStates, st.GetState()) {
@@ -398,10 +395,11 @@ func (s *Store) Redeliverable(tenant, id string, since, until time.Time) (d *hoo
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	if d, err = s.resendable(tenant, id, st.GetEventId()); err != nil || d == nil {
+	of := idsOf(tenant, st)
+	if d, err = s.resendable(of); err != nil || d == nil {
 		return nil, err == nil, err
 	}
-	attempts, err := s.attempts(tenant, id)
+	attempts, err := s.attempts(of)
 	if err != nil {
 		return nil, false, err
 	}
@@ -417,9 +415,9 @@ func (s *Store) OutcomeOf(tenant, id string, attempt uint32) (hooklinev1.Deliver
 	var state hooklinev1.DeliveryState
 	found := false
 	err := s.scan(prefix(tagAttempt, tenant, id), nil, func(_, v []byte) (bool, error) {
-		a := &hooklinev1.AttemptResult{}
-		if err := proto.Unmarshal(v, a); err != nil {
-			return false, fmt.Errorf("history: decode attempt: %w", err)
+		a, err := decodeResult(v, sharedIDs{tenant: tenant, delivery: id})
+		if err != nil {
+			return false, err
 		}
 		if a.GetAttempt() >= attempt {
 			state, found = a.GetState(), true
@@ -442,7 +440,7 @@ func (s *Store) Recent(tenant, endpoint string, n int) ([]*hooklinev1.DeliverySt
 	var out []*hooklinev1.DeliveryStatus
 	for it.Last(); it.Valid() && len(out) < n; it.Prev() {
 		st := &hooklinev1.DeliveryStatus{}
-		ok, err := getProto(s.db, key(tagStatus, tenant, lastPart(it.Key())), st)
+		ok, err := getStatus(s.db, tenant, lastPart(it.Key()), st)
 		if err != nil {
 			return nil, err
 		}

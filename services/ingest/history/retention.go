@@ -9,9 +9,10 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/sdk/ids"
+	"google.golang.org/protobuf/proto"
 )
 
-// sweepBatch is how many age entries one Sweep batch reads: Apply waits
+// sweepBatch is how many entries one Sweep batch reads: Apply waits
 // at most one batch.
 const sweepBatch = 1000
 
@@ -26,9 +27,9 @@ const sweepBatch = 1000
 // run.
 func (s *Store) Sweep(cutoff, deadCutoff time.Time) (deliveries, events int, err error) {
 	keepDead := ids.Floor(ids.Delivery, deadCutoff)
-	deliveries, err = s.sweepAll(tagAgeDlv, ids.Floor(ids.Delivery, cutoff), func(b *pebble.Batch, id, tenant string) (bool, error) {
+	deliveries, err = s.sweepAll(tagStatus, ids.Floor(ids.Delivery, cutoff), func(b *pebble.Batch, tenant, id string, v []byte) (bool, error) {
 		st := &hooklinev1.DeliveryStatus{}
-		if _, err := getProto(s.db, key(tagStatus, tenant, id), st); err != nil {
+		if err := decodeStatus(v, id, st); err != nil {
 			return false, err
 		}
 		switch st.GetState() {
@@ -43,23 +44,27 @@ func (s *Store) Sweep(cutoff, deadCutoff time.Time) (deliveries, events int, err
 				return false, err
 			}
 		}
-		state := stateByte(int32(st.GetState()))
-		return true, errors.Join(
+		errs := []error{
 			b.Delete(key(tagStatus, tenant, id), nil),
 			b.Delete(key(tagMeta, tenant, id), nil),
 			b.DeleteRange(prefix(tagAttempt, tenant, id), upperBound(prefix(tagAttempt, tenant, id)), nil),
 			b.Delete(key(tagEventDlv, tenant, st.GetEventId(), id), nil),
 			b.Delete(key(tagByEndpoint, tenant, st.GetEndpointId(), id), nil),
-			b.Delete(key(tagByEpState, tenant, st.GetEndpointId(), state, id), nil),
 			b.Delete(key(tagByType, tenant, st.GetEventType(), id), nil),
-			b.Delete(key(tagByState, tenant, state, id), nil),
-		)
+		}
+		if stateIndexed(st.GetState()) {
+			state := stateByte(int32(st.GetState()))
+			errs = append(errs,
+				b.Delete(key(tagByEpState, tenant, st.GetEndpointId(), state, id), nil),
+				b.Delete(key(tagByState, tenant, state, id), nil))
+		}
+		return true, errors.Join(errs...)
 	})
 	if err != nil {
 		return deliveries, 0, err
 	}
 	keepEvent := ids.Floor(ids.Event, deadCutoff)
-	events, err = s.sweepAll(tagAgeEvent, ids.Floor(ids.Event, cutoff), func(b *pebble.Batch, id, tenant string) (bool, error) {
+	events, err = s.sweepAll(tagEvent, ids.Floor(ids.Event, cutoff), func(b *pebble.Batch, tenant, id string, v []byte) (bool, error) {
 		if id >= keepEvent {
 			left := false
 			err := s.scan(prefix(tagEventDlv, tenant, id), nil, func(_, _ []byte) (bool, error) {
@@ -71,8 +76,8 @@ func (s *Store) Sweep(cutoff, deadCutoff time.Time) (deliveries, events int, err
 			}
 		}
 		ev := &hooklinev1.GetEventResponse{}
-		if _, err := getProto(s.db, key(tagEvent, tenant, id), ev); err != nil {
-			return false, err
+		if err := proto.Unmarshal(v, ev); err != nil {
+			return false, fmt.Errorf("history: decode event: %w", err)
 		}
 		return true, errors.Join(
 			b.Delete(key(tagEvent, tenant, id), nil),
@@ -82,44 +87,72 @@ func (s *Store) Sweep(cutoff, deadCutoff time.Time) (deliveries, events int, err
 	return deliveries, events, err
 }
 
-// sweepAll walks the age index tag below the id below in batches,
-// deleting each entry drop says to (drop adds the deletions of what the
-// entry names), and returns how many it deleted.
-func (s *Store) sweepAll(tag, below string, drop func(b *pebble.Batch, id, tenant string) (bool, error)) (int, error) {
-	from, deleted := prefix(tag), 0
+// sweepAll walks, tenant by tenant, the entries of tag (the summaries or
+// the events: keyed tenant, id) whose id is below the id below, in
+// batches, calling drop with each entry's tenant, id and value; drop
+// adds the deletions of what the entry names and says whether it did.
+// It returns how many it deleted.
+func (s *Store) sweepAll(tag, below string, drop func(b *pebble.Batch, tenant, id string, v []byte) (bool, error)) (int, error) {
+	deleted := 0
+	var after *string
 	for {
-		scanned, n, last, err := s.sweepOnce(tag, from, below, drop)
-		deleted += n
-		if err != nil || scanned < sweepBatch {
+		tenant, ok, err := s.firstTenant(tag, after)
+		if err != nil || !ok {
 			return deleted, err
 		}
-		from = append(last, 0) // go on after the last entry read
+		after = &tenant
+		p := prefix(tag, tenant)
+		from := p
+		for {
+			scanned, n, last, err := s.sweepOnce(tenant, p, from, append(bytes.Clone(p), below...), drop)
+			deleted += n
+			if err != nil {
+				return deleted, err
+			}
+			if scanned < sweepBatch {
+				break
+			}
+			from = append(last, 0) // go on after the last entry read
+		}
 	}
 }
 
-// sweepOnce reads up to sweepBatch entries of the age index tag from
-// the key from up to the id below, and deletes in one batch those drop
+// firstTenant returns the first tenant with an entry of tag (keyed
+// tenant, id), after the tenant after when it is given: a seek per
+// tenant, whatever its entries.
+func (s *Store) firstTenant(tag string, after *string) (string, bool, error) {
+	p := prefix(tag)
+	lo := p
+	if after != nil {
+		lo = append(append(bytes.Clone(p), *after...), 1) // above every key of after
+	}
+	tenant, found := "", false
+	err := s.scan(lo, upperBound(p), func(k, _ []byte) (bool, error) {
+		tenant, _, _ = cutPart(k[len(p):])
+		found = true
+		return false, nil
+	})
+	return tenant, found, err
+}
+
+// sweepOnce reads up to sweepBatch of the tenant's entries under p from
+// the key from up to the key below, and deletes in one batch those drop
 // says to. It returns how many it read and deleted, and the last key.
-func (s *Store) sweepOnce(tag string, from []byte, below string, drop func(b *pebble.Batch, id, tenant string) (bool, error)) (scanned, deleted int, last []byte, err error) {
+func (s *Store) sweepOnce(tenant string, p, from, below []byte, drop func(b *pebble.Batch, tenant, id string, v []byte) (bool, error)) (scanned, deleted int, last []byte, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	clear(s.heldDelta)
 	b := s.db.NewIndexedBatch() // an endpoint's unended bytes change once per delivery dropped
 	defer b.Close()
-	p := prefix(tag)
-	err = s.scan(from, key(tag, below), func(k, _ []byte) (bool, error) {
+	err = s.scan(from, below, func(k, v []byte) (bool, error) {
 		scanned++
 		last = bytes.Clone(k)
-		id, tenant, _ := cutPart(k[len(p):])
-		gone, err := drop(b, id, tenant)
+		gone, err := drop(b, tenant, string(k[len(p):]), v)
 		if err != nil {
 			return false, err
 		}
 		if gone {
 			deleted++
-			if err := b.Delete(k, nil); err != nil {
-				return false, err
-			}
 		}
 		return scanned < sweepBatch, nil
 	})

@@ -10,6 +10,7 @@
 package history
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -139,7 +140,68 @@ func Open(dir string, topics Topics, opts ...Option) (*Store, error) {
 		}
 		return nil, fmt.Errorf("history: open index in %s: %w", dir, err)
 	}
+	if err := keepFormat(db, o.log); err != nil {
+		_ = db.Close()
+		if temp {
+			_ = os.RemoveAll(dir)
+		}
+		return nil, fmt.Errorf("history: index in %s: %w", dir, err)
+	}
 	return &Store{db: db, topics: topics, dir: dir, temp: temp, maxScan: MaxScan, maxBatch: maxBatchBytes}, nil
+}
+
+// keepFormat makes db an index of formatVersion: a new one is marked so;
+// one of another format (or of the first, which stored none) is emptied
+// (its offsets with it), so the follower reads the topics again from
+// their start and rebuilds it, as it would a deleted directory. Only
+// the index's own keys go: the directory may hold other files.
+func keepFormat(db *pebble.DB, log *slog.Logger) error {
+	want := binary.BigEndian.AppendUint64(nil, formatVersion)
+	v, closer, err := db.Get([]byte(tagFormat))
+	switch {
+	case err == nil:
+		same := bytes.Equal(v, want)
+		stored := fmt.Sprintf("%x", v)
+		if len(v) == 8 {
+			stored = fmt.Sprint(binary.BigEndian.Uint64(v))
+		}
+		_ = closer.Close()
+		if same {
+			return nil
+		}
+		log.Warn("history: the index has another format; rebuilding it from the topics", "format", formatVersion, "stored", stored)
+	case errors.Is(err, pebble.ErrNotFound):
+		empty, err := isEmpty(db)
+		if err != nil {
+			return err
+		}
+		if empty {
+			return db.Set([]byte(tagFormat), want, pebble.NoSync)
+		}
+		log.Warn("history: the index has the first format; rebuilding it from the topics", "format", formatVersion)
+	default:
+		return err
+	}
+	// Without a write-ahead log (Open) the change lasts once flushed; a
+	// crash before that finds the old index again and starts over.
+	b := db.NewBatch()
+	defer b.Close()
+	if err := errors.Join(b.DeleteRange([]byte{0}, []byte{0xff}, nil), b.Set([]byte(tagFormat), want, nil)); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	return db.Flush()
+}
+
+func isEmpty(db *pebble.DB) (bool, error) {
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return false, err
+	}
+	empty := !it.First()
+	return empty, errors.Join(it.Error(), it.Close())
 }
 
 // loadApplied reads the stored offsets into applied the first time an
