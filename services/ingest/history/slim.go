@@ -56,7 +56,9 @@ func getStatus(r reader, tenant, id string, st *hooklinev1.DeliveryStatus) (bool
 func setResult(b *pebble.Batch, k []byte, a *hooklinev1.AttemptResult) error {
 	was := sharedIDs{a.TenantId, a.DeliveryId, a.EventId, a.EndpointId, a.EventType}
 	a.TenantId, a.DeliveryId, a.EventId, a.EndpointId, a.EventType = "", "", "", "", ""
-	defer func() { a.TenantId, a.DeliveryId, a.EventId, a.EndpointId, a.EventType = was.tenant, was.delivery, was.event, was.endpoint, was.eventType }()
+	defer func() {
+		a.TenantId, a.DeliveryId, a.EventId, a.EndpointId, a.EventType = was.tenant, was.delivery, was.event, was.endpoint, was.eventType
+	}()
 	return setProto(b, k, a)
 }
 
