@@ -198,7 +198,7 @@ func (b consoleBackend) SignedIn(sum [sha256.Size]byte) (string, bool, bool) {
 const recentForHealth = 5
 
 func (b consoleBackend) Endpoints(ctx context.Context) ([]console.EndpointHealth, error) {
-	resp, err := b.s.ListEndpoints(ctx, &hooklinev1.ListEndpointsRequest{PageSize: maxPageSize})
+	resp, err := b.s.endpointAPI.ListEndpoints(ctx, &hooklinev1.ListEndpointsRequest{PageSize: maxPageSize})
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +266,7 @@ recent:
 }
 
 func (b consoleBackend) Event(ctx context.Context, id string) (*hooklinev1.GetEventResponse, error) {
-	return b.s.GetEvent(ctx, &hooklinev1.GetEventRequest{EventId: id})
+	return b.s.deliveryAPI.GetEvent(ctx, &hooklinev1.GetEventRequest{EventId: id})
 }
 
 // ListDeliveries is the console's log: newest first.
@@ -275,11 +275,11 @@ func (b consoleBackend) ListDeliveries(ctx context.Context, req *hooklinev1.List
 }
 
 func (b consoleBackend) GetDelivery(ctx context.Context, id string) (*hooklinev1.GetDeliveryResponse, error) {
-	return b.s.GetDelivery(ctx, &hooklinev1.GetDeliveryRequest{DeliveryId: id})
+	return b.s.deliveryAPI.GetDelivery(ctx, &hooklinev1.GetDeliveryRequest{DeliveryId: id})
 }
 
 func (b consoleBackend) Resend(ctx context.Context, id string) (uint32, error) {
-	resp, err := b.s.ResendDelivery(ctx, &hooklinev1.ResendDeliveryRequest{DeliveryId: id})
+	resp, err := b.s.deliveryAPI.ResendDelivery(ctx, &hooklinev1.ResendDeliveryRequest{DeliveryId: id})
 	return resp.GetAttempt(), err
 }
 

@@ -15,7 +15,9 @@ func filterService(t *testing.T) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Service{filters: celfilter.NewCache(8), filterErrors: errs, log: slog.New(slog.DiscardHandler)}
+	s := &Service{filters: celfilter.NewCache(8), filterErrors: errs, log: slog.New(slog.DiscardHandler)}
+	s.handlers()
+	return s
 }
 
 func endpointsWithFilters(filters ...string) []*hooklinev1.EndpointRecord {

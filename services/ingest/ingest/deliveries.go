@@ -31,7 +31,8 @@ func historyStatus(err error) error {
 
 // GetEvent returns one of the caller's events with its payload and the
 // status of each of its deliveries.
-func (s *Service) GetEvent(ctx context.Context, req *hooklinev1.GetEventRequest) (*hooklinev1.GetEventResponse, error) {
+func (h *deliveryService) GetEvent(ctx context.Context, req *hooklinev1.GetEventRequest) (*hooklinev1.GetEventResponse, error) {
+	s := h.s
 	id := req.GetEventId()
 	if id == "" {
 		return nil, invalid("event_id", "is required")
@@ -53,7 +54,8 @@ func (s *Service) GetEvent(ctx context.Context, req *hooklinev1.GetEventRequest)
 }
 
 // GetDelivery returns one of the caller's deliveries with every attempt.
-func (s *Service) GetDelivery(ctx context.Context, req *hooklinev1.GetDeliveryRequest) (*hooklinev1.GetDeliveryResponse, error) {
+func (h *deliveryService) GetDelivery(ctx context.Context, req *hooklinev1.GetDeliveryRequest) (*hooklinev1.GetDeliveryResponse, error) {
+	s := h.s
 	st, attempts, _, err := s.lookupDelivery(ctx, req.GetDeliveryId())
 	if err != nil {
 		return nil, err
@@ -84,7 +86,8 @@ func (s *Service) lookupDelivery(ctx context.Context, id string) (*hooklinev1.De
 // ResendDelivery writes the delivery once more to the deliveries topic,
 // due now, as a RESEND: the dispatcher attempts it once and does not
 // retry it. The attempt number continues from the last attempt made.
-func (s *Service) ResendDelivery(ctx context.Context, req *hooklinev1.ResendDeliveryRequest) (*hooklinev1.ResendDeliveryResponse, error) {
+func (h *deliveryService) ResendDelivery(ctx context.Context, req *hooklinev1.ResendDeliveryRequest) (*hooklinev1.ResendDeliveryResponse, error) {
+	s := h.s
 	st, attempts, d, err := s.lookupDelivery(ctx, req.GetDeliveryId())
 	if err != nil {
 		return nil, err

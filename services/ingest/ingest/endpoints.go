@@ -229,7 +229,8 @@ func validateMetadata(md map[string]string) error {
 	return nil
 }
 
-func (s *Service) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndpointRequest) (*hooklinev1.CreateEndpointResponse, error) {
+func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndpointRequest) (*hooklinev1.CreateEndpointResponse, error) {
+	s := h.s
 	tenant := apikey.TenantFrom(ctx)
 	if err := s.validateURL(ctx, req.GetUrl()); err != nil {
 		return nil, err
@@ -386,7 +387,8 @@ func (s *Service) readBarrier(ctx context.Context) error {
 	return nil
 }
 
-func (s *Service) GetEndpoint(ctx context.Context, req *hooklinev1.GetEndpointRequest) (*hooklinev1.GetEndpointResponse, error) {
+func (h *endpointService) GetEndpoint(ctx context.Context, req *hooklinev1.GetEndpointRequest) (*hooklinev1.GetEndpointResponse, error) {
+	s := h.s
 	if err := s.readBarrier(ctx); err != nil {
 		return nil, err
 	}
@@ -410,7 +412,8 @@ func (s *Service) GetEndpoint(ctx context.Context, req *hooklinev1.GetEndpointRe
 	return resp, nil
 }
 
-func (s *Service) ListEndpoints(ctx context.Context, req *hooklinev1.ListEndpointsRequest) (*hooklinev1.ListEndpointsResponse, error) {
+func (h *endpointService) ListEndpoints(ctx context.Context, req *hooklinev1.ListEndpointsRequest) (*hooklinev1.ListEndpointsResponse, error) {
+	s := h.s
 	size := int(req.GetPageSize())
 	switch {
 	case size == 0:
@@ -481,7 +484,8 @@ func (s *Service) change(ctx context.Context, id, etag string, fn func(*hookline
 	}
 }
 
-func (s *Service) UpdateEndpoint(ctx context.Context, req *hooklinev1.UpdateEndpointRequest) (*hooklinev1.UpdateEndpointResponse, error) {
+func (h *endpointService) UpdateEndpoint(ctx context.Context, req *hooklinev1.UpdateEndpointRequest) (*hooklinev1.UpdateEndpointResponse, error) {
+	s := h.s
 	paths := req.GetUpdateMask().GetPaths()
 	if len(paths) == 0 {
 		return nil, invalid("update_mask", "is required; name the fields to change, e.g. paths: [\"url\"]")
@@ -546,7 +550,8 @@ func (s *Service) UpdateEndpoint(ctx context.Context, req *hooklinev1.UpdateEndp
 	return &hooklinev1.UpdateEndpointResponse{Endpoint: withEtag(rec)}, nil
 }
 
-func (s *Service) DeleteEndpoint(ctx context.Context, req *hooklinev1.DeleteEndpointRequest) (*hooklinev1.DeleteEndpointResponse, error) {
+func (h *endpointService) DeleteEndpoint(ctx context.Context, req *hooklinev1.DeleteEndpointRequest) (*hooklinev1.DeleteEndpointResponse, error) {
+	s := h.s
 	if req.GetId() == "" {
 		return nil, invalid("id", "is required")
 	}
@@ -570,7 +575,8 @@ func (s *Service) DeleteEndpoint(ctx context.Context, req *hooklinev1.DeleteEndp
 	return &hooklinev1.DeleteEndpointResponse{}, nil
 }
 
-func (s *Service) PauseEndpoint(ctx context.Context, req *hooklinev1.PauseEndpointRequest) (*hooklinev1.PauseEndpointResponse, error) {
+func (h *endpointService) PauseEndpoint(ctx context.Context, req *hooklinev1.PauseEndpointRequest) (*hooklinev1.PauseEndpointResponse, error) {
+	s := h.s
 	if len(req.GetReason()) > maxDescriptionLen {
 		return nil, invalid("reason", "is %d bytes, the limit is %d", len(req.GetReason()), maxDescriptionLen)
 	}
@@ -606,7 +612,8 @@ func (s *Service) PauseEndpoint(ctx context.Context, req *hooklinev1.PauseEndpoi
 	return &hooklinev1.PauseEndpointResponse{Endpoint: withEtag(rec)}, nil
 }
 
-func (s *Service) ResumeEndpoint(ctx context.Context, req *hooklinev1.ResumeEndpointRequest) (*hooklinev1.ResumeEndpointResponse, error) {
+func (h *endpointService) ResumeEndpoint(ctx context.Context, req *hooklinev1.ResumeEndpointRequest) (*hooklinev1.ResumeEndpointResponse, error) {
+	s := h.s
 	rec, err := s.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
 		rec.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_ACTIVE
 		rec.Endpoint.PausedReason = ""
@@ -619,7 +626,8 @@ func (s *Service) ResumeEndpoint(ctx context.Context, req *hooklinev1.ResumeEndp
 	return &hooklinev1.ResumeEndpointResponse{Endpoint: withEtag(rec)}, nil
 }
 
-func (s *Service) RotateEndpointSecret(ctx context.Context, req *hooklinev1.RotateEndpointSecretRequest) (*hooklinev1.RotateEndpointSecretResponse, error) {
+func (h *endpointService) RotateEndpointSecret(ctx context.Context, req *hooklinev1.RotateEndpointSecretRequest) (*hooklinev1.RotateEndpointSecretResponse, error) {
+	s := h.s
 	given := req.GetSecret()
 	scheme := req.GetSignatureScheme()
 	if given != "" || scheme != hooklinev1.SignatureScheme_SIGNATURE_SCHEME_UNSPECIFIED {

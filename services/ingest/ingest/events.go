@@ -22,7 +22,8 @@ const maxIdempotencyKeyLen = 256
 // share producer batches; none waits for another's records. With an
 // idempotency key, a repeat of the same request returns the first
 // response and writes nothing new (see idempotency.go).
-func (s *Service) PublishEvent(ctx context.Context, req *hooklinev1.PublishEventRequest) (*hooklinev1.PublishEventResponse, error) {
+func (h *eventService) PublishEvent(ctx context.Context, req *hooklinev1.PublishEventRequest) (*hooklinev1.PublishEventResponse, error) {
+	s := h.s
 	resp, err := s.publishEvent(ctx, req)
 	if err == nil {
 		// The RPC's span is where a person finds an event's trace.

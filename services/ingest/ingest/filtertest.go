@@ -22,7 +22,8 @@ const sampleURL = "https://example.com/"
 // evaluation error, if any), the webhook the transformation returned, or
 // that it cancelled, or why it failed, and the time each took. The
 // transformation runs whatever the filter decided. It writes nothing.
-func (s *Service) TestFilterAndTransformation(ctx context.Context, req *hooklinev1.TestFilterAndTransformationRequest) (*hooklinev1.TestFilterAndTransformationResponse, error) {
+func (h *endpointService) TestFilterAndTransformation(ctx context.Context, req *hooklinev1.TestFilterAndTransformationRequest) (*hooklinev1.TestFilterAndTransformationResponse, error) {
+	s := h.s
 	if err := filter.ValidateType(req.GetEventType()); err != nil {
 		return nil, invalid("event_type", "%v", err)
 	}

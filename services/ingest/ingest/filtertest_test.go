@@ -40,7 +40,7 @@ func TestTryTransformationRunsWhateverTheFilterDecided(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, err := s.TestFilterAndTransformation(t.Context(), &hooklinev1.TestFilterAndTransformationRequest{
+			resp, err := s.endpointAPI.TestFilterAndTransformation(t.Context(), &hooklinev1.TestFilterAndTransformationRequest{
 				Filter: `payload.amount > 1000`, Transformation: tt.give, EventType: "invoice.paid", Payload: []byte(`{"amount": 15}`),
 			})
 			if err != nil {
@@ -73,7 +73,7 @@ func TestTryTransformationRunsWhateverTheFilterDecided(t *testing.T) {
 // INVALID_ARGUMENT.
 func TestTryTransformationAloneOrNothing(t *testing.T) {
 	s := tryService(t)
-	resp, err := s.TestFilterAndTransformation(t.Context(), &hooklinev1.TestFilterAndTransformationRequest{
+	resp, err := s.endpointAPI.TestFilterAndTransformation(t.Context(), &hooklinev1.TestFilterAndTransformationRequest{
 		Transformation: `function handler(w) { return w }`, EventType: "invoice.paid", Payload: []byte(`not json`),
 	})
 	if err != nil {
@@ -82,13 +82,13 @@ func TestTryTransformationAloneOrNothing(t *testing.T) {
 	if resp.GetFilter() != nil || string(resp.GetTransformation().GetWebhook().GetPayload()) != "not json" {
 		t.Fatalf("got %v; want no filter result and the payload unchanged", resp)
 	}
-	_, err = s.TestFilterAndTransformation(t.Context(), &hooklinev1.TestFilterAndTransformationRequest{
+	_, err = s.endpointAPI.TestFilterAndTransformation(t.Context(), &hooklinev1.TestFilterAndTransformationRequest{
 		Transformation: `function handler(w) {`, EventType: "invoice.paid",
 	})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "transformation does not compile") || !strings.Contains(status.Convert(err).Message(), "transformation.js:") {
 		t.Fatalf("a bad script: %v; want INVALID_ARGUMENT with goja's message and position", err)
 	}
-	_, err = s.TestFilterAndTransformation(t.Context(), &hooklinev1.TestFilterAndTransformationRequest{EventType: "invoice.paid"})
+	_, err = s.endpointAPI.TestFilterAndTransformation(t.Context(), &hooklinev1.TestFilterAndTransformationRequest{EventType: "invoice.paid"})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("nothing to try: %v; want INVALID_ARGUMENT", err)
 	}

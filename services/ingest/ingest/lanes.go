@@ -48,7 +48,8 @@ func (s *Service) laneEndpoint(ctx context.Context, id string) (*hooklinev1.Endp
 }
 
 // ListBlockedLanes lists the endpoint's blocked lanes, by ordering key.
-func (s *Service) ListBlockedLanes(ctx context.Context, req *hooklinev1.ListBlockedLanesRequest) (*hooklinev1.ListBlockedLanesResponse, error) {
+func (h *laneService) ListBlockedLanes(ctx context.Context, req *hooklinev1.ListBlockedLanesRequest) (*hooklinev1.ListBlockedLanesResponse, error) {
+	s := h.s
 	size, err := pageSize(req.GetPageSize())
 	if err != nil {
 		return nil, err
@@ -85,7 +86,8 @@ func (s *Service) ListBlockedLanes(ctx context.Context, req *hooklinev1.ListBloc
 
 // SkipLaneHead writes a skip command for the lane's blocked head; it
 // returns once the command is durable in Kafka.
-func (s *Service) SkipLaneHead(ctx context.Context, req *hooklinev1.SkipLaneHeadRequest) (*hooklinev1.SkipLaneHeadResponse, error) {
+func (h *laneService) SkipLaneHead(ctx context.Context, req *hooklinev1.SkipLaneHeadRequest) (*hooklinev1.SkipLaneHeadResponse, error) {
+	s := h.s
 	id, err := s.laneCommand(ctx, hooklinev1.LaneOp_LANE_OP_SKIP, req.GetEndpointId(), req.GetOrderingKey(), req.GetDeliveryId())
 	if err != nil {
 		return nil, err
@@ -95,7 +97,8 @@ func (s *Service) SkipLaneHead(ctx context.Context, req *hooklinev1.SkipLaneHead
 
 // ResendLaneHead writes a resend command for the lane's blocked head; it
 // returns once the command is durable in Kafka.
-func (s *Service) ResendLaneHead(ctx context.Context, req *hooklinev1.ResendLaneHeadRequest) (*hooklinev1.ResendLaneHeadResponse, error) {
+func (h *laneService) ResendLaneHead(ctx context.Context, req *hooklinev1.ResendLaneHeadRequest) (*hooklinev1.ResendLaneHeadResponse, error) {
+	s := h.s
 	id, err := s.laneCommand(ctx, hooklinev1.LaneOp_LANE_OP_RESEND, req.GetEndpointId(), req.GetOrderingKey(), req.GetDeliveryId())
 	if err != nil {
 		return nil, err

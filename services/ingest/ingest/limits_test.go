@@ -51,7 +51,7 @@ func TestEndpointLimitsRefuseNaNInfiniteNegativeZeroAndAboveCeilings(t *testing.
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.give.Url = "https://127.0.0.1:9/hooks"
-			_, err := s.CreateEndpoint(ctx, tt.give)
+			_, err := s.endpointAPI.CreateEndpoint(ctx, tt.give)
 			if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tt.field+":") {
 				t.Fatalf("got %v, want InvalidArgument on %s", err, tt.field)
 			}

@@ -21,7 +21,8 @@ import (
 // has a new outcome or the caller goes away. A delivery delivered in the
 // meantime is no longer failed, so a second recover of the same window
 // does not send it again.
-func (s *Service) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest, stream grpc.ServerStreamingServer[hooklinev1.RecoverEndpointResponse]) error {
+func (h *deliveryService) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest, stream grpc.ServerStreamingServer[hooklinev1.RecoverEndpointResponse]) error {
+	s := h.s
 	ctx := stream.Context()
 	ep, err := s.owned(ctx, req.GetEndpointId())
 	if err != nil {

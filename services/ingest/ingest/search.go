@@ -16,7 +16,8 @@ import (
 
 // ListDeliveries lists the caller's deliveries matching the request's
 // filters, ordered by id (creation time), paginated by signed tokens.
-func (s *Service) ListDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest) (*hooklinev1.ListDeliveriesResponse, error) {
+func (h *deliveryService) ListDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest) (*hooklinev1.ListDeliveriesResponse, error) {
+	s := h.s
 	return s.listDeliveries(ctx, req, false)
 }
 
@@ -88,7 +89,8 @@ func (s *Service) checkOwned(tenant string, f history.Filter) error {
 
 // ListEvents lists the caller's events by type and creation time,
 // ordered by id, paginated by signed tokens.
-func (s *Service) ListEvents(ctx context.Context, req *hooklinev1.ListEventsRequest) (*hooklinev1.ListEventsResponse, error) {
+func (h *deliveryService) ListEvents(ctx context.Context, req *hooklinev1.ListEventsRequest) (*hooklinev1.ListEventsResponse, error) {
+	s := h.s
 	size, err := pageSize(req.GetPageSize())
 	if err != nil {
 		return nil, err

@@ -2,6 +2,16 @@
 // endpoint administration (kept in the compacted endpoints topic), and
 // event publishing with fan-out to one Delivery record per matching
 // endpoint, durable in Kafka before the call returns.
+//
+// Each hookline.v1 service is served by a handler type of its own
+// (handlers.go): eventService (events.go), endpointService
+// (endpoints.go, filtertest.go), deliveryService (deliveries.go,
+// search.go, recover.go, testevent.go) and laneService (lanes.go). The
+// Service they share holds the views (endpoints, idempotency claims,
+// lanes), the producer, the history index, auth, admission and the
+// write limits, and runs the process (Run): the gRPC server and its
+// HTTP/JSON gateway on one port (gateway.go) and the console
+// (console.go).
 package ingest
 
 import (
@@ -55,10 +65,11 @@ import (
 
 // Service is one ingest instance.
 type Service struct {
-	hooklinev1.UnimplementedEventServiceServer
-	hooklinev1.UnimplementedEndpointServiceServer
-	hooklinev1.UnimplementedDeliveryServiceServer
-	hooklinev1.UnimplementedLaneServiceServer
+	// The gRPC handlers, one per service (handlers.go).
+	eventAPI    *eventService
+	endpointAPI *endpointService
+	deliveryAPI *deliveryService
+	laneAPI     *laneService
 
 	cfg   Config
 	log   *slog.Logger
@@ -208,6 +219,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		unended: func(tenant string, eps []string) (map[string]int64, map[int32]int64, error) {
 			return s.history.Unended(tenant, eps)
 		}}
+	s.handlers()
 	for _, o := range opts {
 		o(s)
 	}
@@ -458,10 +470,10 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 			recovery.StreamServerInterceptor(onPanic),
 		),
 	)
-	hooklinev1.RegisterEventServiceServer(srv, s)
-	hooklinev1.RegisterEndpointServiceServer(srv, s)
-	hooklinev1.RegisterDeliveryServiceServer(srv, s)
-	hooklinev1.RegisterLaneServiceServer(srv, s)
+	hooklinev1.RegisterEventServiceServer(srv, s.eventAPI)
+	hooklinev1.RegisterEndpointServiceServer(srv, s.endpointAPI)
+	hooklinev1.RegisterDeliveryServiceServer(srv, s.deliveryAPI)
+	hooklinev1.RegisterLaneServiceServer(srv, s.laneAPI)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)

@@ -27,7 +27,8 @@ const (
 // SendTestEvent writes one Delivery of kind TEST for the endpoint and
 // waits for its result: the dispatcher attempts it like any delivery
 // (signed, same SSRF guard), and does not retry it.
-func (s *Service) SendTestEvent(ctx context.Context, req *hooklinev1.SendTestEventRequest) (*hooklinev1.SendTestEventResponse, error) {
+func (h *deliveryService) SendTestEvent(ctx context.Context, req *hooklinev1.SendTestEventRequest) (*hooklinev1.SendTestEventResponse, error) {
+	s := h.s
 	rec, err := s.owned(ctx, req.GetEndpointId())
 	if err != nil {
 		return nil, err
