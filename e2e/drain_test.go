@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/kafkatest"
+	"github.com/hookline/hookline/services/dispatcher/dispatcher"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -473,10 +475,13 @@ func crashAboveAHangingHead(t *testing.T, path string, busy func(webhookID strin
 // to commit the spill at once, and S's answer in a second transaction;
 // it commits both in one, once S's attempt has ended.
 func TestAGracefulStopCommitsOnceAfterItsAttemptsEnd(t *testing.T) {
+	handedOff := make(chan struct{}, 1) // the stopping dispatcher spilled what waits in its lanes
 	st, c := faultyStack(t, func(c *stackConfig) {
 		c.kafka.Partitions = 1
 		c.dispatcher.GroupInstanceID = "hookline-dispatcher-"
 		c.dispatcher.CommitInterval = 100 * time.Millisecond
+		c.dispatcherOpts = append(c.dispatcherOpts, dispatcher.WithLogger(slog.New(logSignal{
+			Handler: testLogger(t, "dispatcher").Handler(), prefix: "stopping: deliveries waiting in lanes deferred", ch: handedOff})))
 	})
 	rx := newHeldReceiver("/s")
 	srv := httptest.NewServer(rx)
@@ -487,11 +492,16 @@ func TestAGracefulStopCommitsOnceAfterItsAttemptsEnd(t *testing.T) {
 	txn := st.kafka.TopicPrefix + "dispatcher-1"
 	var commits atomic.Int32
 	var lastCommit atomic.Int64 // unix nanos of the last EndTxn
+	var stopping atomic.Bool
+	committed := make(chan struct{}, 1) // the dispatcher ended a transaction after the stop
 	c.ControlKey(int16(kmsg.EndTxn), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		if req := r.(*kmsg.EndTxnRequest); req.TransactionalID == txn && req.Commit {
 			commits.Add(1)
 			lastCommit.Store(time.Now().UnixNano())
+			if stopping.Load() {
+				notify(committed)
+			}
 		}
 		return nil, nil, false
 	})
@@ -512,8 +522,24 @@ func TestAGracefulStopCommitsOnceAfterItsAttemptsEnd(t *testing.T) {
 	v.mu.Lock()
 	cancel, done := v.cancel, v.done
 	v.mu.Unlock()
+	stopping.Store(true)
 	cancel()
-	time.AfterFunc(300*time.Millisecond, rx.free)
+	// S's attempt ends only once the drain has spilled S's second
+	// delivery, and after a commit of the spill alone if the drain makes
+	// one (it must not: then S's answer would need a second): the
+	// release waits for the hand-off, then for that commit or 300 ms
+	// without it, so a drain that commits early fails here however slow
+	// the machine is.
+	select {
+	case <-handedOff:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stopping dispatcher did not hand off in 10 s: the delivery waiting behind S's cap was not spilled")
+	}
+	select {
+	case <-committed:
+	case <-time.After(300 * time.Millisecond):
+	}
+	rx.free()
 	<-done
 	if n := commits.Load() - before; n != 1 {
 		t.Fatalf("the drain committed %d transactions; want 1, once S's attempt in flight had ended", n)
@@ -524,6 +550,38 @@ func TestAGracefulStopCommitsOnceAfterItsAttemptsEnd(t *testing.T) {
 	_, s := rx.counts("/s")
 	if h != 2 || s != 2 {
 		t.Fatalf("POSTs answered across the stop: H %d, S %d; want two each", h, s)
+	}
+}
+
+// logSignal passes log records on and signals ch when one's message
+// starts with prefix: a test waits for a step its service only logs.
+type logSignal struct {
+	slog.Handler
+	prefix string
+	ch     chan struct{}
+}
+
+func (h logSignal) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) {
+		notify(h.ch)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h logSignal) WithAttrs(as []slog.Attr) slog.Handler {
+	return logSignal{h.Handler.WithAttrs(as), h.prefix, h.ch}
+}
+
+func (h logSignal) WithGroup(name string) slog.Handler {
+	return logSignal{h.Handler.WithGroup(name), h.prefix, h.ch}
+}
+
+// notify signals ch without blocking (a buffer of one keeps the first
+// signal).
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 
