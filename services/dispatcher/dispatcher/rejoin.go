@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -46,12 +47,21 @@ type sessionStart struct {
 // startSession fences the session's transactional id (an earlier
 // instance's open transaction ended: nothing behind it is readable until
 // then) and, beside that, reads what the group still assigns this
-// instance.
+// instance, both on one short-lived client.
 func (s *Service) startSession(ctx context.Context) (*sessionStart, error) {
+	opts, err := s.cfg.Kafka.Opts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
 	start := &sessionStart{}
 	var wg sync.WaitGroup
-	wg.Go(func() { start.owned, start.gen = s.assignedBefore(ctx) })
-	err := s.cfg.Kafka.Fence(ctx, s.cfg.TransactionalID, s.cfg.TxnTimeout)
+	wg.Go(func() { start.owned, start.gen = s.assignedBefore(ctx, cl) })
+	err = hkafka.Fence(ctx, cl, s.cfg.TransactionalID, s.cfg.TxnTimeout)
 	wg.Wait()
 	if err != nil {
 		return nil, err
@@ -63,21 +73,12 @@ func (s *Service) startSession(ctx context.Context) (*sessionStart, error) {
 // assigns this static instance now, and the generation of its last join
 // (none when the dispatcher is not a static member, the group does not
 // list the instance, or the read fails).
-func (s *Service) assignedBefore(ctx context.Context) ([]int32, int32) {
+func (s *Service) assignedBefore(ctx context.Context, cl *kgo.Client) ([]int32, int32) {
 	if s.cfg.GroupInstanceID == "" {
 		return nil, 0
 	}
 	ctx, cancel := context.WithTimeout(ctx, describeTimeout)
 	defer cancel()
-	opts, err := s.cfg.Kafka.Opts()
-	if err != nil {
-		return nil, 0
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, 0
-	}
-	defer cl.Close()
 	described, err := kadm.NewClient(cl).DescribeGroups(ctx, s.cfg.Group)
 	if err != nil {
 		s.log.Debug("the group's description not read; a restarted leader may cause a rebalance", "err", err)
