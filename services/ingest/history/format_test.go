@@ -222,8 +222,8 @@ func TestSweepWalksEveryTenant(t *testing.T) {
 // offsets with it, so the follower reads the topics from their start;
 // an index of this format keeps what it holds.
 func TestAnIndexOfAnotherFormatIsRebuilt(t *testing.T) {
-	for _, stored := range [][]byte{nil, binary.BigEndian.AppendUint64(nil, 1)} {
-		t.Run(fmt.Sprint("stored=", stored), func(t *testing.T) {
+	for name, stored := range map[string][]byte{"none stored": nil, "format 1": binary.BigEndian.AppendUint64(nil, 1)} {
+		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			db, err := pebble.Open(dir, &pebble.Options{})
 			if err != nil {
