@@ -3,6 +3,7 @@ package history
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,7 +60,7 @@ func TestValuesLeaveOutWhatTheirKeysHoldAndAreReadWhole(t *testing.T) {
 		}
 		stored++
 		for _, id := range repeats {
-			if got := fmt.Sprint(m); containsID(got, id) {
+			if got := fmt.Sprint(m); strings.Contains(got, id) {
 				t.Errorf("the value of %q repeats %q: %v", k, id, got)
 			}
 		}
@@ -106,15 +107,6 @@ func TestValuesLeaveOutWhatTheirKeysHoldAndAreReadWhole(t *testing.T) {
 	if err != nil || !found || again.GetTenantId() != "acme" || again.GetEndpointId() != "ep_1" || again.GetAttempt() != 3 {
 		t.Fatalf("Redeliverable %v, %v, %v", again, found, err)
 	}
-}
-
-func containsID(s, id string) bool {
-	for i := 0; i+len(id) <= len(s); i++ {
-		if s[i:i+len(id)] == id {
-			return true
-		}
-	}
-	return false
 }
 
 // TestDeliveredHasNoStateEntriesAndIsListedByIt: a delivery that ends
