@@ -292,6 +292,9 @@ func (s *stack) close() {
 	for _, l := range s.links {
 		l.Close()
 	}
+	if s.dataDir == "" && s.brokers != "" {
+		s.deleteTopics() // cleanup.go
+	}
 	if s.dataDir != "" {
 		_ = os.RemoveAll(s.dataDir)
 	}
