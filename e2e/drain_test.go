@@ -481,7 +481,7 @@ func TestAGracefulStopCommitsOnceAfterItsAttemptsEnd(t *testing.T) {
 		c.dispatcher.GroupInstanceID = "hookline-dispatcher-"
 		c.dispatcher.CommitInterval = 100 * time.Millisecond
 		c.dispatcherOpts = append(c.dispatcherOpts, dispatcher.WithLogger(slog.New(logSignal{
-			Handler: testLogger(t, "dispatcher").Handler(), prefix: "stopping: deliveries waiting in lanes deferred", ch: handedOff})))
+			Handler: testLogger(t, "dispatcher").Handler(), prefix: "stopping: deliveries waiting in lanes deferred", on: func() { notify(handedOff) }})))
 	})
 	rx := newHeldReceiver("/s")
 	srv := httptest.NewServer(rx)
@@ -553,27 +553,29 @@ func TestAGracefulStopCommitsOnceAfterItsAttemptsEnd(t *testing.T) {
 	}
 }
 
-// logSignal passes log records on and signals ch when one's message
-// starts with prefix: a test waits for a step its service only logs.
+// logSignal passes log records on and calls on, in the logging
+// goroutine, when one's message starts with prefix: a test waits for a
+// step its service only logs, or acts at that very step (the
+// simulation's reactive faults).
 type logSignal struct {
 	slog.Handler
 	prefix string
-	ch     chan struct{}
+	on     func()
 }
 
 func (h logSignal) Handle(ctx context.Context, r slog.Record) error {
 	if strings.HasPrefix(r.Message, h.prefix) {
-		notify(h.ch)
+		h.on()
 	}
 	return h.Handler.Handle(ctx, r)
 }
 
 func (h logSignal) WithAttrs(as []slog.Attr) slog.Handler {
-	return logSignal{h.Handler.WithAttrs(as), h.prefix, h.ch}
+	return logSignal{h.Handler.WithAttrs(as), h.prefix, h.on}
 }
 
 func (h logSignal) WithGroup(name string) slog.Handler {
-	return logSignal{h.Handler.WithGroup(name), h.prefix, h.ch}
+	return logSignal{h.Handler.WithGroup(name), h.prefix, h.on}
 }
 
 // notify signals ch without blocking (a buffer of one keeps the first

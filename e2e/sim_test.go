@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,6 +184,12 @@ type simWorld struct {
 	// sim_autopause_test.go).
 	autoResume func() time.Duration
 	skew       time.Duration
+	// pauseFreezes is how many automatic pauses may still freeze the
+	// dispatcher that decides them, for pauseFreezeFor
+	// (sim_autopause_test.go); faulting is true during the fault phase.
+	pauseFreezes   atomic.Int32
+	pauseFreezeFor time.Duration
+	faulting       atomic.Bool
 
 	mu        sync.Mutex // guards the process pool and the counts
 	slots     [3]*simSlot
@@ -259,7 +266,7 @@ func (w *simWorld) startDispatcher(s *simSlot) {
 	now := w.clock(s.n)
 	name := fmt.Sprint("dispatcher-", s.n)
 	s.svc.start(w, name, func() (func(context.Context) error, error) {
-		d, err := dispatcher.New(c, dispatcher.WithLogger(testLogger(w.t, name)),
+		d, err := dispatcher.New(c, dispatcher.WithLogger(w.dispatcherLogger(s, name)),
 			dispatcher.WithBeforeAttempt(w.model.before(now)), dispatcher.WithSetAside(w.model.setAside), dispatcher.WithClock(now), dispatcher.WithRandSeed(w.seed+uint64(s.n)))
 		if err != nil {
 			return nil, err
@@ -358,6 +365,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 
 	// The fault phase: publish on the timeline while the schedule runs.
 	t0 := time.Now()
+	w.faulting.Store(true)
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { w.publishAll(ctx, t0) })
@@ -374,6 +382,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 		})
 	}
 	sleepUntil(t.Context(), t0.Add(phase))
+	w.faulting.Store(false)
 	cancel()
 	wg.Wait()
 	w.heal()
