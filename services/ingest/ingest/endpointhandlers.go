@@ -1,0 +1,341 @@
+package ingest
+
+// EndpointService's RPCs (endpointService): each checks its request
+// against the rules (endpointrules.go) and writes through
+// endpointwrites.go.
+
+import (
+	"context"
+	"errors"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/endpoints"
+	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/sdk/ids"
+	"github.com/hookline/hookline/services/ingest/apikey"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndpointRequest) (*hooklinev1.CreateEndpointResponse, error) {
+	s := h.s
+	tenant := apikey.TenantFrom(ctx)
+	if err := s.validateURL(ctx, req.GetUrl()); err != nil {
+		return nil, err
+	}
+	s.noteURL(ctx, req.GetUrl())
+	if len(req.GetDescription()) > maxDescriptionLen {
+		return nil, invalid("description", "is %d bytes, the limit is %d", len(req.GetDescription()), maxDescriptionLen)
+	}
+	for _, err := range []error{
+		validateEventTypes(req.GetEventTypes()),
+		validateTimeout(req.GetTimeout()),
+		validateRetryPolicy(req.GetRetryPolicy()),
+		validateMetadata(req.GetMetadata()),
+		validateMaxInFlight(req.GetMaxInFlight()),
+		validateRate(req.GetRateLimitPerSecond()),
+		validateOrdering(req.GetOrdering()),
+		validateHeadFailure(req.GetOnHeadFailure()),
+		s.validateFilter(req.GetFilter()),
+		s.validateTransformation(req.GetTransformation()),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	scheme, err := givenSecret("secret", req.GetSecret(), req.GetSignatureScheme())
+	if err != nil {
+		return nil, err
+	}
+	secret := newSecret(req.GetSecret(), scheme)
+
+	// Creates of one tenant are serialised (in this process) for its
+	// endpoint limit; nothing else waits for them.
+	unlock, err := s.locks.lock(ctx, "tenant:"+tenant)
+	if err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	defer unlock()
+	if n := s.store.Count(tenant); n >= s.cfg.MaxEndpoints {
+		return nil, status.Errorf(codes.ResourceExhausted, "tenant has %d endpoints, the limit is %d; delete unused endpoints", n, s.cfg.MaxEndpoints)
+	}
+	now := timestamppb.New(s.now())
+	rec := &hooklinev1.EndpointRecord{
+		Endpoint: &hooklinev1.Endpoint{
+			Id:                 ids.New(ids.Endpoint, s.now()),
+			TenantId:           tenant,
+			Url:                req.GetUrl(),
+			Description:        req.GetDescription(),
+			EventTypes:         req.GetEventTypes(),
+			Status:             hooklinev1.EndpointStatus_ENDPOINT_STATUS_ACTIVE,
+			Timeout:            req.GetTimeout(),
+			MaxInFlight:        req.GetMaxInFlight(),
+			RateLimitPerSecond: req.GetRateLimitPerSecond(),
+			RetryPolicy:        req.GetRetryPolicy(),
+			CreatedAt:          now,
+			UpdatedAt:          now,
+			Metadata:           req.GetMetadata(),
+			OutageModeDisabled: req.GetOutageModeDisabled(),
+			Ordering:           req.GetOrdering(),
+			OnHeadFailure:      req.GetOnHeadFailure(),
+			Filter:             req.GetFilter(),
+			Transformation:     req.GetTransformation(),
+		},
+		Version: 1,
+	}
+	es, err := s.seal(rec, secret, now.AsTime())
+	if err != nil {
+		return nil, err
+	}
+	rec.Secrets = []*hooklinev1.EndpointSecret{es}
+	rec.Endpoint.SignatureScheme = schemeOf(es)
+	if err := s.writeEndpoint(ctx, rec.GetEndpoint().GetId(), rec); err != nil {
+		if errors.Is(err, endpoints.ErrLost) { // a fresh id cannot lose
+			return nil, status.Errorf(codes.Internal, "endpoint id %s taken", rec.GetEndpoint().GetId())
+		}
+		return nil, err
+	}
+	shownSecret, publicKey := shown(es, secret)
+	return &hooklinev1.CreateEndpointResponse{Endpoint: withEtag(rec), Secret: shownSecret, PublicKey: publicKey}, nil
+}
+
+func (h *endpointService) GetEndpoint(ctx context.Context, req *hooklinev1.GetEndpointRequest) (*hooklinev1.GetEndpointResponse, error) {
+	s := h.s
+	if err := s.readBarrier(ctx); err != nil {
+		return nil, err
+	}
+	rec, err := s.owned(ctx, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	resp := &hooklinev1.GetEndpointResponse{Endpoint: withEtag(rec), PublicKeys: publicKeys(rec, s.now())}
+	if cur := rec.GetSecrets(); len(cur) > 0 {
+		secret := ""
+		// A signing secret lets its holder forge deliveries: only admin
+		// keys read it. A V1A private key is never answered; its public
+		// key is public.
+		if cur[0].GetPublicKey() == "" && apikey.PrincipalFrom(ctx).Scope == apikey.ScopeAdmin {
+			if secret, err = s.open(rec, cur[0]); err != nil {
+				return nil, err
+			}
+		}
+		resp.Secret, resp.PublicKey = shown(cur[0], secret)
+	}
+	return resp, nil
+}
+
+func (h *endpointService) ListEndpoints(ctx context.Context, req *hooklinev1.ListEndpointsRequest) (*hooklinev1.ListEndpointsResponse, error) {
+	s := h.s
+	size := int(req.GetPageSize())
+	switch {
+	case size == 0:
+		size = defaultPageSize
+	case size > maxPageSize:
+		return nil, invalid("page_size", "is %d, the limit is %d", size, maxPageSize)
+	}
+	if err := s.readBarrier(ctx); err != nil {
+		return nil, err
+	}
+	resp := &hooklinev1.ListEndpointsResponse{}
+	for _, rec := range s.store.List(apikey.TenantFrom(ctx)) {
+		if rec.GetEndpoint().GetId() <= req.GetPageToken() {
+			continue
+		}
+		if len(resp.Endpoints) == size {
+			resp.NextPageToken = resp.Endpoints[size-1].GetId()
+			break
+		}
+		resp.Endpoints = append(resp.Endpoints, withEtag(rec))
+	}
+	return resp, nil
+}
+
+func (h *endpointService) UpdateEndpoint(ctx context.Context, req *hooklinev1.UpdateEndpointRequest) (*hooklinev1.UpdateEndpointResponse, error) {
+	s := h.s
+	paths := req.GetUpdateMask().GetPaths()
+	if len(paths) == 0 {
+		return nil, invalid("update_mask", "is required; name the fields to change, e.g. paths: [\"url\"]")
+	}
+	in := req.GetEndpoint()
+	for _, p := range paths {
+		if p == "url" {
+			// Resolved before any lock is taken: a slow DNS answer delays
+			// this call only.
+			if err := s.validateURL(ctx, in.GetUrl()); err != nil {
+				return nil, err
+			}
+			s.noteURL(ctx, in.GetUrl())
+		}
+	}
+	rec, err := s.change(ctx, in.GetId(), in.GetEtag(), func(rec *hooklinev1.EndpointRecord) error {
+		ep := rec.Endpoint
+		for _, p := range paths {
+			var err error
+			switch p {
+			case "url":
+				ep.Url = in.GetUrl() // validated above
+			case "description":
+				if len(in.GetDescription()) > maxDescriptionLen {
+					err = invalid("description", "is %d bytes, the limit is %d", len(in.GetDescription()), maxDescriptionLen)
+				}
+				ep.Description = in.GetDescription()
+			case "event_types":
+				err, ep.EventTypes = validateEventTypes(in.GetEventTypes()), in.GetEventTypes()
+			case "timeout":
+				err, ep.Timeout = validateTimeout(in.GetTimeout()), in.GetTimeout()
+			case "max_in_flight":
+				err, ep.MaxInFlight = validateMaxInFlight(in.GetMaxInFlight()), in.GetMaxInFlight()
+			case "rate_limit_per_second":
+				err, ep.RateLimitPerSecond = validateRate(in.GetRateLimitPerSecond()), in.GetRateLimitPerSecond()
+			case "retry_policy":
+				err, ep.RetryPolicy = validateRetryPolicy(in.GetRetryPolicy()), in.GetRetryPolicy()
+			case "metadata":
+				err, ep.Metadata = validateMetadata(in.GetMetadata()), in.GetMetadata()
+			case "outage_mode_disabled":
+				ep.OutageModeDisabled = in.GetOutageModeDisabled()
+			case "ordering":
+				err, ep.Ordering = validateOrdering(in.GetOrdering()), in.GetOrdering()
+			case "on_head_failure":
+				err, ep.OnHeadFailure = validateHeadFailure(in.GetOnHeadFailure()), in.GetOnHeadFailure()
+			case "filter":
+				err, ep.Filter = s.validateFilter(in.GetFilter()), in.GetFilter()
+			case "transformation":
+				err, ep.Transformation = s.validateTransformation(in.GetTransformation()), in.GetTransformation()
+			default:
+				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure, filter, transformation (status and secret have their own calls)", p)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &hooklinev1.UpdateEndpointResponse{Endpoint: withEtag(rec)}, nil
+}
+
+func (h *endpointService) DeleteEndpoint(ctx context.Context, req *hooklinev1.DeleteEndpointRequest) (*hooklinev1.DeleteEndpointResponse, error) {
+	s := h.s
+	if req.GetId() == "" {
+		return nil, invalid("id", "is required")
+	}
+	unlock, err := s.locks.lock(ctx, "endpoint:"+req.GetId())
+	if err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	defer unlock()
+	rec, err := s.owned(ctx, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	// A tombstone: it always applies, and every change written from an
+	// older state loses to it. Compaction removes the endpoint's history.
+	if err := s.writeEndpoint(ctx, rec.GetEndpoint().GetId(), nil); err != nil {
+		if errors.Is(err, endpoints.ErrLost) {
+			return nil, status.Errorf(codes.Internal, "endpoint %s: tombstone ignored", req.GetId())
+		}
+		return nil, err
+	}
+	return &hooklinev1.DeleteEndpointResponse{}, nil
+}
+
+func (h *endpointService) PauseEndpoint(ctx context.Context, req *hooklinev1.PauseEndpointRequest) (*hooklinev1.PauseEndpointResponse, error) {
+	s := h.s
+	if len(req.GetReason()) > maxDescriptionLen {
+		return nil, invalid("reason", "is %d bytes, the limit is %d", len(req.GetReason()), maxDescriptionLen)
+	}
+	paused := false
+	rec, err := s.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
+		paused = false // fn runs again after losing to a concurrent change
+		if rec.Endpoint.Status == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
+			return nil
+		}
+		paused = true
+		rec.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED
+		rec.Endpoint.PausedReason = req.GetReason()
+		rec.Endpoint.PausedAt = timestamppb.New(s.now())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if paused {
+		// The endpoint's owner hears of it once, like an automatic pause.
+		ep := rec.GetEndpoint()
+		n := &hooklinev1.Notice{
+			NoticeId: ids.New(ids.Notice, s.now()), Type: hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED,
+			TenantId: ep.GetTenantId(), EndpointId: ep.GetId(), At: ep.GetPausedAt(), Detail: "paused by API: " + req.GetReason(),
+		}
+		if r, err := hkafka.Record(s.topics.Notices, ep.GetId(), n); err == nil {
+			if err := s.produce(ctx, r); err != nil {
+				// The pause itself is durable; only the notice is missing.
+				s.log.WarnContext(ctx, "endpoint paused but its endpoint.paused notice was not written", "endpoint_id", ep.GetId(), "err", err)
+			}
+		}
+	}
+	return &hooklinev1.PauseEndpointResponse{Endpoint: withEtag(rec)}, nil
+}
+
+func (h *endpointService) ResumeEndpoint(ctx context.Context, req *hooklinev1.ResumeEndpointRequest) (*hooklinev1.ResumeEndpointResponse, error) {
+	s := h.s
+	rec, err := s.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
+		rec.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_ACTIVE
+		rec.Endpoint.PausedReason = ""
+		rec.Endpoint.PausedAt = nil
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &hooklinev1.ResumeEndpointResponse{Endpoint: withEtag(rec)}, nil
+}
+
+func (h *endpointService) RotateEndpointSecret(ctx context.Context, req *hooklinev1.RotateEndpointSecretRequest) (*hooklinev1.RotateEndpointSecretResponse, error) {
+	s := h.s
+	given := req.GetSecret()
+	scheme := req.GetSignatureScheme()
+	if given != "" || scheme != hooklinev1.SignatureScheme_SIGNATURE_SCHEME_UNSPECIFIED {
+		var err error
+		if scheme, err = givenSecret("secret", given, scheme); err != nil {
+			return nil, err
+		}
+	}
+	grace := defaultGrace
+	if g := req.GetGracePeriod(); g != nil {
+		if g.CheckValid() != nil || g.AsDuration() < 0 || g.AsDuration() > maxGrace {
+			return nil, invalid("grace_period", "must be between 0 and %v", maxGrace)
+		}
+		grace = g.AsDuration()
+	}
+	var secret string
+	var cur *hooklinev1.EndpointSecret
+	rec, err := s.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
+		if given != "" {
+			dup, err := s.holds(rec, given)
+			if err != nil {
+				return err
+			}
+			if dup {
+				return invalid("secret", "is already one of the endpoint's secrets")
+			}
+		}
+		sch := scheme
+		if sch == hooklinev1.SignatureScheme_SIGNATURE_SCHEME_UNSPECIFIED {
+			sch = rec.GetEndpoint().GetSignatureScheme()
+		}
+		secret = newSecret(given, sch)
+		if err := s.rotate(rec, secret, grace, s.now()); err != nil {
+			return err
+		}
+		cur = rec.GetSecrets()[0]
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	shownSecret, publicKey := shown(cur, secret)
+	return &hooklinev1.RotateEndpointSecretResponse{Endpoint: withEtag(rec), Secret: shownSecret, PublicKey: publicKey}, nil
+}
