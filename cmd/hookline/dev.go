@@ -15,12 +15,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hookline/hookline/platform/config"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/keyring"
+	"github.com/hookline/hookline/platform/supervise"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/services/dispatcher/dispatcher"
 	"github.com/hookline/hookline/services/ingest/ingest"
@@ -202,23 +202,6 @@ func runDev(ctx context.Context, args []string, out io.Writer, getenv func(strin
 		return err
 	}
 
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, run := range []func(context.Context) error{in.Run, disp.Run, sched.Run, metricsEnv.Serve} {
-		wg.Go(func() {
-			if err := run(runCtx); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-				cancel() // one service down stops the rest
-			}
-		})
-	}
 	fmt.Fprintf(out, `Hookline dev is running (Ctrl-C to stop).
   ingest gRPC   %s%s
   ingest HTTP   %s   (JSON, same port: POST /v1/events)
@@ -236,8 +219,15 @@ Try it:
   curl -H "authorization: Bearer $HOOKLINE_API_KEY" -d '{"event_type":"invoice.paid","payload":{"invoice":"in_2"}}' %s/v1/events
   ./bin/hookline results tail --kafka-brokers %s
 `, ln.Addr(), tlsNote(f), httpBase(f, ln.Addr().String()), consoleURL(f.ConsoleAddr), strings.Join(brokers, ","), kc.TopicPrefix, key, f.DataDir, f.KeyFile, metricsURL(metricsEnv), tracesTo(tel["ingest"]), key, addrExport(ln.Addr().String()), httpBase(f, ln.Addr().String()), strings.Join(brokers, ","))
-	wg.Wait()
-	return errors.Join(errs...)
+	// Started in this order, stopped in the reverse one: ingest stops
+	// taking events first, the dispatcher then drains what it has, the
+	// scheduler hands back what is due, and the metrics endpoint
+	// observes all of it.
+	return supervise.Run(ctx,
+		supervise.Part{Run: metricsEnv.Serve},
+		supervise.Part{Name: "scheduler", Run: sched.Run},
+		supervise.Part{Name: "dispatcher", Run: disp.Run},
+		supervise.Part{Name: "ingest", Run: in.Run})
 }
 
 // loopback checks that addr, given as flag, is a loopback address: dev

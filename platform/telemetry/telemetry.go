@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/hookline/hookline/platform/supervise"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/exporters/autoexport"
@@ -305,30 +306,18 @@ func (e Env) PprofAddr() string {
 // until ctx ends; with neither it just waits for ctx. Either failing
 // stops both.
 func (e Env) Serve(ctx context.Context) error {
-	if e.metrics == nil && e.pprof == nil {
+	var parts []supervise.Part
+	if e.metrics != nil {
+		parts = append(parts, supervise.Part{Name: "metrics endpoint", Run: func(ctx context.Context) error { return e.Telemetry.serveMetrics(ctx, e.metrics) }})
+	}
+	if e.pprof != nil {
+		parts = append(parts, supervise.Part{Name: "pprof endpoint", Run: func(ctx context.Context) error { return serveHTTP(ctx, e.pprof, PprofHandler(), "pprof") }})
+	}
+	if len(parts) == 0 {
 		<-ctx.Done()
 		return nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, 2)
-	n := 0
-	if e.metrics != nil {
-		n++
-		go func() { errs <- e.Telemetry.serveMetrics(ctx, e.metrics) }()
-	}
-	if e.pprof != nil {
-		n++
-		go func() { errs <- serveHTTP(ctx, e.pprof, PprofHandler(), "pprof") }()
-	}
-	var first error
-	for range n {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-			cancel()
-		}
-	}
-	return first
+	return supervise.Run(ctx, parts...)
 }
 
 // Run runs service until ctx ends, serving /metrics and /debug/pprof/
@@ -337,26 +326,13 @@ func (e Env) Run(ctx context.Context, service func(context.Context) error) error
 	if e.metrics == nil && e.pprof == nil {
 		return service(ctx)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	served := make(chan error, 1)
-	go func() {
-		err := e.Serve(ctx)
-		if err != nil {
-			cancel(err)
-		}
-		served <- err
-	}()
 	if e.metrics != nil {
 		e.Log.Info("metrics endpoint", "url", "http://"+e.MetricsAddr()+"/metrics")
 	}
 	if e.pprof != nil {
 		e.Log.Info("pprof endpoint", "url", "http://"+e.PprofAddr()+"/debug/pprof/")
 	}
-	err := service(ctx)
-	cancel(nil)
-	if merr := <-served; merr != nil && err == nil {
-		err = merr
-	}
-	return err
+	// The endpoints first, so they are stopped last: a draining service
+	// is still observed.
+	return supervise.Run(ctx, supervise.Part{Run: e.Serve}, supervise.Part{Run: service})
 }

@@ -27,6 +27,7 @@ import (
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/lanes"
 	"github.com/hookline/hookline/platform/netguard"
+	"github.com/hookline/hookline/platform/supervise"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/sdk/sign"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
@@ -283,33 +284,25 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("dispatcher: %w", err)
 	}
 	ensured := time.Since(began)
-	// The endpoints view failing stops dispatching: without it the
-	// dispatcher could sign with a stale secret or miss a pause.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	// The parts of a running dispatcher, in their start order; they stop
+	// in the reverse one (platform/supervise): the loop first, whose
+	// drain still reads the views, then the pruner and the notifier,
+	// then the views; the endpoints view, the health server and the
+	// answers journal (deferred) outlive them all. A view that fails
+	// stops dispatching: without the endpoints view the dispatcher could
+	// sign with a stale secret or miss a pause.
+	g := supervise.New(ctx)
 	// The notices view: endpoint health that outlives this process; the
 	// lanes view: ordered lanes' members outside memory. Both are read
 	// in the background from now on.
-	followDone := make(chan struct{}, 2)
-	for name, f := range map[string]*hkafka.Follower{"notices": s.noticeFollow, "lanes": s.laneFollow} {
-		go func() {
-			defer func() { followDone <- struct{}{} }()
-			if err := f.Run(ctx, s.cfg.Kafka); err != nil {
-				cancel(fmt.Errorf("dispatcher: %s: %w", name, err))
-			}
-		}()
-	}
-	defer func() {
-		cancel(nil)
-		<-followDone
-		<-followDone
-	}()
+	g.Go(supervise.Part{Name: "dispatcher: notices", Run: func(ctx context.Context) error { return s.noticeFollow.Run(ctx, s.cfg.Kafka) }})
+	g.Go(supervise.Part{Name: "dispatcher: lanes", Run: func(ctx context.Context) error { return s.laneFollow.Run(ctx, s.cfg.Kafka) }})
 	// The first session's start (rejoin.go: its fence, and what the
 	// group still assigns this instance) runs beside the endpoints
 	// view's first read: a restarted dispatcher's partitions wait for
 	// both (a static member's since its predecessor began to drain), and
 	// neither needs the other. Later sessions start themselves (consume).
-	startCtx, stopStart := context.WithCancel(ctx)
+	startCtx, stopStart := context.WithCancel(g.Context())
 	var first *sessionStart
 	started := make(chan error, 1)
 	go func() {
@@ -317,75 +310,51 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		first, err = s.startSession(startCtx)
 		started <- err
 	}()
-	stopStore, err := s.store.StartWatched(ctx, s.cfg.Kafka, func(err error) { cancel(fmt.Errorf("dispatcher: endpoints: %w", err)) })
+	stopStore, err := s.store.StartWatched(g.Context(), s.cfg.Kafka, func(err error) { g.Stop(fmt.Errorf("dispatcher: endpoints: %w", err)) })
 	if err != nil {
 		stopStart()
 		if err := <-started; err != nil {
 			s.log.Debug("the session's start ended with the endpoints view's failure", "err", err)
 		}
-		return startFailed(ctx, fmt.Errorf("dispatcher: endpoints: %w", err))
+		// Stopped while starting (nil), a view's failure, or this one.
+		g.Stop(fmt.Errorf("dispatcher: endpoints: %w", err))
+		return g.Wait()
 	}
 	defer stopStore()
 	viewRead := time.Since(began)
 	err = <-started
 	stopStart()
 	if err != nil {
-		return startFailed(ctx, fmt.Errorf("dispatcher: %w", err))
+		g.Stop(fmt.Errorf("dispatcher: %w", err))
+		return g.Wait()
 	}
 	s.log.Info("dispatcher started", "topics_ensured_in", ensured, "endpoints_read_in", viewRead, "session_started_in", time.Since(began))
 
 	if s.cfg.NoticeWebhookURL != "" {
 		n, err := notify.New(s.cfg.Kafka, s.cfg.Group+"-notifier", s.cfg.NoticeWebhookURL, s.cfg.NoticeWebhookSecret, s.noticeClient, s.log, s.rand)
 		if err != nil {
-			return err
+			g.Stop(err)
+			return g.Wait()
 		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = n.Run(ctx) // returns when ctx ends
-		}()
-		defer func() {
-			cancel(nil)
-			<-done
-		}()
+		g.Go(supervise.Part{Name: "dispatcher: notifier", Run: n.Run})
 	}
-	pruneDone := make(chan struct{})
-	go func() {
-		defer close(pruneDone)
+	g.Go(supervise.Part{Name: "dispatcher: prune", Run: func(ctx context.Context) error {
 		s.runPrune(ctx)
-	}()
-	defer func() {
-		cancel(nil)
-		<-pruneDone
-		s.pauses.wg.Wait() // automatic pauses' outcome watchers end with ctx
-	}()
+		return nil
+	}})
 	s.probe.Started()
 	// A commit whose end failed with its outcome unknown ends the
 	// session, not the process: a new one, after a backoff, starts from
 	// what Kafka committed (hkafka.Resume; docs/DESIGN.md I40).
-	if err := hkafka.Resume(ctx, s.log, "dispatcher", func(ctx context.Context) error {
-		start := first // above, beside the endpoints view's read
-		first = nil
-		return s.consume(ctx, opts, start)
-	}); err != nil {
-		return err
-	}
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
-}
-
-// startFailed is Run's error for err, a step of its start that failed:
-// what cancelled ctx (a view's reader that failed) if that is why, none
-// if Run was stopped while starting, err otherwise.
-func startFailed(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); cause != nil {
-		if errors.Is(cause, context.Canceled) {
-			return nil // stopped while starting
-		}
-		return cause
-	}
+	g.Go(supervise.Part{Name: "dispatcher", Run: func(ctx context.Context) error {
+		return hkafka.Resume(ctx, s.log, "dispatcher", func(ctx context.Context) error {
+			start := first // above, beside the endpoints view's read
+			first = nil
+			return s.consume(ctx, opts, start)
+		})
+	}})
+	err = g.Wait()
+	s.pauses.wg.Wait() // automatic pauses' outcome watchers end with the loop
 	return err
 }
 

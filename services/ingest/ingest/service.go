@@ -41,6 +41,7 @@ import (
 	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/platform/lanes"
 	"github.com/hookline/hookline/platform/netguard"
+	"github.com/hookline/hookline/platform/supervise"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/platform/transform"
 	"github.com/hookline/hookline/sdk/ids"
@@ -290,72 +291,77 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("ingest: %w", err)
 	}
 
-	stopStore, storeFailed, err := s.store.Start(ctx, s.cfg.Kafka)
+	// The parts of a serving ingest, in their start order; they stop in
+	// the reverse one (platform/supervise): the servers first
+	// (NOT_SERVING, the calls in flight finish, the producer flushes what
+	// they wrote), then the history sweep and the followers that feed
+	// the idempotency view and the delivery index, then the endpoints'
+	// repair; the gateway, the history index and the endpoints view
+	// (deferred) outlive them all.
+	g := supervise.New(ctx)
+	stopStore, err := s.store.StartWatched(g.Context(), s.cfg.Kafka, func(err error) { g.Stop(fmt.Errorf("ingest: endpoints: %w", err)) })
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("ingest: endpoints: %w", err)
+		g.Stop(fmt.Errorf("ingest: endpoints: %w", err)) // nil when stopped while starting
+		return g.Wait()
 	}
 	defer stopStore()
 	// Repair keeps every endpoint's last record a winner, so compaction
 	// never resurrects a change that lost (platform/endpoints).
-	repairCtx, stopRepair := context.WithCancel(context.WithoutCancel(ctx))
-	var repair sync.WaitGroup
-	repair.Go(func() {
-		_ = s.store.Repair(repairCtx, func(ctx context.Context, rs ...*kgo.Record) error {
+	g.Go(supervise.Part{Name: "ingest: endpoints repair", Run: func(ctx context.Context) error {
+		return s.store.Repair(ctx, func(ctx context.Context, rs ...*kgo.Record) error {
 			err := s.produce(ctx, rs...)
 			if err != nil {
 				s.log.WarnContext(ctx, "endpoints: repair not written; retrying", "err", err)
 			}
 			return err
 		}, time.Second)
-	})
-	defer func() { stopRepair(); repair.Wait() }()
+	}})
 
 	hist, err := s.openHistory()
 	if err != nil {
-		return err
+		g.Stop(err)
+		return g.Wait()
 	}
 	defer func() {
 		if err := hist.Close(); err != nil {
 			s.log.Warn("history: close", "err", err)
 		}
 	}()
-	// The followers feed the idempotency view and the delivery index;
-	// they stop after the server.
-	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
-	followFailed := make(chan error, 1)
-	var follows sync.WaitGroup
 	for _, f := range s.followers() {
-		follows.Go(func() {
-			if err := f.Run(followCtx, s.cfg.Kafka); err != nil {
-				select {
-				case followFailed <- err:
-				default:
-				}
-			}
-		})
+		g.Go(supervise.Part{Name: "ingest", Run: func(ctx context.Context) error { return f.Run(ctx, s.cfg.Kafka) }})
 	}
-	defer func() { stopFollow(); follows.Wait() }()
-	follows.Go(func() { s.sweepHistory(followCtx) })
+	g.Go(supervise.Part{Name: "ingest: history sweep", Run: func(ctx context.Context) error {
+		s.sweepHistory(ctx)
+		return nil
+	}})
 
 	ln := s.ln
 	if ln == nil {
 		if ln, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
-			return fmt.Errorf("ingest: listen: %w", err)
+			g.Stop(fmt.Errorf("ingest: listen: %w", err))
+			return g.Wait()
 		}
 	}
 	// Charged until each connection's first authenticated call; raw
 	// bytes, so a TLS handshake counts too.
 	ln = s.secureListener(s.preauth.listener(ln))
 	srv, hs := s.grpcServer()
-	gw, err := s.newGateway(ctx, srv)
+	gw, err := s.newGateway(g.Context(), srv)
 	if err != nil {
 		_ = ln.Close()
-		return err
+		g.Stop(err)
+		return g.Wait()
 	}
 	defer gw.Close()
+	g.Go(supervise.Part{Name: "ingest: serve", Run: func(ctx context.Context) error { return s.serve(ctx, ln, srv, hs, gw) }})
+	return g.Wait()
+}
+
+// serve answers gRPC and HTTP/JSON on ln, and the console on its own
+// port, until ctx ends; then it reports NOT_SERVING, lets the calls in
+// flight finish (bounded by ShutdownTimeout) and flushes what they
+// produced.
+func (s *Service) serve(ctx context.Context, ln net.Listener, srv *grpc.Server, hs *health.Server, gw *gateway) error {
 	// One port: gRPC (HTTP/2) connections to srv, HTTP/1.1 to the
 	// HTTP/JSON gateway.
 	mux := connmux.New(ln, sniffTimeout)
@@ -374,6 +380,7 @@ func (s *Service) Run(ctx context.Context) error {
 	stopConsole, err := s.startConsole(served)
 	if err != nil {
 		srv.Stop()
+		_ = httpSrv.Close()
 		return err
 	}
 	defer stopConsole()
@@ -385,14 +392,6 @@ func (s *Service) Run(ctx context.Context) error {
 		srv.Stop()
 		_ = httpSrv.Close()
 		return fmt.Errorf("ingest: serve: %w", err)
-	case err := <-storeFailed:
-		srv.Stop()
-		_ = httpSrv.Close()
-		return fmt.Errorf("ingest: endpoints: %w", err)
-	case err := <-followFailed:
-		srv.Stop()
-		_ = httpSrv.Close()
-		return fmt.Errorf("ingest: %w", err)
 	case <-ctx.Done():
 	}
 	hs.Shutdown() // NOT_SERVING, so balancers move away first
@@ -415,7 +414,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
-	if err := cl.Flush(flushCtx); err != nil {
+	if err := s.kafka.Flush(flushCtx); err != nil {
 		return fmt.Errorf("ingest: flush: %w", err)
 	}
 	return nil

@@ -26,6 +26,7 @@ import (
 	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/health"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/supervise"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/sdk/ids"
 	"github.com/hookline/hookline/services/scheduler/tier"
@@ -244,29 +245,28 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}
 	// The endpoints view says which parked deliveries may go; Start
 	// returns once it has read every endpoint record committed before.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stopStore, err := s.store.StartWatched(ctx, s.cfg.Kafka, func(err error) { cancel(fmt.Errorf("scheduler: endpoints: %w", err)) })
+	// It outlives the loop (deferred), and its failure stops the loop
+	// (platform/supervise).
+	g := supervise.New(ctx)
+	stopStore, err := s.store.StartWatched(g.Context(), s.cfg.Kafka, func(err error) { g.Stop(fmt.Errorf("scheduler: endpoints: %w", err)) })
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("scheduler: endpoints: %w", err)
+		g.Stop(fmt.Errorf("scheduler: endpoints: %w", err)) // nil when stopped while starting
+		return g.Wait()
 	}
 	defer stopStore()
 	lag, err := telemetry.NewLag(s.mp, s.cfg.Group)
 	if err != nil {
-		return fmt.Errorf("scheduler: metrics: %w", err)
+		g.Stop(fmt.Errorf("scheduler: metrics: %w", err))
+		return g.Wait()
 	}
 	defer lag.Close()
 	// A hop whose end failed with its outcome unknown ends the session,
 	// not the process: a new one, after a backoff, starts from what
 	// Kafka committed (hkafka.Resume; docs/DESIGN.md I40).
-	err = hkafka.Resume(ctx, s.log, "scheduler", func(ctx context.Context) error { return s.consume(ctx, opts, lag) })
-	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
-		err = cause // the endpoints view failed
-	}
-	return err
+	g.Go(supervise.Part{Name: "scheduler", Run: func(ctx context.Context) error {
+		return hkafka.Resume(ctx, s.log, "scheduler", func(ctx context.Context) error { return s.consume(ctx, opts, lag) })
+	}})
+	return g.Wait()
 }
 
 // consume runs one transactional session until ctx ends or a hop fails.
