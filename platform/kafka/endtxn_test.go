@@ -83,7 +83,7 @@ func copySessions(t *testing.T, c *kfake.Cluster, want int) ([]string, error) {
 			if len(out) == 0 {
 				continue
 			}
-			_, perr, err := TransactEach(ctx, sess, out, nil, nil)
+			_, perr, err := TransactEach(ctx, sess, time.Minute, out, nil, nil)
 			if err != nil {
 				return err
 			}
@@ -289,5 +289,50 @@ func TestABrokerOutOfReachAtEndTxnIsUnconfirmedNotFatal(t *testing.T) {
 		if got := Unconfirmed(c.err); got != c.want {
 			t.Errorf("%s: Unconfirmed(%v) = %v, want %v", c.name, c.err, got, c.want)
 		}
+	}
+}
+
+// TestAnEndThatOutlivesItsTransactionTimeoutIsUnconfirmed: an End the
+// broker does not answer is given up at the transaction's timeout, as
+// an End whose outcome is unknown (a new session fences it), instead of
+// holding its session for as long as the broker stays silent (make sim
+// seed 43: 70 s, a JoinGroup never answered).
+func TestAnEndThatOutlivesItsTransactionTimeoutIsUnconfirmed(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	produceIn(t, c, 1)
+	seeds := kgo.SeedBrokers(c.ListenAddrs()...)
+	sess, err := kgo.NewGroupTransactSession(seeds, kgo.TransactionalID("silent-0"), kgo.TransactionTimeout(time.Minute),
+		kgo.ConsumerGroup("silent"), kgo.ConsumeTopics("in"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) == 0 && ctx.Err() == nil {
+		sess.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, &kgo.Record{Topic: "out", Value: r.Value}) })
+	}
+	// Every EndTxn is held until the test ends: the broker stays silent.
+	release := make(chan struct{})
+	defer close(release)
+	c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	began := time.Now()
+	_, _, err = TransactEach(ctx, sess, 500*time.Millisecond, out, nil, nil)
+	took := time.Since(began)
+	if !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("TransactEach = %v, want an unconfirmed end", err)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("the end was given up after %v, want about its 500ms bound", took)
 	}
 }

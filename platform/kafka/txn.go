@@ -5,33 +5,39 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Transact writes recs in one transaction of sess together with the
+// TransactEach writes recs in one transaction of sess together with the
 // offsets the session will commit: it begins, produces, flushes, runs
 // beforeEnd (if set; the place to adjust offsets with SetOffsets), and
-// ends, committing only if every record was written. committed is false
-// when the transaction was aborted, by a failed record (produceErr says
-// which) or by a rebalance; the session has then rewound to its committed
-// offsets. err is a failure of the session itself; one wrapping
-// ErrUnconfirmed (an End whose outcome is unknown) asks for a new
-// session (Resume, endtxn.go).
-func Transact(ctx context.Context, sess *kgo.GroupTransactSession, recs []*kgo.Record, beforeEnd func()) (committed bool, produceErr error, err error) {
-	return TransactEach(ctx, sess, recs, beforeEnd, nil)
-}
-
-// TransactEach is Transact that also calls failed, if set, with each
-// record that was not written and its error (from the producer's
-// goroutines, one call at a time), so that a caller can tell which
-// records a broker refused.
-func TransactEach(ctx context.Context, sess *kgo.GroupTransactSession, recs []*kgo.Record, beforeEnd func(), failed func(*kgo.Record, error)) (committed bool, produceErr error, err error) {
+// ends, committing only if every record was written. failed, if set, is
+// called with each record that was not written and its error (from the
+// producer's goroutines, one call at a time), so that a caller can tell
+// which records a broker refused. committed is false when the
+// transaction was aborted, by a failed record (produceErr says which) or
+// by a rebalance; the session has then rewound to its committed offsets.
+// err is a failure of the session itself; one wrapping ErrUnconfirmed
+// (an End whose outcome is unknown) asks for a new session (Resume,
+// endtxn.go).
+//
+// A started transaction is always ended, whatever ctx does, but it is
+// never waited on for longer than within, the transaction timeout: past
+// it the coordinator aborts the transaction anyway, and what a flush or
+// an End still waits on is something else (seen: an End waiting 70 s
+// for a JoinGroup the broker never answered, after the process had been
+// frozen beyond its session and the coordinator had moved; make sim
+// seed 43, docs/reliability.md). Its outcome is then unknown: the next
+// session fences it (I40).
+func TransactEach(ctx context.Context, sess *kgo.GroupTransactSession, within time.Duration, recs []*kgo.Record, beforeEnd func(), failed func(*kgo.Record, error)) (committed bool, produceErr error, err error) {
 	if err := sess.Begin(); err != nil {
 		return false, nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	ctx = context.WithoutCancel(ctx) // a started transaction is always ended
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
+	defer cancel()
 	var mu sync.Mutex
 	for _, r := range recs {
 		sess.Produce(ctx, r, func(r *kgo.Record, err error) {
@@ -46,7 +52,7 @@ func TransactEach(ctx context.Context, sess *kgo.GroupTransactSession, recs []*k
 		})
 	}
 	if err := sess.Client().Flush(ctx); err != nil {
-		return false, nil, fmt.Errorf("flush: %w", err)
+		return false, nil, fmt.Errorf("flush: %w: %w", ErrUnconfirmed, err)
 	}
 	if beforeEnd != nil {
 		beforeEnd()

@@ -81,7 +81,7 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		var failed []refused
 		ending := false
 		var endBegan time.Time
-		committed, perr, err := hkafka.TransactEach(tctx, sess, outs, func() {
+		committed, perr, err := hkafka.TransactEach(tctx, sess, e.s.cfg.TxnTimeout, outs, func() {
 			ending = true
 			endBegan = time.Now()
 			e.gate.close(e.in)

@@ -536,7 +536,7 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 		fmu    sync.Mutex
 		failed []hkafka.Refused
 	)
-	committed, perr, err := hkafka.TransactEach(ctx, sess, out, nil, func(r *kgo.Record, err error) {
+	committed, perr, err := hkafka.TransactEach(ctx, sess, s.cfg.TxnTimeout, out, nil, func(r *kgo.Record, err error) {
 		fmu.Lock()
 		failed = append(failed, hkafka.Refused{R: r, Err: err})
 		fmu.Unlock()
