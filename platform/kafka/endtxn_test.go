@@ -336,3 +336,29 @@ func TestAnEndThatOutlivesItsTransactionTimeoutIsUnconfirmed(t *testing.T) {
 		t.Fatalf("the end was given up after %v, want about its 500ms bound", took)
 	}
 }
+
+// TestRecordsOfAnAbortedTransactionCanBeProducedAgain: a commit that
+// aborts produces the same records in its next transaction; kgo keeps a
+// record's first context, so one that ended with the first transaction
+// failed every later produce of the record with "context canceled" (seen
+// in make sim seeds 37 and 43 with TransactEach's first bound).
+func TestRecordsOfAnAbortedTransactionCanBeProducedAgain(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("again-0"),
+		kgo.TransactionTimeout(time.Minute), kgo.ConsumerGroup("again"), kgo.ConsumeTopics("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	recs := []*kgo.Record{{Topic: "out", Value: []byte("a")}, {Topic: "out", Value: []byte("b")}}
+	for i := range 2 {
+		committed, perr, err := TransactEach(t.Context(), sess, 10*time.Second, recs, nil, nil)
+		if err != nil || perr != nil || !committed {
+			t.Fatalf("transaction %d: committed %v, produce error %v, error %v", i+1, committed, perr, err)
+		}
+	}
+}

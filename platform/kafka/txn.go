@@ -36,7 +36,12 @@ func TransactEach(ctx context.Context, sess *kgo.GroupTransactSession, within ti
 	if err := sess.Begin(); err != nil {
 		return false, nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
+	// The records are produced under a context that never ends: kgo
+	// keeps the first produce's context in the record (Record.Context)
+	// and fails it once that context is done, and a commit that aborts
+	// produces the same records again in its next transaction.
+	ctx = context.WithoutCancel(ctx)
+	bounded, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	var mu sync.Mutex
 	for _, r := range recs {
@@ -51,7 +56,7 @@ func TransactEach(ctx context.Context, sess *kgo.GroupTransactSession, within ti
 			}
 		})
 	}
-	if err := sess.Client().Flush(ctx); err != nil {
+	if err := sess.Client().Flush(bounded); err != nil {
 		return false, nil, fmt.Errorf("flush: %w: %w", ErrUnconfirmed, err)
 	}
 	if beforeEnd != nil {
@@ -61,7 +66,7 @@ func TransactEach(ctx context.Context, sess *kgo.GroupTransactSession, within ti
 	if produceErr != nil {
 		end = kgo.TryAbort
 	}
-	committed, err = sess.End(ctx, end)
+	committed, err = sess.End(bounded, end)
 	if err != nil {
 		return false, produceErr, endError(err) // ErrUnconfirmed: run a new session (Resume)
 	}
