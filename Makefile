@@ -98,7 +98,7 @@ run: build ## run all of Hookline on an embedded Kafka (hookline dev); flags wit
 ## ---- quality gates -----------------------------------------------------
 
 .PHONY: lint
-lint: $(TOOLS)/buf $(TOOLS)/golangci-lint $(TOOLS)/helm ## gofmt, go vet, golangci-lint (per module), buf lint, format and breaking, helm lint
+lint: $(TOOLS)/buf $(TOOLS)/golangci-lint $(TOOLS)/helm ## gofmt, go vet, golangci-lint (per module), buf lint, format and breaking, helm lint, the SDK from outside, each module tidy and built on its own with aligned versions
 	@unformatted=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	@for m in $(MODULES); do echo "vet + golangci-lint: $$m"; \
@@ -108,6 +108,7 @@ lint: $(TOOLS)/buf $(TOOLS)/golangci-lint $(TOOLS)/helm ## gofmt, go vet, golang
 	helm lint --strict deploy/helm/hookline
 	@$(MAKE) --no-print-directory buf-breaking
 	@bash scripts/sdk-scratch.sh
+	@bash scripts/modules-check.sh $(MODULES)
 
 # The protos of the commit scripts/breaking-base.sh names (the last v* tag,
 # else the merge base with main, else HEAD's parent), extracted with git
