@@ -33,4 +33,7 @@ if [ -n "$mismatch" ]; then
   echo "$mismatch"
   fail=1
 fi
+if [ $fail -eq 0 ]; then
+  echo "modules-check: $# modules tidy, each built on its own, one version of each shared dependency"
+fi
 exit $fail
