@@ -151,11 +151,7 @@ func produceIn(t *testing.T, c *kfake.Cluster, n int) {
 // which fences the transactional id and reads its offsets from the
 // broker; every input record is copied exactly once.
 func TestAnEndTxnThatTimesOutIsResolvedByANewSession(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := inOutCluster(t)
 	produceIn(t, c, 3)
 	answered := failEndTxn(c, 3, kerr.RequestTimedOut.Code)
 	got, err := copySessions(t, c, 3)
@@ -174,11 +170,7 @@ func TestAnEndTxnThatTimesOutIsResolvedByANewSession(t *testing.T) {
 // instance took the transactional id) is no failure a new session
 // cures: Resume returns it, saying so, and nothing is committed.
 func TestAFencedEndTxnEndsTheSessions(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := inOutCluster(t)
 	produceIn(t, c, 1)
 	failEndTxn(c, 1, kerr.ProducerFenced.Code)
 	got, err := copySessions(t, c, 1)
@@ -197,11 +189,7 @@ func TestAFencedEndTxnEndsTheSessions(t *testing.T) {
 // resume after it — the offsets it reads from the broker are the
 // committed ones — and copy nothing twice.
 func TestAnEndTxnThatCommittedButWasNotConfirmedIsNotCopiedTwice(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := inOutCluster(t)
 	produceIn(t, c, 3)
 	side, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
 	if err != nil {
@@ -298,11 +286,7 @@ func TestABrokerOutOfReachAtEndTxnIsUnconfirmedNotFatal(t *testing.T) {
 // holding its session for as long as the broker stays silent (make sim
 // seed 43: 70 s, a JoinGroup never answered).
 func TestAnEndThatOutlivesItsTransactionTimeoutIsUnconfirmed(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := inOutCluster(t)
 	produceIn(t, c, 1)
 	seeds := kgo.SeedBrokers(c.ListenAddrs()...)
 	sess, err := kgo.NewGroupTransactSession(seeds, kgo.TransactionalID("silent-0"), kgo.TransactionTimeout(time.Minute),
@@ -343,11 +327,7 @@ func TestAnEndThatOutlivesItsTransactionTimeoutIsUnconfirmed(t *testing.T) {
 // failed every later produce of the record with "context canceled" (seen
 // in make sim seeds 37 and 43 with TransactEach's first bound).
 func TestRecordsOfAnAbortedTransactionCanBeProducedAgain(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := inOutCluster(t)
 	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("again-0"),
 		kgo.TransactionTimeout(time.Minute), kgo.ConsumerGroup("again"), kgo.ConsumeTopics("in"))
 	if err != nil {
@@ -361,4 +341,16 @@ func TestRecordsOfAnAbortedTransactionCanBeProducedAgain(t *testing.T) {
 			t.Fatalf("transaction %d: committed %v, produce error %v, error %v", i+1, committed, perr, err)
 		}
 	}
+}
+
+// inOutCluster is a one-broker kfake cluster with topics "in" and "out",
+// closed when the test ends.
+func inOutCluster(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
