@@ -66,12 +66,15 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 	e.committing = true
 	e.commitStarted = now
 	e.outstanding++
-	carried := make(map[hkafka.TopicPartition]*partWindow, len(parts))
-	for _, p := range parts {
-		carried[p] = e.w.parts[tp{p.Topic, p.Partition}]
+	// The windows the commit was built from, one per partition it names
+	// an offset for: a partition whose window a revoke or a loss dropped
+	// since is no longer this commit's to write (atWatermarks).
+	built := make(map[hkafka.TopicPartition]*partWindow, len(e.w.parts))
+	for k, pw := range e.w.parts {
+		built[hkafka.TopicPartition{Topic: k.topic, Partition: k.partition}] = pw
 	}
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
-		err := atWatermarks(req, marks, parts, func(p hkafka.TopicPartition) bool { return e.w.owns(carried[p]) })
+		err := atWatermarks(req, marks, parts, func(p hkafka.TopicPartition) bool { return e.w.owns(built[p]) })
 		withAbove(req, metas)
 		return err
 	})
@@ -284,7 +287,11 @@ func (e *engine) keepTxn() {
 // not: its outputs would commit without its offset and its next owner
 // would write them again (I3); the error wraps REBALANCE_IN_PROGRESS,
 // which makes the session abort the transaction like any rebalance
-// (never fail).
+// (never fail). The same holds for a partition the request does name
+// but the window dropped since the commit was built (a loss, seen after
+// a freeze beyond the session: the session rejoined while the commit's
+// End waited, and named the partition again under the new generation):
+// its outputs and its old watermark are its next owner's to write.
 func atWatermarks(req *kmsg.TxnOffsetCommitRequest, marks map[string]map[int32]kgo.EpochOffset, parts []hkafka.TopicPartition, owned func(hkafka.TopicPartition) bool) error {
 	present := map[hkafka.TopicPartition]bool{}
 	topics := req.Topics[:0]
@@ -295,7 +302,16 @@ func atWatermarks(req *kmsg.TxnOffsetCommitRequest, marks map[string]map[int32]k
 			if !ok {
 				continue
 			}
-			present[hkafka.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = true
+			tp := hkafka.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			if !owned(tp) {
+				// Dropped since the commit was built (a loss, or a revoke
+				// the session has not caught up with): its watermark may be
+				// below what its next owner committed meanwhile, and its
+				// outputs that owner's to write (make sim seed 43, two
+				// terminal results).
+				return fmt.Errorf("%w: partition %s/%d was dropped since this commit was built; aborting", kerr.RebalanceInProgress, t.Topic, p.Partition)
+			}
+			present[tp] = true
 			p.Offset, p.LeaderEpoch = m.Offset, m.Epoch
 			kept = append(kept, p)
 		}

@@ -107,3 +107,19 @@ func polledTo1000() *kmsg.TxnOffsetCommitRequest {
 	req.Topics = append(req.Topics, rt)
 	return req
 }
+
+// TestACommitNamingAPartitionDroppedSinceItWasBuiltAborts (make sim
+// seed 43, two terminal results): a partition the session's request
+// names but whose window a loss dropped after the commit was built
+// (the session rejoined while the commit's End waited) fails the hook
+// with REBALANCE_IN_PROGRESS: its outputs and its old watermark are its
+// next owner's to write.
+func TestACommitNamingAPartitionDroppedSinceItWasBuiltAborts(t *testing.T) {
+	req := polledTo1000()
+	marks := map[string]map[int32]kgo.EpochOffset{"d": {0: {Offset: 17}, 1: {Offset: 40}}}
+	lost := func(p hkafka.TopicPartition) bool { return p.Partition != 0 }
+	err := atWatermarks(req, marks, nil, lost)
+	if !errors.Is(err, kerr.RebalanceInProgress) {
+		t.Fatalf("hook error %v; want one wrapping REBALANCE_IN_PROGRESS", err)
+	}
+}
