@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/services/ingest/idempotency"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -41,10 +42,10 @@ func TestOrderingFieldsAreValidatedWithAStatusThatSaysWhatToFix(t *testing.T) {
 func TestTheOrderingKeyIsPartOfTheRequestHashOnlyWhenSet(t *testing.T) {
 	base := &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: []byte(`{}`)}
 	keyed := &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: []byte(`{}`), OrderingKey: "k"}
-	if string(RequestHash(base)) == string(RequestHash(keyed)) {
+	if string(idempotency.RequestHash(base)) == string(idempotency.RequestHash(keyed)) {
 		t.Fatal("a different ordering key must be a different request")
 	}
-	if string(RequestHash(base)) != string(RequestHash(&hooklinev1.PublishEventRequest{EventType: "a.b", Payload: []byte(`{}`)})) {
+	if string(idempotency.RequestHash(base)) != string(idempotency.RequestHash(&hooklinev1.PublishEventRequest{EventType: "a.b", Payload: []byte(`{}`)})) {
 		t.Fatal("hash not stable")
 	}
 }

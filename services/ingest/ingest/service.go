@@ -47,6 +47,7 @@ import (
 	"github.com/hookline/hookline/sdk/ids"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"github.com/hookline/hookline/services/ingest/history"
+	"github.com/hookline/hookline/services/ingest/idempotency"
 	"github.com/hookline/hookline/services/ingest/pagetoken"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -89,10 +90,10 @@ type Service struct {
 	kafka *kgo.Client // set by Run
 	// instanceID names this process in the idempotency claims it writes.
 	instanceID string
-	idem       *idemView
+	idem       *idempotency.View
 	idemFollow *hkafka.Follower
 	// claims keeps the whole records of recent idempotency claims.
-	claims claimCache
+	claims idempotency.Cache
 	// lanes is the lanes topic (LaneService), fed by laneFollow.
 	lanes      *lanes.View
 	laneFollow *hkafka.Follower
@@ -240,8 +241,8 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if s.filterErrors, err = newFilterErrors(s.mp); err != nil {
 		return nil, err
 	}
-	s.idem = newIdemView(s.now, cfg.IdempotencyTTL)
-	s.idemFollow = hkafka.NewFollower(s.idem.apply, s.topics.Idempotency)
+	s.idem = idempotency.NewView(s.now, cfg.IdempotencyTTL)
+	s.idemFollow = hkafka.NewFollower(s.idem.Apply, s.topics.Idempotency)
 	s.lanes = lanes.NewView()
 	s.laneFollow = hkafka.NewFollower(s.lanes.Apply, s.topics.Lanes)
 	s.tokens = pagetoken.New(pageTokenKey(cfg))

@@ -1,4 +1,4 @@
-package ingest
+package idempotency
 
 import (
 	"fmt"
@@ -34,12 +34,12 @@ func TestIdemViewRetainsNoPerEndpointStatePerClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		recs[i] = &kgo.Record{Topic: "idempotency", Key: []byte(IdempotencyRecordKey("acme", c.GetIdempotencyKey())), Value: b, Offset: int64(i)}
+		recs[i] = &kgo.Record{Topic: "idempotency", Key: []byte(RecordKey("acme", c.GetIdempotencyKey())), Value: b, Offset: int64(i)}
 	}
-	v := newIdemView(func() time.Time { return now }, 24*time.Hour)
+	v := NewView(func() time.Time { return now }, 24*time.Hour)
 	before := liveHeap()
 	for _, r := range recs {
-		v.apply(r)
+		v.Apply(r)
 	}
 	retained := (liveHeap() - before) / claims
 	runtime.KeepAlive(recs) // in both readings: what grew is the view's
@@ -48,7 +48,7 @@ func TestIdemViewRetainsNoPerEndpointStatePerClaim(t *testing.T) {
 	if retained > bound {
 		t.Fatalf("the idempotency view retains %d bytes per claim of %d endpoints, want at most %d: it keeps per-endpoint state for every claim", retained, endpoints, bound)
 	}
-	if _, ok := v.winner(IdempotencyRecordKey("acme", "order-7")); !ok {
+	if _, ok := v.Winner(RecordKey("acme", "order-7")); !ok {
 		t.Fatal("claim order-7 has no winner")
 	}
 }

@@ -1,4 +1,4 @@
-package ingest
+package idempotency
 
 import (
 	"sync"
@@ -7,35 +7,35 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// claimCacheBytes bounds the whole claim records one ingest keeps for
+// CacheBytes bounds the whole claim records one ingest keeps for
 // the repeats of recent claims (4 MiB: a few dozen claims of 1,000
 // endpoints, thousands of small ones).
-const claimCacheBytes = 4 << 20
+const CacheBytes = 4 << 20
 
-// claimCache keeps the whole records of the claims this process wrote or
+// Cache keeps the whole records of the claims this process wrote or
 // read back most recently, so a burst of repeats of one key reads its
 // claim from the topic at most once. The view keeps every live claim
-// without them (claim). Safe for concurrent use; the zero value is
+// without them (Claim). Safe for concurrent use; the zero value is
 // ready.
-type claimCache struct {
+type Cache struct {
 	mu    sync.Mutex
 	bytes int
 	byID  map[string]*hooklinev1.IdempotencyRecord
 	order []string // claim ids, oldest first
 }
 
-// get returns the whole record of claim id, or nil.
-func (c *claimCache) get(id string) *hooklinev1.IdempotencyRecord {
+// Get returns the whole record of claim id, or nil.
+func (c *Cache) Get(id string) *hooklinev1.IdempotencyRecord {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.byID[id]
 }
 
-// put keeps full (not to be changed after), dropping the oldest records
-// beyond claimCacheBytes; a record larger than that is not kept.
-func (c *claimCache) put(full *hooklinev1.IdempotencyRecord) {
+// Put keeps full (not to be changed after), dropping the oldest records
+// beyond CacheBytes; a record larger than that is not kept.
+func (c *Cache) Put(full *hooklinev1.IdempotencyRecord) {
 	n := proto.Size(full)
-	if n > claimCacheBytes {
+	if n > CacheBytes {
 		return
 	}
 	c.mu.Lock()
@@ -46,7 +46,7 @@ func (c *claimCache) put(full *hooklinev1.IdempotencyRecord) {
 	if _, ok := c.byID[full.GetClaimId()]; ok {
 		return
 	}
-	for c.bytes+n > claimCacheBytes && len(c.order) > 0 {
+	for c.bytes+n > CacheBytes && len(c.order) > 0 {
 		old := c.order[0]
 		c.order = c.order[1:]
 		c.bytes -= proto.Size(c.byID[old])
