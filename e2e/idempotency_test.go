@@ -13,6 +13,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/kafkatest"
+	"github.com/hookline/hookline/services/ingest/idempotency"
 	"github.com/hookline/hookline/services/ingest/ingest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -178,14 +179,14 @@ func TestIdempotencyRetryCompletesAClaimWhoseWriterDied(t *testing.T) {
 		IdempotencyKey: req.GetIdempotencyKey(),
 		ClaimId:        "clm_orphan",
 		State:          hooklinev1.IdempotencyState_IDEMPOTENCY_STATE_CLAIMED,
-		RequestHash:    ingest.RequestHash(req),
+		RequestHash:    idempotency.RequestHash(req),
 		EventId:        "evt_00000000000000000000000000",
 		Deliveries:     []*hooklinev1.DeliveryRef{{DeliveryId: "dlv_00000000000000000000000000", EndpointId: ep.GetEndpoint().GetId()}},
 		InstanceId:     "ing_gone",
 		CreatedAt:      timestamppb.New(created),
 		ExpiresAt:      timestamppb.New(created.Add(24 * time.Hour)),
 	}
-	r, err := hkafka.Record(st.topics.Idempotency, ingest.IdempotencyRecordKey(testTenant, req.GetIdempotencyKey()), orphan)
+	r, err := hkafka.Record(st.topics.Idempotency, idempotency.RecordKey(testTenant, req.GetIdempotencyKey()), orphan)
 	if err != nil {
 		t.Fatal(err)
 	}
