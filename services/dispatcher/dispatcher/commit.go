@@ -302,8 +302,8 @@ func atWatermarks(req *kmsg.TxnOffsetCommitRequest, marks map[string]map[int32]k
 			if !ok {
 				continue
 			}
-			tp := hkafka.TopicPartition{Topic: t.Topic, Partition: p.Partition}
-			if !owned(tp) {
+			part := hkafka.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			if !owned(part) {
 				// Dropped since the commit was built (a loss, or a revoke
 				// the session has not caught up with): its watermark may be
 				// below what its next owner committed meanwhile, and its
@@ -311,7 +311,7 @@ func atWatermarks(req *kmsg.TxnOffsetCommitRequest, marks map[string]map[int32]k
 				// terminal results).
 				return fmt.Errorf("%w: partition %s/%d was dropped since this commit was built; aborting", kerr.RebalanceInProgress, t.Topic, p.Partition)
 			}
-			present[tp] = true
+			present[part] = true
 			p.Offset, p.LeaderEpoch = m.Offset, m.Epoch
 			kept = append(kept, p)
 		}
