@@ -43,7 +43,7 @@ func TestAFollowerWhoseConsumerStopsFetchingIsMadeAgain(t *testing.T) {
 	var hung atomic.Int32
 	c.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		if r.(*kmsg.FetchRequest).MaxBytes <= 1 || f.Rebuilds() > 0 {
+		if r.(*kmsg.FetchRequest).MaxBytes <= 1 || f.remakeBegun() {
 			return nil, nil, false // a probe, or the consumer made again
 		}
 		hung.Add(1)
@@ -67,4 +67,15 @@ func TestAFollowerWhoseConsumerStopsFetchingIsMadeAgain(t *testing.T) {
 	if n := applied.Load(); n != 5 {
 		t.Fatalf("%d records applied; want 5, each once", n)
 	}
+}
+
+// remakeBegun says the Follower has decided to make its consumer again
+// (or has): the new consumer starts fetching inside remake, before
+// Rebuilds counts it, so the hook that hangs the first consumer's
+// fetches must stop at the decision, or it hangs the new one's first
+// fetch too (a second rebuild: the flake CI met at 872a649).
+func (f *Follower) remakeBegun() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rebuild || f.rebuilds > 0
 }
