@@ -77,6 +77,7 @@ func newBlockFixture(t *testing.T) *blockFixture {
 	ep.Endpoint.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_BLOCK
 	ep.Endpoint.OutageModeDisabled = true
 	ep.Endpoint.MaxInFlight = 2
+	retriesIn(ep, time.Second) // a retried head's followers wait for it in memory
 	f := &blockFixture{rx: rx, ep: ep}
 	f.restart(t, nil)
 	return f

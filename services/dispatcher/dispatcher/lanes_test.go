@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
@@ -61,6 +62,7 @@ func TestTheLanesTopicFollowsTheWatermark(t *testing.T) {
 	ep := endpoint(rx.URL, sign.GenerateSecret())
 	ep.Endpoint.Ordering = hooklinev1.Ordering_ORDERING_PER_ENDPOINT
 	ep.Endpoint.OutageModeDisabled = true
+	retriesIn(ep, time.Second) // dlv_1 waits for dlv_0 in memory
 	s.store.Put(ep)
 	e := testEngine(t, s)
 	key := lanes.RecordKey("ep_1", "")

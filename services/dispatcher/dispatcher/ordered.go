@@ -79,6 +79,11 @@ type outsider struct {
 	// blocked is set for a blocked head: it does not come back by
 	// itself, only through an operator's command.
 	blocked *hooklinev1.BlockedHead
+	// back is when its way back is due: the due time of its retry or
+	// deferral. It is zero where that is not known or not kept to — a
+	// member seeded from the lanes topic, a hold the scheduler releases
+	// when its endpoint resumes, a block.
+	back time.Time
 }
 
 // isOrdered reports whether d takes its turn in an ordered lane of ep. An
@@ -117,6 +122,10 @@ func (e *engine) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord,
 	}
 	if k.blockedBefore(seq(en)) {
 		e.spillBlocked(en, now) // settledOrdered notes it outside
+		return
+	}
+	if e.backLater(k, seq(en), now) {
+		e.spillOne(en, l, now, "behind lane head") // settledOrdered notes it outside
 		return
 	}
 	if !k.awaited(seq(en)) && (l.queued >= e.queueLimit(l) || l.qbytes+en.size > e.s.cfg.QueueBytes) {
@@ -274,6 +283,27 @@ func (k *keyLane) awaited(s int64) bool {
 	return !k.outsideBefore(s)
 }
 
+// backBefore returns when the last member before lane_seq s that is
+// outside is due back (zero if none is known): a member at s cannot
+// start before then.
+func (k *keyLane) backBefore(s int64) time.Time {
+	var back time.Time
+	for _, out := range k.outside {
+		if out.seq < s {
+			back = later(back, out.back)
+		}
+	}
+	return back
+}
+
+// backLater reports whether a member of k at lane_seq s would wait in
+// memory, for a member before it due back, longer than --stuck-after:
+// it waits outside memory instead, from the start, rather than hold its
+// partition until the relief spills it.
+func (e *engine) backLater(k *keyLane, s int64, now time.Time) bool {
+	return k.backBefore(s).Sub(now) > e.s.cfg.StuckAfter
+}
+
 // blockedBefore reports whether a blocked head before lane_seq s holds k.
 func (k *keyLane) blockedBefore(s int64) bool {
 	for _, out := range k.outside {
@@ -375,7 +405,11 @@ func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) []
 	default:
 		for _, r := range outs {
 			if e.s.carriesOn(r.Topic) {
-				k.outside[id] = outsider{seq: seq(en), until: returnDue(r, now).Add(e.s.cfg.MaxHold)}
+				out := outsider{seq: seq(en), until: returnDue(r, now).Add(e.s.cfg.MaxHold)}
+				if r.Topic == e.s.topics.Retries {
+					out.back = returnDue(r, now) // parked: released at a resume
+				}
+				k.outside[id] = out
 				en.opMember = &hooklinev1.LaneMember{DeliveryId: id, LaneSeq: seq(en)}
 				break
 			}
@@ -412,8 +446,10 @@ func (e *engine) laneChanged(en *entry, k *keyLane, now time.Time) {
 }
 
 // spillFollowers spills en's followers waiting in k — the members
-// after it in lane_seq — when one of them was read before en, which just
-// went outside or blocked its lane: en's way back (its retry, its
+// after it in lane_seq — when en, which just went outside, is due back
+// later than --stuck-after from now (they would wait that long, holding
+// their partition, before the relief spilled them), or when one of them
+// was read before en, which just went outside or blocked its lane: en's way back (its retry, its
 // deferral, an operator's resend) or its block is written only when its
 // settlement commits — above the watermark when the offset commit's
 // metadata has room, else when the watermark passes en — and they would
@@ -426,14 +462,14 @@ func (e *engine) laneChanged(en *entry, k *keyLane, now time.Time) {
 // (make sim seed 9: a head due for its third attempt, spilled "behind
 // lane head" every 3 s for a minute).
 func (e *engine) spillFollowers(k *keyLane, en *entry, now time.Time) {
-	below := false
+	spill := e.backLater(k, seq(en)+1, now)
 	for _, m := range k.members {
-		if m.state == entryQueued && seq(m) > seq(en) && m.rec.Offset < en.rec.Offset && m.part == en.part {
-			below = true
+		if spill {
 			break
 		}
+		spill = m.state == entryQueued && seq(m) > seq(en) && m.rec.Offset < en.rec.Offset && m.part == en.part
 	}
-	if below {
+	if spill {
 		e.spillKeyAfter(k, seq(en), now, "behind lane head")
 	}
 }

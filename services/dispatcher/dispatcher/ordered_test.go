@@ -284,8 +284,8 @@ func orderedProperty(t *testing.T, seed uint64) {
 	}
 }
 
-// TestAFailingLaneHoldsOnlyItself: with key a's head out on a retry, its
-// follower waits in memory while every delivery of key b goes out, and
+// TestAFailingLaneHoldsOnlyItself: with key a's head out on a retry due
+// within --stuck-after, its follower waits in memory while every delivery of key b goes out, and
 // an unordered endpoint's lane is untouched by ordering.
 func TestAFailingLaneHoldsOnlyItself(t *testing.T) {
 	rx := newBodyRecorder(t, `"a0"`)
@@ -294,6 +294,7 @@ func TestAFailingLaneHoldsOnlyItself(t *testing.T) {
 	ep.Endpoint.Ordering = hooklinev1.Ordering_ORDERING_PER_KEY
 	ep.Endpoint.OutageModeDisabled = true
 	ep.Endpoint.MaxInFlight = 2
+	retriesIn(ep, time.Second) // a1 waits for a0 in memory
 	s.store.Put(ep)
 	e := testEngine(t, s)
 	for i, p := range []struct{ key, body string }{{"a", `"a0"`}, {"a", `"a1"`}, {"b", `"b0"`}, {"b", `"b1"`}, {"b", `"b2"`}} {
@@ -512,6 +513,7 @@ func orderedEngine(t testing.TB, rx *httptest.Server, order hooklinev1.Ordering)
 	s := newTestService(t)
 	ep := endpoint(rx.URL, sign.GenerateSecret())
 	ep.Endpoint.Ordering, ep.Endpoint.MaxInFlight, ep.Endpoint.OutageModeDisabled = order, 10, true
+	retriesIn(ep, time.Second) // a retried head's followers wait for it in memory
 	s.store.Put(ep)
 	return s, testEngine(t, s)
 }

@@ -94,6 +94,10 @@ func (e *engine) spillWaiting(l *lane, now time.Time, reason string) {
 // spillOne defers en, which is not (or no longer) in l's queue.
 func (e *engine) spillOne(en *entry, l *lane, now time.Time, reason string) {
 	due := l.spillDue(now, l.queued+l.inFlight, minSpillDelay)
+	if k := en.key; k != nil {
+		// Not back before the members it waits for (ordered_return_test.go).
+		due = later(due, k.backBefore(seq(en)))
+	}
 	s := e.s
 	e.settle(en, func(ctx context.Context) []*kgo.Record {
 		annotate(ctx, en.d)
