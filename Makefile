@@ -151,14 +151,17 @@ test-unit: $(TOOLS)/helm node chromium ## unit tests and the integration suite o
 
 # The seeded fault simulation (e2e/sim_*_test.go; docs/reliability.md
 # "Simulation"): SEEDS is a count (seeds 1..n) or a comma-separated list,
-# DURATION each seed's fault phase. Prints the table (also written to
-# bin/sim/results.md) and fails on any violation, naming the rerun.
+# DURATION each seed's fault phase, TRAIL_SLOWEST=n logs where the n
+# deliveries that ended last went (a seed that passed slowly). Prints the
+# table (also written to bin/sim/results.md) and fails on any violation,
+# naming the rerun.
 SEEDS    ?=
 DURATION ?=
+TRAIL_SLOWEST ?=
 .PHONY: sim
 sim: ## seeded fault simulation of ingest, dispatchers and the scheduler on kfake (SEEDS=n or a list, DURATION=12s); table in bin/sim/results.md
 	@mkdir -p bin/sim && rm -f bin/sim/results.md
-	@rc=0; cd e2e && HOOKLINE_SIM=1 HOOKLINE_TEST_KAFKA=kfake HOOKLINE_SIM_SEEDS='$(SEEDS)' HOOKLINE_SIM_DURATION='$(DURATION)' \
+	@rc=0; cd e2e && HOOKLINE_SIM=1 HOOKLINE_TEST_KAFKA=kfake HOOKLINE_SIM_SEEDS='$(SEEDS)' HOOKLINE_SIM_DURATION='$(DURATION)' HOOKLINE_SIM_TRAIL_SLOWEST='$(TRAIL_SLOWEST)' \
 	  go test -count=1 -timeout 60m -run '^TestSim$$' . > $(CURDIR)/bin/sim/last.log 2>&1 || rc=$$?; \
 	  cat $(CURDIR)/bin/sim/results.md 2>/dev/null || tail -40 $(CURDIR)/bin/sim/last.log; \
 	  grep -h -B1 '^ *rerun: make sim SEEDS=' $(CURDIR)/bin/sim/last.log | grep -v '^--$$' | cut -c1-3000 || true; \

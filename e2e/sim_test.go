@@ -39,9 +39,10 @@ import (
 // three-broker kfake, and after the faults stop and a quiet period
 // checks the model (sim_check_test.go).
 const (
-	envSim         = "HOOKLINE_SIM"          // 1: run TestSim (make sim sets it)
-	envSimSeeds    = "HOOKLINE_SIM_SEEDS"    // a count (seeds 1..n) or a comma-separated list
-	envSimDuration = "HOOKLINE_SIM_DURATION" // the fault phase of each seed (default 12s)
+	envSim         = "HOOKLINE_SIM"               // 1: run TestSim (make sim sets it)
+	envSimSeeds    = "HOOKLINE_SIM_SEEDS"         // a count (seeds 1..n) or a comma-separated list
+	envSimDuration = "HOOKLINE_SIM_DURATION"      // the fault phase of each seed (default 12s)
+	envSimSlowest  = "HOOKLINE_SIM_TRAIL_SLOWEST" // n: trail the n deliveries that ended last, stalled or not
 )
 
 // simDefaultSeeds is what make sim and make test run. Each found a
@@ -396,6 +397,8 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	r.took = time.Since(began)
 	if r.stalls > 0 || r.lost > 0 {
 		w.dumpStalled(r.stalled)
+	} else if n, _ := strconv.Atoi(os.Getenv(envSimSlowest)); n > 0 {
+		w.trailSlowest(n)
 	}
 	return r
 }

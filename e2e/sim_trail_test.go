@@ -10,6 +10,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -42,6 +43,26 @@ func (w *simWorld) trail(ctx context.Context, b *bytes.Buffer, ids []string) {
 		fmt.Fprintf(b, "\ntrail: %v\n", err)
 		return
 	}
+	// Up to the ends as of now: a world still running (a blocked lane's
+	// members go round its retry path for as long as it is blocked)
+	// never stops writing. A partition is read to its end when its last
+	// record before the end is read, or one written since (its end may
+	// be a transaction's marker, which a consumer never sees).
+	began := time.Now()
+	ends, err := w.st.admin.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		fmt.Fprintf(b, "\ntrail: end offsets: %v\n", err)
+		return
+	}
+	left := map[string]map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			if left[o.Topic] == nil {
+				left[o.Topic] = map[int32]int64{}
+			}
+			left[o.Topic][o.Partition] = o.Offset
+		}
+	})
 	cl, err := kgo.NewClient(append(opts, kgo.ConsumeTopics(topics...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
@@ -56,7 +77,15 @@ func (w *simWorld) trail(ctx context.Context, b *bytes.Buffer, ids []string) {
 		cancel()
 		n := 0
 		fs.EachRecord(func(r *kgo.Record) {
-			n++
+			if _, ok := left[r.Topic][r.Partition]; ok {
+				n++ // a record of a partition not read to its end yet
+			}
+			if r.Offset+1 >= left[r.Topic][r.Partition] || r.Timestamp.After(began) {
+				delete(left[r.Topic], r.Partition)
+				if len(left[r.Topic]) == 0 {
+					delete(left, r.Topic)
+				}
+			}
 			for _, id := range ids {
 				if bytes.Contains(r.Value, []byte(id)) || bytes.Contains(r.Key, []byte(id)) {
 					var hs []string
@@ -68,7 +97,7 @@ func (w *simWorld) trail(ctx context.Context, b *bytes.Buffer, ids []string) {
 				}
 			}
 		})
-		if n == 0 || ctx.Err() != nil {
+		if n == 0 || len(left) == 0 || ctx.Err() != nil {
 			break
 		}
 	}
@@ -101,4 +130,28 @@ func (w *simWorld) laneMembers(r *kgo.Record) string {
 		out = append(out, s)
 	}
 	return fmt.Sprintf("; outside %v", out)
+}
+
+// trailSlowest logs the trails of the n deliveries that ended last: what
+// kept a seed that passed near its liveness bound slow (make sim
+// TRAIL_SLOWEST=n).
+func (w *simWorld) trailSlowest(n int) {
+	w.model.mu.Lock()
+	var ended []*simMember
+	for _, m := range w.members {
+		if m.accepted && !m.ended.IsZero() {
+			ended = append(ended, m)
+		}
+	}
+	sort.Slice(ended, func(i, j int) bool { return ended[i].ended.After(ended[j].ended) })
+	var ids []string
+	for _, m := range ended[:min(n, len(ended))] {
+		ids = append(ids, m.deliveryID)
+		w.t.Logf("seed %d: slowest: %s (%s, plan %v) ended +%v after %d POSTs", w.seed, m.id, m.deliveryID, m.plan,
+			m.ended.Sub(w.model.t0).Round(time.Millisecond), m.posts)
+	}
+	w.model.mu.Unlock()
+	var b bytes.Buffer
+	w.trail(w.t.Context(), &b, ids)
+	w.t.Logf("seed %d: trails of the %d deliveries that ended last:%s", w.seed, len(ids), b.String())
 }
