@@ -86,7 +86,46 @@ func (w *simWorld) drawFreezeOnPause(seed uint64) bool {
 	w.pauseFreezes.Store(int32(1 + r.IntN(2)))
 	w.pauseFreezeFor = simSession + time.Duration(1000+r.IntN(2000))*time.Millisecond
 	w.t.Logf("seed %d: the first %d automatic pause(s) of the fault phase freeze their dispatcher's Kafka links for %v", w.seed, w.pauseFreezes.Load(), w.pauseFreezeFor)
+	if rand.New(rand.NewPCG(seed, 0xa10e)).IntN(2) == 0 {
+		w.aloneAfterFreeze.Store(true)
+		w.t.Logf("seed %d: at the first freeze's thaw the other dispatchers leave", w.seed)
+	}
 	return true
+}
+
+// A freeze's thaw finds the frozen process's partitions given away, and
+// whether it owns the refusing endpoint again after it rejoins is the
+// balancer's choice: item 7's defect (a pause dropped at the loss,
+// never re-armed, leaving the endpoint's pause pending in that process
+// for good) shows only if it does. In half the freeze worlds (a stream
+// of their own) the other dispatchers therefore leave, with a drain, at
+// the first freeze's thaw, so the process that dropped the pause owns
+// every partition after it rejoins, until a later fault of the schedule
+// starts another one.
+
+// othersLeave stops, with a drain, every dispatcher up but s, when s
+// is up (as joinOrLeave does: halted, then marked down).
+func (w *simWorld) othersLeave(s *simSlot) {
+	w.mu.Lock()
+	var leaving []*simSlot
+	for _, o := range w.slots {
+		if o != s && o.up && s.up {
+			leaving = append(leaving, o)
+		}
+	}
+	w.mu.Unlock()
+	if len(leaving) == 0 {
+		return
+	}
+	w.model.ownershipMayChange(simSession + 5*time.Second)
+	for _, o := range leaving {
+		w.t.Logf("fault: dispatcher-%d leaves (drain) at dispatcher-%d's thaw", o.n, s.n)
+		w.count("dispatcher-leave", true)
+		o.svc.halt()
+		w.mu.Lock()
+		o.up = false
+		w.mu.Unlock()
+	}
 }
 
 // dispatcherLogger is slot s's logger: the test's, and, in a world that
@@ -115,6 +154,9 @@ func (w *simWorld) freezeOnPause(s *simSlot) {
 		w.t.Logf("fault: dispatcher-%d decided an automatic pause; its Kafka links freeze for %v", s.n, d)
 		sleepUntil(w.t.Context(), time.Now().Add(d))
 		s.freeze.thaw()
+		if w.aloneAfterFreeze.CompareAndSwap(true, false) {
+			w.othersLeave(s)
+		}
 	}()
 }
 

@@ -190,7 +190,10 @@ type simWorld struct {
 	// (sim_autopause_test.go); faulting is true during the fault phase.
 	pauseFreezes   atomic.Int32
 	pauseFreezeFor time.Duration
-	faulting       atomic.Bool
+	// aloneAfterFreeze: at the first such freeze's thaw, the other
+	// dispatchers leave (sim_autopause_test.go).
+	aloneAfterFreeze atomic.Bool
+	faulting         atomic.Bool
 
 	mu        sync.Mutex // guards the process pool and the counts
 	slots     [3]*simSlot
