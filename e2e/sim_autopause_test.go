@@ -10,6 +10,9 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Automatic pauses (R-RECV-4; issue 24 item 7's state, which no world
@@ -40,12 +43,13 @@ func (w *simWorld) drawAutoPause(seed uint64) {
 	ep := &simEndpoint{name: fmt.Sprint("ep", len(w.eps), "refusing"), maxAttempts: uint32(3 + r.IntN(3)),
 		maxInFlight: []uint32{1, 2, 4}[r.IntN(3)], ordering: hooklinev1.Ordering_ORDERING_UNORDERED}
 	w.eps = append(w.eps, ep)
+	w.refusing = ep
 	gap := time.Duration(100+r.IntN(401)) * time.Millisecond
 	n, events := 0, 16+r.IntN(17)
-	if w.drawFreezeOnPause(seed) {
-		// A frozen dispatcher that forgot to re-arm its endpoint shows
-		// only in the refusals it gets once it owns the endpoint again,
-		// after the freeze: the events go on to the end of the load.
+	if w.drawFreezeOnPause(seed) || w.drawAbortOnPause(seed) {
+		// A dispatcher that forgot to re-arm its endpoint shows only in
+		// the refusals it gets after: the events go on to the end of
+		// the load.
 		events = math.MaxInt
 	}
 	for at := 500 * time.Millisecond; n < events && at < w.phase*8/10; at += gap {
@@ -86,45 +90,69 @@ func (w *simWorld) drawFreezeOnPause(seed uint64) bool {
 	w.pauseFreezes.Store(int32(1 + r.IntN(2)))
 	w.pauseFreezeFor = simSession + time.Duration(1000+r.IntN(2000))*time.Millisecond
 	w.t.Logf("seed %d: the first %d automatic pause(s) of the fault phase freeze their dispatcher's Kafka links for %v", w.seed, w.pauseFreezes.Load(), w.pauseFreezeFor)
-	if rand.New(rand.NewPCG(seed, 0xa10e)).IntN(2) == 0 {
-		w.aloneAfterFreeze.Store(true)
-		w.t.Logf("seed %d: at the first freeze's thaw the other dispatchers leave", w.seed)
-	}
 	return true
 }
 
-// A freeze's thaw finds the frozen process's partitions given away, and
-// whether it owns the refusing endpoint again after it rejoins is the
-// balancer's choice: item 7's defect (a pause dropped at the loss,
-// never re-armed, leaving the endpoint's pause pending in that process
-// for good) shows only if it does. In half the freeze worlds (a stream
-// of their own) the other dispatchers therefore leave, with a drain, at
-// the first freeze's thaw, so the process that dropped the pause owns
-// every partition after it rejoins, until a later fault of the schedule
-// starts another one.
+// The pause's other fault. A freeze beyond the session cannot show item
+// 7's defect after all: the frozen process's next session forgets every
+// pause it had not settled (reset), re-armed or not. What leaves a
+// pause dropped in a process that keeps its session is an aborted
+// commit's rewind of the pause's partition while the pause's entry is in
+// no commit. A dispatcher runs one commit at a time, every
+// --commit-interval (20 ms), so an entry done while one is in flight
+// waits for the next. So in half the auto-pause worlds that do not
+// freeze (a stream of their own), as the attempt that will reach the
+// threshold begins — the receiver has answered one fewer refusal in a
+// row than --auto-pause-after — its dispatcher's next produce stalls
+// for a second, its next three are refused as invalid records (blamed
+// on the deliveries whose records they carried, whose partitions are
+// consumed again), and the attempt itself waits 200 ms first: the
+// commit begun meanwhile holds the next one back past the decision, and
+// its abort rewinds the partitions it carried, which the pause's entry
+// waits in when it carried any of that partition's work. With the defect the endpoint's pause stays
+// pending in that process for good (its lane starts nothing for it: a
+// stall); fixed, it is re-armed and pauses again. The first one or two
+// threshold attempts of the fault phase do this.
 
-// othersLeave stops, with a drain, every dispatcher up but s, when s
-// is up (as joinOrLeave does: halted, then marked down).
-func (w *simWorld) othersLeave(s *simSlot) {
-	w.mu.Lock()
-	var leaving []*simSlot
-	for _, o := range w.slots {
-		if o != s && o.up && s.up {
-			leaving = append(leaving, o)
+// drawAbortOnPause draws whether threshold attempts abort their
+// dispatcher's commit, and reports whether they do.
+func (w *simWorld) drawAbortOnPause(seed uint64) bool {
+	r := rand.New(rand.NewPCG(seed, 0xab0477))
+	if r.IntN(2) != 0 {
+		return false
+	}
+	w.thresholdAborts.Store(int32(1 + r.IntN(2)))
+	w.t.Logf("seed %d: the first %d threshold attempt(s) of the fault phase stall and refuse their dispatcher's commit", w.seed, w.thresholdAborts.Load())
+	return true
+}
+
+// beforeAttempt is slot s's hook at each attempt's start: the model's,
+// then, in a world that aborts on threshold attempts, that fault.
+func (w *simWorld) beforeAttempt(s *simSlot, now func() time.Time) func(*hooklinev1.Delivery) {
+	model := w.model.before(now)
+	return func(d *hooklinev1.Delivery) {
+		model(d)
+		ep := w.refusing
+		if ep == nil || !w.faulting.Load() || w.thresholdAborts.Load() <= 0 {
+			return
 		}
-	}
-	w.mu.Unlock()
-	if len(leaving) == 0 {
-		return
-	}
-	w.model.ownershipMayChange(simSession + 5*time.Second)
-	for _, o := range leaving {
-		w.t.Logf("fault: dispatcher-%d leaves (drain) at dispatcher-%d's thaw", o.n, s.n)
-		w.count("dispatcher-leave", true)
-		o.svc.halt()
-		w.mu.Lock()
-		o.up = false
-		w.mu.Unlock()
+		w.model.mu.Lock()
+		m := w.model.member(d.GetPayload())
+		threshold := m != nil && m.ep == ep && ep.streak == w.dc.AutoPauseAfter-1
+		w.model.mu.Unlock()
+		if !threshold || w.thresholdAborts.Add(-1) < 0 {
+			return
+		}
+		txn := fmt.Sprintf("%sdispatcher-%d", w.st.kafka.TopicPrefix, s.n)
+		w.inject(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidRecord, Count: 3, When: ofTxn(txn)})
+		w.stall(kmsg.Produce, time.Second, ofTxn(txn))
+		w.t.Logf("fault: %s's threshold attempt begins; dispatcher-%d's next produce stalls 1s, its next three are refused", ep.name, s.n)
+		w.count("pause-then-abort", true)
+		w.refused(1)
+		// The attempt waits (this hook runs on its goroutine) while the
+		// loop's next commit begins and stalls: the pause's entry is then
+		// done in no commit.
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -154,9 +182,6 @@ func (w *simWorld) freezeOnPause(s *simSlot) {
 		w.t.Logf("fault: dispatcher-%d decided an automatic pause; its Kafka links freeze for %v", s.n, d)
 		sleepUntil(w.t.Context(), time.Now().Add(d))
 		s.freeze.thaw()
-		if w.aloneAfterFreeze.CompareAndSwap(true, false) {
-			w.othersLeave(s)
-		}
 	}()
 }
 

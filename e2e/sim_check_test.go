@@ -163,7 +163,7 @@ func (w *simWorld) check() *simReport {
 	terminal := w.terminalStates()
 	w.model.mu.Lock()
 	defer w.model.mu.Unlock()
-	injectedRefusals := w.counts["produce-err"] > 0
+	injectedRefusals := w.counts["produce-err"] > 0 || w.counts["pause-then-abort"] > 0
 	maxDup := 0
 	var worst *simMember
 	for _, m := range w.members {

@@ -190,10 +190,12 @@ type simWorld struct {
 	// (sim_autopause_test.go); faulting is true during the fault phase.
 	pauseFreezes   atomic.Int32
 	pauseFreezeFor time.Duration
-	// aloneAfterFreeze: at the first such freeze's thaw, the other
-	// dispatchers leave (sim_autopause_test.go).
-	aloneAfterFreeze atomic.Bool
-	faulting         atomic.Bool
+	// refusing is the auto-pause world's refusing endpoint;
+	// thresholdAborts how many of its threshold attempts may still stall
+	// and refuse their dispatcher's commit (sim_autopause_test.go).
+	refusing        *simEndpoint
+	thresholdAborts atomic.Int32
+	faulting        atomic.Bool
 
 	mu        sync.Mutex // guards the process pool and the counts
 	slots     [3]*simSlot
@@ -271,7 +273,7 @@ func (w *simWorld) startDispatcher(s *simSlot) {
 	name := fmt.Sprint("dispatcher-", s.n)
 	s.svc.start(w, name, func() (func(context.Context) error, error) {
 		d, err := dispatcher.New(c, dispatcher.WithLogger(w.dispatcherLogger(s, name)),
-			dispatcher.WithBeforeAttempt(w.model.before(now)), dispatcher.WithSetAside(w.model.setAside), dispatcher.WithClock(now), dispatcher.WithRandSeed(w.seed+uint64(s.n)))
+			dispatcher.WithBeforeAttempt(w.beforeAttempt(s, now)), dispatcher.WithSetAside(w.model.setAside), dispatcher.WithClock(now), dispatcher.WithRandSeed(w.seed+uint64(s.n)))
 		if err != nil {
 			return nil, err
 		}
