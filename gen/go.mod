@@ -3,6 +3,7 @@ module github.com/hookline/hookline/gen
 go 1.26.8
 
 require (
+	buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go v1.36.11-20260709200747-435963d16310.1
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.33.0
 	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e
 	google.golang.org/grpc v1.85.0

@@ -12,6 +12,8 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0
 )
 
+require buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go v1.36.11-20260709200747-435963d16310.1 // indirect
+
 require (
 	go.opentelemetry.io/contrib/bridges/otelslog v0.21.0 // indirect
 	go.uber.org/goleak v1.3.0

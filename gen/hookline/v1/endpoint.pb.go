@@ -7,6 +7,7 @@
 package hooklinev1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -309,18 +310,22 @@ type Endpoint struct {
 	// "ep_…", assigned at creation.
 	Id       string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	TenantId string `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	// Absolute http(s) URL events are POSTed to.
-	Url         string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	// Absolute http(s) URL events are POSTed to, at most 2,048 bytes.
+	Url string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	// At most 1,024 bytes.
 	Description string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
 	// Event types this endpoint receives: exact types ("invoice.paid") or
-	// prefix wildcards ("invoice.*"). Empty means every type.
+	// prefix wildcards ("invoice.*"). Empty means every type. At most 256.
 	EventTypes []string       `protobuf:"bytes,5,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
 	Status     EndpointStatus `protobuf:"varint,6,opt,name=status,proto3,enum=hookline.v1.EndpointStatus" json:"status,omitempty"`
-	// Per-attempt timeout; unset means the platform default (10 s).
+	// Per-attempt timeout, 1 s to 60 s; unset means the platform default
+	// (10 s).
 	Timeout *durationpb.Duration `protobuf:"bytes,7,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	// At most this many attempts in flight at once; 0 means the default.
+	// At most this many attempts in flight at once, at most 1,000; 0 means
+	// the default.
 	MaxInFlight uint32 `protobuf:"varint,8,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
-	// At most this many attempts per second; 0 means the default.
+	// At most this many attempts per second: 0 (the default) or 0.001 to
+	// 100,000.
 	RateLimitPerSecond float64 `protobuf:"fixed64,9,opt,name=rate_limit_per_second,json=rateLimitPerSecond,proto3" json:"rate_limit_per_second,omitempty"`
 	// Retry policy; unset means the platform default.
 	RetryPolicy *RetryPolicy           `protobuf:"bytes,10,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
@@ -329,7 +334,8 @@ type Endpoint struct {
 	// Why the endpoint is paused, when it is.
 	PausedReason string                 `protobuf:"bytes,13,opt,name=paused_reason,json=pausedReason,proto3" json:"paused_reason,omitempty"`
 	PausedAt     *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=paused_at,json=pausedAt,proto3" json:"paused_at,omitempty"`
-	// Free-form labels, e.g. owner team.
+	// Free-form labels, e.g. owner team: at most 64, keys 1-128 bytes,
+	// values at most 1,024 bytes.
 	Metadata map[string]string `protobuf:"bytes,15,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Outage mode (on unless disabled): while the endpoint keeps failing,
 	// deliveries are held without spending attempts and one probe at a time
@@ -564,9 +570,11 @@ type RetryPolicy struct {
 	//	*RetryPolicy_Ladder
 	Schedule isRetryPolicy_Schedule `protobuf_oneof:"schedule"`
 	Jitter   RetryPolicy_Jitter     `protobuf:"varint,3,opt,name=jitter,proto3,enum=hookline.v1.RetryPolicy_Jitter" json:"jitter,omitempty"`
-	// Give up after this many attempts; 0 means the default (16).
+	// Give up after this many attempts, at most 100; 0 means the default
+	// (16).
 	MaxAttempts uint32 `protobuf:"varint,4,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
-	// Give up this long after the first attempt; unset means 72 h.
+	// Give up this long after the first attempt, at most 30 days; unset
+	// means 72 h.
 	MaxAge        *durationpb.Duration `protobuf:"bytes,5,opt,name=max_age,json=maxAge,proto3" json:"max_age,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -664,6 +672,7 @@ func (*RetryPolicy_Exponential) isRetryPolicy_Schedule() {}
 
 func (*RetryPolicy_Ladder) isRetryPolicy_Schedule() {}
 
+// CreateEndpointRequest's fields follow Endpoint's (same rules).
 type CreateEndpointRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Url         string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
@@ -1299,9 +1308,10 @@ func (*DeleteEndpointResponse) Descriptor() ([]byte, []int) {
 }
 
 type PauseEndpointRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// At most 1,024 bytes.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1487,7 +1497,7 @@ type RotateEndpointSecretRequest struct {
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Optional new "whsec_…" secret; generated when empty.
 	Secret string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
-	// How long the old secret keeps signing; unset means 24 h.
+	// How long the old secret keeps signing, 0 to 7 days; unset means 24 h.
 	GracePeriod *durationpb.Duration `protobuf:"bytes,3,opt,name=grace_period,json=gracePeriod,proto3" json:"grace_period,omitempty"`
 	// The scheme of the new secret; unset keeps the endpoint's scheme.
 	// Rotating to another scheme sends both signatures during the grace.
@@ -1991,7 +2001,8 @@ func (x *FilterResult) GetDuration() *durationpb.Duration {
 	return nil
 }
 
-// Exponential backoff: initial, doubling by factor, capped.
+// Exponential backoff: initial, doubling by factor, capped. Delays are
+// 0 to 7 days; the factor 1 to 10 (0: the default).
 type RetryPolicy_ExponentialBackoff struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Initial       *durationpb.Duration   `protobuf:"bytes,1,opt,name=initial,proto3" json:"initial,omitempty"`
@@ -2053,6 +2064,7 @@ func (x *RetryPolicy_ExponentialBackoff) GetMax() *durationpb.Duration {
 }
 
 // Explicit ladder: the delay before attempt 2, 3, …; the last repeats.
+// 1 to 64 delays of 0 to 7 days, at least one of them positive.
 type RetryPolicy_DelayLadder struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Delays        []*durationpb.Duration `protobuf:"bytes,1,rep,name=delays,proto3" json:"delays,omitempty"`
@@ -2101,18 +2113,20 @@ var File_hookline_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\b\n" +
+	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xee\n" +
+	"\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
-	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x10\n" +
-	"\x03url\x18\x03 \x01(\tR\x03url\x12 \n" +
-	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1f\n" +
-	"\vevent_types\x18\x05 \x03(\tR\n" +
+	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x1a\n" +
+	"\x03url\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x10R\x03url\x12*\n" +
+	"\vdescription\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12*\n" +
+	"\vevent_types\x18\x05 \x03(\tB\t\xbaH\x06\x92\x01\x03\x10\x80\x02R\n" +
 	"eventTypes\x123\n" +
-	"\x06status\x18\x06 \x01(\x0e2\x1b.hookline.v1.EndpointStatusR\x06status\x123\n" +
-	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\"\n" +
-	"\rmax_in_flight\x18\b \x01(\rR\vmaxInFlight\x121\n" +
-	"\x15rate_limit_per_second\x18\t \x01(\x01R\x12rateLimitPerSecond\x12;\n" +
+	"\x06status\x18\x06 \x01(\x0e2\x1b.hookline.v1.EndpointStatusR\x06status\x12C\n" +
+	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationB\x0e\xbaH\v\xaa\x01\b\"\x02\b<2\x02\b\x01R\atimeout\x12,\n" +
+	"\rmax_in_flight\x18\b \x01(\rB\b\xbaH\x05*\x03\x18\xe8\aR\vmaxInFlight\x12\x8d\x02\n" +
+	"\x15rate_limit_per_second\x18\t \x01(\x01B\xd9\x01\xbaH\xd5\x01\xba\x01\xbb\x01\n" +
+	"\x1brate_limit_per_second.floor\x1a\x9b\x01this == 0.0 || this >= 0.001 ? '' : 'a positive rate must be at least 0.001 attempts per second (one every 16m40s); to stop deliveries, pause the endpoint'\x12\x14@\x01\x19\x00\x00\x00\x00\x00j\xf8@)\x00\x00\x00\x00\x00\x00\x00\x00R\x12rateLimitPerSecond\x12;\n" +
 	"\fretry_policy\x18\n" +
 	" \x01(\v2\x18.hookline.v1.RetryPolicyR\vretryPolicy\x129\n" +
 	"\n" +
@@ -2120,53 +2134,57 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
 	"\rpaused_reason\x18\r \x01(\tR\fpausedReason\x127\n" +
-	"\tpaused_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\bpausedAt\x12?\n" +
-	"\bmetadata\x18\x0f \x03(\v2#.hookline.v1.Endpoint.MetadataEntryR\bmetadata\x120\n" +
+	"\tpaused_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\bpausedAt\x12Y\n" +
+	"\bmetadata\x18\x0f \x03(\v2#.hookline.v1.Endpoint.MetadataEntryB\x18\xbaH\x15\x9a\x01\x12\x10@\"\ar\x05\x10\x01\x18\x80\x01*\x05r\x03\x18\x80\bR\bmetadata\x120\n" +
 	"\x14outage_mode_disabled\x18\x10 \x01(\bR\x12outageModeDisabled\x12\x12\n" +
-	"\x04etag\x18\x11 \x01(\tR\x04etag\x12G\n" +
-	"\x10signature_scheme\x18\x12 \x01(\x0e2\x1c.hookline.v1.SignatureSchemeR\x0fsignatureScheme\x121\n" +
-	"\bordering\x18\x13 \x01(\x0e2\x15.hookline.v1.OrderingR\bordering\x12@\n" +
-	"\x0fon_head_failure\x18\x14 \x01(\x0e2\x18.hookline.v1.HeadFailureR\ronHeadFailure\x12\x16\n" +
+	"\x04etag\x18\x11 \x01(\tR\x04etag\x12Q\n" +
+	"\x10signature_scheme\x18\x12 \x01(\x0e2\x1c.hookline.v1.SignatureSchemeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x0fsignatureScheme\x12;\n" +
+	"\bordering\x18\x13 \x01(\x0e2\x15.hookline.v1.OrderingB\b\xbaH\x05\x82\x01\x02\x10\x01R\bordering\x12J\n" +
+	"\x0fon_head_failure\x18\x14 \x01(\x0e2\x18.hookline.v1.HeadFailureB\b\xbaH\x05\x82\x01\x02\x10\x01R\ronHeadFailure\x12\x16\n" +
 	"\x06filter\x18\x15 \x01(\tR\x06filter\x12&\n" +
 	"\x0etransformation\x18\x16 \x01(\tR\x0etransformation\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x87\b\n" +
 	"\vRetryPolicy\x12O\n" +
 	"\vexponential\x18\x01 \x01(\v2+.hookline.v1.RetryPolicy.ExponentialBackoffH\x00R\vexponential\x12>\n" +
-	"\x06ladder\x18\x02 \x01(\v2$.hookline.v1.RetryPolicy.DelayLadderH\x00R\x06ladder\x127\n" +
-	"\x06jitter\x18\x03 \x01(\x0e2\x1f.hookline.v1.RetryPolicy.JitterR\x06jitter\x12!\n" +
-	"\fmax_attempts\x18\x04 \x01(\rR\vmaxAttempts\x122\n" +
-	"\amax_age\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x06maxAge\x1a\x8e\x01\n" +
-	"\x12ExponentialBackoff\x123\n" +
-	"\ainitial\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\ainitial\x12\x16\n" +
-	"\x06factor\x18\x02 \x01(\x01R\x06factor\x12+\n" +
-	"\x03max\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03max\x1a@\n" +
-	"\vDelayLadder\x121\n" +
-	"\x06delays\x18\x01 \x03(\v2\x19.google.protobuf.DurationR\x06delays\"T\n" +
+	"\x06ladder\x18\x02 \x01(\v2$.hookline.v1.RetryPolicy.DelayLadderH\x00R\x06ladder\x12A\n" +
+	"\x06jitter\x18\x03 \x01(\x0e2\x1f.hookline.v1.RetryPolicy.JitterB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06jitter\x12*\n" +
+	"\fmax_attempts\x18\x04 \x01(\rB\a\xbaH\x04*\x02\x18dR\vmaxAttempts\x12C\n" +
+	"\amax_age\x18\x05 \x01(\v2\x19.google.protobuf.DurationB\x0f\xbaH\f\xaa\x01\t\"\x05\b\x80\x9a\x9e\x01*\x00R\x06maxAge\x1a\xa6\x02\n" +
+	"\x12ExponentialBackoff\x12C\n" +
+	"\ainitial\x18\x01 \x01(\v2\x19.google.protobuf.DurationB\x0e\xbaH\v\xaa\x01\b\"\x04\b\x80\xf5$2\x00R\ainitial\x12\x8d\x01\n" +
+	"\x06factor\x18\x02 \x01(\x01Bu\xbaHr\xba\x01o\n" +
+	"\ffactor.range\x1a_this == 0.0 || (this >= 1.0 && this <= 10.0) ? '' : 'must be between 1 and 10 (0: the default)'R\x06factor\x12;\n" +
+	"\x03max\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\x0e\xbaH\v\xaa\x01\b\"\x04\b\x80\xf5$2\x00R\x03max\x1a\xa7\x02\n" +
+	"\vDelayLadder\x12J\n" +
+	"\x06delays\x18\x01 \x03(\v2\x19.google.protobuf.DurationB\x17\xbaH\x14\x92\x01\x11\b\x01\x10@\"\v\xaa\x01\b\"\x04\b\x80\xf5$2\x00R\x06delays:\xcb\x01\xbaH\xc7\x01\x1a\xc4\x01\n" +
+	"\x0fdelays.positive\x1a\xb0\x01size(this.delays) == 0 || this.delays.exists(d, d > duration('0s')) ? '' : 'delays are all 0, so every retry would follow its failure at once; give at least one positive delay'\"T\n" +
 	"\x06Jitter\x12\x16\n" +
 	"\x12JITTER_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fJITTER_EQUAL\x10\x01\x12\x0f\n" +
 	"\vJITTER_FULL\x10\x02\x12\x0f\n" +
 	"\vJITTER_NONE\x10\x03B\n" +
 	"\n" +
-	"\bschedule\"\x88\x06\n" +
-	"\x15CreateEndpointRequest\x12\x10\n" +
-	"\x03url\x18\x01 \x01(\tR\x03url\x12 \n" +
-	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1f\n" +
-	"\vevent_types\x18\x03 \x03(\tR\n" +
+	"\bschedule\"\xd8\b\n" +
+	"\x15CreateEndpointRequest\x12\x1c\n" +
+	"\x03url\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\x80\x10R\x03url\x12*\n" +
+	"\vdescription\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12*\n" +
+	"\vevent_types\x18\x03 \x03(\tB\t\xbaH\x06\x92\x01\x03\x10\x80\x02R\n" +
 	"eventTypes\x12\x16\n" +
-	"\x06secret\x18\x04 \x01(\tR\x06secret\x123\n" +
-	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\"\n" +
-	"\rmax_in_flight\x18\x06 \x01(\rR\vmaxInFlight\x121\n" +
-	"\x15rate_limit_per_second\x18\a \x01(\x01R\x12rateLimitPerSecond\x12;\n" +
-	"\fretry_policy\x18\b \x01(\v2\x18.hookline.v1.RetryPolicyR\vretryPolicy\x12L\n" +
-	"\bmetadata\x18\t \x03(\v20.hookline.v1.CreateEndpointRequest.MetadataEntryR\bmetadata\x120\n" +
+	"\x06secret\x18\x04 \x01(\tR\x06secret\x12C\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationB\x0e\xbaH\v\xaa\x01\b\"\x02\b<2\x02\b\x01R\atimeout\x12,\n" +
+	"\rmax_in_flight\x18\x06 \x01(\rB\b\xbaH\x05*\x03\x18\xe8\aR\vmaxInFlight\x12\x8d\x02\n" +
+	"\x15rate_limit_per_second\x18\a \x01(\x01B\xd9\x01\xbaH\xd5\x01\xba\x01\xbb\x01\n" +
+	"\x1brate_limit_per_second.floor\x1a\x9b\x01this == 0.0 || this >= 0.001 ? '' : 'a positive rate must be at least 0.001 attempts per second (one every 16m40s); to stop deliveries, pause the endpoint'\x12\x14@\x01\x19\x00\x00\x00\x00\x00j\xf8@)\x00\x00\x00\x00\x00\x00\x00\x00R\x12rateLimitPerSecond\x12;\n" +
+	"\fretry_policy\x18\b \x01(\v2\x18.hookline.v1.RetryPolicyR\vretryPolicy\x12f\n" +
+	"\bmetadata\x18\t \x03(\v20.hookline.v1.CreateEndpointRequest.MetadataEntryB\x18\xbaH\x15\x9a\x01\x12\x10@\"\ar\x05\x10\x01\x18\x80\x01*\x05r\x03\x18\x80\bR\bmetadata\x120\n" +
 	"\x14outage_mode_disabled\x18\n" +
-	" \x01(\bR\x12outageModeDisabled\x12G\n" +
-	"\x10signature_scheme\x18\v \x01(\x0e2\x1c.hookline.v1.SignatureSchemeR\x0fsignatureScheme\x121\n" +
-	"\bordering\x18\f \x01(\x0e2\x15.hookline.v1.OrderingR\bordering\x12@\n" +
-	"\x0fon_head_failure\x18\r \x01(\x0e2\x18.hookline.v1.HeadFailureR\ronHeadFailure\x12\x16\n" +
+	" \x01(\bR\x12outageModeDisabled\x12Q\n" +
+	"\x10signature_scheme\x18\v \x01(\x0e2\x1c.hookline.v1.SignatureSchemeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x0fsignatureScheme\x12;\n" +
+	"\bordering\x18\f \x01(\x0e2\x15.hookline.v1.OrderingB\b\xbaH\x05\x82\x01\x02\x10\x01R\bordering\x12J\n" +
+	"\x0fon_head_failure\x18\r \x01(\x0e2\x18.hookline.v1.HeadFailureB\b\xbaH\x05\x82\x01\x02\x10\x01R\ronHeadFailure\x12\x16\n" +
 	"\x06filter\x18\x0e \x01(\tR\x06filter\x12&\n" +
 	"\x0etransformation\x18\x0f \x01(\tR\x0etransformation\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
@@ -2176,18 +2194,18 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x1d\n" +
 	"\n" +
-	"public_key\x18\x03 \x01(\tR\tpublicKey\"$\n" +
-	"\x12GetEndpointRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xa0\x01\n" +
+	"public_key\x18\x03 \x01(\tR\tpublicKey\"-\n" +
+	"\x12GetEndpointRequest\x12\x17\n" +
+	"\x02id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x02id\"\xa0\x01\n" +
 	"\x13GetEndpointResponse\x121\n" +
 	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x1d\n" +
 	"\n" +
 	"public_key\x18\x03 \x01(\tR\tpublicKey\x12\x1f\n" +
 	"\vpublic_keys\x18\x04 \x03(\tR\n" +
-	"publicKeys\"R\n" +
-	"\x14ListEndpointsRequest\x12\x1b\n" +
-	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
+	"publicKeys\"\\\n" +
+	"\x14ListEndpointsRequest\x12%\n" +
+	"\tpage_size\x18\x01 \x01(\rB\b\xbaH\x05*\x03\x18\xe8\aR\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"t\n" +
 	"\x15ListEndpointsResponse\x123\n" +
@@ -2198,38 +2216,38 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
 	"updateMask\"K\n" +
 	"\x16UpdateEndpointResponse\x121\n" +
-	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\"'\n" +
-	"\x15DeleteEndpointRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x18\n" +
-	"\x16DeleteEndpointResponse\">\n" +
-	"\x14PauseEndpointRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"J\n" +
+	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\"0\n" +
+	"\x15DeleteEndpointRequest\x12\x17\n" +
+	"\x02id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x02id\"\x18\n" +
+	"\x16DeleteEndpointResponse\"Q\n" +
+	"\x14PauseEndpointRequest\x12\x17\n" +
+	"\x02id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x02id\x12 \n" +
+	"\x06reason\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\x06reason\"J\n" +
 	"\x15PauseEndpointResponse\x121\n" +
-	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\"'\n" +
-	"\x15ResumeEndpointRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
+	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\"0\n" +
+	"\x15ResumeEndpointRequest\x12\x17\n" +
+	"\x02id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x02id\"K\n" +
 	"\x16ResumeEndpointResponse\x121\n" +
-	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\"\xcc\x01\n" +
-	"\x1bRotateEndpointSecretRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\x12<\n" +
-	"\fgrace_period\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vgracePeriod\x12G\n" +
-	"\x10signature_scheme\x18\x04 \x01(\x0e2\x1c.hookline.v1.SignatureSchemeR\x0fsignatureScheme\"\x88\x01\n" +
+	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\"\xef\x01\n" +
+	"\x1bRotateEndpointSecretRequest\x12\x17\n" +
+	"\x02id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x02id\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\x12L\n" +
+	"\fgrace_period\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\x0e\xbaH\v\xaa\x01\b\"\x04\b\x80\xf5$2\x00R\vgracePeriod\x12Q\n" +
+	"\x10signature_scheme\x18\x04 \x01(\x0e2\x1c.hookline.v1.SignatureSchemeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x0fsignatureScheme\"\x88\x01\n" +
 	"\x1cRotateEndpointSecretResponse\x121\n" +
 	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x1d\n" +
 	"\n" +
-	"public_key\x18\x03 \x01(\tR\tpublicKey\"\xf9\x02\n" +
+	"public_key\x18\x03 \x01(\tR\tpublicKey\"\xa7\x03\n" +
 	"\"TestFilterAndTransformationRequest\x12\x16\n" +
 	"\x06filter\x18\x01 \x01(\tR\x06filter\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x03 \x01(\tR\teventType\x12\x18\n" +
-	"\apayload\x18\x04 \x01(\fR\apayload\x12Y\n" +
-	"\bmetadata\x18\x05 \x03(\v2=.hookline.v1.TestFilterAndTransformationRequest.MetadataEntryR\bmetadata\x12!\n" +
-	"\fordering_key\x18\x06 \x01(\tR\vorderingKey\x12&\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\x12s\n" +
+	"\bmetadata\x18\x05 \x03(\v2=.hookline.v1.TestFilterAndTransformationRequest.MetadataEntryB\x18\xbaH\x15\x9a\x01\x12\x10@\"\ar\x05\x10\x01\x18\x80\x01*\x05r\x03\x18\x80\bR\bmetadata\x125\n" +
+	"\fordering_key\x18\x06 \x01(\tB\x12\xbaH\x0fr\r\x18\x80\x012\b^[ -~]*$R\vorderingKey\x12&\n" +
 	"\x0etransformation\x18\a \x01(\tR\x0etransformation\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +

@@ -7,6 +7,7 @@
 package hooklinev1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -28,7 +29,8 @@ type PublishEventRequest struct {
 	EventType string `protobuf:"bytes,1,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
 	// The body POSTed to receivers, byte for byte; JSON in practice.
 	Payload []byte `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
-	// Optional key that makes retries of one logical publish safe.
+	// Optional key that makes retries of one logical publish safe; at most
+	// 256 bytes.
 	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Optional: deliver only to these endpoints (they must exist and be
 	// the caller's) instead of every matching one.
@@ -229,15 +231,15 @@ var File_hookline_v1_event_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x17hookline/v1/event.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\"\xc6\x02\n" +
+	"\x17hookline/v1/event.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\"\xfe\x02\n" +
 	"\x13PublishEventRequest\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x01 \x01(\tR\teventType\x12\x18\n" +
-	"\apayload\x18\x02 \x01(\fR\apayload\x12'\n" +
-	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12!\n" +
-	"\fendpoint_ids\x18\x04 \x03(\tR\vendpointIds\x12!\n" +
-	"\fordering_key\x18\x05 \x01(\tR\vorderingKey\x12J\n" +
-	"\bmetadata\x18\x06 \x03(\v2..hookline.v1.PublishEventRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x121\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x0eidempotencyKey\x12!\n" +
+	"\fendpoint_ids\x18\x04 \x03(\tR\vendpointIds\x125\n" +
+	"\fordering_key\x18\x05 \x01(\tB\x12\xbaH\x0fr\r\x18\x80\x012\b^[ -~]*$R\vorderingKey\x12d\n" +
+	"\bmetadata\x18\x06 \x03(\v2..hookline.v1.PublishEventRequest.MetadataEntryB\x18\xbaH\x15\x9a\x01\x12\x10@\"\ar\x05\x10\x01\x18\x80\x01*\x05r\x03\x18\x80\bR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"k\n" +

@@ -7,6 +7,7 @@
 package hooklinev1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -476,7 +477,7 @@ var File_hookline_v1_lane_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_lane_proto_rawDesc = "" +
 	"\n" +
-	"\x16hookline/v1/lane.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookline/v1/records.proto\"v\n" +
+	"\x16hookline/v1/lane.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookline/v1/records.proto\"v\n" +
 	"\x17ListBlockedLanesRequest\x12\x1f\n" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +
 	"endpointId\x12\x1b\n" +
@@ -497,20 +498,20 @@ const file_hookline_v1_lane_proto_rawDesc = "" +
 	"\x11followers_waiting\x18\t \x01(\rR\x10followersWaiting\"r\n" +
 	"\x18ListBlockedLanesResponse\x12.\n" +
 	"\x05lanes\x18\x01 \x03(\v2\x18.hookline.v1.BlockedLaneR\x05lanes\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"z\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8e\x01\n" +
 	"\x13SkipLaneHeadRequest\x12\x1f\n" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +
-	"endpointId\x12!\n" +
-	"\fordering_key\x18\x02 \x01(\tR\vorderingKey\x12\x1f\n" +
+	"endpointId\x125\n" +
+	"\fordering_key\x18\x02 \x01(\tB\x12\xbaH\x0fr\r\x18\x80\x012\b^[ -~]*$R\vorderingKey\x12\x1f\n" +
 	"\vdelivery_id\x18\x03 \x01(\tR\n" +
 	"deliveryId\"5\n" +
 	"\x14SkipLaneHeadResponse\x12\x1d\n" +
 	"\n" +
-	"command_id\x18\x01 \x01(\tR\tcommandId\"|\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\"\x90\x01\n" +
 	"\x15ResendLaneHeadRequest\x12\x1f\n" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +
-	"endpointId\x12!\n" +
-	"\fordering_key\x18\x02 \x01(\tR\vorderingKey\x12\x1f\n" +
+	"endpointId\x125\n" +
+	"\fordering_key\x18\x02 \x01(\tB\x12\xbaH\x0fr\r\x18\x80\x012\b^[ -~]*$R\vorderingKey\x12\x1f\n" +
 	"\vdelivery_id\x18\x03 \x01(\tR\n" +
 	"deliveryId\"7\n" +
 	"\x16ResendLaneHeadResponse\x12\x1d\n" +

@@ -25,18 +25,9 @@ func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.Cr
 		return nil, err
 	}
 	s.noteURL(ctx, req.GetUrl())
-	if len(req.GetDescription()) > maxDescriptionLen {
-		return nil, invalid("description", "is %d bytes, the limit is %d", len(req.GetDescription()), maxDescriptionLen)
-	}
+	// The fields' static rules are the proto's (fieldrules.go).
 	for _, err := range []error{
 		validateEventTypes(req.GetEventTypes()),
-		validateTimeout(req.GetTimeout()),
-		validateRetryPolicy(req.GetRetryPolicy()),
-		validateMetadata(req.GetMetadata()),
-		validateMaxInFlight(req.GetMaxInFlight()),
-		validateRate(req.GetRateLimitPerSecond()),
-		validateOrdering(req.GetOrdering()),
-		validateHeadFailure(req.GetOnHeadFailure()),
 		s.validateFilter(req.GetFilter()),
 		s.validateTransformation(req.GetTransformation()),
 	} {
@@ -128,11 +119,8 @@ func (h *endpointService) GetEndpoint(ctx context.Context, req *hooklinev1.GetEn
 func (h *endpointService) ListEndpoints(ctx context.Context, req *hooklinev1.ListEndpointsRequest) (*hooklinev1.ListEndpointsResponse, error) {
 	s := h.s
 	size := int(req.GetPageSize())
-	switch {
-	case size == 0:
-		size = defaultPageSize
-	case size > maxPageSize:
-		return nil, invalid("page_size", "is %d, the limit is %d", size, maxPageSize)
+	if size == 0 {
+		size = defaultPageSize // at most maxPageSize: the proto's rule
 	}
 	if err := s.readBarrier(ctx); err != nil {
 		return nil, err
@@ -175,29 +163,27 @@ func (h *endpointService) UpdateEndpoint(ctx context.Context, req *hooklinev1.Up
 			switch p {
 			case "url":
 				ep.Url = in.GetUrl() // validated above
+			// The fields' static rules are the proto's (fieldrules.go).
 			case "description":
-				if len(in.GetDescription()) > maxDescriptionLen {
-					err = invalid("description", "is %d bytes, the limit is %d", len(in.GetDescription()), maxDescriptionLen)
-				}
 				ep.Description = in.GetDescription()
 			case "event_types":
 				err, ep.EventTypes = validateEventTypes(in.GetEventTypes()), in.GetEventTypes()
 			case "timeout":
-				err, ep.Timeout = validateTimeout(in.GetTimeout()), in.GetTimeout()
+				ep.Timeout = in.GetTimeout()
 			case "max_in_flight":
-				err, ep.MaxInFlight = validateMaxInFlight(in.GetMaxInFlight()), in.GetMaxInFlight()
+				ep.MaxInFlight = in.GetMaxInFlight()
 			case "rate_limit_per_second":
-				err, ep.RateLimitPerSecond = validateRate(in.GetRateLimitPerSecond()), in.GetRateLimitPerSecond()
+				ep.RateLimitPerSecond = in.GetRateLimitPerSecond()
 			case "retry_policy":
-				err, ep.RetryPolicy = validateRetryPolicy(in.GetRetryPolicy()), in.GetRetryPolicy()
+				ep.RetryPolicy = in.GetRetryPolicy()
 			case "metadata":
-				err, ep.Metadata = validateMetadata(in.GetMetadata()), in.GetMetadata()
+				ep.Metadata = in.GetMetadata()
 			case "outage_mode_disabled":
 				ep.OutageModeDisabled = in.GetOutageModeDisabled()
 			case "ordering":
-				err, ep.Ordering = validateOrdering(in.GetOrdering()), in.GetOrdering()
+				ep.Ordering = in.GetOrdering()
 			case "on_head_failure":
-				err, ep.OnHeadFailure = validateHeadFailure(in.GetOnHeadFailure()), in.GetOnHeadFailure()
+				ep.OnHeadFailure = in.GetOnHeadFailure()
 			case "filter":
 				err, ep.Filter = s.validateFilter(in.GetFilter()), in.GetFilter()
 			case "transformation":
@@ -219,9 +205,6 @@ func (h *endpointService) UpdateEndpoint(ctx context.Context, req *hooklinev1.Up
 
 func (h *endpointService) DeleteEndpoint(ctx context.Context, req *hooklinev1.DeleteEndpointRequest) (*hooklinev1.DeleteEndpointResponse, error) {
 	s := h.s
-	if req.GetId() == "" {
-		return nil, invalid("id", "is required")
-	}
 	unlock, err := s.locks.lock(ctx, "endpoint:"+req.GetId())
 	if err != nil {
 		return nil, status.FromContextError(err).Err()
@@ -244,9 +227,6 @@ func (h *endpointService) DeleteEndpoint(ctx context.Context, req *hooklinev1.De
 
 func (h *endpointService) PauseEndpoint(ctx context.Context, req *hooklinev1.PauseEndpointRequest) (*hooklinev1.PauseEndpointResponse, error) {
 	s := h.s
-	if len(req.GetReason()) > maxDescriptionLen {
-		return nil, invalid("reason", "is %d bytes, the limit is %d", len(req.GetReason()), maxDescriptionLen)
-	}
 	paused := false
 	rec, err := s.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
 		paused = false // fn runs again after losing to a concurrent change
@@ -305,10 +285,7 @@ func (h *endpointService) RotateEndpointSecret(ctx context.Context, req *hooklin
 	}
 	grace := defaultGrace
 	if g := req.GetGracePeriod(); g != nil {
-		if g.CheckValid() != nil || g.AsDuration() < 0 || g.AsDuration() > maxGrace {
-			return nil, invalid("grace_period", "must be between 0 and %v", maxGrace)
-		}
-		grace = g.AsDuration()
+		grace = g.AsDuration() // 0 to 7 days: the proto's rule
 	}
 	var secret string
 	var cur *hooklinev1.EndpointSecret

@@ -14,8 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-const maxIdempotencyKeyLen = 256
-
 // PublishEvent validates the event, fans it out to the matching (or the
 // named) endpoints of the caller's tenant, and returns once every Delivery
 // record is acknowledged by all in-sync replicas. Many concurrent calls
@@ -56,15 +54,8 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 	if !json.Valid(payload) {
 		return nil, invalid("payload", "is not valid JSON; receivers get it as application/json (over HTTP/JSON, %s)", payloadForm)
 	}
-	if k := req.GetIdempotencyKey(); len(k) > maxIdempotencyKeyLen {
-		return nil, invalid("idempotency_key", "is %d bytes, the limit is %d", len(k), maxIdempotencyKeyLen)
-	}
-	if err := validateOrderingKey(req.GetOrderingKey()); err != nil {
-		return nil, err
-	}
-	if err := validateMetadata(req.GetMetadata()); err != nil {
-		return nil, err
-	}
+	// idempotency_key, ordering_key and metadata: the proto's rules
+	// (fieldrules.go).
 	// Bounded memory: a call waits for Kafka only within the bytes every
 	// call in flight may hold together; beyond them it waits its turn
 	// briefly or is pushed back (the fan-out is the endpoints known now:

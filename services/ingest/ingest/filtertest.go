@@ -30,12 +30,7 @@ func (h *endpointService) TestFilterAndTransformation(ctx context.Context, req *
 	if err := payloadLimit(s.cfg.MaxPayloadBytes).check(len(req.GetPayload())); err != nil {
 		return nil, err
 	}
-	if err := validateMetadata(req.GetMetadata()); err != nil {
-		return nil, err
-	}
-	if err := validateOrderingKey(req.GetOrderingKey()); err != nil {
-		return nil, err
-	}
+	// metadata and ordering_key: the proto's rules (fieldrules.go).
 	tr, err := s.toTest(ctx, req)
 	if err != nil {
 		return nil, err

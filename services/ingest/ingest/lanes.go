@@ -116,9 +116,7 @@ func (s *Service) laneCommand(ctx context.Context, op hooklinev1.LaneOp, endpoin
 	if !ids.Valid(ids.Delivery, delivery) {
 		return "", invalid("delivery_id", "%q is not a delivery id (dlv_…)", delivery)
 	}
-	if err := validateOrderingKey(key); err != nil {
-		return "", err
-	}
+	// ordering_key: the proto's rule (fieldrules.go).
 	rec, err := s.laneEndpoint(ctx, endpoint)
 	if err != nil {
 		return "", err

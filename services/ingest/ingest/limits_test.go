@@ -14,10 +14,8 @@ import (
 
 // NaN, infinite, negative and all-zero retry schedules and rates, and
 // limits above the dispatcher's ceilings, are INVALID_ARGUMENT naming the
-// field, before anything is written.
+// field, by the field rules (fieldrules.go), before any handler runs.
 func TestEndpointLimitsRefuseNaNInfiniteNegativeZeroAndAboveCeilings(t *testing.T) {
-	s := newURLTestService(t, func(c *Config) { c.AllowPrivate = true })
-	ctx := tenantCtx(t, "acme")
 	ladder := func(ds ...time.Duration) *hooklinev1.RetryPolicy {
 		l := &hooklinev1.RetryPolicy_DelayLadder{}
 		for _, d := range ds {
@@ -44,29 +42,30 @@ func TestEndpointLimitsRefuseNaNInfiniteNegativeZeroAndAboveCeilings(t *testing.
 		{"factor NaN", &hooklinev1.CreateEndpointRequest{RetryPolicy: factor(math.NaN())}, "retry_policy.exponential.factor"},
 		{"factor +Inf", &hooklinev1.CreateEndpointRequest{RetryPolicy: factor(math.Inf(1))}, "retry_policy.exponential.factor"},
 		{"factor negative", &hooklinev1.CreateEndpointRequest{RetryPolicy: factor(-2)}, "retry_policy.exponential.factor"},
-		{"ladder all zero", &hooklinev1.CreateEndpointRequest{RetryPolicy: ladder(0, 0, 0)}, "retry_policy.ladder.delays"},
+		{"ladder all zero", &hooklinev1.CreateEndpointRequest{RetryPolicy: ladder(0, 0, 0)}, "retry_policy.ladder"},
 		{"ladder negative", &hooklinev1.CreateEndpointRequest{RetryPolicy: ladder(time.Second, -time.Second)}, "retry_policy.ladder.delays[1]"},
 		{"ladder empty", &hooklinev1.CreateEndpointRequest{RetryPolicy: ladder()}, "retry_policy.ladder.delays"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.give.Url = "https://127.0.0.1:9/hooks"
-			_, err := s.endpointAPI.CreateEndpoint(ctx, tt.give)
+			err := checkRules(t, tt.give)
 			if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tt.field+":") {
 				t.Fatalf("got %v, want InvalidArgument on %s", err, tt.field)
 			}
 		})
 	}
 	// A rate below the floor is refused naming the floor.
-	if err := validateRate(1e-12); !strings.Contains(status.Convert(err).Message(), "0.001") {
+	if err := checkRules(t, &hooklinev1.CreateEndpointRequest{Url: "https://x", RateLimitPerSecond: 1e-12}); !strings.Contains(status.Convert(err).Message(), "0.001") {
 		t.Errorf("a rate below the floor: %v, want the floor 0.001 named", err)
 	}
 	// At the ceilings, and a ladder with one positive delay, are fine.
-	for _, err := range []error{
-		validateRate(100000), validateRate(0), validateRate(0.001), validateMaxInFlight(1000),
-		validateRetryPolicy(ladder(0, time.Second)), validateRetryPolicy(factor(1)), validateRetryPolicy(factor(0)),
+	for _, req := range []*hooklinev1.CreateEndpointRequest{
+		{RateLimitPerSecond: 100000}, {RateLimitPerSecond: 0}, {RateLimitPerSecond: 0.001}, {MaxInFlight: 1000},
+		{RetryPolicy: ladder(0, time.Second)}, {RetryPolicy: factor(1)}, {RetryPolicy: factor(0)},
 	} {
-		if err != nil {
+		req.Url = "https://127.0.0.1:9/hooks"
+		if err := checkRules(t, req); err != nil {
 			t.Errorf("refused a valid limit: %v", err)
 		}
 	}

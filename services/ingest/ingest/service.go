@@ -126,6 +126,9 @@ type Service struct {
 	limits *writeLimits
 	// longCalls caps each tenant's long calls in progress.
 	longCalls *longCalls
+	// fieldRules checks each request against its proto's field rules
+	// (fieldrules.go).
+	fieldRules grpc.UnaryServerInterceptor
 	// filters holds the endpoints' content filters, compiled.
 	filters *celfilter.Cache
 	// transforms holds the endpoints' transformations, compiled.
@@ -196,18 +199,23 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if _, err := cfg.Kafka.ProducerOpts(); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
+	rules, err := fieldRules()
+	if err != nil {
+		return nil, err
+	}
 	kr, err := cfg.Secrets.Keyring()
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	s := &Service{
-		keyring: kr,
-		cfg:     cfg,
-		log:     slog.Default(),
-		now:     time.Now,
-		guard:   guard,
-		store:   endpoints.NewStore(),
-		topics:  cfg.Kafka.Topics(),
+		keyring:    kr,
+		fieldRules: rules,
+		cfg:        cfg,
+		log:        slog.Default(),
+		now:        time.Now,
+		guard:      guard,
+		store:      endpoints.NewStore(),
+		topics:     cfg.Kafka.Topics(),
 		lookup: func(ctx context.Context, host string) ([]net.IP, error) {
 			return net.DefaultResolver.LookupIP(ctx, "ip", host)
 		},
@@ -461,6 +469,7 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.keys.AuthFunc), needsAuth),
 			s.limits.unaryInterceptor,
 			s.longCalls.unaryInterceptor,
+			s.fieldRules,
 			recovery.UnaryServerInterceptor(onPanic),
 		),
 		grpc.ChainStreamInterceptor(
