@@ -7,6 +7,7 @@
 package hooklinev1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -1097,7 +1098,7 @@ var File_hookline_v1_delivery_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/delivery.proto\x12\vhookline.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookline/v1/records.proto\"\xac\x03\n" +
+	"\x1ahookline/v1/delivery.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookline/v1/records.proto\"\xac\x03\n" +
 	"\x0eDeliveryStatus\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1114,9 +1115,9 @@ const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12B\n" +
 	"\x0fnext_attempt_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reason\",\n" +
-	"\x0fGetEventRequest\x12\x19\n" +
-	"\bevent_id\x18\x01 \x01(\tR\aeventId\"\xde\x01\n" +
+	" \x01(\tR\x06reason\"5\n" +
+	"\x0fGetEventRequest\x12\"\n" +
+	"\bevent_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\aeventId\"\xde\x01\n" +
 	"\x10GetEventResponse\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
 	"\n" +
@@ -1126,13 +1127,13 @@ const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12;\n" +
 	"\n" +
 	"deliveries\x18\x05 \x03(\v2\x1b.hookline.v1.DeliveryStatusR\n" +
-	"deliveries\"\xc4\x02\n" +
+	"deliveries\"\xd8\x02\n" +
 	"\x15ListDeliveriesRequest\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
-	"endpointId\x120\n" +
-	"\x05state\x18\x03 \x01(\x0e2\x1a.hookline.v1.DeliveryStateR\x05state\x12\x1b\n" +
-	"\tpage_size\x18\x04 \x01(\rR\bpageSize\x12\x1d\n" +
+	"endpointId\x12:\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x1a.hookline.v1.DeliveryStateB\b\xbaH\x05\x82\x01\x02\x10\x01R\x05state\x12%\n" +
+	"\tpage_size\x18\x04 \x01(\rB\b\xbaH\x05*\x03\x18\xe8\aR\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\x12\x1d\n" +
 	"\n" +
@@ -1143,13 +1144,13 @@ const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"\n" +
 	"deliveries\x18\x01 \x03(\v2\x1b.hookline.v1.DeliveryStatusR\n" +
 	"deliveries\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd2\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xdc\x01\n" +
 	"\x11ListEventsRequest\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x01 \x01(\tR\teventType\x120\n" +
 	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
-	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1b\n" +
-	"\tpage_size\x18\x04 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12%\n" +
+	"\tpage_size\x18\x04 \x01(\rB\b\xbaH\x05*\x03\x18\xe8\aR\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\"\x83\x01\n" +
 	"\fEventSummary\x12\x19\n" +
@@ -1160,23 +1161,23 @@ const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"o\n" +
 	"\x12ListEventsResponse\x121\n" +
 	"\x06events\x18\x01 \x03(\v2\x19.hookline.v1.EventSummaryR\x06events\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"5\n" +
-	"\x12GetDeliveryRequest\x12\x1f\n" +
-	"\vdelivery_id\x18\x01 \x01(\tR\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\">\n" +
+	"\x12GetDeliveryRequest\x12(\n" +
+	"\vdelivery_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\n" +
 	"deliveryId\"\x86\x01\n" +
 	"\x13GetDeliveryResponse\x127\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x1b.hookline.v1.DeliveryStatusR\bdelivery\x126\n" +
-	"\battempts\x18\x02 \x03(\v2\x1a.hookline.v1.AttemptResultR\battempts\"8\n" +
-	"\x15ResendDeliveryRequest\x12\x1f\n" +
-	"\vdelivery_id\x18\x01 \x01(\tR\n" +
+	"\battempts\x18\x02 \x03(\v2\x1a.hookline.v1.AttemptResultR\battempts\"A\n" +
+	"\x15ResendDeliveryRequest\x12(\n" +
+	"\vdelivery_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\n" +
 	"deliveryId\"k\n" +
 	"\x16ResendDeliveryResponse\x127\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x1b.hookline.v1.DeliveryStatusR\bdelivery\x12\x18\n" +
-	"\aattempt\x18\x02 \x01(\rR\aattempt\"\x9d\x01\n" +
-	"\x16RecoverEndpointRequest\x12\x1f\n" +
-	"\vendpoint_id\x18\x01 \x01(\tR\n" +
-	"endpointId\x120\n" +
-	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\"\xae\x01\n" +
+	"\x16RecoverEndpointRequest\x12(\n" +
+	"\vendpoint_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\n" +
+	"endpointId\x128\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampB\x06\xbaH\x03\xc8\x01\x01R\x05since\x120\n" +
 	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\"\xb7\x01\n" +
 	"\x17RecoverEndpointResponse\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\rR\x05total\x12\x1c\n" +
@@ -1184,9 +1185,9 @@ const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"\x06failed\x18\x03 \x01(\rR\x06failed\x12\x1a\n" +
 	"\bretrying\x18\x04 \x01(\rR\bretrying\x12\x12\n" +
 	"\x04done\x18\x05 \x01(\bR\x04done\x12 \n" +
-	"\vunavailable\x18\x06 \x01(\rR\vunavailable\"p\n" +
-	"\x14SendTestEventRequest\x12\x1f\n" +
-	"\vendpoint_id\x18\x01 \x01(\tR\n" +
+	"\vunavailable\x18\x06 \x01(\rR\vunavailable\"y\n" +
+	"\x14SendTestEventRequest\x12(\n" +
+	"\vendpoint_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\n" +
 	"endpointId\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x02 \x01(\tR\teventType\x12\x18\n" +

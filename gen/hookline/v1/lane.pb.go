@@ -263,7 +263,8 @@ type SkipLaneHeadRequest struct {
 	EndpointId string `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
 	// The lane's ordering key (empty for an endpoint ordered per_endpoint).
 	OrderingKey string `protobuf:"bytes,2,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
-	// Required: the blocked head's delivery id, "dlv_…".
+	// Required: the blocked head's delivery id, "dlv_…", as
+	// ListBlockedLanes answers it.
 	DeliveryId    string `protobuf:"bytes,3,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -371,7 +372,8 @@ type ResendLaneHeadRequest struct {
 	EndpointId string `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
 	// The lane's ordering key (empty for an endpoint ordered per_endpoint).
 	OrderingKey string `protobuf:"bytes,2,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
-	// Required: the blocked head's delivery id, "dlv_…".
+	// Required: the blocked head's delivery id, "dlv_…", as
+	// ListBlockedLanes answers it.
 	DeliveryId    string `protobuf:"bytes,3,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -477,11 +479,11 @@ var File_hookline_v1_lane_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_lane_proto_rawDesc = "" +
 	"\n" +
-	"\x16hookline/v1/lane.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookline/v1/records.proto\"v\n" +
-	"\x17ListBlockedLanesRequest\x12\x1f\n" +
-	"\vendpoint_id\x18\x01 \x01(\tR\n" +
-	"endpointId\x12\x1b\n" +
-	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\x16hookline/v1/lane.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookline/v1/records.proto\"\x89\x01\n" +
+	"\x17ListBlockedLanesRequest\x12(\n" +
+	"\vendpoint_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\n" +
+	"endpointId\x12%\n" +
+	"\tpage_size\x18\x02 \x01(\rB\b\xbaH\x05*\x03\x18\xe8\aR\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"\xf9\x02\n" +
 	"\vBlockedLane\x12!\n" +
@@ -498,21 +500,23 @@ const file_hookline_v1_lane_proto_rawDesc = "" +
 	"\x11followers_waiting\x18\t \x01(\rR\x10followersWaiting\"r\n" +
 	"\x18ListBlockedLanesResponse\x12.\n" +
 	"\x05lanes\x18\x01 \x03(\v2\x18.hookline.v1.BlockedLaneR\x05lanes\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8e\x01\n" +
-	"\x13SkipLaneHeadRequest\x12\x1f\n" +
-	"\vendpoint_id\x18\x01 \x01(\tR\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf9\x02\n" +
+	"\x13SkipLaneHeadRequest\x12(\n" +
+	"\vendpoint_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\n" +
 	"endpointId\x125\n" +
-	"\fordering_key\x18\x02 \x01(\tB\x12\xbaH\x0fr\r\x18\x80\x012\b^[ -~]*$R\vorderingKey\x12\x1f\n" +
-	"\vdelivery_id\x18\x03 \x01(\tR\n" +
+	"\fordering_key\x18\x02 \x01(\tB\x12\xbaH\x0fr\r\x18\x80\x012\b^[ -~]*$R\vorderingKey\x12\x80\x02\n" +
+	"\vdelivery_id\x18\x03 \x01(\tB\xde\x01\xbaH\xda\x01\xba\x01\xd6\x01\n" +
+	"\x10delivery_id.head\x1a\xc1\x01this.matches('^dlv_[0-9a-hjkmnp-tv-z]{26}$') ? '' : this == '' ? 'is required: the blocked head\\'s delivery id, as ListBlockedLanes answers it' : 'is not a delivery id (dlv_ and 26 characters)'R\n" +
 	"deliveryId\"5\n" +
 	"\x14SkipLaneHeadResponse\x12\x1d\n" +
 	"\n" +
-	"command_id\x18\x01 \x01(\tR\tcommandId\"\x90\x01\n" +
-	"\x15ResendLaneHeadRequest\x12\x1f\n" +
-	"\vendpoint_id\x18\x01 \x01(\tR\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\"\xfb\x02\n" +
+	"\x15ResendLaneHeadRequest\x12(\n" +
+	"\vendpoint_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\n" +
 	"endpointId\x125\n" +
-	"\fordering_key\x18\x02 \x01(\tB\x12\xbaH\x0fr\r\x18\x80\x012\b^[ -~]*$R\vorderingKey\x12\x1f\n" +
-	"\vdelivery_id\x18\x03 \x01(\tR\n" +
+	"\fordering_key\x18\x02 \x01(\tB\x12\xbaH\x0fr\r\x18\x80\x012\b^[ -~]*$R\vorderingKey\x12\x80\x02\n" +
+	"\vdelivery_id\x18\x03 \x01(\tB\xde\x01\xbaH\xda\x01\xba\x01\xd6\x01\n" +
+	"\x10delivery_id.head\x1a\xc1\x01this.matches('^dlv_[0-9a-hjkmnp-tv-z]{26}$') ? '' : this == '' ? 'is required: the blocked head\\'s delivery id, as ListBlockedLanes answers it' : 'is not a delivery id (dlv_ and 26 characters)'R\n" +
 	"deliveryId\"7\n" +
 	"\x16ResendLaneHeadResponse\x12\x1d\n" +
 	"\n" +

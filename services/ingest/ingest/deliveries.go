@@ -33,10 +33,7 @@ func historyStatus(err error) error {
 // status of each of its deliveries.
 func (h *deliveryService) GetEvent(ctx context.Context, req *hooklinev1.GetEventRequest) (*hooklinev1.GetEventResponse, error) {
 	s := h.s
-	id := req.GetEventId()
-	if id == "" {
-		return nil, invalid("event_id", "is required")
-	}
+	id := req.GetEventId() // required: the proto's rule
 	if !ids.Valid(ids.Event, id) {
 		return nil, status.Errorf(codes.NotFound, "event %q not found", id)
 	}
@@ -64,10 +61,7 @@ func (h *deliveryService) GetDelivery(ctx context.Context, req *hooklinev1.GetDe
 }
 
 func (s *Service) lookupDelivery(ctx context.Context, id string) (*hooklinev1.DeliveryStatus, []*hooklinev1.AttemptResult, *hooklinev1.Delivery, error) {
-	if id == "" {
-		return nil, nil, nil, invalid("delivery_id", "is required")
-	}
-	if !ids.Valid(ids.Delivery, id) {
+	if !ids.Valid(ids.Delivery, id) { // required: the requests' rule
 		return nil, nil, nil, status.Errorf(codes.NotFound, "delivery %q not found", id)
 	}
 	if err := s.syncIndex(ctx); err != nil {

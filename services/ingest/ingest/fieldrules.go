@@ -31,21 +31,54 @@ import (
 // JSON, idempotency. A handler called in-process (the console) is not
 // checked here: it builds its requests itself.
 
-// fieldRules returns the unary interceptor that checks every request
-// against its proto's field rules.
-func fieldRules() (grpc.UnaryServerInterceptor, error) {
+// fieldRules checks requests against their proto's field rules.
+type fieldRules struct{ v protovalidate.Validator }
+
+func newFieldRules() (*fieldRules, error) {
 	v, err := protovalidate.New()
 	if err != nil {
 		return nil, fmt.Errorf("field rules: %w", err)
 	}
-	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if m, ok := req.(proto.Message); ok {
-			if err := v.Validate(m); err != nil {
-				return nil, ruleError(err)
-			}
-		}
-		return handler(ctx, req)
-	}, nil
+	return &fieldRules{v: v}, nil
+}
+
+// check returns the status of req when it breaks a rule, else nil.
+func (r *fieldRules) check(req any) error {
+	m, ok := req.(proto.Message)
+	if !ok {
+		return nil
+	}
+	if err := r.v.Validate(m); err != nil {
+		return ruleError(err)
+	}
+	return nil
+}
+
+// unary is the unary calls' interceptor.
+func (r *fieldRules) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := r.check(req); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// stream is the streaming calls' interceptor (RecoverEndpoint): each
+// message received is checked.
+func (r *fieldRules) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, &checkedStream{ServerStream: ss, rules: r})
+}
+
+// checkedStream checks each message its call receives.
+type checkedStream struct {
+	grpc.ServerStream
+	rules *fieldRules
+}
+
+func (s *checkedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return s.rules.check(m)
 }
 
 // ruleError is the status of a request that broke its field rules.

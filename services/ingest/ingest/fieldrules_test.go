@@ -16,11 +16,11 @@ import (
 // server does before a handler: nil when req keeps them.
 func checkRules(t testing.TB, req proto.Message) error {
 	t.Helper()
-	rules, err := fieldRules()
+	rules, err := newFieldRules()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = rules(context.Background(), req, &grpc.UnaryServerInfo{}, func(context.Context, any) (any, error) { return nil, nil })
+	_, err = rules.unary(context.Background(), req, &grpc.UnaryServerInfo{}, func(context.Context, any) (any, error) { return nil, nil })
 	return err
 }
 
@@ -39,7 +39,7 @@ func TestFieldRulesSayWhichFieldAndWhatToFix(t *testing.T) {
 		{"ordering key, 129 bytes", &hooklinev1.PublishEventRequest{OrderingKey: long(129)}, "ordering_key: must be at most 128 characters"},
 		{"ordering key, control byte", &hooklinev1.PublishEventRequest{OrderingKey: "a\nb"}, "ordering_key: does not match regex pattern"},
 		{"ordering key, non-ASCII", &hooklinev1.PublishEventRequest{OrderingKey: "ä"}, "ordering_key:"},
-		{"lane command's ordering key", &hooklinev1.SkipLaneHeadRequest{OrderingKey: long(129)}, "ordering_key:"},
+		{"lane command's ordering key", &hooklinev1.SkipLaneHeadRequest{EndpointId: "ep_1", DeliveryId: "dlv_01m97z10ta0c1ysst6axae8g0w", OrderingKey: long(129)}, "ordering_key:"},
 		{"idempotency key, 257 bytes", &hooklinev1.PublishEventRequest{IdempotencyKey: long(257)}, "idempotency_key: must be at most 256 characters"},
 		{"metadata, an empty key", &hooklinev1.PublishEventRequest{Metadata: map[string]string{"": "v"}}, "metadata"},
 		{"metadata, a long value", &hooklinev1.TestFilterAndTransformationRequest{Metadata: map[string]string{"k": long(1025)}}, "metadata"},
@@ -52,6 +52,15 @@ func TestFieldRulesSayWhichFieldAndWhatToFix(t *testing.T) {
 		{"get, no id", &hooklinev1.GetEndpointRequest{}, "id: must be at least 1 characters"},
 		{"pause, long reason", &hooklinev1.PauseEndpointRequest{Id: "ep_1", Reason: long(1025)}, "reason:"},
 		{"list, page too large", &hooklinev1.ListEndpointsRequest{PageSize: 1001}, "page_size: must be less than or equal to 1000"},
+		{"deliveries, page too large", &hooklinev1.ListDeliveriesRequest{PageSize: 1001}, "page_size:"},
+		{"deliveries, unknown state", &hooklinev1.ListDeliveriesRequest{State: 99}, "state:"},
+		{"get event, no id", &hooklinev1.GetEventRequest{}, "event_id:"},
+		{"resend, no id", &hooklinev1.ResendDeliveryRequest{}, "delivery_id:"},
+		{"recover, no since", &hooklinev1.RecoverEndpointRequest{EndpointId: "ep_1"}, "since: value is required"},
+		{"skip, not a delivery id", &hooklinev1.SkipLaneHeadRequest{EndpointId: "ep_1", DeliveryId: "evt_01m97z10ta0c1ysst6axae8g0w"}, "delivery_id: is not a delivery id"},
+		{"skip, no delivery id", &hooklinev1.SkipLaneHeadRequest{EndpointId: "ep_1"}, "delivery_id: is required: the blocked head's delivery id"},
+		{"skip, a delivery id", &hooklinev1.SkipLaneHeadRequest{EndpointId: "ep_1", DeliveryId: "dlv_01m97z10ta0c1ysst6axae8g0w"}, ""},
+		{"blocked lanes, no endpoint", &hooklinev1.ListBlockedLanesRequest{}, "endpoint_id:"},
 	}
 	for _, c := range cases {
 		err := checkRules(t, c.req)
@@ -79,11 +88,11 @@ func BenchmarkFieldRulesPublishEvent(b *testing.B) {
 	if err := checkRules(b, req); err != nil {
 		b.Fatal(err)
 	}
-	rules, _ := fieldRules()
+	rules, _ := newFieldRules()
 	next := func(context.Context, any) (any, error) { return nil, nil }
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := rules(context.Background(), req, &grpc.UnaryServerInfo{}, next); err != nil {
+		if _, err := rules.unary(context.Background(), req, &grpc.UnaryServerInfo{}, next); err != nil {
 			b.Fatal(err)
 		}
 	}

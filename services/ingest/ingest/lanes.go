@@ -34,9 +34,7 @@ func (s *Service) syncLanes(ctx context.Context) error {
 // laneEndpoint returns the caller's endpoint named by a LaneService
 // request, after the read barriers: NOT_FOUND for another tenant's.
 func (s *Service) laneEndpoint(ctx context.Context, id string) (*hooklinev1.EndpointRecord, error) {
-	if id == "" {
-		return nil, invalid("endpoint_id", "is required")
-	}
+	// endpoint_id is required: the requests' rule.
 	if err := s.readBarrier(ctx); err != nil {
 		return nil, err
 	}
@@ -110,13 +108,8 @@ func (h *laneService) ResendLaneHead(ctx context.Context, req *hooklinev1.Resend
 // (endpoint, key) as of the call, and writes the command op on it to the
 // deliveries topic, keyed by endpoint id. It returns the command's id.
 func (s *Service) laneCommand(ctx context.Context, op hooklinev1.LaneOp, endpoint, key, delivery string) (string, error) {
-	if delivery == "" {
-		return "", invalid("delivery_id", "is required: the blocked head's delivery id, as ListBlockedLanes answers it")
-	}
-	if !ids.Valid(ids.Delivery, delivery) {
-		return "", invalid("delivery_id", "%q is not a delivery id (dlv_…)", delivery)
-	}
-	// ordering_key: the proto's rule (fieldrules.go).
+	// delivery_id (a delivery id) and ordering_key: the requests' rules
+	// (fieldrules.go).
 	rec, err := s.laneEndpoint(ctx, endpoint)
 	if err != nil {
 		return "", err

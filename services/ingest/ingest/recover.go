@@ -31,10 +31,7 @@ func (h *deliveryService) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest
 	if ep.GetEndpoint().GetStatus() == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
 		return status.Errorf(codes.FailedPrecondition, "endpoint %s is paused; resume it before recovering", req.GetEndpointId())
 	}
-	if req.GetSince() == nil {
-		return invalid("since", "is required")
-	}
-	since, until := req.GetSince().AsTime(), s.now()
+	since, until := req.GetSince().AsTime(), s.now() // since is required: the proto's rule
 	if req.GetUntil() != nil {
 		until = req.GetUntil().AsTime()
 	}

@@ -128,7 +128,7 @@ type Service struct {
 	longCalls *longCalls
 	// fieldRules checks each request against its proto's field rules
 	// (fieldrules.go).
-	fieldRules grpc.UnaryServerInterceptor
+	fieldRules *fieldRules
 	// filters holds the endpoints' content filters, compiled.
 	filters *celfilter.Cache
 	// transforms holds the endpoints' transformations, compiled.
@@ -199,7 +199,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if _, err := cfg.Kafka.ProducerOpts(); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
-	rules, err := fieldRules()
+	rules, err := newFieldRules()
 	if err != nil {
 		return nil, err
 	}
@@ -469,13 +469,14 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.keys.AuthFunc), needsAuth),
 			s.limits.unaryInterceptor,
 			s.longCalls.unaryInterceptor,
-			s.fieldRules,
+			s.fieldRules.unary,
 			recovery.UnaryServerInterceptor(onPanic),
 		),
 		grpc.ChainStreamInterceptor(
 			streamCallLog(s.log),
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.keys.AuthFunc), needsAuth),
 			s.limits.streamInterceptor,
+			s.fieldRules.stream,
 			recovery.StreamServerInterceptor(onPanic),
 		),
 	)
