@@ -1098,7 +1098,7 @@ var File_hookline_v1_delivery_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/delivery.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookline/v1/records.proto\"\xac\x03\n" +
+	"\x1ahookline/v1/delivery.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookline/v1/records.proto\x1a\x17hookline/v1/rules.proto\"\xac\x03\n" +
 	"\x0eDeliveryStatus\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1127,13 +1127,13 @@ const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12;\n" +
 	"\n" +
 	"deliveries\x18\x05 \x03(\v2\x1b.hookline.v1.DeliveryStatusR\n" +
-	"deliveries\"\xd8\x02\n" +
+	"deliveries\"\xd9\x02\n" +
 	"\x15ListDeliveriesRequest\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12:\n" +
-	"\x05state\x18\x03 \x01(\x0e2\x1a.hookline.v1.DeliveryStateB\b\xbaH\x05\x82\x01\x02\x10\x01R\x05state\x12%\n" +
-	"\tpage_size\x18\x04 \x01(\rB\b\xbaH\x05*\x03\x18\xe8\aR\bpageSize\x12\x1d\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x1a.hookline.v1.DeliveryStateB\b\xbaH\x05\x82\x01\x02\x10\x01R\x05state\x12&\n" +
+	"\tpage_size\x18\x04 \x01(\rB\t\xbaH\x06*\x04Ј'\x01R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\x12\x1d\n" +
 	"\n" +
@@ -1144,13 +1144,13 @@ const file_hookline_v1_delivery_proto_rawDesc = "" +
 	"\n" +
 	"deliveries\x18\x01 \x03(\v2\x1b.hookline.v1.DeliveryStatusR\n" +
 	"deliveries\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xdc\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xdd\x01\n" +
 	"\x11ListEventsRequest\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x01 \x01(\tR\teventType\x120\n" +
 	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
-	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12%\n" +
-	"\tpage_size\x18\x04 \x01(\rB\b\xbaH\x05*\x03\x18\xe8\aR\bpageSize\x12\x1d\n" +
+	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12&\n" +
+	"\tpage_size\x18\x04 \x01(\rB\t\xbaH\x06*\x04Ј'\x01R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\"\x83\x01\n" +
 	"\fEventSummary\x12\x19\n" +
@@ -1290,6 +1290,7 @@ func file_hookline_v1_delivery_proto_init() {
 		return
 	}
 	file_hookline_v1_records_proto_init()
+	file_hookline_v1_rules_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

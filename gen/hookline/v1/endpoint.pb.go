@@ -334,8 +334,8 @@ type Endpoint struct {
 	// Why the endpoint is paused, when it is.
 	PausedReason string                 `protobuf:"bytes,13,opt,name=paused_reason,json=pausedReason,proto3" json:"paused_reason,omitempty"`
 	PausedAt     *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=paused_at,json=pausedAt,proto3" json:"paused_at,omitempty"`
-	// Free-form labels, e.g. owner team: at most 64, keys 1-128 bytes,
-	// values at most 1,024 bytes.
+	// Free-form labels, e.g. owner team: at most 64, keys 1-128 characters,
+	// values at most 1,024 characters.
 	Metadata map[string]string `protobuf:"bytes,15,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Outage mode (on unless disabled): while the endpoint keeps failing,
 	// deliveries are held without spending attempts and one probe at a time
@@ -2113,20 +2113,20 @@ var File_hookline_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xee\n" +
-	"\n" +
+	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17hookline/v1/rules.proto\"\x8e\t\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
-	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x1a\n" +
-	"\x03url\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x10R\x03url\x12*\n" +
-	"\vdescription\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12*\n" +
-	"\vevent_types\x18\x05 \x03(\tB\t\xbaH\x06\x92\x01\x03\x10\x80\x02R\n" +
+	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x1b\n" +
+	"\x03url\x18\x03 \x01(\tB\t\xbaH\x06r\x04\xa0\x88'\x01R\x03url\x12+\n" +
+	"\vdescription\x18\x04 \x01(\tB\t\xbaH\x06r\x04\xa8\x88'\x01R\vdescription\x12+\n" +
+	"\vevent_types\x18\x05 \x03(\tB\n" +
+	"\xbaH\a\x92\x01\x04\xb0\x88'\x01R\n" +
 	"eventTypes\x123\n" +
-	"\x06status\x18\x06 \x01(\x0e2\x1b.hookline.v1.EndpointStatusR\x06status\x12C\n" +
-	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationB\x0e\xbaH\v\xaa\x01\b\"\x02\b<2\x02\b\x01R\atimeout\x12,\n" +
-	"\rmax_in_flight\x18\b \x01(\rB\b\xbaH\x05*\x03\x18\xe8\aR\vmaxInFlight\x12\x8d\x02\n" +
-	"\x15rate_limit_per_second\x18\t \x01(\x01B\xd9\x01\xbaH\xd5\x01\xba\x01\xbb\x01\n" +
-	"\x1brate_limit_per_second.floor\x1a\x9b\x01this == 0.0 || this >= 0.001 ? '' : 'a positive rate must be at least 0.001 attempts per second (one every 16m40s); to stop deliveries, pause the endpoint'\x12\x14@\x01\x19\x00\x00\x00\x00\x00j\xf8@)\x00\x00\x00\x00\x00\x00\x00\x00R\x12rateLimitPerSecond\x12;\n" +
+	"\x06status\x18\x06 \x01(\x0e2\x1b.hookline.v1.EndpointStatusR\x06status\x12?\n" +
+	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationB\n" +
+	"\xbaH\a\xaa\x01\x04\xb8\x88'\x01R\atimeout\x12-\n" +
+	"\rmax_in_flight\x18\b \x01(\rB\t\xbaH\x06*\x04Ȉ'\x01R\vmaxInFlight\x12<\n" +
+	"\x15rate_limit_per_second\x18\t \x01(\x01B\t\xbaH\x06\x12\x04؈'\x01R\x12rateLimitPerSecond\x12;\n" +
 	"\fretry_policy\x18\n" +
 	" \x01(\v2\x18.hookline.v1.RetryPolicyR\vretryPolicy\x129\n" +
 	"\n" +
@@ -2134,8 +2134,9 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
 	"\rpaused_reason\x18\r \x01(\tR\fpausedReason\x127\n" +
-	"\tpaused_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\bpausedAt\x12Y\n" +
-	"\bmetadata\x18\x0f \x03(\v2#.hookline.v1.Endpoint.MetadataEntryB\x18\xbaH\x15\x9a\x01\x12\x10@\"\ar\x05\x10\x01\x18\x80\x01*\x05r\x03\x18\x80\bR\bmetadata\x120\n" +
+	"\tpaused_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\bpausedAt\x12K\n" +
+	"\bmetadata\x18\x0f \x03(\v2#.hookline.v1.Endpoint.MetadataEntryB\n" +
+	"\xbaH\a\x9a\x01\x04\x88\x88'\x01R\bmetadata\x120\n" +
 	"\x14outage_mode_disabled\x18\x10 \x01(\bR\x12outageModeDisabled\x12\x12\n" +
 	"\x04etag\x18\x11 \x01(\tR\x04etag\x12Q\n" +
 	"\x10signature_scheme\x18\x12 \x01(\x0e2\x1c.hookline.v1.SignatureSchemeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x0fsignatureScheme\x12;\n" +
@@ -2145,20 +2146,22 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\x0etransformation\x18\x16 \x01(\tR\x0etransformation\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x87\b\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfb\a\n" +
 	"\vRetryPolicy\x12O\n" +
 	"\vexponential\x18\x01 \x01(\v2+.hookline.v1.RetryPolicy.ExponentialBackoffH\x00R\vexponential\x12>\n" +
 	"\x06ladder\x18\x02 \x01(\v2$.hookline.v1.RetryPolicy.DelayLadderH\x00R\x06ladder\x12A\n" +
 	"\x06jitter\x18\x03 \x01(\x0e2\x1f.hookline.v1.RetryPolicy.JitterB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06jitter\x12*\n" +
 	"\fmax_attempts\x18\x04 \x01(\rB\a\xbaH\x04*\x02\x18dR\vmaxAttempts\x12C\n" +
-	"\amax_age\x18\x05 \x01(\v2\x19.google.protobuf.DurationB\x0f\xbaH\f\xaa\x01\t\"\x05\b\x80\x9a\x9e\x01*\x00R\x06maxAge\x1a\xa6\x02\n" +
-	"\x12ExponentialBackoff\x12C\n" +
-	"\ainitial\x18\x01 \x01(\v2\x19.google.protobuf.DurationB\x0e\xbaH\v\xaa\x01\b\"\x04\b\x80\xf5$2\x00R\ainitial\x12\x8d\x01\n" +
+	"\amax_age\x18\x05 \x01(\v2\x19.google.protobuf.DurationB\x0f\xbaH\f\xaa\x01\t\"\x05\b\x80\x9a\x9e\x01*\x00R\x06maxAge\x1a\x9e\x02\n" +
+	"\x12ExponentialBackoff\x12?\n" +
+	"\ainitial\x18\x01 \x01(\v2\x19.google.protobuf.DurationB\n" +
+	"\xbaH\a\xaa\x01\x04\xc0\x88'\x01R\ainitial\x12\x8d\x01\n" +
 	"\x06factor\x18\x02 \x01(\x01Bu\xbaHr\xba\x01o\n" +
-	"\ffactor.range\x1a_this == 0.0 || (this >= 1.0 && this <= 10.0) ? '' : 'must be between 1 and 10 (0: the default)'R\x06factor\x12;\n" +
-	"\x03max\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\x0e\xbaH\v\xaa\x01\b\"\x04\b\x80\xf5$2\x00R\x03max\x1a\xa7\x02\n" +
-	"\vDelayLadder\x12J\n" +
-	"\x06delays\x18\x01 \x03(\v2\x19.google.protobuf.DurationB\x17\xbaH\x14\x92\x01\x11\b\x01\x10@\"\v\xaa\x01\b\"\x04\b\x80\xf5$2\x00R\x06delays:\xcb\x01\xbaH\xc7\x01\x1a\xc4\x01\n" +
+	"\ffactor.range\x1a_this == 0.0 || (this >= 1.0 && this <= 10.0) ? '' : 'must be between 1 and 10 (0: the default)'R\x06factor\x127\n" +
+	"\x03max\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\n" +
+	"\xbaH\a\xaa\x01\x04\xc0\x88'\x01R\x03max\x1a\xa3\x02\n" +
+	"\vDelayLadder\x12F\n" +
+	"\x06delays\x18\x01 \x03(\v2\x19.google.protobuf.DurationB\x13\xbaH\x10\x92\x01\r\b\x01\x10@\"\a\xaa\x01\x04\xc0\x88'\x01R\x06delays:\xcb\x01\xbaH\xc7\x01\x1a\xc4\x01\n" +
 	"\x0fdelays.positive\x1a\xb0\x01size(this.delays) == 0 || this.delays.exists(d, d > duration('0s')) ? '' : 'delays are all 0, so every retry would follow its failure at once; give at least one positive delay'\"T\n" +
 	"\x06Jitter\x12\x16\n" +
 	"\x12JITTER_UNSPECIFIED\x10\x00\x12\x10\n" +
@@ -2166,20 +2169,21 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\vJITTER_FULL\x10\x02\x12\x0f\n" +
 	"\vJITTER_NONE\x10\x03B\n" +
 	"\n" +
-	"\bschedule\"\xd8\b\n" +
-	"\x15CreateEndpointRequest\x12\x1c\n" +
-	"\x03url\x18\x01 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\x80\x10R\x03url\x12*\n" +
-	"\vdescription\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12*\n" +
-	"\vevent_types\x18\x03 \x03(\tB\t\xbaH\x06\x92\x01\x03\x10\x80\x02R\n" +
+	"\bschedule\"\xf8\x06\n" +
+	"\x15CreateEndpointRequest\x12\x1d\n" +
+	"\x03url\x18\x01 \x01(\tB\v\xbaH\br\x06\xa0\x88'\x01\x10\x01R\x03url\x12+\n" +
+	"\vdescription\x18\x02 \x01(\tB\t\xbaH\x06r\x04\xa8\x88'\x01R\vdescription\x12+\n" +
+	"\vevent_types\x18\x03 \x03(\tB\n" +
+	"\xbaH\a\x92\x01\x04\xb0\x88'\x01R\n" +
 	"eventTypes\x12\x16\n" +
-	"\x06secret\x18\x04 \x01(\tR\x06secret\x12C\n" +
-	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationB\x0e\xbaH\v\xaa\x01\b\"\x02\b<2\x02\b\x01R\atimeout\x12,\n" +
-	"\rmax_in_flight\x18\x06 \x01(\rB\b\xbaH\x05*\x03\x18\xe8\aR\vmaxInFlight\x12\x8d\x02\n" +
-	"\x15rate_limit_per_second\x18\a \x01(\x01B\xd9\x01\xbaH\xd5\x01\xba\x01\xbb\x01\n" +
-	"\x1brate_limit_per_second.floor\x1a\x9b\x01this == 0.0 || this >= 0.001 ? '' : 'a positive rate must be at least 0.001 attempts per second (one every 16m40s); to stop deliveries, pause the endpoint'\x12\x14@\x01\x19\x00\x00\x00\x00\x00j\xf8@)\x00\x00\x00\x00\x00\x00\x00\x00R\x12rateLimitPerSecond\x12;\n" +
-	"\fretry_policy\x18\b \x01(\v2\x18.hookline.v1.RetryPolicyR\vretryPolicy\x12f\n" +
-	"\bmetadata\x18\t \x03(\v20.hookline.v1.CreateEndpointRequest.MetadataEntryB\x18\xbaH\x15\x9a\x01\x12\x10@\"\ar\x05\x10\x01\x18\x80\x01*\x05r\x03\x18\x80\bR\bmetadata\x120\n" +
+	"\x06secret\x18\x04 \x01(\tR\x06secret\x12?\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationB\n" +
+	"\xbaH\a\xaa\x01\x04\xb8\x88'\x01R\atimeout\x12-\n" +
+	"\rmax_in_flight\x18\x06 \x01(\rB\t\xbaH\x06*\x04Ȉ'\x01R\vmaxInFlight\x12<\n" +
+	"\x15rate_limit_per_second\x18\a \x01(\x01B\t\xbaH\x06\x12\x04؈'\x01R\x12rateLimitPerSecond\x12;\n" +
+	"\fretry_policy\x18\b \x01(\v2\x18.hookline.v1.RetryPolicyR\vretryPolicy\x12X\n" +
+	"\bmetadata\x18\t \x03(\v20.hookline.v1.CreateEndpointRequest.MetadataEntryB\n" +
+	"\xbaH\a\x9a\x01\x04\x88\x88'\x01R\bmetadata\x120\n" +
 	"\x14outage_mode_disabled\x18\n" +
 	" \x01(\bR\x12outageModeDisabled\x12Q\n" +
 	"\x10signature_scheme\x18\v \x01(\x0e2\x1c.hookline.v1.SignatureSchemeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x0fsignatureScheme\x12;\n" +
@@ -2203,9 +2207,9 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
 	"public_key\x18\x03 \x01(\tR\tpublicKey\x12\x1f\n" +
 	"\vpublic_keys\x18\x04 \x03(\tR\n" +
-	"publicKeys\"\\\n" +
-	"\x14ListEndpointsRequest\x12%\n" +
-	"\tpage_size\x18\x01 \x01(\rB\b\xbaH\x05*\x03\x18\xe8\aR\bpageSize\x12\x1d\n" +
+	"publicKeys\"]\n" +
+	"\x14ListEndpointsRequest\x12&\n" +
+	"\tpage_size\x18\x01 \x01(\rB\t\xbaH\x06*\x04Ј'\x01R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"t\n" +
 	"\x15ListEndpointsResponse\x123\n" +
@@ -2219,35 +2223,37 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\"0\n" +
 	"\x15DeleteEndpointRequest\x12\x17\n" +
 	"\x02id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x02id\"\x18\n" +
-	"\x16DeleteEndpointResponse\"Q\n" +
+	"\x16DeleteEndpointResponse\"R\n" +
 	"\x14PauseEndpointRequest\x12\x17\n" +
-	"\x02id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x02id\x12 \n" +
-	"\x06reason\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\x06reason\"J\n" +
+	"\x02id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x02id\x12!\n" +
+	"\x06reason\x18\x02 \x01(\tB\t\xbaH\x06r\x04\xa8\x88'\x01R\x06reason\"J\n" +
 	"\x15PauseEndpointResponse\x121\n" +
 	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\"0\n" +
 	"\x15ResumeEndpointRequest\x12\x17\n" +
 	"\x02id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x02id\"K\n" +
 	"\x16ResumeEndpointResponse\x121\n" +
-	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\"\xef\x01\n" +
+	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\"\xeb\x01\n" +
 	"\x1bRotateEndpointSecretRequest\x12\x17\n" +
 	"\x02id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x02id\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\x12L\n" +
-	"\fgrace_period\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\x0e\xbaH\v\xaa\x01\b\"\x04\b\x80\xf5$2\x00R\vgracePeriod\x12Q\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\x12H\n" +
+	"\fgrace_period\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\n" +
+	"\xbaH\a\xaa\x01\x04\xc0\x88'\x01R\vgracePeriod\x12Q\n" +
 	"\x10signature_scheme\x18\x04 \x01(\x0e2\x1c.hookline.v1.SignatureSchemeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x0fsignatureScheme\"\x88\x01\n" +
 	"\x1cRotateEndpointSecretResponse\x121\n" +
 	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x1d\n" +
 	"\n" +
-	"public_key\x18\x03 \x01(\tR\tpublicKey\"\xa7\x03\n" +
+	"public_key\x18\x03 \x01(\tR\tpublicKey\"\x90\x03\n" +
 	"\"TestFilterAndTransformationRequest\x12\x16\n" +
 	"\x06filter\x18\x01 \x01(\tR\x06filter\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
 	"endpointId\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x03 \x01(\tR\teventType\x12\x18\n" +
-	"\apayload\x18\x04 \x01(\fR\apayload\x12s\n" +
-	"\bmetadata\x18\x05 \x03(\v2=.hookline.v1.TestFilterAndTransformationRequest.MetadataEntryB\x18\xbaH\x15\x9a\x01\x12\x10@\"\ar\x05\x10\x01\x18\x80\x01*\x05r\x03\x18\x80\bR\bmetadata\x125\n" +
-	"\fordering_key\x18\x06 \x01(\tB\x12\xbaH\x0fr\r\x18\x80\x012\b^[ -~]*$R\vorderingKey\x12&\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\x12e\n" +
+	"\bmetadata\x18\x05 \x03(\v2=.hookline.v1.TestFilterAndTransformationRequest.MetadataEntryB\n" +
+	"\xbaH\a\x9a\x01\x04\x88\x88'\x01R\bmetadata\x12,\n" +
+	"\fordering_key\x18\x06 \x01(\tB\t\xbaH\x06r\x04\x90\x88'\x01R\vorderingKey\x12&\n" +
 	"\x0etransformation\x18\a \x01(\tR\x0etransformation\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -2427,6 +2433,7 @@ func file_hookline_v1_endpoint_proto_init() {
 	if File_hookline_v1_endpoint_proto != nil {
 		return
 	}
+	file_hookline_v1_rules_proto_init()
 	file_hookline_v1_endpoint_proto_msgTypes[1].OneofWrappers = []any{
 		(*RetryPolicy_Exponential)(nil),
 		(*RetryPolicy_Ladder)(nil),

@@ -39,8 +39,8 @@ type PublishEventRequest struct {
 	// ORDERING_PER_KEY) this event joins; at most 128 bytes of printable
 	// ASCII. Accepted and ignored for endpoints that are not ordered per key.
 	OrderingKey string `protobuf:"bytes,5,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
-	// Optional labels of the event (at most 64; keys 1-128 bytes, values
-	// at most 1024), seen by endpoint filters as `metadata`
+	// Optional labels of the event (at most 64; keys 1-128 characters, values
+	// at most 1,024 characters), seen by endpoint filters as `metadata`
 	// (Endpoint.filter), e.g. {"region": "eu"}. They are not sent to
 	// receivers.
 	Metadata      map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -231,15 +231,16 @@ var File_hookline_v1_event_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x17hookline/v1/event.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\"\xfe\x02\n" +
+	"\x17hookline/v1/event.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x17hookline/v1/rules.proto\"\xe7\x02\n" +
 	"\x13PublishEventRequest\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x01 \x01(\tR\teventType\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x121\n" +
-	"\x0fidempotency_key\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x0eidempotencyKey\x12!\n" +
-	"\fendpoint_ids\x18\x04 \x03(\tR\vendpointIds\x125\n" +
-	"\fordering_key\x18\x05 \x01(\tB\x12\xbaH\x0fr\r\x18\x80\x012\b^[ -~]*$R\vorderingKey\x12d\n" +
-	"\bmetadata\x18\x06 \x03(\v2..hookline.v1.PublishEventRequest.MetadataEntryB\x18\xbaH\x15\x9a\x01\x12\x10@\"\ar\x05\x10\x01\x18\x80\x01*\x05r\x03\x18\x80\bR\bmetadata\x1a;\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tB\b\xbaH\x05r\x03(\x80\x02R\x0eidempotencyKey\x12!\n" +
+	"\fendpoint_ids\x18\x04 \x03(\tR\vendpointIds\x12,\n" +
+	"\fordering_key\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x90\x88'\x01R\vorderingKey\x12V\n" +
+	"\bmetadata\x18\x06 \x03(\v2..hookline.v1.PublishEventRequest.MetadataEntryB\n" +
+	"\xbaH\a\x9a\x01\x04\x88\x88'\x01R\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"k\n" +
@@ -293,6 +294,7 @@ func file_hookline_v1_event_proto_init() {
 	if File_hookline_v1_event_proto != nil {
 		return
 	}
+	file_hookline_v1_rules_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

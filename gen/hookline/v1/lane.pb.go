@@ -479,11 +479,11 @@ var File_hookline_v1_lane_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_lane_proto_rawDesc = "" +
 	"\n" +
-	"\x16hookline/v1/lane.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookline/v1/records.proto\"\x89\x01\n" +
+	"\x16hookline/v1/lane.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookline/v1/records.proto\x1a\x17hookline/v1/rules.proto\"\x8a\x01\n" +
 	"\x17ListBlockedLanesRequest\x12(\n" +
 	"\vendpoint_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\n" +
-	"endpointId\x12%\n" +
-	"\tpage_size\x18\x02 \x01(\rB\b\xbaH\x05*\x03\x18\xe8\aR\bpageSize\x12\x1d\n" +
+	"endpointId\x12&\n" +
+	"\tpage_size\x18\x02 \x01(\rB\t\xbaH\x06*\x04Ј'\x01R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"\xf9\x02\n" +
 	"\vBlockedLane\x12!\n" +
@@ -500,23 +500,21 @@ const file_hookline_v1_lane_proto_rawDesc = "" +
 	"\x11followers_waiting\x18\t \x01(\rR\x10followersWaiting\"r\n" +
 	"\x18ListBlockedLanesResponse\x12.\n" +
 	"\x05lanes\x18\x01 \x03(\v2\x18.hookline.v1.BlockedLaneR\x05lanes\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf9\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x99\x01\n" +
 	"\x13SkipLaneHeadRequest\x12(\n" +
 	"\vendpoint_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\n" +
-	"endpointId\x125\n" +
-	"\fordering_key\x18\x02 \x01(\tB\x12\xbaH\x0fr\r\x18\x80\x012\b^[ -~]*$R\vorderingKey\x12\x80\x02\n" +
-	"\vdelivery_id\x18\x03 \x01(\tB\xde\x01\xbaH\xda\x01\xba\x01\xd6\x01\n" +
-	"\x10delivery_id.head\x1a\xc1\x01this.matches('^dlv_[0-9a-hjkmnp-tv-z]{26}$') ? '' : this == '' ? 'is required: the blocked head\\'s delivery id, as ListBlockedLanes answers it' : 'is not a delivery id (dlv_ and 26 characters)'R\n" +
+	"endpointId\x12,\n" +
+	"\fordering_key\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x90\x88'\x01R\vorderingKey\x12*\n" +
+	"\vdelivery_id\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\x88'\x01R\n" +
 	"deliveryId\"5\n" +
 	"\x14SkipLaneHeadResponse\x12\x1d\n" +
 	"\n" +
-	"command_id\x18\x01 \x01(\tR\tcommandId\"\xfb\x02\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\"\x9b\x01\n" +
 	"\x15ResendLaneHeadRequest\x12(\n" +
 	"\vendpoint_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\n" +
-	"endpointId\x125\n" +
-	"\fordering_key\x18\x02 \x01(\tB\x12\xbaH\x0fr\r\x18\x80\x012\b^[ -~]*$R\vorderingKey\x12\x80\x02\n" +
-	"\vdelivery_id\x18\x03 \x01(\tB\xde\x01\xbaH\xda\x01\xba\x01\xd6\x01\n" +
-	"\x10delivery_id.head\x1a\xc1\x01this.matches('^dlv_[0-9a-hjkmnp-tv-z]{26}$') ? '' : this == '' ? 'is required: the blocked head\\'s delivery id, as ListBlockedLanes answers it' : 'is not a delivery id (dlv_ and 26 characters)'R\n" +
+	"endpointId\x12,\n" +
+	"\fordering_key\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x90\x88'\x01R\vorderingKey\x12*\n" +
+	"\vdelivery_id\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\x88'\x01R\n" +
 	"deliveryId\"7\n" +
 	"\x16ResendLaneHeadResponse\x12\x1d\n" +
 	"\n" +
@@ -573,6 +571,7 @@ func file_hookline_v1_lane_proto_init() {
 		return
 	}
 	file_hookline_v1_records_proto_init()
+	file_hookline_v1_rules_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -4,12 +4,14 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // checkRules runs req through the field rules' interceptor, as the
@@ -36,22 +38,26 @@ func TestFieldRulesSayWhichFieldAndWhatToFix(t *testing.T) {
 		{"ordering key, none", &hooklinev1.PublishEventRequest{}, ""},
 		{"ordering key, printable", &hooklinev1.PublishEventRequest{OrderingKey: "customer-42/orders"}, ""},
 		{"ordering key, 128 bytes", &hooklinev1.PublishEventRequest{OrderingKey: long(128)}, ""},
-		{"ordering key, 129 bytes", &hooklinev1.PublishEventRequest{OrderingKey: long(129)}, "ordering_key: must be at most 128 characters"},
-		{"ordering key, control byte", &hooklinev1.PublishEventRequest{OrderingKey: "a\nb"}, "ordering_key: does not match regex pattern"},
+		{"ordering key, 129 bytes", &hooklinev1.PublishEventRequest{OrderingKey: long(129)}, "ordering_key: must be at most 128 bytes of printable ASCII"},
+		{"ordering key, control byte", &hooklinev1.PublishEventRequest{OrderingKey: "a\nb"}, "ordering_key: must be at most 128 bytes of printable ASCII"},
 		{"ordering key, non-ASCII", &hooklinev1.PublishEventRequest{OrderingKey: "ä"}, "ordering_key:"},
 		{"lane command's ordering key", &hooklinev1.SkipLaneHeadRequest{EndpointId: "ep_1", DeliveryId: "dlv_01m97z10ta0c1ysst6axae8g0w", OrderingKey: long(129)}, "ordering_key:"},
-		{"idempotency key, 257 bytes", &hooklinev1.PublishEventRequest{IdempotencyKey: long(257)}, "idempotency_key: must be at most 256 characters"},
+		{"idempotency key, 257 bytes", &hooklinev1.PublishEventRequest{IdempotencyKey: long(257)}, "idempotency_key: must be at most 256 bytes"},
 		{"metadata, an empty key", &hooklinev1.PublishEventRequest{Metadata: map[string]string{"": "v"}}, "metadata"},
-		{"metadata, a long value", &hooklinev1.TestFilterAndTransformationRequest{Metadata: map[string]string{"k": long(1025)}}, "metadata"},
+		{"metadata, a long value", &hooklinev1.TestFilterAndTransformationRequest{Metadata: map[string]string{"k": long(1025)}}, "metadata: at most 64 labels"},
+		{"metadata, 1,024 bytes", &hooklinev1.PublishEventRequest{Metadata: map[string]string{"k": long(1024)}}, ""},
+		{"endpoint rate, below the floor", &hooklinev1.Endpoint{RateLimitPerSecond: 0.0005}, "rate_limit_per_second: must be 0 (the default) or from 0.001"},
+		{"endpoint timeout, 61 s", &hooklinev1.CreateEndpointRequest{Url: "https://x", Timeout: durationpb.New(61 * time.Second)}, "timeout: must be between 1s and 60s"},
+		{"a ladder's delay, 8 days", &hooklinev1.RetryPolicy{Schedule: &hooklinev1.RetryPolicy_Ladder{Ladder: &hooklinev1.RetryPolicy_DelayLadder{Delays: []*durationpb.Duration{durationpb.New(8 * 24 * time.Hour)}}}}, "ladder.delays[0]: must be between 0 and 7 days"},
 		{"ordering, per key", &hooklinev1.CreateEndpointRequest{Url: "https://x", Ordering: hooklinev1.Ordering_ORDERING_PER_KEY}, ""},
 		{"ordering, unknown", &hooklinev1.CreateEndpointRequest{Url: "https://x", Ordering: 9}, "ordering: value must be one of the defined enum values"},
 		{"on_head_failure, unknown", &hooklinev1.CreateEndpointRequest{Url: "https://x", OnHeadFailure: 7}, "on_head_failure:"},
 		{"url, missing", &hooklinev1.CreateEndpointRequest{}, "url: must be at least 1 characters"},
-		{"url, too long", &hooklinev1.CreateEndpointRequest{Url: "https://x/" + long(2048)}, "url: must be at most 2048 characters"},
+		{"url, too long", &hooklinev1.CreateEndpointRequest{Url: "https://x/" + long(2048)}, "url: must be at most 2,048 bytes"},
 		{"update, description too long", &hooklinev1.UpdateEndpointRequest{Endpoint: &hooklinev1.Endpoint{Description: long(1025)}}, "endpoint.description:"},
 		{"get, no id", &hooklinev1.GetEndpointRequest{}, "id: must be at least 1 characters"},
 		{"pause, long reason", &hooklinev1.PauseEndpointRequest{Id: "ep_1", Reason: long(1025)}, "reason:"},
-		{"list, page too large", &hooklinev1.ListEndpointsRequest{PageSize: 1001}, "page_size: must be less than or equal to 1000"},
+		{"list, page too large", &hooklinev1.ListEndpointsRequest{PageSize: 1001}, "page_size: must be at most 1,000"},
 		{"deliveries, page too large", &hooklinev1.ListDeliveriesRequest{PageSize: 1001}, "page_size:"},
 		{"deliveries, unknown state", &hooklinev1.ListDeliveriesRequest{State: 99}, "state:"},
 		{"get event, no id", &hooklinev1.GetEventRequest{}, "event_id:"},
