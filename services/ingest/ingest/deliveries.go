@@ -61,7 +61,9 @@ func (h *deliveryService) GetDelivery(ctx context.Context, req *hooklinev1.GetDe
 }
 
 func (s *Service) lookupDelivery(ctx context.Context, id string) (*hooklinev1.DeliveryStatus, []*hooklinev1.AttemptResult, *hooklinev1.Delivery, error) {
-	if !ids.Valid(ids.Delivery, id) { // required: the requests' rule
+	// Required: the requests' rule (fieldrules.go); a malformed id is
+	// one that does not exist.
+	if !ids.Valid(ids.Delivery, id) {
 		return nil, nil, nil, status.Errorf(codes.NotFound, "delivery %q not found", id)
 	}
 	if err := s.syncIndex(ctx); err != nil {

@@ -48,10 +48,7 @@ func (s *Service) laneEndpoint(ctx context.Context, id string) (*hooklinev1.Endp
 // ListBlockedLanes lists the endpoint's blocked lanes, by ordering key.
 func (h *laneService) ListBlockedLanes(ctx context.Context, req *hooklinev1.ListBlockedLanesRequest) (*hooklinev1.ListBlockedLanesResponse, error) {
 	s := h.s
-	size, err := pageSize(req.GetPageSize())
-	if err != nil {
-		return nil, err
-	}
+	size := pageSize(req.GetPageSize())
 	tenant := apikey.TenantFrom(ctx)
 	query := "lanes\x00" + req.GetEndpointId()
 	var after *string

@@ -24,11 +24,9 @@ func (h *deliveryService) ListDeliveries(ctx context.Context, req *hooklinev1.Li
 // listDeliveries is ListDeliveries, newest first when newest (the
 // console's log); a page token works only in the order it was made for.
 func (s *Service) listDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest, newest bool) (*hooklinev1.ListDeliveriesResponse, error) {
-	size, err := pageSize(req.GetPageSize())
-	if err != nil {
-		return nil, err
-	}
+	size := pageSize(req.GetPageSize())
 	f := history.Filter{EventID: req.GetEventId(), EndpointID: req.GetEndpointId(), EventType: req.GetEventType(), State: req.GetState(), Newest: newest}
+	var err error
 	if f.Since, f.Until, err = timeRange(req.GetSince(), req.GetUntil()); err != nil {
 		return nil, err
 	}
@@ -88,11 +86,9 @@ func (s *Service) checkOwned(tenant string, f history.Filter) error {
 // ordered by id, paginated by signed tokens.
 func (h *deliveryService) ListEvents(ctx context.Context, req *hooklinev1.ListEventsRequest) (*hooklinev1.ListEventsResponse, error) {
 	s := h.s
-	size, err := pageSize(req.GetPageSize())
-	if err != nil {
-		return nil, err
-	}
+	size := pageSize(req.GetPageSize())
 	f := history.EventFilter{EventType: req.GetEventType()}
+	var err error
 	if f.Since, f.Until, err = timeRange(req.GetSince(), req.GetUntil()); err != nil {
 		return nil, err
 	}
@@ -149,11 +145,11 @@ func (s *Service) decodeToken(tenant, query, token string) (string, error) {
 
 // pageSize is a request's page size, 0 meaning the default (at most
 // maxPageSize: the requests' rule).
-func pageSize(n uint32) (int, error) {
+func pageSize(n uint32) int {
 	if n == 0 {
-		return defaultPageSize, nil
+		return defaultPageSize
 	}
-	return int(n), nil
+	return int(n)
 }
 
 // timeRange checks an optional [since, until) range.
