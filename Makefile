@@ -286,8 +286,8 @@ $(CLIENTS_PY)/venv/.installed: clients/python/requirements.txt
 .PHONY: clients-python
 clients-python: $(CLIENTS_PY)/venv/.installed ## the Python client (grpcio-tools) in bin/clients/python
 	rm -rf $(CLIENTS_PY)/gen && mkdir -p $(CLIENTS_PY)/gen
-	$(CLIENTS_PY)/venv/bin/python -m grpc_tools.protoc -I proto -I third_party/googleapis --python_out=$(CLIENTS_PY)/gen \
-	  --pyi_out=$(CLIENTS_PY)/gen --grpc_python_out=$(CLIENTS_PY)/gen $$(find proto third_party/googleapis -name '*.proto' | sort)
+	$(CLIENTS_PY)/venv/bin/python -m grpc_tools.protoc -I proto -I third_party/googleapis -I third_party/protovalidate --python_out=$(CLIENTS_PY)/gen \
+	  --pyi_out=$(CLIENTS_PY)/gen --grpc_python_out=$(CLIENTS_PY)/gen $$(find proto third_party/googleapis third_party/protovalidate -name '*.proto' | sort)
 	$(CLIENTS_PY)/venv/bin/python -c 'import site,sys; open(site.getsitepackages()[0]+"/hookline-gen.pth","w").write(sys.argv[1]+"\n")' $(CLIENTS_PY)/gen
 
 .PHONY: clients-node

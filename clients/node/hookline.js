@@ -19,12 +19,14 @@ const files = fs
 // Field names as in the .proto (delivery_id), enums as their names.
 const loaderOptions = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true };
 
-// google/api/annotations.proto (the HTTP mapping's option) is vendored
+// google/api/annotations.proto (the HTTP mapping's option) and
+// buf/validate/validate.proto (the field rules' options) are vendored
 // beside proto/.
 const googleapisDir = process.env.HOOKLINE_GOOGLEAPIS_DIR || path.join(protoDir, '..', 'third_party', 'googleapis');
+const protovalidateDir = process.env.HOOKLINE_PROTOVALIDATE_DIR || path.join(protoDir, '..', 'third_party', 'protovalidate');
 
 const v1 = grpc.loadPackageDefinition(
-  protoLoader.loadSync(files, { ...loaderOptions, includeDirs: [protoDir, googleapisDir] }),
+  protoLoader.loadSync(files, { ...loaderOptions, includeDirs: [protoDir, googleapisDir, protovalidateDir] }),
 ).hookline.v1;
 
 const root = new protobuf.Root();
@@ -32,6 +34,7 @@ root.resolvePath = (_origin, target) => {
   // google/protobuf/*.proto are built into protobufjs.
   if (target.startsWith('google/protobuf/')) return target;
   if (target.startsWith('google/')) return path.join(googleapisDir, target);
+  if (target.startsWith('buf/')) return path.join(protovalidateDir, target);
   return path.join(protoDir, target);
 };
 root.loadSync(files, { keepCase: true }).resolveAll();

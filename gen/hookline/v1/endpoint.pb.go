@@ -2066,7 +2066,9 @@ func (x *RetryPolicy_ExponentialBackoff) GetMax() *durationpb.Duration {
 // Explicit ladder: the delay before attempt 2, 3, …; the last repeats.
 // 1 to 64 delays of 0 to 7 days, at least one of them positive.
 type RetryPolicy_DelayLadder struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// (Options set one by one: Node's protobufjs does not read an
+	// extension inside an option's message literal.)
 	Delays        []*durationpb.Duration `protobuf:"bytes,1,rep,name=delays,proto3" json:"delays,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
