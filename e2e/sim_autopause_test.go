@@ -132,6 +132,9 @@ func (w *simWorld) beforeAttempt(s *simSlot, now func() time.Time) func(*hooklin
 	model := w.model.before(now)
 	return func(d *hooklinev1.Delivery) {
 		model(d)
+		if h := w.onAttempt; h != nil {
+			h(s)
+		}
 		ep := w.refusing
 		if ep == nil || !w.faulting.Load() || w.thresholdAborts.Load() <= 0 {
 			return

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,5 +147,141 @@ func TestSimAMemberTheSchedulerSetsAsideReleasesItsLane(t *testing.T) {
 	if r.violations() > 0 {
 		t.Fatalf("the checker found %d violations (lost %d, order %d, stalls %d, storms %d, other %d): %v",
 			r.violations(), r.lost, r.order, r.stalls, r.storms, r.other, r.notes)
+	}
+}
+
+// TestSimAMemberExpelledForItsSessionCommitsNothingItNoLongerOwned is
+// seed 61's finding (two terminal results for 18 deliveries). A
+// dispatcher's Kafka links freeze as its attempts begin, for longer than
+// its session: its receivers answer, its commit cannot. The group
+// expels it and gives its partitions to a second dispatcher, which
+// attempts the same deliveries again and commits them. When the links
+// thaw, the first one's heartbeat is answered REBALANCE_IN_PROGRESS (the
+// group is rebalancing as it returns), so franz-go joins again rather
+// than losing its partitions; its old member id is unknown, it joins as
+// a new member, and the new assignment is diffed against what it
+// believed it owned: a revoke, whose hand-off used to commit the stale
+// window under the new member id (Kafka checks the member, not who owns
+// the partitions). Now the session ends when its member id changes
+// without a loss, and no commit under another member carries its work
+// (hkafka.Membership): every delivery has exactly one terminal result.
+// Dynamic and static members both.
+func TestSimAMemberExpelledForItsSessionCommitsNothingItNoLongerOwned(t *testing.T) {
+	if v := os.Getenv(envKafka); v != "" && v != "kfake" {
+		t.Skip("injects faults through kfake")
+	}
+	for _, static := range []bool{false, true} {
+		t.Run(map[bool]string{false: "dynamic", true: "static"}[static], func(t *testing.T) {
+			w := newSimWorld(t, 61, 10*time.Second, 1)
+			if static {
+				w.dc.GroupInstanceID = w.st.kafka.TopicPrefix + "dispatcher-"
+			}
+			for i := range 3 {
+				ep := &simEndpoint{name: fmt.Sprint("ep", i), ordering: hooklinev1.Ordering_ORDERING_UNORDERED, maxAttempts: 3, maxInFlight: 10}
+				w.eps = append(w.eps, ep)
+				for range 6 {
+					w.members = append(w.members, &simMember{ep: ep, size: 200, plan: []simStep{simOK}})
+				}
+			}
+			w.placeMembers()
+			w.serve()
+
+			// One commit a while: what dispatcher-1 completes before its
+			// links freeze is not committed yet.
+			w.dc.CommitInterval = 5 * time.Second
+
+			// dispatcher-1's member id, from its first SyncGroup (it is the
+			// group's only member then).
+			var mu sync.Mutex
+			var first string
+			w.c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.SyncGroup}, Observe: true, Count: -1, When: func(r kmsg.Request) bool {
+				if hb, ok := r.(*kmsg.SyncGroupRequest); ok && hb.Group == w.dc.Group {
+					mu.Lock()
+					if first == "" {
+						first = hb.MemberID
+					}
+					mu.Unlock()
+				}
+				return false
+			}})
+			w.publishAll(t.Context(), time.Now())
+			for _, m := range w.members {
+				if !m.accepted {
+					t.Fatal("a publish failed")
+				}
+			}
+			// The links freeze as dispatcher-1's last attempt begins.
+			one := w.slots[0]
+			var began atomic.Int32
+			var froze atomic.Bool
+			w.onAttempt = func(s *simSlot) {
+				if s == one && began.Add(1) == int32(len(w.members)) {
+					s.freeze.freeze()
+					froze.Store(true)
+				}
+			}
+			w.mu.Lock()
+			w.startDispatcher(one)
+			w.startScheduler()
+			w.mu.Unlock()
+			deadline := time.Now().Add(waitFor)
+			answered := func() int {
+				w.model.mu.Lock()
+				defer w.model.mu.Unlock()
+				n := 0
+				for _, m := range w.members {
+					if !m.ended.IsZero() {
+						n++
+					}
+				}
+				return n
+			}
+			for !froze.Load() || answered() < len(w.members) {
+				if time.Now().After(deadline) {
+					t.Fatalf("dispatcher-1's receivers answered %d of %d deliveries within %v", answered(), len(w.members), waitFor)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			mu.Lock()
+			old := first
+			mu.Unlock()
+			if old == "" {
+				t.Fatal("dispatcher-1 never heartbeated before its links froze")
+			}
+			// The group expels it; dispatcher-2 takes every partition and
+			// commits the deliveries again.
+			w.mu.Lock()
+			w.startDispatcher(w.slots[1])
+			w.mu.Unlock()
+			for {
+				terminal := w.terminalStates()
+				if len(terminal) == len(w.members) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("dispatcher-2 ended %d of %d deliveries within %v", len(terminal), len(w.members), waitFor)
+				}
+			}
+			// Its old member's next heartbeat: a rebalance, not a loss.
+			rejoin := w.c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Err: kerr.RebalanceInProgress, Count: 1, TopLevel: true, When: func(r kmsg.Request) bool {
+				hb, ok := r.(*kmsg.HeartbeatRequest)
+				return ok && hb.MemberID == old
+			}})
+			one.freeze.thaw()
+			// dispatcher-1 rejoins, and what it then commits is read.
+			for rejoin.Hits() == 0 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if rejoin.Hits() == 0 {
+				t.Fatal("dispatcher-1's old member never heartbeated after the thaw: the scenario did not happen")
+			}
+			time.Sleep(3 * time.Second) // its rejoin, the revoke's hand-off and the commit it would make
+			terminal := w.terminalStates()
+			for _, m := range w.members {
+				if got := terminal[m.deliveryID]; len(got) != 1 {
+					t.Errorf("%s: %d terminal results %v, want 1", m.deliveryID, len(got), got)
+				}
+			}
+		})
 	}
 }

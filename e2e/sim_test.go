@@ -196,6 +196,9 @@ type simWorld struct {
 	refusing        *simEndpoint
 	thresholdAborts atomic.Int32
 	faulting        atomic.Bool
+	// onAttempt, when set, runs at each attempt's start on the slot that
+	// makes it (a regression case's trigger: sim_regress_test.go).
+	onAttempt func(s *simSlot)
 
 	mu        sync.Mutex // guards the process pool and the counts
 	slots     [3]*simSlot

@@ -89,8 +89,8 @@ func endError(err error) error {
 
 // Resume runs session, one transactional session of a service from its
 // fence to its end, and runs it again, after the shared abort backoff,
-// each time it ends with ErrUnconfirmed, until it ends otherwise or ctx
-// does. session must return only once everything it started has ended,
+// each time it ends with ErrUnconfirmed or ErrExpelled (membership.go),
+// until it ends otherwise or ctx does. session must return only once everything it started has ended,
 // and must begin from the state a freshly started process has: a new
 // session is a restart without the exit. name labels the log lines.
 // The backoff doubles from AbortBackoffMin up to TransientBackoffMax
@@ -101,7 +101,7 @@ func Resume(ctx context.Context, log *slog.Logger, name string, session func(con
 	for {
 		began := time.Now()
 		err := session(ctx)
-		if !errors.Is(err, ErrUnconfirmed) || ctx.Err() != nil {
+		if !errors.Is(err, ErrUnconfirmed) && !errors.Is(err, ErrExpelled) || ctx.Err() != nil {
 			return err
 		}
 		if time.Since(began) > TransientBackoffMax {
@@ -109,8 +109,11 @@ func Resume(ctx context.Context, log *slog.Logger, name string, session func(con
 		}
 		n++
 		wait := AbortBackoff(n, AbortTransient)
-		log.Warn(name+": a transaction ended with its outcome unknown; starting a new session after a backoff",
-			"err", err, "sessions_in_a_row", n, "backoff", wait)
+		why := ": a transaction ended with its outcome unknown; starting a new session after a backoff"
+		if errors.Is(err, ErrExpelled) {
+			why = ": the group expelled the session's member; starting a new session after a backoff"
+		}
+		log.Warn(name+why, "err", err, "sessions_in_a_row", n, "backoff", wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:

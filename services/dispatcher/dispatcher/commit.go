@@ -74,6 +74,9 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		built[hkafka.TopicPartition{Topic: k.topic, Partition: k.partition}] = pw
 	}
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+		if err := e.member.CommitAs(req); err != nil {
+			return err // the session's member was expelled since: its work is stale
+		}
 		err := atWatermarks(req, marks, parts, func(p hkafka.TopicPartition) bool { return e.w.owns(built[p]) })
 		withAbove(req, metas)
 		return err

@@ -422,6 +422,8 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, start *sessionSta
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { e.callbackBlocked() }),
 		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 			defer e.callbackRan()
+			id, _ := cl.GroupMetadata()
+			e.member.Assigned(id) // hkafka.Membership: checked by the loop and each commit
 			if ps := m[s.topics.Deliveries]; len(ps) > 0 {
 				s.log.Info("partitions assigned", "partitions", ps)
 			}
@@ -443,6 +445,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, start *sessionSta
 			e.y.synced.askBack(m[s.topics.Deliveries], gen)
 			s.log.Info("the group session ended with its partitions lost; the next join asks for them back", "partitions", m[s.topics.Deliveries], "generation", gen)
 			s.probe.Lost()
+			e.member.Lost()
 			e.dropped(m)
 			s.dropHealth(m)
 		}),

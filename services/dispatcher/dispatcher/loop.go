@@ -6,6 +6,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -94,6 +95,9 @@ type engine struct {
 	// (yield.go); commitsBegun and commitsEnded count commits.
 	y                          rebalanceYield
 	commitsBegun, commitsEnded uint64
+	// member is the group member id the session's partitions were
+	// assigned under: another one ends the session (hkafka.Membership).
+	member hkafka.Membership
 }
 
 func (s *Service) newEngine() *engine {
@@ -148,6 +152,12 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 		e.stopping = stopping
 		e.sweep(now)
 		if err := e.collect(now); err != nil {
+			return err
+		}
+		// An expelled member that joined again as a new one holds
+		// stale state, and a commit would be accepted: the session
+		// ends, and a new one starts from what Kafka committed.
+		if err := e.member.CheckClient(sess.Client()); err != nil {
 			return err
 		}
 		e.reportMemory(now)

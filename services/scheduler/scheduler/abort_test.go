@@ -87,7 +87,7 @@ func TestAbortedHopLeavesNoPartitionPausedWithoutATimer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lag.Close()
-	sess, err := s.newSession(opts, lag)
+	sess, err := s.newSession(opts, lag, &hkafka.Membership{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -290,7 +290,11 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 		}
 		return fmt.Errorf("scheduler: %w", err)
 	}
-	sess, err := s.newSession(opts, lag)
+	// The member id the session's partitions were assigned under: an
+	// expelled member that joined again as a new one ends the session,
+	// and no hop commits under it (hkafka.Membership).
+	member := &hkafka.Membership{}
+	sess, err := s.newSession(opts, lag, member)
 	if err != nil {
 		return err
 	}
@@ -366,7 +370,10 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 				s.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 			}
 		})
-		if err := s.hop(ctx, sess, fs); err != nil {
+		if err := member.CheckClient(sess.Client()); err != nil {
+			return err // what it holds (held heads, parked index) may be another member's
+		}
+		if err := s.hop(member.Guard(ctx), sess, fs); err != nil {
 			return err
 		}
 	}
@@ -378,7 +385,7 @@ func (s *Service) consumed() []string {
 }
 
 // newSession returns the scheduler's transactional group session.
-func (s *Service) newSession(opts []kgo.Opt, lag *telemetry.Lag) (*kgo.GroupTransactSession, error) {
+func (s *Service) newSession(opts []kgo.Opt, lag *telemetry.Lag, member *hkafka.Membership) (*kgo.GroupTransactSession, error) {
 	// Compression as every producer's (--kafka-compression, none by
 	// default); a hop flushes, so linger does not delay it.
 	popts, err := s.cfg.Kafka.ProducerOpts()
@@ -403,7 +410,11 @@ func (s *Service) newSession(opts []kgo.Opt, lag *telemetry.Lag) (*kgo.GroupTran
 		// A revoked or lost partition's pause and timer must go with it:
 		// a pause survives a rebalance, and a partition re-assigned later
 		// would otherwise stay paused for good.
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.probe.Assigned(m) }),
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			id, _ := cl.GroupMetadata()
+			member.Assigned(id)
+			s.probe.Assigned(m)
+		}),
 		// The parked partitions are always read from their start (their
 		// committed offsets never matter): the index is the log's.
 		kgo.AdjustFetchOffsetsFn(s.parkedAdjust),
@@ -415,6 +426,7 @@ func (s *Service) newSession(opts []kgo.Opt, lag *telemetry.Lag) (*kgo.GroupTran
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			s.probe.Lost()
+			member.Lost()
 			s.forget(m)
 			s.parkedForget(m)
 			lag.Forget(m)
