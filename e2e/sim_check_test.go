@@ -458,12 +458,14 @@ const (
 // movesOfWork counts the injected moves or drops of a dispatcher's
 // work: each crash, pause, join and forced rebalance, each freeze at an
 // automatic pause (beyond the session: its partitions move, as a
-// pause's do), and each request a
+// pause's do), each pause that thaws into a rebalance (the expelled
+// member's session ends and a new one takes partitions again), and each
+// request a
 // produce-err or txn-err fault refuses (a fault that refuses two
 // produces aborts two commits, each dropping the window once).
 func (w *simWorld) movesOfWork() int {
 	n := w.refusals
-	for _, kind := range []string{"dispatcher-crash", "dispatcher-pause", "pause-then-freeze", "dispatcher-join", "rebalance"} {
+	for _, kind := range []string{"dispatcher-crash", "dispatcher-pause", "pause-then-freeze", "pause-then-rejoin", "dispatcher-join", "rebalance"} {
 		n += w.counts[kind]
 	}
 	return n

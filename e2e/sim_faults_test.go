@@ -141,7 +141,8 @@ func (w *simWorld) drawSchedule(rng *rand.Rand) []simFault {
 		case 11:
 			slot := rng.IntN(3)
 			d := simSession + time.Duration(1000+rng.IntN(3000))*time.Millisecond
-			f = simFault{kind: "dispatcher-pause", apply: func(ctx context.Context, w *simWorld) { w.pauseDispatcher(ctx, slot, d) }}
+			rejoin := w.drawRejoinOnThaw() // a stream of its own (sim_expelled_test.go)
+			f = simFault{kind: "dispatcher-pause", apply: func(ctx context.Context, w *simWorld) { w.pauseDispatcher(ctx, slot, d, rejoin) }}
 		case 12:
 			back := time.Duration(500+rng.IntN(3500)) * time.Millisecond
 			f = simFault{kind: "scheduler-crash", apply: func(ctx context.Context, w *simWorld) { w.crashScheduler(ctx, back) }}
@@ -281,8 +282,9 @@ func (w *simWorld) joinOrLeave(slot int) {
 // pauseDispatcher freezes a running dispatcher's Kafka links for d
 // (beyond the session timeout): its heartbeats stop, the group gives its
 // partitions away, while its attempts in flight go on; then it resumes
-// as a zombie owner whose next commit must be fenced.
-func (w *simWorld) pauseDispatcher(ctx context.Context, slot int, d time.Duration) {
+// as a zombie owner whose next commit must be fenced. With rejoin, its
+// thaw meets a rebalance (sim_expelled_test.go).
+func (w *simWorld) pauseDispatcher(ctx context.Context, slot int, d time.Duration, rejoin bool) {
 	w.mu.Lock()
 	s := w.slots[slot]
 	up := s.up
@@ -295,6 +297,10 @@ func (w *simWorld) pauseDispatcher(ctx context.Context, slot int, d time.Duratio
 	w.t.Logf("fault: dispatcher-%d's Kafka links freeze for %v", s.n, d)
 	s.freeze.freeze()
 	sleepUntil(ctx, time.Now().Add(d))
+	if rejoin {
+		name := fmt.Sprint("dispatcher-", s.n)
+		w.rejoinOnThaw("pause-then-rejoin", w.dc.Group, simClientID(name), w.dispatcherInstance(s.n), name)
+	}
 	s.freeze.thaw()
 }
 

@@ -199,6 +199,10 @@ type simWorld struct {
 	// onAttempt, when set, runs at each attempt's start on the slot that
 	// makes it (a regression case's trigger: sim_regress_test.go).
 	onAttempt func(s *simSlot)
+	// rejoinRng draws which freezes thaw into a rebalance, and
+	// schedFreeze is the scheduler's Kafka links (sim_expelled_test.go).
+	rejoinRng   *rand.Rand
+	schedFreeze *kafkaFreeze
 
 	mu        sync.Mutex // guards the process pool and the counts
 	slots     [3]*simSlot
@@ -274,6 +278,7 @@ func (w *simWorld) startDispatcher(s *simSlot) {
 	s.started++
 	now := w.clock(s.n)
 	name := fmt.Sprint("dispatcher-", s.n)
+	c.Kafka.ClientID = simClientID(name)
 	s.svc.start(w, name, func() (func(context.Context) error, error) {
 		d, err := dispatcher.New(c, dispatcher.WithLogger(w.dispatcherLogger(s, name)),
 			dispatcher.WithBeforeAttempt(w.beforeAttempt(s, now)), dispatcher.WithSetAside(w.model.setAside), dispatcher.WithClock(now), dispatcher.WithRandSeed(w.seed+uint64(s.n)))
@@ -289,8 +294,11 @@ func (w *simWorld) startDispatcher(s *simSlot) {
 }
 
 func (w *simWorld) startScheduler() {
+	c := w.sc
+	c.Kafka.ClientID = simClientID("scheduler")
+	c.Kafka.ClientOpts = append(slices.Clip(c.Kafka.ClientOpts), kgo.Dialer(w.schedFreeze.dial))
 	w.sched.start(w, "scheduler", func() (func(context.Context) error, error) {
-		s, err := scheduler.New(w.sc, scheduler.WithLogger(testLogger(w.t, "scheduler")), scheduler.WithClock(w.clock(4)), scheduler.WithSetAside(w.model.setAside))
+		s, err := scheduler.New(c, scheduler.WithLogger(testLogger(w.t, "scheduler")), scheduler.WithClock(w.clock(4)), scheduler.WithSetAside(w.model.setAside))
 		if err != nil {
 			return nil, err
 		}
@@ -355,6 +363,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	w.drawJournal(seed)
 	w.drawStatic(seed)
 	sched := append(append(w.drawSchedule(rng), w.drawRefusals(seed)...), w.drawGroupLost(seed)...)
+	sched = append(sched, w.drawSchedulerPause(seed)...)
 	// Endpoints created and deleted mid-run come last: the draws above
 	// pick among the endpoints every seed had before them.
 	w.drawAutoPause(seed)
@@ -544,6 +553,7 @@ func newSimWorld(t *testing.T, seed uint64, phase time.Duration, brokers int) *s
 	for i := range w.slots {
 		w.slots[i] = &simSlot{n: i + 1, freeze: newKafkaFreeze()}
 	}
+	w.schedFreeze = newKafkaFreeze()
 	return w
 }
 
@@ -645,6 +655,7 @@ func (w *simWorld) stopAll() {
 		s.freeze.thaw()
 		s.svc.halt()
 	}
+	w.schedFreeze.thaw()
 	w.sched.halt()
 }
 
