@@ -304,7 +304,7 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 			first = ar.Started
 		}
 		d.FirstAttemptAt = timestamppb.New(first)
-		d.GiveUpAt = timestamppb.New(first.Add(s.maxAge(ep)))
+		d.GiveUpAt = timestamppb.New(first.Add(s.rules().Age(ep)))
 	}
 	if reused {
 		s.metrics.reuse(ctx)

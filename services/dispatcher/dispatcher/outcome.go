@@ -7,12 +7,10 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	"github.com/hookline/hookline/platform/classify"
 	hkafka "github.com/hookline/hookline/platform/kafka"
-	"github.com/hookline/hookline/sdk/backoff"
 	"github.com/hookline/hookline/sdk/ids"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
-	"github.com/hookline/hookline/services/dispatcher/retryafter"
+	"github.com/hookline/hookline/services/dispatcher/decide"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -46,8 +44,9 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 		// Its transformation succeeded at fan-out: a failing streak is over.
 		s.streaks.succeeded(key)
 	}
-	if ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
-		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED
+	dec := decide.After(d, ep, ar, s.rules(), s.rand) // what follows: a pure decision (decide)
+	res.State, res.Reason = dec.State, dec.Reason
+	if dec.Then == decide.Deliver {
 		s.finished(ctx, res.State)
 		if s.log.Enabled(ctx, slog.LevelDebug) {
 			s.deliveryLog(d, ar).DebugContext(ctx, "delivered", "latency", ar.Latency)
@@ -57,40 +56,14 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 	// Only failures are logged: the logger is built off the success path,
 	// where it was a fifth of the dispatcher's allocations.
 	log := s.deliveryLog(d, ar)
-	switch {
-	case !classify.Retryable(ar.Class):
-		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
-		res.Reason = "permanent failure"
-		return append(s.headFailed(ctx, rctx, log, "delivery failed permanently", d, ep, res), notices...)
-	case d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND, d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST:
-		// A manual resend or a test event is exactly one attempt (R-REPLAY-1): never retried.
-		res.State, res.Reason = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, "one-off attempt failed; resends and test events are not retried"
-		log.InfoContext(ctx, "one-off attempt failed; not retried", "err", res.Error)
+	switch dec.Then {
+	case decide.EndHead:
+		return append(s.headFailed(ctx, rctx, log, dec.Log, d, ep, res), notices...)
+	case decide.DeadLetter:
+		log.InfoContext(ctx, dec.Log, "err", res.Error)
 		return append(s.deadLetter(rctx, d, res), notices...)
 	}
-
-	policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
-	maxAttempts := s.maxAttempts(ep)
-	if d.GetAttempt() >= maxAttempts {
-		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
-		res.Reason = fmt.Sprintf("gave up after %d attempts", d.GetAttempt())
-		return append(s.headFailed(ctx, rctx, log, "delivery out of attempts", d, ep, res), notices...)
-	}
-	wait := policy.Delay(d.GetAttempt(), s.rand)
-	if retryafter.Honoured(ar.StatusCode) {
-		// The later of the receiver's ask and our backoff wins; an
-		// unparsable ask is ignored, a huge one capped.
-		if ra, ok := retryafter.Parse(ar.RetryAfter, ar.Started.Add(ar.Latency), s.cfg.RetryAfterMax); ok && ra > wait {
-			wait = ra
-		}
-	}
-	next := ar.Started.Add(ar.Latency).Add(wait)
-	if giveUp := d.GetGiveUpAt(); giveUp != nil && next.After(giveUp.AsTime()) {
-		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED
-		res.Reason = fmt.Sprintf("next attempt would be after the give-up time %s", giveUp.AsTime().UTC().Format(time.RFC3339))
-		return append(s.headFailed(ctx, rctx, log, "delivery out of time", d, ep, res), notices...)
-	}
-	res.State = hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED
+	next := dec.Next
 	res.NextAttemptAt = timestamppb.New(next)
 	retry := proto.Clone(d).(*hooklinev1.Delivery)
 	retry.Attempt++
@@ -269,16 +242,7 @@ func (s *Service) records(topic, key string, m proto.Message) []*kgo.Record {
 	return []*kgo.Record{r}
 }
 
-func (s *Service) maxAttempts(ep *hooklinev1.EndpointRecord) uint32 {
-	if n := ep.GetEndpoint().GetRetryPolicy().GetMaxAttempts(); n > 0 {
-		return n
-	}
-	return s.cfg.MaxAttempts
-}
-
-func (s *Service) maxAge(ep *hooklinev1.EndpointRecord) time.Duration {
-	if d := ep.GetEndpoint().GetRetryPolicy().GetMaxAge(); d != nil && d.AsDuration() > 0 {
-		return d.AsDuration()
-	}
-	return s.cfg.MaxAge
+// rules are the defaults an endpoint's retry policy overrides.
+func (s *Service) rules() decide.Rules {
+	return decide.Rules{MaxAttempts: s.cfg.MaxAttempts, MaxAge: s.cfg.MaxAge, RetryAfterMax: s.cfg.RetryAfterMax}
 }
