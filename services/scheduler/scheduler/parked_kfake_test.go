@@ -317,10 +317,9 @@ func TestNoParkedDeliveryIsReleasedBeforeItsMarkerIsReadBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.parkedN = 1
-	s.syncKeys = map[int32]string{}
+	s.parked.setPartitions(1)
 	s.store.Put(&hooklinev1.EndpointRecord{Version: 1, Endpoint: &hooklinev1.Endpoint{Id: "ep_1", Status: hooklinev1.EndpointStatus_ENDPOINT_STATUS_ACTIVE}})
-	if _, err := s.parkedAdjust(t.Context(), map[string]map[int32]kgo.Offset{s.topics.Parked: {0: kgo.NewOffset()}}); err != nil {
+	if _, err := s.parked.adjust(t.Context(), map[string]map[int32]kgo.Offset{s.topics.Parked: {0: kgo.NewOffset()}}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
@@ -334,7 +333,7 @@ func TestNoParkedDeliveryIsReleasedBeforeItsMarkerIsReadBack(t *testing.T) {
 		return r
 	}
 	apply := func(recs ...*kgo.Record) {
-		s.parkedApply(kgo.FetchTopicPartition{Topic: s.topics.Parked, FetchPartition: kgo.FetchPartition{Partition: 0, Records: recs}})
+		s.parked.apply(kgo.FetchTopicPartition{Topic: s.topics.Parked, FetchPartition: kgo.FetchPartition{Partition: 0, Records: recs}})
 	}
 	released := func(h parkedHop) []string {
 		var ids []string
@@ -343,26 +342,26 @@ func TestNoParkedDeliveryIsReleasedBeforeItsMarkerIsReadBack(t *testing.T) {
 		}
 		return ids
 	}
-	h := s.parkedWork(now, true)
+	h := s.parked.work(now, true)
 	if len(h.markers) != 1 || len(h.sync) != 1 || len(h.rel) != 0 || len(h.out) != 0 {
 		t.Fatalf("first hop: markers %v, releases %v; want a marker only, outside the transaction", h.markers, released(h))
 	}
-	s.parkedMarked(h.markers)
+	s.parked.marked(h.markers)
 	apply(park("dlv_old", 0), park("dlv_live", 1))
-	if h := s.parkedWork(now, true); len(h.rel) != 0 {
+	if h := s.parked.work(now, true); len(h.rel) != 0 {
 		t.Fatalf("released %v before the marker was read back", released(h))
 	}
 	marker := h.sync[0]
 	marker.Offset = 3
 	apply(&kgo.Record{Topic: s.topics.Parked, Key: []byte("dlv_old"), Offset: 2,
 		Headers: []kgo.RecordHeader{{Key: headerReleased, Value: []byte("0")}}}, marker)
-	h = s.parkedWork(now, true)
+	h = s.parked.work(now, true)
 	if got := released(h); len(got) != 1 || got[0] != "dlv_live" {
 		t.Fatalf("released %v once caught up, want dlv_live only", got)
 	}
 	// Unfenced (no offset to commit): a marker, no release.
-	s.parkedDone(h, false)
-	if h := s.parkedWork(now, false); len(h.rel) != 0 || len(h.out) != 0 || len(h.sync) != 1 {
+	s.parked.done(h, false)
+	if h := s.parked.work(now, false); len(h.rel) != 0 || len(h.out) != 0 || len(h.sync) != 1 {
 		t.Fatalf("an unfenced hop wrote %d records and %d markers with releases %v; want one marker", len(h.out), len(h.sync), released(h))
 	}
 }

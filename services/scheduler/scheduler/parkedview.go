@@ -3,13 +3,17 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/endpoints"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -38,74 +42,108 @@ const (
 	parkedTick = 250 * time.Millisecond
 )
 
-// parkedAdjust starts every newly assigned parked partition from its
+// parkedView is the scheduler's side of the parked topic: the index of
+// the owned parked partitions (parked.go), the sync markers' state, and
+// the releases it decides for the poll loop's hops. Its own lock guards
+// all of it: partition callbacks and the poll loop both reach it. It
+// knows the Service only through what it is given (the endpoints view,
+// the set-aside of a record Kafka refuses, the loop's wake-up).
+type parkedView struct {
+	topics   hkafka.Topics
+	txnID    string        // the scheduler's transactional id: the markers' tokens name it
+	recheck  time.Duration // --park-recheck: an overflow's next look
+	max      int           // --max-parked
+	log      *slog.Logger
+	store    *endpoints.Store // which parked deliveries may go (nil: all)
+	overflow metric.Int64Counter
+	// unwritable are deliveries a broker refused a release of (shared
+	// with the Service's tier moves); setAside dead-letters one.
+	unwritable *hkafka.Unwritables
+	setAside   func(d *hooklinev1.Delivery, why string, now time.Time) []*kgo.Record
+	wake       func() // wakes the poll loop: a marker is to be written
+
+	mu        sync.Mutex
+	idx       *parkedIndex
+	n         int // the parked topic's partition count (0: not learnt yet)
+	syncKeys  map[int32]string
+	markerSeq uint64
+	sessionID int64
+}
+
+// startSession gives a new session an empty index, rebuilt from the log
+// on assignment, and markers of its own.
+func (v *parkedView) startSession(id int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.idx = newParkedIndex()
+	v.sessionID = id
+}
+
+// adjust starts every newly assigned parked partition from its
 // start, with an empty index: its committed offset never matters
 // (kgo.AdjustFetchOffsetsFn).
-func (s *Service) parkedAdjust(_ context.Context, m map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	parts, ok := m[s.topics.Parked]
+func (v *parkedView) adjust(_ context.Context, m map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	parts, ok := m[v.topics.Parked]
 	if !ok {
 		return m, nil
 	}
-	s.pmu.Lock()
+	v.mu.Lock()
 	for p := range parts {
 		parts[p] = kgo.NewOffset().AtStart().WithEpoch(-1)
-		s.parked.assign(p)
+		v.idx.assign(p)
 	}
-	s.pmu.Unlock()
-	s.wakeLoop() // a marker is to be written
+	v.mu.Unlock()
+	v.wake() // a marker is to be written
 	return m, nil
 }
 
-// parkedForget drops the index of the parked partitions in m.
-func (s *Service) parkedForget(m map[string][]int32) {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
-	for _, p := range m[s.topics.Parked] {
-		s.parked.drop(p)
+// forget drops the index of the parked partitions in m.
+func (v *parkedView) forget(m map[string][]int32) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, p := range m[v.topics.Parked] {
+		v.idx.drop(p)
 	}
 }
 
-// parkedRewind reads every owned parked partition again from its start
+// rewind reads every owned parked partition again from its start
 // with an empty index: after an aborted hop the session rewound to the
 // committed offsets, and what the index learnt from what it had polled
 // since (and its releases) may not be in the log.
-func (s *Service) parkedRewind(cl *kgo.Client) {
-	s.pmu.Lock()
+func (v *parkedView) rewind(cl *kgo.Client) {
+	v.mu.Lock()
 	offs := map[int32]kgo.EpochOffset{}
-	for p := range s.parked.parts {
-		s.parked.assign(p)
+	for p := range v.idx.parts {
+		v.idx.assign(p)
 		offs[p] = kgo.EpochOffset{Epoch: -1, Offset: 0}
 	}
-	s.pmu.Unlock()
+	v.mu.Unlock()
 	if len(offs) > 0 {
-		cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{s.topics.Parked: offs})
+		cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{v.topics.Parked: offs})
 	}
 }
 
-func (s *Service) wakeLoop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.wake != nil {
-		s.wake()
-	}
-}
-
-// parkedPartitions learns the parked topic's partition count, for the
-// sync markers' keys.
-func (s *Service) parkedPartitions(ctx context.Context, adm *kadm.Client) error {
-	td, err := adm.ListTopics(ctx, s.topics.Parked)
+// partitions learns the parked topic's partition count, for the sync
+// markers' keys.
+func (v *parkedView) partitions(ctx context.Context, adm *kadm.Client) error {
+	td, err := adm.ListTopics(ctx, v.topics.Parked)
 	if err != nil {
 		return fmt.Errorf("scheduler: parked topic metadata: %w", err)
 	}
-	t, ok := td[s.topics.Parked]
+	t, ok := td[v.topics.Parked]
 	if !ok || t.Err != nil || len(t.Partitions) == 0 {
 		return fmt.Errorf("scheduler: parked topic metadata: %w", t.Err)
 	}
-	s.pmu.Lock()
-	s.parkedN = len(t.Partitions)
-	s.syncKeys = map[int32]string{}
-	s.pmu.Unlock()
+	v.setPartitions(len(t.Partitions))
 	return nil
+}
+
+// setPartitions sets the parked topic's partition count.
+func (v *parkedView) setPartitions(n int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.n = n
+	v.syncKeys = map[int32]string{}
 }
 
 // syncKey returns a key that kgo's default partitioner (the one every
@@ -120,11 +158,11 @@ func syncKey(topic string, p int32, n int) string {
 	}
 }
 
-// parkedApply indexes one fetched parked partition's records.
-func (s *Service) parkedApply(fp kgo.FetchTopicPartition) {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
-	pp := s.parked.parts[fp.Partition]
+// apply indexes one fetched parked partition's records.
+func (v *parkedView) apply(fp kgo.FetchTopicPartition) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	pp := v.idx.parts[fp.Partition]
 	if pp == nil {
 		return // not (or no longer) owned
 	}
@@ -139,24 +177,24 @@ func (s *Service) parkedApply(fp kgo.FetchTopicPartition) {
 			if off, ok := header(r, headerReleased); ok {
 				if n, err := strconv.ParseInt(off, 10, 64); err == nil {
 					if e := pp.byKey[string(r.Key)]; e != nil && e.offset == n {
-						s.parked.tombstone(fp.Partition, string(r.Key), r.Offset)
+						v.idx.tombstone(fp.Partition, string(r.Key), r.Offset)
 					}
 					continue
 				}
 			}
-			s.parked.tombstone(fp.Partition, string(r.Key), r.Offset)
+			v.idx.tombstone(fp.Partition, string(r.Key), r.Offset)
 			continue
 		}
 		var d hooklinev1.Delivery
 		if err := hkafka.Decode(r, &d); err != nil || d.GetDeliveryId() == "" {
-			s.log.Error("undecodable parked record ignored", "partition", r.Partition, "offset", r.Offset, "err", err)
+			v.log.Error("undecodable parked record ignored", "partition", r.Partition, "offset", r.Offset, "err", err)
 			continue
 		}
 		due := time.Time{}
 		if d.GetDueAt() != nil {
 			due = d.GetDueAt().AsTime()
 		}
-		s.parked.add(fp.Partition, &parkedEntry{
+		v.idx.add(fp.Partition, &parkedEntry{
 			key: string(r.Key), rec: detach([]*kgo.Record{r})[0], offset: r.Offset,
 			endpoint: d.GetEndpointId(), due: due,
 		})
@@ -183,30 +221,30 @@ type parkedHop struct {
 	markers map[int32]string
 }
 
-// parkedBusy reports whether the parked topic may have work for a hop.
-func (s *Service) parkedBusy() bool {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
-	return s.parked.pending()
+// busy reports whether the parked topic may have work for a hop.
+func (v *parkedView) busy() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.idx.pending()
 }
 
-// marker returns a new sync marker for parked partition p (pmu held).
-func (s *Service) marker(p int32, now time.Time) (*kgo.Record, string) {
-	k, ok := s.syncKeys[p]
+// marker returns a new sync marker for parked partition p (mu held).
+func (v *parkedView) marker(p int32, now time.Time) (*kgo.Record, string) {
+	k, ok := v.syncKeys[p]
 	if !ok {
-		k = syncKey(s.topics.Parked, p, s.parkedN)
-		s.syncKeys[p] = k
+		k = syncKey(v.topics.Parked, p, v.n)
+		v.syncKeys[p] = k
 	}
-	s.markerSeq++
-	tok := s.cfg.TransactionalID + "/" + strconv.FormatInt(s.sessionID, 10) + "/" + strconv.FormatUint(s.markerSeq, 10)
-	return &kgo.Record{Topic: s.topics.Parked, Key: []byte(k), Value: []byte(tok), Timestamp: now,
+	v.markerSeq++
+	tok := v.txnID + "/" + strconv.FormatInt(v.sessionID, 10) + "/" + strconv.FormatUint(v.markerSeq, 10)
+	return &kgo.Record{Topic: v.topics.Parked, Key: []byte(k), Value: []byte(tok), Timestamp: now,
 		Headers: []kgo.RecordHeader{{Key: headerSync, Value: []byte(tok)}}}, tok
 }
 
-// parkedWork decides, at now, the parked topic's share of a hop: a sync
+// work decides, at now, the parked topic's share of a hop: a sync
 // marker for each partition that needs one, and the releases (bounded)
 // of what may go, each with its tombstone. The picked entries are marked
-// releasing until parkedDone.
+// releasing until done.
 //
 // A hop releases only when its End commits an offset (fenced): kgo's
 // GroupTransactSession.End skips the group generation check, and the
@@ -217,20 +255,20 @@ func (s *Service) marker(p int32, now time.Time) (*kgo.Record, string) {
 // token no one waits for), and the next hop, which polls it, releases.
 //
 // Markers are written outside the hop's transaction, by a plain
-// producer (parkedSync): a transaction that commits no offsets costs
+// producer (sync): a transaction that commits no offsets costs
 // kgo's End a 500 ms wait before it returns (txn.go: without KIP-447's
 // answer it holds the session's lock that long after a commit), and a
 // marker needs no transaction — read committed, reading it back still
 // means every transaction before it in the partition has ended.
-func (s *Service) parkedWork(now time.Time, fenced bool) parkedHop {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
+func (v *parkedView) work(now time.Time, fenced bool) parkedHop {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	var h parkedHop
-	if s.parkedN == 0 {
+	if v.n == 0 {
 		return h
 	}
-	for _, p := range s.parked.needMarkers() {
-		r, tok := s.marker(p, now)
+	for _, p := range v.idx.needMarkers() {
+		r, tok := v.marker(p, now)
 		if h.markers == nil {
 			h.markers = map[int32]string{}
 		}
@@ -238,25 +276,25 @@ func (s *Service) parkedWork(now time.Time, fenced bool) parkedHop {
 		h.sync = append(h.sync, r)
 	}
 	var state func(string) endpointState
-	if s.store != nil {
+	if v.store != nil {
 		state = func(ep string) endpointState {
-			rec := s.store.Get(ep)
+			rec := v.store.Get(ep)
 			if rec == nil || rec.GetEndpoint().GetStatus() != hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
 				return endpointReleased
 			}
 			return endpointPaused
 		}
 	}
-	picks := s.parked.pick(now, state, parkedReleasesPerHop, s.cfg.MaxParked)
+	picks := v.idx.pick(now, state, parkedReleasesPerHop, v.max)
 	if len(picks) > 0 && !fenced {
 		if len(h.sync) == 0 {
-			r, _ := s.marker(picks[0].p, now)
+			r, _ := v.marker(picks[0].p, now)
 			h.sync = append(h.sync, r)
 		}
 		return h
 	}
 	for _, pk := range picks {
-		recs, rel := s.unpark(pk, now)
+		recs, rel := v.unpark(pk, now)
 		if recs == nil {
 			continue
 		}
@@ -273,7 +311,7 @@ func (s *Service) parkedWork(now time.Time, fenced bool) parkedHop {
 // unpark returns the records that release pk's delivery (or forward it,
 // over the memory bound, to the retries topic due a recheck later) and
 // its tombstone; rel is set for a release to the deliveries topic.
-func (s *Service) unpark(pk parkedPick, now time.Time) ([]*kgo.Record, *release) {
+func (v *parkedView) unpark(pk parkedPick, now time.Time) ([]*kgo.Record, *release) {
 	var d hooklinev1.Delivery
 	if err := hkafka.Decode(pk.e.rec, &d); err != nil {
 		return nil, nil // decoded when indexed: cannot happen
@@ -288,11 +326,11 @@ func (s *Service) unpark(pk parkedPick, now time.Time) ([]*kgo.Record, *release)
 	}
 	d.ParkedAt = nil
 	d.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
-	topic := s.topics.Deliveries
+	topic := v.topics.Deliveries
 	switch {
 	case pk.overflow:
-		topic = s.topics.Retries
-		d.DueAt = timestamppb.New(now.Add(s.cfg.ParkRecheck))
+		topic = v.topics.Retries
+		d.DueAt = timestamppb.New(now.Add(v.recheck))
 	case d.GetDueAt() == nil || d.GetDueAt().AsTime().After(now):
 		d.DueAt = timestamppb.New(now) // a resume; an expiry keeps its deadline
 	}
@@ -302,17 +340,17 @@ func (s *Service) unpark(pk parkedPick, now time.Time) ([]*kgo.Record, *release)
 	}
 	out.Timestamp = now
 	out.Headers = append(out.Headers, pk.e.rec.Headers...)
-	tomb := &kgo.Record{Topic: s.topics.Parked, Key: []byte(pk.e.key), Timestamp: now,
+	tomb := &kgo.Record{Topic: v.topics.Parked, Key: []byte(pk.e.key), Timestamp: now,
 		Headers: []kgo.RecordHeader{{Key: headerReleased, Value: []byte(strconv.FormatInt(pk.e.offset, 10))}}}
 	if pk.overflow {
-		s.parkedOverflow.Add(context.Background(), 1)
+		v.overflow.Add(context.Background(), 1)
 	}
 	why := hkafka.OverLimit(out)
 	if why == "" {
-		why = s.unwritable.Reason(d.GetDeliveryId())
+		why = v.unwritable.Reason(d.GetDeliveryId())
 	}
 	if why != "" {
-		return append(s.setAside(&d, why, now), tomb), nil
+		return append(v.setAside(&d, why, now), tomb), nil
 	}
 	var rel *release
 	if !pk.overflow {
@@ -321,16 +359,16 @@ func (s *Service) unpark(pk parkedPick, now time.Time) ([]*kgo.Record, *release)
 	return []*kgo.Record{out, tomb}, rel
 }
 
-// parkedDone settles a hop's parked share: committed, its releases leave
+// done settles a hop's parked share: committed, its releases leave
 // the index and its markers are the ones to read back; aborted, its
 // picks are unmarked (the caller rewinds the parked partitions).
-func (s *Service) parkedDone(h parkedHop, committed bool) {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
+func (v *parkedView) done(h parkedHop, committed bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	for _, pk := range h.picks {
 		pk.e.releasing = false
 		if committed {
-			s.parked.released(pk.p, pk.e)
+			v.idx.released(pk.p, pk.e)
 		}
 	}
 }
@@ -338,11 +376,11 @@ func (s *Service) parkedDone(h parkedHop, committed bool) {
 // markerTimeout bounds the write of a hop's sync markers.
 const markerTimeout = 2 * time.Second
 
-// parkedSync writes a hop's markers with the plain producer cl, before
+// sync writes a hop's markers with the plain producer cl, before
 // the hop's transaction, and makes them the ones to read back. A failed
 // write leaves them to be written again by a later hop (within
 // parkedTick: the partition is pending).
-func (s *Service) parkedSync(ctx context.Context, cl *kgo.Client, h parkedHop) {
+func (v *parkedView) sync(ctx context.Context, cl *kgo.Client, h parkedHop) {
 	if len(h.sync) == 0 {
 		return
 	}
@@ -353,29 +391,29 @@ func (s *Service) parkedSync(ctx context.Context, cl *kgo.Client, h parkedHop) {
 	defer cancel()
 	if err := cl.ProduceSync(pctx, h.sync...).FirstErr(); err != nil {
 		if ctx.Err() == nil {
-			s.log.Warn("parked topic's sync marker not written; writing it again", "err", err)
+			v.log.Warn("parked topic's sync marker not written; writing it again", "err", err)
 		}
 		return
 	}
-	s.parkedMarked(h.markers)
+	v.marked(h.markers)
 }
 
-// parkedMarked makes the markers written (by partition) the ones to
+// marked makes the markers written (by partition) the ones to
 // read back.
-func (s *Service) parkedMarked(markers map[int32]string) {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
+func (v *parkedView) marked(markers map[int32]string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	for p, tok := range markers {
-		if pp := s.parked.parts[p]; pp != nil && pp.needMarker {
+		if pp := v.idx.parts[p]; pp != nil && pp.needMarker {
 			pp.needMarker, pp.marker, pp.caughtUp = false, tok, false
 		}
 	}
 }
 
-// parkedPending reports whether the poll loop must wake within
-// parkedTick: anything parked, or a partition catching up.
-func (s *Service) parkedPending() bool {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
-	return s.parked.pending()
+// pending reports whether the poll loop must wake within parkedTick:
+// anything parked, or a partition catching up.
+func (v *parkedView) pending() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.idx.pending()
 }

@@ -77,23 +77,18 @@ type Service struct {
 	wake context.CancelFunc
 	cl   *kgo.Client
 
+	// parked is the scheduler's side of the parked topic (parkedview.go);
+	// store is the endpoints view that says which parked deliveries may
+	// go; markers the plain producer of its sync markers (the poll loop
+	// only).
+	parked  *parkedView
+	store   *endpoints.Store
+	markers *kgo.Client
+
 	// unwritable are deliveries a broker refused a release (or tier
 	// move) of: set aside when they come again. aborts counts aborted
 	// hops in a row per partition, and backoff waits after one
 	// (hkafka.Backoff; the poll loop only).
-	// pmu guards parked, the index of the owned parked partitions
-	// (parked.go), and the sync markers' state; store is the endpoints
-	// view that says which parked deliveries may go (parkedview.go).
-	pmu            sync.Mutex
-	parked         *parkedIndex
-	parkedN        int
-	syncKeys       map[int32]string
-	markerSeq      uint64
-	sessionID      int64
-	store          *endpoints.Store
-	markers        *kgo.Client // the poll loop only
-	parkedOverflow metric.Int64Counter
-
 	unwritable hkafka.Unwritables
 	aborts     hkafka.Backoff
 	backoff    func(context.Context, time.Duration)
@@ -172,7 +167,6 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		tierOf: map[string]time.Duration{},
 		byTier: map[time.Duration]string{},
 		held:   map[tp]*heldPartition{},
-		parked: newParkedIndex(),
 		store:  endpoints.NewStore(),
 		probe:  &health.Probe{},
 		backoff: func(ctx context.Context, d time.Duration) {
@@ -203,10 +197,15 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: metrics: %w", err)
 	}
-	s.parkedOverflow, err = s.mp.Meter(scope).Int64Counter("hookline.scheduler.parked.overflow",
+	overflow, err := s.mp.Meter(scope).Int64Counter("hookline.scheduler.parked.overflow",
 		metric.WithDescription("Parked deliveries over --max-parked sent back to the recheck path (the retries topic)."))
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: metrics: %w", err)
+	}
+	s.parked = &parkedView{
+		topics: s.topics, txnID: s.cfg.TransactionalID, recheck: s.cfg.ParkRecheck, max: s.cfg.MaxParked,
+		log: s.log, store: s.store, overflow: overflow, unwritable: &s.unwritable, setAside: s.setAside, wake: s.wakeLoop,
+		idx: newParkedIndex(),
 	}
 	return s, nil
 }
@@ -277,9 +276,6 @@ func (s *Service) Run(ctx context.Context) (err error) {
 func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.Lag) error {
 	s.unwritable.Reset()
 	s.aborts = hkafka.Backoff{}
-	s.pmu.Lock()
-	s.parked = newParkedIndex() // rebuilt from the log on assignment
-	s.pmu.Unlock()
 	// An earlier instance killed mid-hop (or this one's session whose
 	// last end failed) left its transaction open, and nothing behind its
 	// releases in the deliveries partitions is readable until it ends:
@@ -308,9 +304,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 	s.mu.Lock()
 	s.cl = sess.Client()
 	s.mu.Unlock()
-	s.pmu.Lock()
-	s.sessionID = time.Now().UnixNano()
-	s.pmu.Unlock()
+	s.parked.startSession(time.Now().UnixNano()) // its index rebuilt from the log on assignment
 	// The parked topic's sync markers go through a plain producer, not
 	// the session's transactions (parkedSync).
 	s.markers, err = kgo.NewClient(opts...)
@@ -324,7 +318,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 	// kill-broker).
 	adm := kadm.NewClient(sess.Client())
 	if err := hkafka.Until(ctx, s.log, nil, "parked topic metadata", hkafka.DefaultSyncTimeout, func(ctx context.Context) error {
-		return s.parkedPartitions(ctx, adm)
+		return s.parked.partitions(ctx, adm)
 	}); err != nil {
 		return nil // ctx ended: stopped
 	}
@@ -341,7 +335,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, lag *telemetry.La
 		// parked partition wakes it at once (parkedAdjust), for its
 		// marker.
 		pollCtx, wake := context.WithCancel(ctx)
-		tick := s.parkedPending()
+		tick := s.parked.pending()
 		if tick {
 			var cancelTick context.CancelFunc
 			pollCtx, cancelTick = context.WithTimeout(pollCtx, parkedTick)
@@ -417,18 +411,18 @@ func (s *Service) newSession(opts []kgo.Opt, lag *telemetry.Lag, member *hkafka.
 		}),
 		// The parked partitions are always read from their start (their
 		// committed offsets never matter): the index is the log's.
-		kgo.AdjustFetchOffsetsFn(s.parkedAdjust),
+		kgo.AdjustFetchOffsetsFn(s.parked.adjust),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			s.probe.Revoked(m)
 			s.forget(m)
-			s.parkedForget(m)
+			s.parked.forget(m)
 			lag.Forget(m)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			s.probe.Lost()
 			member.Lost()
 			s.forget(m)
-			s.parkedForget(m)
+			s.parked.forget(m)
 			lag.Forget(m)
 		}),
 	)...)
@@ -474,12 +468,12 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 		switch {
 		case len(p.Records) == 0:
 		case p.Topic == s.topics.Parked:
-			s.parkedApply(p) // never a tier: indexed, released below
+			s.parked.apply(p) // never a tier: indexed, released below
 		default:
 			todo = append(todo, work{tp{p.Topic, p.Partition}, p.Records})
 		}
 	})
-	if len(todo) == 0 && !s.parkedBusy() {
+	if len(todo) == 0 && !s.parked.busy() {
 		return nil
 	}
 
@@ -530,8 +524,8 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 	// The parked share, decided once the hop's offsets are set: whether
 	// its End will commit any offset (and so be checked against the
 	// group's generation) decides whether it may release.
-	ph := s.parkedWork(now, len(cl.UncommittedOffsets()) > 0)
-	s.parkedSync(ctx, s.markers, ph)
+	ph := s.parked.work(now, len(cl.UncommittedOffsets()) > 0)
+	s.parked.sync(ctx, s.markers, ph)
 	out = append(out, ph.out...)
 	rel = append(rel, ph.rel...)
 	if len(out) == 0 {
@@ -556,7 +550,7 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
-	s.parkedDone(ph, committed)
+	s.parked.done(ph, committed)
 	if !committed {
 		// Nothing of this hop is visible and the session rewound to the
 		// committed offsets: drop every hold and read it all again —
@@ -584,7 +578,7 @@ func (s *Service) hop(ctx context.Context, sess *kgo.GroupTransactSession, fs kg
 			touched[w.k.topic] = append(touched[w.k.topic], w.k.partition)
 		}
 		cl.ResumeFetchPartitions(touched)
-		s.parkedRewind(cl)
+		s.parked.rewind(cl)
 		return nil
 	}
 	s.aborts.Committed(parts)
@@ -849,6 +843,16 @@ func (s *Service) forget(m map[string][]int32) {
 	}
 	if s.cl != nil {
 		s.cl.ResumeFetchPartitions(m)
+	}
+}
+
+// wakeLoop ends the poll loop's wait (a parked partition was assigned:
+// its marker is to be written).
+func (s *Service) wakeLoop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wake != nil {
+		s.wake()
 	}
 }
 
