@@ -520,6 +520,7 @@ func newSimWorld(t *testing.T, seed uint64, phase time.Duration, brokers int) *s
 		dcp, scp, kcp = sc.dispatcher, sc.scheduler, sc.kafka
 		sc.dispatcher.MaxFaults = simMaxFaults
 		sc.dispatcher.SessionTimeout = simSession
+		sc.scheduler.SessionTimeout = simSession
 		sc.dispatcher.DrainTimeout = 3 * time.Second
 		sc.dispatcher.ParkRecheck = 500 * time.Millisecond
 		sc.dispatcher.OutageRecheck = 500 * time.Millisecond
