@@ -83,7 +83,7 @@ func (s *Service) pausesCommitted(ctx context.Context, recs []*kgo.Record, commi
 	for i, pp := range pending {
 		if !committed {
 			pp.tracked.Forget()
-			s.rcv.rearm(pp.endpoint)
+			s.rcv.Rearm(pp.endpoint)
 			continue
 		}
 		r := mine[i]
@@ -99,10 +99,10 @@ func (s *Service) pausesCommitted(ctx context.Context, recs []*kgo.Record, commi
 				// (a second pause, written from the version the first
 				// replaced, would lose harmlessly).
 				s.log.Warn("automatic pause written; its outcome is unknown", "endpoint_id", pp.endpoint, "err", err)
-				s.rcv.rearm(pp.endpoint)
+				s.rcv.Rearm(pp.endpoint)
 			case o != endpoints.Won:
 				s.log.Warn("automatic pause lost to a concurrent change of the endpoint; the next permanent failure pauses it again", "endpoint_id", pp.endpoint)
-				s.rcv.rearm(pp.endpoint)
+				s.rcv.Rearm(pp.endpoint)
 			}
 		}()
 	}

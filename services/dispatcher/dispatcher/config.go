@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/platform/endpoints"
-	"github.com/hookline/hookline/platform/health"
+	phealth "github.com/hookline/hookline/platform/health"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/platform/netguard"
@@ -14,7 +14,7 @@ import (
 // flags and HOOKLINE_* environment variables.
 type Config struct {
 	Kafka   hkafka.Config
-	Health  health.Config
+	Health  phealth.Config
 	Secrets keyring.Config
 	// The destination flags (--allow-private-destinations, --allow-cidrs,
 	// --tenant-allow-cidrs), shared with ingest; --notice-webhook-allow-cidrs

@@ -23,7 +23,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/endpoints"
-	"github.com/hookline/hookline/platform/health"
+	phealth "github.com/hookline/hookline/platform/health"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/lanes"
 	"github.com/hookline/hookline/platform/netguard"
@@ -31,6 +31,7 @@ import (
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/sdk/sign"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
+	"github.com/hookline/hookline/services/dispatcher/health"
 	"github.com/hookline/hookline/services/dispatcher/notify"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -57,7 +58,7 @@ type Service struct {
 	beforeAttempt func(*hooklinev1.Delivery)
 	// setAsideHook, if set, learns of each delivery set aside (tests).
 	setAsideHook func(*hooklinev1.Delivery)
-	rcv          *receivers
+	rcv          *health.Receivers
 	// pauses are automatic pauses written and not settled yet;
 	// pauseOutcome learns how one fared once committed.
 	pauses pendingPauses
@@ -73,7 +74,7 @@ type Service struct {
 	signers    *signers
 	// notices seeds endpoint health across rebalances; noticeFollow
 	// feeds it.
-	notices      *noticeView
+	notices      *health.NoticeView
 	noticeFollow *hkafka.Follower
 	// streaks says which endpoints' transformations are failing
 	// (transformstreak.go).
@@ -104,7 +105,7 @@ type Service struct {
 	// processSpan names the span of handling a delivery record.
 	processSpan string
 	// probe is the readiness /readyz answers (--health-addr).
-	probe *health.Probe
+	probe *phealth.Probe
 }
 
 // Option configures a Service.
@@ -205,6 +206,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
+	notices := health.NewNoticeView()
 	s := &Service{
 		cfg:          cfg,
 		log:          slog.Default(),
@@ -212,14 +214,14 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		rand:         newLockedRand(binary.LittleEndian.Uint64(seed[:])),
 		store:        endpoints.NewStore(),
 		topics:       cfg.Kafka.Topics(),
-		rcv:          newReceivers(),
+		rcv:          health.New(notices.Lookup, cfg.OutageAfter > 0),
 		signers:      newSigners(keys),
-		notices:      newNoticeView(),
+		notices:      notices,
 		streaks:      newTransformStreaks(),
 		answered:     newAnswered(answeredBytes),
 		lanes:        lanes.NewView(),
 		pauseOutcome: defaultPauseOutcome,
-		probe:        &health.Probe{},
+		probe:        &phealth.Probe{},
 		tp:           otel.GetTracerProvider(),
 		mp:           otel.GetMeterProvider(),
 	}
@@ -228,8 +230,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	s.rcv.seed, s.rcv.seedOutage = s.notices.lookup, cfg.OutageAfter > 0
-	s.noticeFollow = hkafka.NewFollower(s.notices.apply, s.topics.Notices)
+	s.noticeFollow = hkafka.NewFollower(s.notices.Apply, s.topics.Notices)
 	s.laneFollow = hkafka.NewFollower(s.lanes.Apply, s.topics.Lanes)
 	s.tracer = s.tp.Tracer(scope)
 	s.processSpan = "process " + s.topics.Deliveries
@@ -247,7 +248,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 }
 
 // Probe returns the dispatcher's readiness (served on --health-addr).
-func (s *Service) Probe() *health.Probe { return s.probe }
+func (s *Service) Probe() *phealth.Probe { return s.probe }
 
 // Run dispatches until ctx ends, then drains in-flight attempts (bounded
 // by DrainTimeout), commits, and leaves the group. With --health-addr it
@@ -258,7 +259,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	endHealth, err := health.Run(ctx, s.cfg.Health.Addr, s.probe)
+	endHealth, err := phealth.Run(ctx, s.cfg.Health.Addr, s.probe)
 	if err != nil {
 		return fmt.Errorf("dispatcher: %w", err)
 	}
@@ -470,7 +471,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, start *sessionSta
 // and what belongs to the process stay. Called when no goroutine of an
 // earlier session runs.
 func (s *Service) freshSession() {
-	s.rcv.reset()
+	s.rcv.Reset()
 	s.pauses.reset()
 	s.unwritable.Reset()
 	s.aborts = hkafka.Backoff{}
@@ -518,14 +519,14 @@ func (s *Service) reseedHealth(ctx context.Context, assigned map[string][]int32)
 }
 
 // dropHealth forgets the health of the endpoints of the deliveries
-// topic's partitions in m (see receivers.forget).
+// topic's partitions in m (see health.Receivers.Forget).
 func (s *Service) dropHealth(m map[string][]int32) {
 	parts := map[int32]bool{}
 	for _, p := range m[s.topics.Deliveries] {
 		parts[p] = true
 	}
 	if len(parts) > 0 {
-		s.rcv.forget(parts)
+		s.rcv.Forget(parts)
 	}
 }
 
@@ -540,8 +541,8 @@ const pruneEvery = 5 * time.Minute
 // the loop).
 func (s *Service) pruneState() {
 	gone := func(id string) bool { return s.store.Get(id) == nil }
-	s.rcv.prune(gone)
-	s.notices.prune(gone)
+	s.rcv.Prune(gone)
+	s.notices.Prune(gone)
 	s.streaks.prune(gone)
 	s.metrics.inFlight.prune(gone)
 }

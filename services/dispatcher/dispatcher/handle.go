@@ -14,6 +14,7 @@ import (
 	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/sdk/backoff"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
+	"github.com/hookline/hookline/services/dispatcher/health"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -137,13 +138,13 @@ func (s *Service) settle(ctx context.Context, v verdict, r *kgo.Record, d *hookl
 
 // gate is outage mode's decision for d when its lane may start it. An
 // operator's resend or test event is attempted now, outage or not.
-func (s *Service) gate(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, now time.Time) (gate, time.Time) {
+func (s *Service) gate(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, now time.Time) (health.Gate, time.Time) {
 	oneOff := d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND || d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST
 	if ep.GetEndpoint().GetOutageModeDisabled() || oneOff {
-		return gatePass, time.Time{}
+		return health.Pass, time.Time{}
 	}
 	preferred := d.GetAttempt() == 1 || isOrdered(ep, d)
-	return s.rcv.outageGate(ep.GetEndpoint().GetId(), now, preferred, s.cfg.OutageRecheck)
+	return s.rcv.OutageGate(ep.GetEndpoint().GetId(), now, preferred, s.cfg.OutageRecheck)
 }
 
 // hold defers d while its endpoint is in outage mode: no attempt spent.
@@ -214,13 +215,13 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 		return s.settle(ctx, v, r, d, ep, now)
 	}
 	g, until := s.gate(d, ep, now)
-	if g == gateHold {
+	if g == health.Hold {
 		return s.hold(ctx, r, d, until)
 	}
-	var p *probeTurn
-	if g == gateProbe {
-		p = s.rcv.turn(ep.GetEndpoint().GetId())
-		defer func() { p.over(s.now()) }() // however the handling ends
+	var p *health.ProbeTurn
+	if g == health.Probe {
+		p = s.rcv.Turn(ep.GetEndpoint().GetId())
+		defer func() { p.Over(s.now()) }() // however the handling ends
 	}
 	return s.attempt(ctx, r, d, ep, p)
 }
@@ -233,10 +234,10 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 // an unusable secret, a panic, interrupted, an outcome — ends the probe
 // (DESIGN.md: every probe ends).
 func (s *Service) attemptRecord(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, probe bool) []*kgo.Record {
-	var p *probeTurn
+	var p *health.ProbeTurn
 	if probe {
-		p = s.rcv.turn(ep.GetEndpoint().GetId())
-		defer func() { p.over(s.now()) }()
+		p = s.rcv.Turn(ep.GetEndpoint().GetId())
+		defer func() { p.Over(s.now()) }()
 	}
 	return s.process(ctx, r, func(ctx context.Context) []*kgo.Record { return s.attempt(ctx, r, d, ep, p) })
 }
@@ -271,7 +272,7 @@ const syncTimeout = 10 * time.Second
 // that follow from its outcome. p is the endpoint's probe turn when
 // outage mode let d through as its one probe (nil otherwise): attempt
 // notes the probe's outcome on it; its caller ends it.
-func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, p *probeTurn) []*kgo.Record {
+func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, p *health.ProbeTurn) []*kgo.Record {
 	attrs := annotate(ctx, d)
 	// A delivery held by reference gets its payload back first: what
 	// follows sees it as it will be sent.
@@ -339,11 +340,11 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 			s.answered.put(key, url, ar)
 		}
 	}
-	s.rcv.home(id, r.Partition)
+	s.rcv.Home(id, r.Partition)
 	out := s.outcome(ctx, d, ep, ar)
 	if p != nil {
 		policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
-		p.attempted(ar.Started.Add(ar.Latency), func(n int) time.Duration {
+		p.Attempted(ar.Started.Add(ar.Latency), func(n int) time.Duration {
 			return min(policy.Delay(uint32(n), s.rand), s.cfg.OutageProbeMax)
 		})
 	}

@@ -7,6 +7,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
+	"github.com/hookline/hookline/services/dispatcher/health"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -48,9 +49,9 @@ func TestOutageModeCrossesAHandoverOnlyForTransientFailures(t *testing.T) {
 			if len(notices) != 1 {
 				t.Fatalf("%d notices after %d failures, want the one endpoint.failing", len(notices), prev.cfg.FailingAfter)
 			}
-			next.notices.apply(notices[0])
-			g, _ := next.rcv.outageGate("ep_1", time.Now(), true, time.Minute)
-			if held := g != gatePass; held != tc.held {
+			next.notices.Apply(notices[0])
+			g, _ := next.rcv.OutageGate("ep_1", time.Now(), true, time.Minute)
+			if held := g != health.Pass; held != tc.held {
 				t.Fatalf("the next owner's outage gate: %v; want in outage mode = %v", g, tc.held)
 			}
 			// Either way the outage's notice is not sent twice.

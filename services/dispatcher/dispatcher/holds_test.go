@@ -14,6 +14,7 @@ import (
 	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/sdk/sign"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
+	"github.com/hookline/hookline/services/dispatcher/health"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -113,79 +114,22 @@ func TestAnOutageHoldEndsAtTheGiveUpTime(t *testing.T) {
 	}
 }
 
-// TestAnOutageAlwaysHasAProbe: an endpoint in outage mode whose pending
-// deliveries are all retries gets a probe one recheck after the probe
-// fell due; before, only a first attempt could probe and such an
-// endpoint held its deliveries for ever.
-func TestAnOutageAlwaysHasAProbe(t *testing.T) {
-	rs := newReceivers()
-	now := time.Unix(1_700_000_000, 0)
-	recheck := 2 * time.Minute
-	rs.observe("ep", "a", false, false, now, 5, 2, 0, 0)
-	rs.observe("ep", "b", false, false, now, 5, 2, 0, 0)
-	g, until := rs.outageGate("ep", now, false, recheck)
-	if g != gateHold || !until.Equal(now.Add(recheck)) {
-		t.Fatalf("a retry when the outage begins: %v until %v; want held for a recheck (a first attempt is preferred)", g, until)
-	}
-	if g, _ := rs.outageGate("ep", until, false, recheck); g != gateProbe {
-		t.Fatalf("a retry a recheck after the probe fell due, no first attempt seen: %v, want the probe", g)
-	}
-	if g, _ := rs.outageGate("ep", until, true, recheck); g != gateHold {
-		t.Fatalf("while the probe is out: %v, want hold", g)
-	}
-	rs.probed("ep", until, func(int) time.Duration { return time.Minute })
-	if g, at := rs.outageGate("ep", until, false, recheck); g != gateHold || !at.Equal(until.Add(time.Minute)) {
-		t.Fatalf("after a failed probe: %v until %v, want hold until the next probe", g, at)
-	}
-}
-
 // TestAProbeThatPanicsIsOver: a probe whose attempt panics (a worker
 // fault) ends the probe, so the endpoint gets another.
 func TestAProbeThatPanicsIsOver(t *testing.T) {
 	s := newTestService(t)
 	s.store.Put(endpoint("http://127.0.0.1:1")) // no secret: signing panics
 	now := time.Now()
-	s.rcv.observe("ep_1", "a", false, false, now, 5, 2, 0, 0)
-	s.rcv.observe("ep_1", "b", false, false, now, 5, 2, 0, 0)
-	if g, _ := s.rcv.outageGate("ep_1", now, true, time.Minute); g != gateProbe {
+	s.rcv.Observe("ep_1", "a", false, false, now, health.Thresholds{FailingAfter: 5, OutageAfter: 2})
+	s.rcv.Observe("ep_1", "b", false, false, now, health.Thresholds{FailingAfter: 5, OutageAfter: 2})
+	if g, _ := s.rcv.OutageGate("ep_1", now, true, time.Minute); g != health.Probe {
 		t.Fatalf("gate %v, want the probe", g)
 	}
 	r := deliveryRecord(t, s)
 	d, _ := decodeDelivery(r)
 	s.attemptRecord(t.Context(), r, d, s.store.Get("ep_1"), true)
-	if g, _ := s.rcv.outageGate("ep_1", time.Now(), true, time.Minute); g != gateProbe {
+	if g, _ := s.rcv.OutageGate("ep_1", time.Now(), true, time.Minute); g != health.Probe {
 		t.Fatalf("after a probe that panicked: gate %v, want another probe", g)
-	}
-}
-
-// TestHealthSurvivesAnAssignmentOfOtherPartitions: an assignment drops
-// the health of the endpoints of the partitions assigned, not of the
-// others; a probe in flight is not forgotten (no second probe starts).
-func TestHealthSurvivesAnAssignmentOfOtherPartitions(t *testing.T) {
-	rs := newReceivers()
-	now := time.Unix(1_700_000_000, 0)
-	// The notices view says "kept" is failing (its notice is out).
-	rs.seed = func(id string) (bool, time.Time, bool) { return id == "kept", now, true }
-	rs.seedOutage = true
-	for _, id := range []string{"kept", "moved"} {
-		rs.observe(id, "a", false, false, now, 5, 2, 0, 0)
-		rs.observe(id, "b", false, false, now, 5, 2, 0, 0)
-	}
-	rs.home("kept", 0)
-	rs.home("moved", 1)
-	if g, _ := rs.outageGate("kept", now, true, time.Minute); g != gateProbe {
-		t.Fatal("no probe")
-	}
-	rs.forget(map[int32]bool{1: true})
-	if g, _ := rs.outageGate("kept", now, true, time.Minute); g != gateHold {
-		t.Fatalf("endpoint of a kept partition after an assignment: %v, want still in outage with its probe out", g)
-	}
-	if g, _ := rs.outageGate("moved", now, true, time.Minute); g != gatePass {
-		t.Fatalf("endpoint of an assigned partition: %v, want its health seeded again (none in the view)", g)
-	}
-	rs.forget(map[int32]bool{0: true})
-	if g, _ := rs.outageGate("kept", now, true, time.Minute); g != gateHold {
-		t.Fatalf("probe in flight forgotten: gate %v, want hold while it is out", g)
 	}
 }
 
@@ -196,16 +140,16 @@ func TestStateOfDeletedEndpointsIsPruned(t *testing.T) {
 	s.metrics.on = true
 	now := time.Now()
 	for _, id := range []string{"ep_1", "gone"} {
-		s.rcv.observe(id, "a", false, false, now, 1, 2, 0, 0)
+		s.rcv.Observe(id, "a", false, false, now, health.Thresholds{FailingAfter: 1, OutageAfter: 2})
 		s.metrics.flight(t.Context(), id, 1)
 		s.metrics.flight(t.Context(), id, -1)
 		n, _ := hkafka.Record(s.topics.Notices, id, &hooklinev1.Notice{Type: hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, EndpointId: id, At: timestamppb.Now()})
-		s.notices.apply(n)
+		s.notices.Apply(n)
 	}
 	s.store.Put(endpoint("http://127.0.0.1:1")) // ep_1 exists; "gone" does not
 	s.pruneState()
-	if s.rcv.len() != 1 || s.notices.len() != 1 || s.metrics.inFlight.len() != 1 {
-		t.Fatalf("after pruning: %d receivers, %d notice entries, %d in-flight series; want 1 each", s.rcv.len(), s.notices.len(), s.metrics.inFlight.len())
+	if s.rcv.Len() != 1 || s.notices.Len() != 1 || s.metrics.inFlight.len() != 1 {
+		t.Fatalf("after pruning: %d receivers, %d notice entries, %d in-flight series; want 1 each", s.rcv.Len(), s.notices.Len(), s.metrics.inFlight.len())
 	}
 	s.pruneState() // ep_1's series was not used since: it goes too
 	if s.metrics.inFlight.len() != 0 {

@@ -16,6 +16,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/sdk/sign"
+	"github.com/hookline/hookline/services/dispatcher/health"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 )
@@ -433,20 +434,20 @@ func TestAnOrderedLanesRetriedHeadMayProbeAnOutage(t *testing.T) {
 	now := clock.Now()
 	for _, ep := range []*hooklinev1.EndpointRecord{ordered, unordered} {
 		for _, dlv := range []string{"d1", "d2"} {
-			s.rcv.observe(ep.GetEndpoint().GetId(), dlv, false, false, now, 5, 2, 0, 0)
+			s.rcv.Observe(ep.GetEndpoint().GetId(), dlv, false, false, now, health.Thresholds{FailingAfter: 5, OutageAfter: 2})
 		}
 	}
 	retry := func(ep *hooklinev1.EndpointRecord) *hooklinev1.Delivery {
 		return &hooklinev1.Delivery{DeliveryId: "d1", EndpointId: ep.GetEndpoint().GetId(), Attempt: 2, OrderingKey: "k",
 			Kind: hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY}
 	}
-	if g, _ := s.gate(retry(unordered), unordered, now); g != gateHold {
+	if g, _ := s.gate(retry(unordered), unordered, now); g != health.Hold {
 		t.Fatalf("an unordered endpoint's retry in an outage: gate %v, want a hold (a first attempt probes)", g)
 	}
-	if g, _ := s.gate(retry(ordered), ordered, now); g != gateProbe {
+	if g, _ := s.gate(retry(ordered), ordered, now); g != health.Probe {
 		t.Fatalf("an ordered lane's retried head in an outage: gate %v, want the probe", g)
 	}
-	if g, _ := s.gate(retry(ordered), ordered, now); g != gateHold {
+	if g, _ := s.gate(retry(ordered), ordered, now); g != health.Hold {
 		t.Fatalf("a second head while the probe is out: gate %v, want a hold", g)
 	}
 }

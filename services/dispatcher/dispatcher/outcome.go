@@ -11,6 +11,7 @@ import (
 	"github.com/hookline/hookline/sdk/ids"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	"github.com/hookline/hookline/services/dispatcher/decide"
+	"github.com/hookline/hookline/services/dispatcher/health"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -93,36 +94,36 @@ func (s *Service) deliveryLog(d *hooklinev1.Delivery, ar attempt.Result) *slog.L
 func (s *Service) health(ctx context.Context, ep *hooklinev1.EndpointRecord, deliveryID string, ar attempt.Result) []*kgo.Record {
 	e := ep.GetEndpoint()
 	now := ar.Started.Add(ar.Latency)
-	outageAfter := s.cfg.OutageAfter
+	th := s.thresholds()
 	if e.GetOutageModeDisabled() {
-		outageAfter = 0
+		th.OutageAfter = 0
 	}
-	s.rcv.changed(e.GetId(), ep.GetVersion())
-	ev := s.rcv.observe(e.GetId(), deliveryID, ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS,
-		ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, now, s.cfg.FailingAfter, outageAfter, s.cfg.AutoPauseAfter, s.cfg.RemindEvery)
+	s.rcv.Changed(e.GetId(), ep.GetVersion())
+	ev := s.rcv.Observe(e.GetId(), deliveryID, ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS,
+		ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, now, th)
 	notice := func(t hooklinev1.NoticeType, reminder bool, detail string) *hooklinev1.Notice {
 		n := &hooklinev1.Notice{
 			NoticeId: ids.New(ids.Notice, now), Type: t, TenantId: e.GetTenantId(), EndpointId: e.GetId(),
 			At: timestamppb.New(now), Reminder: reminder, Detail: detail,
 		}
 		if t == hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING {
-			n.Outage = s.rcv.inOutage(e.GetId()) // what the next owner resumes (health.go)
+			n.Outage = s.rcv.InOutage(e.GetId()) // what the next owner resumes (health/notices.go)
 		}
 		return n
 	}
 	var out []*kgo.Record
 	switch ev {
-	case healthNone:
+	case health.None:
 		return nil
-	case healthFailing:
+	case health.Failing:
 		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, false,
 			fmt.Sprintf("%d consecutive failed attempts; last: %s", s.cfg.FailingAfter, describe(ar))))
-	case healthReminder:
+	case health.Reminder:
 		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, true,
 			"still failing; last: "+describe(ar)))
-	case healthRecovered:
+	case health.Recovered:
 		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED, false, "delivered again"))
-	case healthAutoPause:
+	case health.AutoPause:
 		paused := proto.Clone(ep).(*hooklinev1.EndpointRecord)
 		paused.Version++
 		paused.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED
@@ -138,6 +139,19 @@ func (s *Service) health(ctx context.Context, ep *hooklinev1.EndpointRecord, del
 			s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED, false, paused.Endpoint.PausedReason))...)
 	}
 	return out
+}
+
+// thresholds are the dispatcher's health thresholds, from its
+// configuration (--failing-after, --outage-after, --auto-pause-after,
+// --remind-every). Read from s.cfg at each outcome, so that s.cfg stays
+// their one source (tests change it after New).
+func (s *Service) thresholds() health.Thresholds {
+	return health.Thresholds{
+		FailingAfter:   s.cfg.FailingAfter,
+		OutageAfter:    s.cfg.OutageAfter,
+		AutoPauseAfter: s.cfg.AutoPauseAfter,
+		RemindEvery:    s.cfg.RemindEvery,
+	}
 }
 
 func describe(ar attempt.Result) string {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/services/dispatcher/health"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -163,7 +164,7 @@ func (e *engine) start(l *lane, now time.Time) {
 	if ok, _ := l.rateReady(now); !ok {
 		return
 	}
-	if s.rcv.pausing(ep.GetEndpoint().GetId(), ep.GetVersion()) {
+	if s.rcv.Pausing(ep.GetEndpoint().GetId(), ep.GetVersion()) {
 		// Its automatic pause is on its way: an attempt now would
 		// only fail what the pause holds. Looked at again shortly:
 		// the view reads the pause (the head is parked then), or the
@@ -173,7 +174,7 @@ func (e *engine) start(l *lane, now time.Time) {
 	}
 	g, until := s.gate(en.d, ep, now)
 	l.pop()
-	if g == gateHold {
+	if g == health.Hold {
 		e.f.touch(l, now)
 		e.settle(en, func(ctx context.Context) []*kgo.Record { return s.hold(ctx, en.rec, en.d, until) })
 		return
@@ -184,7 +185,7 @@ func (e *engine) start(l *lane, now time.Time) {
 	e.f.charge(l, en.cost)
 	e.f.touch(l, now)
 	e.outstanding++
-	probe := g == gateProbe
+	probe := g == health.Probe
 	go func() {
 		began := time.Now()
 		outs := s.attemptRecord(en.part.ctx, en.rec, en.d, ep, probe)

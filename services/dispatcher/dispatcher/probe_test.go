@@ -10,6 +10,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/sdk/sign"
+	"github.com/hookline/hookline/services/dispatcher/health"
 )
 
 // TestAProbeSetAsideAsUnwritableIsOver: the delivery outage mode lets
@@ -24,8 +25,8 @@ func TestAProbeSetAsideAsUnwritableIsOver(t *testing.T) {
 	s := newTestService(t)
 	s.store.Put(endpoint(rx.URL, sign.GenerateSecret()))
 	now := s.now()
-	s.rcv.observe("ep_1", "a", false, false, now, 5, 2, 0, 0)
-	s.rcv.observe("ep_1", "b", false, false, now, 5, 2, 0, 0) // outage mode
+	s.rcv.Observe("ep_1", "a", false, false, now, health.Thresholds{FailingAfter: 5, OutageAfter: 2})
+	s.rcv.Observe("ep_1", "b", false, false, now, health.Thresholds{FailingAfter: 5, OutageAfter: 2}) // outage mode
 	s.unwritable.Mark("dlv_0", "refused by the broker", now)
 
 	e := testEngine(t, s)
@@ -42,7 +43,7 @@ func TestAProbeSetAsideAsUnwritableIsOver(t *testing.T) {
 	if requests.Load() != 0 {
 		t.Fatal("a delivery marked unwritable was attempted")
 	}
-	if g, _ := s.rcv.outageGate("ep_1", s.now().Add(time.Millisecond), true, time.Minute); g != gateProbe {
+	if g, _ := s.rcv.OutageGate("ep_1", s.now().Add(time.Millisecond), true, time.Minute); g != health.Probe {
 		t.Fatalf("after the probe was set aside: gate %v, want the next delivery to probe", g)
 	}
 }

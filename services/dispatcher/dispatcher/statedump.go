@@ -81,7 +81,7 @@ func (e *engine) describe(now time.Time) string {
 	for _, id := range ids {
 		l := e.f.lanes[id]
 		fmt.Fprintf(&b, "lane %s: queued %d, in flight %d of %d, in ring %v, rate wait %v, runnable %v; %s\n",
-			id, l.queued, l.inFlight, l.cap, l.inRing, !l.wakeAt.IsZero(), l.runnable(), e.s.rcv.describe(id, now))
+			id, l.queued, l.inFlight, l.cap, l.inRing, !l.wakeAt.IsZero(), l.runnable(), e.s.rcv.Describe(id, now))
 		if l.ord == nil {
 			continue
 		}
@@ -108,16 +108,4 @@ func (e *engine) describe(now time.Time) string {
 		}
 	}
 	return b.String()
-}
-
-// describe is endpoint id's health and outage state, for a state dump.
-func (rs *receivers) describe(id string, now time.Time) string {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	r := rs.m[id]
-	if r == nil {
-		return "no receiver state"
-	}
-	return fmt.Sprintf("failures %d, outage %v, probing %v, next probe in %v, failed probes %d",
-		r.failures, r.outage, r.probing, r.nextProbe.Sub(now).Round(time.Millisecond), r.probes)
 }

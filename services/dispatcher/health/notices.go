@@ -1,4 +1,4 @@
-package dispatcher
+package health
 
 import (
 	"sync"
@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// noticeView is, per endpoint, whether an endpoint.failing notice is out
+// NoticeView is, per endpoint, whether an endpoint.failing notice is out
 // (not followed by endpoint.recovered), when the last one or its last
 // reminder went out, and whether the endpoint was in outage mode then,
 // read from the notices topic. It is the durable part of an endpoint's
@@ -19,7 +19,7 @@ import (
 // stays in outage mode — only if it was in outage mode (transient
 // failures): an endpoint refusing every event (4xx) is failing but never
 // held. Safe for concurrent use.
-type noticeView struct {
+type NoticeView struct {
 	mu      sync.Mutex
 	failing map[string]failingNotice // endpoint id → its last failing notice or reminder
 }
@@ -30,11 +30,12 @@ type failingNotice struct {
 	outage bool
 }
 
-func newNoticeView() *noticeView { return &noticeView{failing: map[string]failingNotice{}} }
+// NewNoticeView returns a view of no notice yet.
+func NewNoticeView() *NoticeView { return &NoticeView{failing: map[string]failingNotice{}} }
 
-// apply folds one notices record in; records that do not decode are not
+// Apply folds one notices record in; records that do not decode are not
 // notices this view needs.
-func (v *noticeView) apply(r *kgo.Record) {
+func (v *NoticeView) Apply(r *kgo.Record) {
 	var n hooklinev1.Notice
 	if hkafka.Decode(r, &n) != nil {
 		return
@@ -49,18 +50,19 @@ func (v *noticeView) apply(r *kgo.Record) {
 	}
 }
 
-// lookup reports whether endpoint id is failing, since its last failing
+// Lookup reports whether endpoint id is failing, since its last failing
 // notice or reminder, and whether that notice was written in outage mode.
-func (v *noticeView) lookup(id string) (failing bool, since time.Time, outage bool) {
+// It is the Seed of the dispatcher's Receivers.
+func (v *NoticeView) Lookup(id string) (failing bool, since time.Time, outage bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n, failing := v.failing[id]
 	return failing, n.at, n.outage
 }
 
-// prune forgets the endpoints gone says are gone (deleted): a failing
+// Prune forgets the endpoints gone says are gone (deleted): a failing
 // notice of a deleted endpoint is never followed by a recovered one.
-func (v *noticeView) prune(gone func(id string) bool) {
+func (v *NoticeView) Prune(gone func(id string) bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for id := range v.failing {
@@ -70,7 +72,8 @@ func (v *noticeView) prune(gone func(id string) bool) {
 	}
 }
 
-func (v *noticeView) len() int {
+// Len is the number of endpoints whose failing notice is out.
+func (v *NoticeView) Len() int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return len(v.failing)

@@ -1,23 +1,42 @@
-package dispatcher
+package health
 
 import (
+	"fmt"
 	"sync"
 	"time"
 )
 
-// receivers holds the health of each endpoint the dispatcher serves:
+// Receivers holds the health of each endpoint the dispatcher serves:
 // failure streaks, notices, auto-pause and outage mode (its cap and rate
-// live in its lane). Deliveries are keyed by endpoint id, so exactly one
-// dispatcher owns an endpoint at a time and this state is exact, not an
-// estimate shared across replicas. Safe for concurrent use.
-type receivers struct {
+// live in its lane, in the dispatcher). Deliveries are keyed by endpoint
+// id, so exactly one dispatcher owns an endpoint at a time and this state
+// is exact, not an estimate shared across replicas. Safe for concurrent
+// use.
+type Receivers struct {
 	mu sync.Mutex
 	m  map[string]*receiver
 	// seed, when set, gives the durable health of an endpoint whose
-	// health this dispatcher does not know yet (see noticeView);
+	// health this dispatcher does not know yet (see NoticeView);
 	// seedOutage says whether a failing endpoint is put in outage mode.
-	seed       func(id string) (failing bool, since time.Time, outage bool)
+	seed       Seed
 	seedOutage bool
+}
+
+// Seed gives the durable health of endpoint id: whether its
+// endpoint.failing notice is out, since when (its last notice or
+// reminder), and whether that notice was written in outage mode.
+// NoticeView.Lookup is one.
+type Seed func(id string) (failing bool, since time.Time, outage bool)
+
+// New returns the health of no endpoint yet. seed, when not nil, gives
+// the durable health of an endpoint whose health these Receivers do not
+// know yet (on its first use, and again after Forget or Reset): a
+// failure streak from before this dispatcher took the endpoint over.
+// seedOutage says whether a seeded failing endpoint whose notice was
+// written in outage mode is put in outage mode (the dispatcher's
+// --outage-after is not 0).
+func New(seed Seed, seedOutage bool) *Receivers {
+	return &Receivers{m: map[string]*receiver{}, seed: seed, seedOutage: seedOutage}
 }
 
 type receiver struct {
@@ -33,16 +52,16 @@ type receiver struct {
 	// observed for, pausedFrom the one the automatic pause was written
 	// from: an outcome of a newer version than that means the endpoint
 	// changed after its pause (an operator resumed it), so its streak
-	// starts again (changed).
+	// starts again (Changed).
 	version, pausedFrom uint64
 	// partition is the deliveries partition the endpoint's attempts came
 	// from (-1: not known yet): after a rebalance only the endpoints of
 	// newly assigned partitions are seeded again.
 	partition int32
 
-	// Outage mode: after failures of outageAfter distinct deliveries in
-	// a row, one probe at a time.
-	streak    []string  // distinct deliveries failed in the current streak (up to outageAfter)
+	// Outage mode: after failures of Thresholds.OutageAfter distinct
+	// deliveries in a row, one probe at a time.
+	streak    []string  // distinct deliveries failed in the current streak (up to OutageAfter)
 	outage    bool      // in outage mode
 	probing   bool      // a probe attempt is in flight
 	nextProbe time.Time // no probe before this
@@ -51,16 +70,16 @@ type receiver struct {
 
 func newReceiver() *receiver { return &receiver{partition: -1} }
 
-// gate is outage mode's decision for one delivery.
-type gate int
+// Gate is outage mode's decision for one delivery.
+type Gate int
 
 const (
-	gatePass  gate = iota // not in an outage: attempt as usual
-	gateProbe             // in an outage: this delivery is the probe
-	gateHold              // in an outage: hold it, no attempt
+	Pass  Gate = iota // not in an outage: attempt as usual
+	Probe             // in an outage: this delivery is the probe
+	Hold              // in an outage: hold it, no attempt
 )
 
-// outageGate decides, while endpoint id is failing, whether a delivery
+// OutageGate decides, while endpoint id is failing, whether a delivery
 // is the one probe or is held until holdUntil. A preferred delivery (one
 // not attempted before, or an ordered lane's head: its followers cannot
 // probe before it ends) may probe as soon as the probe is due, so that
@@ -70,12 +89,12 @@ const (
 // retries or recoveries), the next delivery to come back probes,
 // whatever its attempt number. Held deliveries come back in the order
 // they were held, so that is the one held longest.
-func (rs *receivers) outageGate(id string, now time.Time, preferred bool, recheck time.Duration) (g gate, holdUntil time.Time) {
+func (rs *Receivers) OutageGate(id string, now time.Time, preferred bool, recheck time.Duration) (g Gate, holdUntil time.Time) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	r := rs.get(id)
 	if !r.outage {
-		return gatePass, time.Time{}
+		return Pass, time.Time{}
 	}
 	if r.nextProbe.IsZero() {
 		r.nextProbe = now // an outage seeded from the notices view
@@ -83,7 +102,7 @@ func (rs *receivers) outageGate(id string, now time.Time, preferred bool, rechec
 	anyAt := r.nextProbe.Add(recheck) // from then on any delivery may probe
 	if !r.probing && !now.Before(r.nextProbe) && (preferred || !now.Before(anyAt)) {
 		r.probing = true
-		return gateProbe, time.Time{}
+		return Probe, time.Time{}
 	}
 	until := now.Add(recheck)
 	if !r.probing {
@@ -94,37 +113,37 @@ func (rs *receivers) outageGate(id string, now time.Time, preferred bool, rechec
 			}
 		}
 	}
-	return gateHold, until
+	return Hold, until
 }
 
-// probeTurn is the one probe outage mode let through for an endpoint.
+// ProbeTurn is the one probe outage mode let through for an endpoint.
 // Whoever the gate gave it to ends it, once, on every way out of the
-// delivery's handling (attemptRecord, handle: deferred around it, so a
-// set-aside, a hold, a panic or an interruption ends it as a result
-// does). Only the goroutine handling the delivery uses it.
-type probeTurn struct {
-	rs   *receivers
+// delivery's handling (the dispatcher's attemptRecord, handle: deferred
+// around it, so a set-aside, a hold, a panic or an interruption ends it
+// as a result does). Only the goroutine handling the delivery uses it.
+type ProbeTurn struct {
+	rs   *Receivers
 	id   string
 	at   time.Time               // when the probe's attempt ended (zero: no attempt was made)
 	wait func(int) time.Duration // the wait before the next probe after a failed one
 	done bool
 }
 
-// turn returns endpoint id's probe turn, which the gate has just granted.
-func (rs *receivers) turn(id string) *probeTurn { return &probeTurn{rs: rs, id: id} }
+// Turn returns endpoint id's probe turn, which the gate has just granted.
+func (rs *Receivers) Turn(id string) *ProbeTurn { return &ProbeTurn{rs: rs, id: id} }
 
-// attempted notes that the probe's attempt ended at (with an outcome):
+// Attempted notes that the probe's attempt ended at (with an outcome):
 // if it failed, the next probe waits wait(failed probes so far).
-func (p *probeTurn) attempted(at time.Time, wait func(failedProbes int) time.Duration) {
+func (p *ProbeTurn) Attempted(at time.Time, wait func(failedProbes int) time.Duration) {
 	if p != nil {
 		p.at, p.wait = at, wait
 	}
 }
 
-// over ends the probe at now, unless it already ended. A probe that
+// Over ends the probe at now, unless it already ended. A probe that
 // made no attempt (set aside, held, interrupted, a worker fault) lets
 // the next delivery probe at once.
-func (p *probeTurn) over(now time.Time) {
+func (p *ProbeTurn) Over(now time.Time) {
 	if p == nil || p.done {
 		return
 	}
@@ -136,9 +155,9 @@ func (p *probeTurn) over(now time.Time) {
 }
 
 // probed records a probe's end: on failure the next waits wait (on
-// success observe has already ended the outage). Only probeTurn.over
+// success Observe has already ended the outage). Only ProbeTurn.Over
 // calls it.
-func (rs *receivers) probed(id string, now time.Time, wait func(failedProbes int) time.Duration) {
+func (rs *Receivers) probed(id string, now time.Time, wait func(failedProbes int) time.Duration) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	r := rs.get(id)
@@ -149,23 +168,35 @@ func (rs *receivers) probed(id string, now time.Time, wait func(failedProbes int
 	}
 }
 
-// healthEvent is what an attempt's outcome means for its endpoint.
-type healthEvent int
+// Event is what an attempt's outcome means for its endpoint.
+type Event int
 
 const (
-	healthNone healthEvent = iota
-	healthFailing
-	healthReminder
-	healthRecovered
-	healthAutoPause
+	None      Event = iota // nothing to tell
+	Failing                // the endpoint.failing notice: an outage began
+	Reminder               // an endpoint.failing reminder: it goes on
+	Recovered              // the endpoint.recovered notice: it ended
+	AutoPause              // pause the endpoint automatically (R-RECV-4)
 )
 
-// observe records an attempt's outcome for endpoint id and says which
+// Thresholds are when an endpoint's failures call for something: the
+// dispatcher's --failing-after, --outage-after, --auto-pause-after and
+// --remind-every (OutageAfter 0 for an endpoint that opted out of
+// outage mode).
+type Thresholds struct {
+	FailingAfter   int           // consecutive failed attempts for the endpoint.failing notice
+	OutageAfter    int           // distinct deliveries failed transiently in a row for outage mode (0: never)
+	AutoPauseAfter int           // consecutive permanent failures for an automatic pause (0: never)
+	RemindEvery    time.Duration // between reminders while the outage lasts (0: never)
+}
+
+// Observe records an attempt's outcome for endpoint id and says which
 // notice, if any, it calls for: one endpoint.failing per outage (at the
-// failingAfter-th consecutive failure), a reminder every remindEvery while
-// it lasts, endpoint.recovered at the first success after, and an
-// auto-pause at pauseAfter consecutive permanent failures.
-func (rs *receivers) observe(id, delivery string, success, permanent bool, now time.Time, failingAfter, outageAfter, pauseAfter int, remindEvery time.Duration) healthEvent {
+// th.FailingAfter-th consecutive failure), a reminder every
+// th.RemindEvery while it lasts, endpoint.recovered at the first success
+// after, and an auto-pause at th.AutoPauseAfter consecutive permanent
+// failures.
+func (rs *Receivers) Observe(id, delivery string, success, permanent bool, now time.Time, th Thresholds) Event {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	r := rs.get(id)
@@ -174,15 +205,15 @@ func (rs *receivers) observe(id, delivery string, success, permanent bool, now t
 		r.failures, r.permanent, r.failing, r.autoPausedFor, r.probes = 0, 0, false, false, 0
 		r.streak, r.outage = r.streak[:0], false
 		if recovered {
-			return healthRecovered
+			return Recovered
 		}
-		return healthNone
+		return None
 	}
-	if outageAfter > 0 && !r.outage && !permanent {
+	if th.OutageAfter > 0 && !r.outage && !permanent {
 		if len(r.streak) == 0 || r.streak[len(r.streak)-1] != delivery {
 			r.streak = append(r.streak, delivery)
 		}
-		if len(r.streak) >= outageAfter {
+		if len(r.streak) >= th.OutageAfter {
 			r.outage, r.nextProbe = true, now
 		}
 	}
@@ -193,22 +224,20 @@ func (rs *receivers) observe(id, delivery string, success, permanent bool, now t
 		r.permanent = 0
 	}
 	switch {
-	case pauseAfter > 0 && r.permanent >= pauseAfter && !r.autoPausedFor:
+	case th.AutoPauseAfter > 0 && r.permanent >= th.AutoPauseAfter && !r.autoPausedFor:
 		r.autoPausedFor, r.pausedFrom = true, r.version
-		return healthAutoPause
-	case !r.failing && r.failures >= failingAfter:
+		return AutoPause
+	case !r.failing && r.failures >= th.FailingAfter:
 		r.failing, r.lastNotice = true, now
-		return healthFailing
-	case r.failing && remindEvery > 0 && now.Sub(r.lastNotice) >= remindEvery:
+		return Failing
+	case r.failing && th.RemindEvery > 0 && now.Sub(r.lastNotice) >= th.RemindEvery:
 		r.lastNotice = now
-		return healthReminder
+		return Reminder
 	}
-	return healthNone
+	return None
 }
 
-func newReceivers() *receivers { return &receivers{m: map[string]*receiver{}} }
-
-func (rs *receivers) get(id string) *receiver {
+func (rs *Receivers) get(id string) *receiver {
 	r := rs.m[id]
 	if r == nil {
 		r = newReceiver()
@@ -233,7 +262,7 @@ func (rs *receivers) get(id string) *receiver {
 	return r
 }
 
-// forget drops what this dispatcher knows of the health of the endpoints
+// Forget drops what this dispatcher knows of the health of the endpoints
 // whose deliveries come from partitions (and of those whose partition it
 // does not know yet): after a partition is assigned, each of its
 // endpoints' health is seeded again from the notices view, which holds
@@ -242,7 +271,7 @@ func (rs *receivers) get(id string) *receiver {
 // theirs. A probe in flight is not forgotten: its endpoint gets fresh,
 // unseeded state that still knows the probe is out, so no second probe
 // starts before it ends.
-func (rs *receivers) forget(partitions map[int32]bool) {
+func (rs *Receivers) Forget(partitions map[int32]bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	for id, r := range rs.m {
@@ -259,25 +288,26 @@ func (rs *receivers) forget(partitions map[int32]bool) {
 	}
 }
 
-// reset forgets the health of every endpoint, as a fresh process knows
+// Reset forgets the health of every endpoint, as a fresh process knows
 // none: each is seeded again from the notices view when next used. Only
-// when no attempt is in flight (a new session: freshSession).
-func (rs *receivers) reset() {
+// when no attempt is in flight (a new session: the dispatcher's
+// freshSession).
+func (rs *Receivers) Reset() {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	clear(rs.m)
 }
 
-// home notes that endpoint id's deliveries come from partition.
-func (rs *receivers) home(id string, partition int32) {
+// Home notes that endpoint id's deliveries come from partition.
+func (rs *Receivers) Home(id string, partition int32) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.get(id).partition = partition
 }
 
-// prune forgets the endpoints gone says are gone (deleted), unless a
+// Prune forgets the endpoints gone says are gone (deleted), unless a
 // probe of theirs is in flight.
-func (rs *receivers) prune(gone func(id string) bool) {
+func (rs *Receivers) Prune(gone func(id string) bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	for id, r := range rs.m {
@@ -287,13 +317,13 @@ func (rs *receivers) prune(gone func(id string) bool) {
 	}
 }
 
-// changed notes that an attempt of endpoint id ran with the endpoint at
+// Changed notes that an attempt of endpoint id ran with the endpoint at
 // version v. An endpoint paused automatically and attempted at a newer
 // version than its pause was written from was changed since — resumed:
 // it may be paused again, by a streak of permanent failures counted from
 // zero (R-RECV-4). Attempts in flight when the pause was written carry
 // the version it was written from and change nothing.
-func (rs *receivers) changed(id string, v uint64) {
+func (rs *Receivers) Changed(id string, v uint64) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	r := rs.get(id)
@@ -303,29 +333,29 @@ func (rs *receivers) changed(id string, v uint64) {
 	r.version = max(r.version, v)
 }
 
-// pausing reports whether endpoint id, at version v in the view, has an
+// Pausing reports whether endpoint id, at version v in the view, has an
 // automatic pause pending: requested from v (or later), not yet read by
 // the view, nor re-armed (dropped, aborted or lost).
-func (rs *receivers) pausing(id string, v uint64) bool {
+func (rs *Receivers) Pausing(id string, v uint64) bool {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	r := rs.m[id]
 	return r != nil && r.autoPausedFor && v <= r.pausedFrom
 }
 
-// inOutage reports whether endpoint id is in outage mode.
-func (rs *receivers) inOutage(id string) bool {
+// InOutage reports whether endpoint id is in outage mode.
+func (rs *Receivers) InOutage(id string) bool {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	r := rs.m[id]
 	return r != nil && r.outage
 }
 
-// rearm lets endpoint id be paused automatically again: its last
+// Rearm lets endpoint id be paused automatically again: its last
 // automatic pause did not take effect (its transaction aborted, or a
 // concurrent change of the endpoint came first in the log). The next
 // permanent failure of its streak pauses it from the state it has then.
-func (rs *receivers) rearm(id string) {
+func (rs *Receivers) Rearm(id string) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if r := rs.m[id]; r != nil {
@@ -333,8 +363,21 @@ func (rs *receivers) rearm(id string) {
 	}
 }
 
-func (rs *receivers) len() int {
+// Len is the number of endpoints whose health is kept.
+func (rs *Receivers) Len() int {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	return len(rs.m)
+}
+
+// Describe is endpoint id's health and outage state, for a state dump.
+func (rs *Receivers) Describe(id string, now time.Time) string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r := rs.m[id]
+	if r == nil {
+		return "no receiver state"
+	}
+	return fmt.Sprintf("failures %d, outage %v, probing %v, next probe in %v, failed probes %d",
+		r.failures, r.outage, r.probing, r.nextProbe.Sub(now).Round(time.Millisecond), r.probes)
 }
