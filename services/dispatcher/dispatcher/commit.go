@@ -408,5 +408,5 @@ const commitStall = time.Second
 func (e *engine) attemptsMayStart(now time.Time) bool {
 	stalled := e.committing && now.Sub(e.commitStarted) > max(commitStall, e.s.cfg.CommitInterval)
 	kept := e.retrying && (e.committing || e.w.done > 0)
-	return !e.backingOff && !stalled && !kept && !e.attemptsHeld()
+	return !e.backingOff && !stalled && !kept && !e.y.attemptsHeld()
 }

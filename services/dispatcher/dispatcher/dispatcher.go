@@ -420,9 +420,9 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, start *sessionSta
 		// partitions it moves away completed (yield.go).
 		kgo.Balancers(e.y.synced),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { e.callbackBlocked() }),
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { e.y.callbackBlocked() }),
 		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-			defer e.callbackRan()
+			defer e.y.callbackRan()
 			id, _ := cl.GroupMetadata()
 			e.member.Assigned(id) // hkafka.Membership: checked by the loop and each commit
 			if ps := m[s.topics.Deliveries]; len(ps) > 0 {
@@ -432,7 +432,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, start *sessionSta
 			s.probe.Assigned(m)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			defer e.callbackRan()
+			defer e.y.callbackRan()
 			if ps := m[s.topics.Deliveries]; len(ps) > 0 {
 				s.log.Info("partitions revoked", "partitions", ps)
 			}
@@ -441,7 +441,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, start *sessionSta
 			s.dropHealth(m)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
-			defer e.callbackRan()
+			defer e.y.callbackRan()
 			_, gen := cl.GroupMetadata()
 			e.y.synced.askBack(m[s.topics.Deliveries], gen)
 			s.log.Info("the group session ended with its partitions lost; the next join asks for them back", "partitions", m[s.topics.Deliveries], "generation", gen)

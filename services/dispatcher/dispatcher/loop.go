@@ -93,7 +93,7 @@ type engine struct {
 	early earlyHeap
 	// y is the hand-off of a rebalance that moves partitions away
 	// (yield.go); commitsBegun and commitsEnded count commits.
-	y                          rebalanceYield
+	y                          handOff
 	commitsBegun, commitsEnded uint64
 	// member is the group member id the session's partitions were
 	// assigned under: another one ends the session (hkafka.Membership).
@@ -112,6 +112,7 @@ func (s *Service) newEngine() *engine {
 		recent:     newRecent(recentDeliveries),
 	}
 	e.y.synced = newSyncedBalancer(s.topics.Deliveries)
+	e.y.wake = e.in.wake
 	e.readRecord = func(ctx context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
 		opts, err := s.cfg.Kafka.Opts()
 		if err != nil {
@@ -162,7 +163,9 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 		}
 		e.reportMemory(now)
 		e.dumpState(now)
-		e.yieldStep(sess, now)
+		if e.y.active() {
+			e.y.step(now, e.handOffWork(sess, now)) // yield.go
+		}
 		if stopping {
 			e.handOff(now) // drain.go
 		}
@@ -173,7 +176,7 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 		if stopping {
 			due = e.drainCommitDue(now, drainBy) // drain.go
 		}
-		if !e.committing && (e.w.done > 0 || e.commitForced()) && (due || e.commitForced()) {
+		if !e.committing && (e.w.done > 0 || e.y.commitForced(e.commitsBegun)) && (due || e.y.commitForced(e.commitsBegun)) {
 			e.commit(ctx, sess, now)
 			if !e.committing {
 				e.lastCommit = now // nothing to write: no transaction
@@ -225,7 +228,7 @@ func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now t
 	}
 	e.fetch = sess.Client()
 	e.shareFetch()
-	if e.w.full() || e.gate.closed() || e.pollHeld() {
+	if e.w.full() || e.gate.closed() || e.y.pollHeld() {
 		// No more records until commits make room (relief spills
 		// partitions whose oldest record waits in a queue), none
 		// while a transaction ends, and none while a rebalance is
@@ -250,7 +253,7 @@ func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now t
 		e.gate.mu.Unlock()
 		return nil // a transaction is ending, or something is due now
 	}
-	e.rearmed(sess)
+	e.y.rearmed(sess)
 	token := s.probe.PollBegins()
 	fs := sess.PollRecords(pctx, s.cfg.BatchSize)
 	s.probe.PollEnded(token)
@@ -302,7 +305,7 @@ func (e *engine) nextDeadline(now time.Time) time.Time {
 	}
 	earlier(e.f.nextWake())
 	earlier(e.nextEarly())
-	earlier(e.yieldDeadline())
+	earlier(e.y.deadline())
 	if e.w.done > 0 && !e.committing {
 		earlier(e.lastCommit.Add(e.s.cfg.CommitInterval))
 	}

@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -79,18 +80,20 @@ const (
 	yieldYielded               // the callback was allowed; no poll until it ran
 )
 
-// rebalanceYield is the loop's state of a rebalance hand-off. blocked
-// and ran are set by the client's goroutines; the rest is the loop's.
-type rebalanceYield struct {
+// handOff is the state machine of a rebalance hand-off. It decides; the
+// loop acts (handOffWork). blocked and ran are set by the client's
+// goroutines; the rest is the loop's.
+type handOff struct {
 	blocked atomic.Bool // a partition callback waits for AllowRebalance
 	ran     atomic.Bool // a partition callback ran
 	synced  *syncedBalancer
+	wake    func() // wakes the loop (its inbox)
 
 	phase   yieldPhase
 	since   time.Time   // when the callback began to wait (draining, committing), or was allowed (yielded)
 	leaving map[tp]bool // the partitions the waiting callback revokes
-	// need is the number of commits that must have ended before the
-	// hand-off yields: the one begun after the drain.
+	// need is the number of commits that must have begun (and ended)
+	// before the hand-off yields: the one begun after the drain.
 	need  uint64
 	polls int
 	// rearm is set once an allowed callback ran: the loop's next poll
@@ -98,77 +101,96 @@ type rebalanceYield struct {
 	rearm bool
 }
 
+// handOffWork is what the hand-off asks of the loop at a step: the
+// partitions the window holds that the last assignment lacks, whether
+// any of theirs has an attempt in flight, spilling their waiting
+// deliveries, the commits begun and ended (and whether one runs), and
+// letting the waiting callback run.
+type handOffWork struct {
+	leaving      func() map[tp]bool
+	inFlight     func(map[tp]bool) bool
+	spill        func(map[tp]bool) int
+	begun, ended uint64
+	committing   bool
+	allow        func()
+	log          *slog.Logger
+}
+
 // callbackBlocked is the client's OnPartitionsCallbackBlocked (on a
 // goroutine of the client's).
-func (e *engine) callbackBlocked() {
-	e.y.blocked.Store(true)
-	e.in.wake()
+func (h *handOff) callbackBlocked() {
+	h.blocked.Store(true)
+	h.wake()
 }
 
 // callbackRan is told by every partition callback once it is done.
-func (e *engine) callbackRan() {
-	e.y.ran.Store(true)
-	e.in.wake()
+func (h *handOff) callbackRan() {
+	h.ran.Store(true)
+	h.wake()
 }
 
-// attemptsHeld reports whether a hand-off keeps attempts from starting.
-func (e *engine) attemptsHeld() bool {
-	return e.y.phase == yieldDraining || e.y.phase == yieldCommitting
+// attemptsHeld reports whether the hand-off keeps attempts from starting.
+func (h *handOff) attemptsHeld() bool {
+	return h.phase == yieldDraining || h.phase == yieldCommitting
 }
 
-// pollHeld reports whether a hand-off keeps the loop from polling.
-func (e *engine) pollHeld() bool { return e.y.phase != yieldNone }
+// pollHeld reports whether the hand-off keeps the loop from polling.
+func (h *handOff) pollHeld() bool { return h.phase != yieldNone }
 
-// commitForced reports whether the hand-off wants a commit now.
-func (e *engine) commitForced() bool {
-	return e.y.phase == yieldCommitting && e.commitsBegun < e.y.need
+// commitForced reports whether the hand-off wants a commit now, begun
+// the commits begun so far.
+func (h *handOff) commitForced(begun uint64) bool {
+	return h.phase == yieldCommitting && begun < h.need
 }
 
-// yieldStep moves the hand-off on (the loop, each turn).
-func (e *engine) yieldStep(sess *kgo.GroupTransactSession, now time.Time) {
-	y := &e.y
-	if y.phase == yieldYielded && (y.ran.Swap(false) || now.Sub(y.since) >= yieldCallbackWait) {
-		y.phase, y.rearm = yieldNone, true
+// active reports whether the hand-off has a step to take: a callback
+// waits, or one is being handed off.
+func (h *handOff) active() bool { return h.phase != yieldNone || h.blocked.Load() }
+
+// step moves the hand-off on (the loop, each turn it is active).
+func (h *handOff) step(now time.Time, w handOffWork) {
+	if h.phase == yieldYielded && (h.ran.Swap(false) || now.Sub(h.since) >= yieldCallbackWait) {
+		h.phase, h.rearm = yieldNone, true
 	}
-	if y.phase == yieldNone && y.blocked.Swap(false) {
-		y.ran.Store(false)
-		leaving := e.leavingParts()
-		e.s.log.Debug("a partition callback waits for the loop", "leaving", len(leaving))
+	if h.phase == yieldNone && h.blocked.Swap(false) {
+		h.ran.Store(false)
+		leaving := w.leaving()
+		w.log.Debug("a partition callback waits for the loop", "leaving", len(leaving))
 		if len(leaving) == 0 {
-			e.yieldNow(sess, now)
+			h.yield(now, w)
 			return
 		}
-		y.phase, y.since, y.leaving = yieldDraining, now, leaving
-		n := e.spillLeaving(leaving, now)
-		e.s.log.Info("a rebalance moves partitions away: their attempts end and their work is committed before they go",
+		h.phase, h.since, h.leaving = yieldDraining, now, leaving
+		n := w.spill(leaving)
+		w.log.Info("a rebalance moves partitions away: their attempts end and their work is committed before they go",
 			"partitions", len(leaving), "deferred", n)
 	}
-	switch y.phase {
+	switch h.phase {
 	case yieldDraining:
-		inFlight := e.inFlightIn(y.leaving)
-		if !inFlight || now.Sub(y.since) >= yieldDrainWait {
+		inFlight := w.inFlight(h.leaving)
+		if !inFlight || now.Sub(h.since) >= yieldDrainWait {
 			if inFlight {
-				e.s.log.Warn("a rebalance hand-off stopped waiting for the leaving partitions' attempts; the next owner attempts them again",
-					"waited", now.Sub(y.since).Round(time.Millisecond))
+				w.log.Warn("a rebalance hand-off stopped waiting for the leaving partitions' attempts; the next owner attempts them again",
+					"waited", now.Sub(h.since).Round(time.Millisecond))
 			}
-			y.phase, y.need = yieldCommitting, e.commitsBegun+1
+			h.phase, h.need = yieldCommitting, w.begun+1
 		}
 	case yieldCommitting:
-		landed := e.commitsEnded >= y.need && !e.committing
-		if landed || now.Sub(y.since) >= yieldHardWait {
+		landed := w.ended >= h.need && !w.committing
+		if landed || now.Sub(h.since) >= yieldHardWait {
 			if !landed {
-				e.s.log.Warn("a rebalance hand-off yielded before its commit ended; what the leaving partitions completed since the last commit is attempted again by their next owner",
-					"waited", now.Sub(y.since).Round(time.Millisecond), "committing", e.committing)
+				w.log.Warn("a rebalance hand-off yielded before its commit ended; what the leaving partitions completed since the last commit is attempted again by their next owner",
+					"waited", now.Sub(h.since).Round(time.Millisecond), "committing", w.committing)
 			}
-			e.yieldNow(sess, now)
+			h.yield(now, w)
 		}
 	}
 }
 
-// yieldNow lets the waiting callback run.
-func (e *engine) yieldNow(sess *kgo.GroupTransactSession, now time.Time) {
-	e.y.phase, e.y.since, e.y.leaving, e.y.polls = yieldYielded, now, nil, 0
-	sess.AllowRebalance()
+// yield lets the waiting callback run.
+func (h *handOff) yield(now time.Time, w handOffWork) {
+	h.phase, h.since, h.leaving, h.polls = yieldYielded, now, nil, 0
+	w.allow()
 }
 
 // rearmed is called before each poll, with the poll gate held (no
@@ -180,30 +202,60 @@ func (e *engine) yieldNow(sess *kgo.GroupTransactSession, now time.Time) {
 // with a poll that returns at once (its context is over). Every
 // rearmPolls polls the count is zeroed and one added back the same way,
 // so that it never grows past the client's 32 bits.
-func (e *engine) rearmed(sess *kgo.GroupTransactSession) {
-	e.y.polls++
+func (h *handOff) rearmed(sess *kgo.GroupTransactSession) {
+	h.polls++
 	switch {
-	case e.y.rearm:
-	case e.y.polls >= rearmPolls && !e.y.blocked.Load(): // a callback waiting now is handed off first
+	case h.rearm:
+	case h.polls >= rearmPolls && !h.blocked.Load(): // a callback waiting now is handed off first
 		sess.AllowRebalance()
 	default:
 		return
 	}
-	e.y.polls, e.y.rearm = 0, false
+	h.polls, h.rearm = 0, false
 	over, cancel := context.WithCancel(context.Background())
 	cancel()
 	sess.PollRecords(over, 1)
 }
 
-// leavingParts are the partitions the window holds that the last
-// assignment of this member lacks: the ones a waiting callback revokes.
-func (e *engine) leavingParts() map[tp]bool {
-	assigned, ok := e.y.synced.last()
-	if !ok {
-		return nil
+// deadline is when the hand-off moves on by itself (zero: never).
+func (h *handOff) deadline() time.Time {
+	switch h.phase {
+	case yieldDraining:
+		return h.since.Add(yieldDrainWait)
+	case yieldCommitting:
+		return h.since.Add(yieldHardWait)
+	case yieldYielded:
+		return h.since.Add(yieldCallbackWait)
 	}
+	return time.Time{}
+}
+
+// handOffWork is the loop's side of a hand-off step: its window, its
+// lanes, its commits and its session.
+func (e *engine) handOffWork(sess *kgo.GroupTransactSession, now time.Time) handOffWork {
+	return handOffWork{
+		leaving: func() map[tp]bool {
+			assigned, ok := e.y.synced.last()
+			if !ok {
+				return nil
+			}
+			return e.w.leaving(assigned)
+		},
+		inFlight:   e.w.inFlightIn,
+		spill:      func(leaving map[tp]bool) int { return e.spillLeaving(leaving, now) },
+		begun:      e.commitsBegun,
+		ended:      e.commitsEnded,
+		committing: e.committing,
+		allow:      sess.AllowRebalance,
+		log:        e.s.log,
+	}
+}
+
+// leaving are the partitions the window holds that assigned (the last
+// assignment of this member) lacks: the ones a waiting callback revokes.
+func (w *window) leaving(assigned map[tp]bool) map[tp]bool {
 	var out map[tp]bool
-	for k, pw := range e.w.parts {
+	for k, pw := range w.parts {
 		if pw.dropped || assigned[k] {
 			continue
 		}
@@ -237,9 +289,9 @@ func (e *engine) spillLeaving(leaving map[tp]bool, now time.Time) int {
 }
 
 // inFlightIn reports whether a leaving partition has an attempt in flight.
-func (e *engine) inFlightIn(leaving map[tp]bool) bool {
+func (w *window) inFlightIn(leaving map[tp]bool) bool {
 	for k := range leaving {
-		pw := e.w.parts[k]
+		pw := w.parts[k]
 		if pw == nil || pw.dropped {
 			continue
 		}
@@ -250,17 +302,4 @@ func (e *engine) inFlightIn(leaving map[tp]bool) bool {
 		}
 	}
 	return false
-}
-
-// yieldDeadline is when the hand-off moves on by itself (zero: never).
-func (e *engine) yieldDeadline() time.Time {
-	switch e.y.phase {
-	case yieldDraining:
-		return e.y.since.Add(yieldDrainWait)
-	case yieldCommitting:
-		return e.y.since.Add(yieldHardWait)
-	case yieldYielded:
-		return e.y.since.Add(yieldCallbackWait)
-	}
-	return time.Time{}
 }
