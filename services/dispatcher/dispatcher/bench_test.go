@@ -57,7 +57,7 @@ func BenchmarkHandle(b *testing.B) {
 func BenchmarkInstrumentationOff(b *testing.B) {
 	s := newTestService(b, WithTelemetry(tracenoop.NewTracerProvider(), metricnoop.NewMeterProvider()))
 	r := deliveryRecord(b, s)
-	out := s.records(s.topics.Retries, "ep_1", s.result(nil, s.now()))
+	out := s.writer.records(s.topics.Retries, "ep_1", s.writer.result(nil, s.now()))
 	h := http.Header{}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -67,7 +67,7 @@ func BenchmarkInstrumentationOff(b *testing.B) {
 		s.metrics.duration.Record(ctx, 0.001)
 		s.metrics.deliveries.Add(ctx, 1)
 		telemetry.Propagator.Inject(ctx, propagation.HeaderCarrier(h))
-		s.stampTrace(r, out)
+		s.writer.stampTrace(r, out)
 		span.End()
 	}
 }

@@ -49,7 +49,7 @@ func blocks(ep *hooklinev1.EndpointRecord, d *hooklinev1.Delivery) bool {
 func (s *Service) headFailed(ctx, rctx context.Context, log *slog.Logger, msg string, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, res *hooklinev1.AttemptResult) []*kgo.Record {
 	if !blocks(ep, d) {
 		log.InfoContext(ctx, msg+"; dead-lettered", "err", res.Error)
-		return s.deadLetter(rctx, d, res)
+		return s.writer.deadLetter(rctx, d, res)
 	}
 	log.WarnContext(ctx, msg+"; its ordered lane is blocked until an operator resends or skips it", "err", res.Error, "ordering_key", laneKey(ep, d))
 	return s.block(rctx, d, ep, res)
@@ -62,8 +62,8 @@ func (s *Service) block(ctx context.Context, d *hooklinev1.Delivery, ep *hooklin
 	why := res.GetReason()
 	res.State = hooklinev1.DeliveryState_DELIVERY_STATE_BLOCKED
 	res.Reason = why + "; its ordered lane is blocked until an operator resends or skips it"
-	s.finished(ctx, res.State)
-	out := s.resultRecords(ctx, res) // sets the trace ids the lane keeps
+	s.writer.finished(ctx, res.State)
+	out := s.writer.resultRecords(ctx, res) // sets the trace ids the lane keeps
 	key := laneKey(ep, d)
 	e := ep.GetEndpoint()
 	detail := fmt.Sprintf("ordered lane %q blocked behind delivery %s (event %s): %s", key, d.GetDeliveryId(), d.GetEventId(), why)
@@ -72,7 +72,7 @@ func (s *Service) block(ctx context.Context, d *hooklinev1.Delivery, ep *hooklin
 	} else if res.GetError() != "" {
 		detail += ", " + res.GetError()
 	}
-	out = append(out, s.records(s.topics.Notices, e.GetId(), &hooklinev1.Notice{
+	out = append(out, s.writer.records(s.topics.Notices, e.GetId(), &hooklinev1.Notice{
 		NoticeId: ids.New(ids.Notice, now), Type: hooklinev1.NoticeType_NOTICE_TYPE_LANE_BLOCKED,
 		TenantId: e.GetTenantId(), EndpointId: e.GetId(), At: timestamppb.New(now), Detail: detail,
 		OrderingKey: key, DeliveryId: d.GetDeliveryId(),
@@ -116,7 +116,7 @@ func (e *engine) takeBlockMark(en *entry, outs []*kgo.Record) (*hooklinev1.Block
 	}
 	if en.key == nil {
 		dl := &hooklinev1.DeadLetter{Delivery: en.d, LastResult: head.GetLastResult(), DeadAt: timestamppb.New(e.s.now())}
-		return nil, append(outs, e.s.records(e.s.topics.Dead, en.d.GetEndpointId(), dl)...)
+		return nil, append(outs, e.s.writer.records(e.s.topics.Dead, en.d.GetEndpointId(), dl)...)
 	}
 	return head, outs
 }

@@ -420,8 +420,8 @@ func TestAMemberThatWouldOverflowItsLanesRecordIsSetAside(t *testing.T) {
 
 	rec, _ := hkafka.Record(f.s.topics.Lanes, lanes.RecordKey("ep_1", "a"), &hooklinev1.LaneRecord{EndpointId: "ep_1", OrderingKey: "a",
 		Outside: []*hooklinev1.LaneMember{{DeliveryId: "dlv_a1", LaneSeq: 1}, {DeliveryId: "dlv_a0", LaneSeq: 0, Blocked: &hooklinev1.BlockedHead{}}}})
-	if reason := f.s.classifyAbort([]refused{{R: rec, Err: kerrMessageTooLarge}}, f.s.now()); reason != hkafka.AbortUnwritable || f.s.unwritable.Reason("dlv_a0") == "" {
-		t.Fatalf("a refused lanes record: abort %q, blamed %q; want unwritable, its blocked head", reason, f.s.unwritable.Reason("dlv_a0"))
+	if reason := f.s.writer.classifyAbort([]refused{{R: rec, Err: kerrMessageTooLarge}}, f.s.now()); reason != hkafka.AbortUnwritable || f.s.writer.unwritable.Reason("dlv_a0") == "" {
+		t.Fatalf("a refused lanes record: abort %q, blamed %q; want unwritable, its blocked head", reason, f.s.writer.unwritable.Reason("dlv_a0"))
 	}
 }
 

@@ -56,16 +56,20 @@ type Service struct {
 	attemptOpts []attempt.Option
 	// beforeAttempt, if set, is called as each attempt begins (tests).
 	beforeAttempt func(*hooklinev1.Delivery)
-	// setAsideHook, if set, learns of each delivery set aside (tests).
+	// setAsideHook, if set, learns of each delivery set aside (tests):
+	// WithSetAside sets it, New hands it to the writer.
 	setAsideHook func(*hooklinev1.Delivery)
-	rcv          *health.Receivers
+	// writer builds the records that follow a delivery and checks them
+	// against Kafka's limits (writer.go); built by New once the options
+	// are applied.
+	writer *recordWriter
+	rcv    *health.Receivers
 	// pauses are automatic pauses written and not settled yet;
 	// pauseOutcome learns how one fared once committed.
 	pauses pendingPauses
-	// unwritable are deliveries a broker refused a record of; aborts
-	// counts commits aborted in a row, per partition (commit goroutines
-	// only, one at a time).
-	unwritable   hkafka.Unwritables
+	// aborts counts commits aborted in a row, per partition (commit
+	// goroutines only, one at a time); the deliveries a broker refused a
+	// record of are the writer's (writer.unwritable).
 	aborts       hkafka.Backoff
 	pauseOutcome func(context.Context, *endpoints.Tracked, *kgo.Record) (endpoints.Outcome, error)
 	// readRecord reads a held delivery's payload record back (hold.go;
@@ -244,6 +248,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if s.metrics, err = newInstruments(s.mp, s.Memory); err != nil {
 		return nil, err
 	}
+	// After the options (WithLogger, WithClock, WithSetAside) and the
+	// instruments: the writer holds what they made.
+	s.writer = &recordWriter{topics: s.topics, log: s.log, now: s.now, metrics: s.metrics, setAsideHook: s.setAsideHook}
 	return s, nil
 }
 
@@ -473,7 +480,7 @@ func (s *Service) consume(ctx context.Context, opts []kgo.Opt, start *sessionSta
 func (s *Service) freshSession() {
 	s.rcv.Reset()
 	s.pauses.reset()
-	s.unwritable.Reset()
+	s.writer.unwritable.Reset()
 	s.aborts = hkafka.Backoff{}
 }
 

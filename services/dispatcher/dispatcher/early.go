@@ -85,10 +85,10 @@ func (s *Service) notYetDue(ctx context.Context, r *kgo.Record, d *hooklinev1.De
 	push += max(due.Sub(now), push)
 	at := due.Add(push)
 	s.warnEarly(ctx, d, due.Sub(now), push)
-	s.deferred(ctx, d, "read before due")
+	s.writer.deferred(ctx, d, "read before due")
 	later := proto.Clone(d).(*hooklinev1.Delivery)
 	later.DueAt = timestamppb.New(at)
-	out := s.records(s.topics.Retries, d.GetEndpointId(), later)
+	out := s.writer.records(s.topics.Retries, d.GetEndpointId(), later)
 	out[0].Headers = append(out[0].Headers, kgo.RecordHeader{Key: headerEarly,
 		Value: []byte(strconv.FormatInt(due.UnixNano(), 10) + "/" + strconv.FormatInt(at.UnixNano(), 10))})
 	return out

@@ -115,19 +115,19 @@ func (s *Service) settle(ctx context.Context, v verdict, r *kgo.Record, d *hookl
 		setOutcome(ctx, "not_due")
 		return s.notYetDue(ctx, r, d, now)
 	case epDeleted:
-		res := s.result(d, now)
+		res := s.writer.result(d, now)
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_ENDPOINT_DELETED
 		res.Reason = "endpoint deleted"
-		s.finished(ctx, res.State)
+		s.writer.finished(ctx, res.State)
 		setOutcome(ctx, outcomeLabel(res.State))
-		return s.resultRecords(ctx, res)
+		return s.writer.resultRecords(ctx, res)
 	case epForeign:
-		res := s.result(d, now)
+		res := s.writer.result(d, now)
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 		res.Reason = s.refusedReason(d)
 		s.log.ErrorContext(ctx, "delivery refused; dead-lettered", "reason", res.Reason, "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId())
 		setOutcome(ctx, "foreign_endpoint")
-		return s.deadLetter(ctx, d, res)
+		return s.writer.deadLetter(ctx, d, res)
 	case epPaused:
 		return s.park(ctx, r, d, now)
 	case transformEnded:
@@ -156,8 +156,8 @@ func (s *Service) hold(ctx context.Context, r *kgo.Record, d *hooklinev1.Deliver
 	if end := s.endHold(ctx, d, now); end != nil {
 		return end
 	}
-	s.deferred(ctx, d, "outage")
-	return s.deferTo(r, d, s.holdUntil(d, now, until))
+	s.writer.deferred(ctx, d, "outage")
+	return s.writer.deferTo(r, d, s.holdUntil(d, now, until))
 }
 
 // process runs fn as the handling of record r: inside r's process span,
@@ -179,13 +179,13 @@ func (s *Service) process(ctx context.Context, r *kgo.Record, fn func(context.Co
 			setOutcome(ctx, "worker_fault")
 			span.SetStatus(codes.Error, fmt.Sprint(p))
 		}
-		s.stampTrace(r, out)
+		s.writer.stampTrace(r, out)
 		span.End()
 	}()
-	if d, why := s.unwritableReason(r); why != "" {
-		return s.setAside(ctx, d, nil, why)
+	if d, why := s.writer.unwritableReason(r); why != "" {
+		return s.writer.setAside(ctx, d, nil, why)
 	}
-	return s.fit(ctx, r, fn(ctx))
+	return s.writer.fit(ctx, r, fn(ctx))
 }
 
 // handleSafely is one record's whole handling outside the loop: triage,
@@ -261,8 +261,8 @@ func (s *Service) holdUnsigned(ctx context.Context, r *kgo.Record, d *hooklinev1
 		return end
 	}
 	s.log.ErrorContext(ctx, "endpoint secret unusable; delivery held", "endpoint_id", id, "delivery_id", d.GetDeliveryId(), "err", err)
-	s.deferred(ctx, d, "secret_unusable")
-	return s.deferTo(r, d, s.holdUntil(d, now, now.Add(s.cfg.OutageRecheck)))
+	s.writer.deferred(ctx, d, "secret_unusable")
+	return s.writer.deferTo(r, d, s.holdUntil(d, now, now.Add(s.cfg.OutageRecheck)))
 }
 
 // syncTimeout bounds one sync of the endpoints view.
@@ -376,13 +376,13 @@ func (s *Service) faulted(ctx context.Context, r *kgo.Record, why string) []*kgo
 			if err := s.readHeld(ctx, d); err != nil {
 				s.log.WarnContext(ctx, "held delivery's payload not read back; dead-lettered without it", "delivery_id", d.GetDeliveryId(), "err", err)
 			}
-			res := s.result(d, s.now())
+			res := s.writer.result(d, s.now())
 			res.Attempt = d.GetAttempt() // the attempt it could not make
 			res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 			res.Reason = fmt.Sprintf("set aside after %d worker faults (not attempts): %s", s.cfg.MaxFaults, why)
 			s.log.ErrorContext(ctx, "worker fault limit reached: delivery dead-lettered", "delivery_id", d.GetDeliveryId(),
 				"endpoint_id", d.GetEndpointId(), "partition", r.Partition, "offset", r.Offset, "fault", why)
-			return s.deadLetter(ctx, d, res)
+			return s.writer.deadLetter(ctx, d, res)
 		}
 	}
 	return []*kgo.Record{s.workerFault(ctx, r, why)}

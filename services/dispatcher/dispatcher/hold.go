@@ -114,29 +114,29 @@ func (s *Service) readFromKafka(ctx context.Context, ref *hooklinev1.RecordRef) 
 func (s *Service) unreadHeld(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, err error) []*kgo.Record {
 	now := s.now()
 	if errors.Is(err, errNotAuthentic) {
-		res := s.result(d, now)
+		res := s.writer.result(d, now)
 		res.Attempt = d.GetAttempt()
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 		res.Reason = err.Error()
 		s.log.ErrorContext(ctx, "held delivery record not authenticated; dead-lettered unsigned", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "err", err)
 		setOutcome(ctx, "refused")
-		return s.deadLetter(ctx, d, res)
+		return s.writer.deadLetter(ctx, d, res)
 	}
 	if errors.Is(err, payloadref.ErrGone) {
-		res := s.result(d, now)
+		res := s.writer.result(d, now)
 		res.Attempt = d.GetAttempt() // the attempt it could not make
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 		res.Reason = "the held delivery's payload is no longer in Kafka (" + err.Error() + "); dead-lettered without it"
 		s.log.ErrorContext(ctx, "held delivery's payload gone; dead-lettered", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "err", err)
 		setOutcome(ctx, "payload_gone")
-		return s.deadLetter(ctx, d, res)
+		return s.writer.deadLetter(ctx, d, res)
 	}
 	if end := s.endHold(ctx, d, now); end != nil {
 		return end
 	}
 	s.log.WarnContext(ctx, "held delivery's payload not read back; held again", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "err", err)
-	s.deferred(ctx, d, "payload_unreadable")
-	return s.deferTo(r, d, s.holdUntil(d, now, now.Add(s.cfg.ParkRecheck)))
+	s.writer.deferred(ctx, d, "payload_unreadable")
+	return s.writer.deferTo(r, d, s.holdUntil(d, now, now.Add(s.cfg.ParkRecheck)))
 }
 
 // minParkWait is a paused endpoint's held delivery's first recheck; each
@@ -173,13 +173,13 @@ func (s *Service) endHold(ctx context.Context, d *hooklinev1.Delivery, now time.
 	if reason == "" {
 		return nil
 	}
-	res := s.result(d, now)
+	res := s.writer.result(d, now)
 	res.Attempt = d.GetAttempt() // the attempt it was waiting to make
 	res.State = hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED
 	res.Reason = reason
 	s.log.InfoContext(ctx, "held delivery expired; dead-lettered", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "attempt", d.GetAttempt(), "reason", reason)
 	setOutcome(ctx, outcomeLabel(res.State))
-	return s.deadLetter(ctx, d, res)
+	return s.writer.deadLetter(ctx, d, res)
 }
 
 // holdUntil caps an outage hold's end at the delivery's give-up time and
@@ -233,6 +233,6 @@ func (s *Service) spillAs(ctx context.Context, r *kgo.Record, d, later *hookline
 	if end := s.endHold(ctx, d, s.now()); end != nil {
 		return end
 	}
-	s.deferred(ctx, d, reason)
-	return s.deferAs(r, d, later, at)
+	s.writer.deferred(ctx, d, reason)
+	return s.writer.deferAs(r, d, later, at)
 }

@@ -264,7 +264,7 @@ func TestARecordThatCanNeverBeWrittenIsDeadLetteredWithoutItsPayload(t *testing.
 	small := deliveryRecord(t, s)
 	retry, _ := hkafka.Record(s.topics.Retries, "ep_1", &hooklinev1.Delivery{DeliveryId: "dlv_1", Payload: make([]byte, bigRecord)})
 	other, _ := hkafka.Record(s.topics.Retries, "ep_1", &hooklinev1.Delivery{DeliveryId: "dlv_2"})
-	if reason := s.classifyAbort([]refused{{R: retry, Err: kerrMessageTooLarge}, {R: other, Err: kerrMessageTooLarge}}, time.Now()); reason != "unwritable" {
+	if reason := s.writer.classifyAbort([]refused{{R: retry, Err: kerrMessageTooLarge}, {R: other, Err: kerrMessageTooLarge}}, time.Now()); reason != "unwritable" {
 		t.Fatalf("abort reason %q, want unwritable", reason)
 	}
 	before := requests.Load()
@@ -275,11 +275,11 @@ func TestARecordThatCanNeverBeWrittenIsDeadLetteredWithoutItsPayload(t *testing.
 	if res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED {
 		t.Fatalf("marked delivery: %v, want FAILED", res)
 	}
-	if s.unwritable.Reason("dlv_2") != "" {
+	if s.writer.unwritable.Reason("dlv_2") != "" {
 		t.Fatal("a small record refused in the same batch was marked too")
 	}
 	// A refusal no delivery can fix is not blamed on one.
-	if reason := s.classifyAbort([]refused{{R: other, Err: kerrTopicAuthorizationFailed}}, time.Now()); reason != "refused" {
+	if reason := s.writer.classifyAbort([]refused{{R: other, Err: kerrTopicAuthorizationFailed}}, time.Now()); reason != "refused" {
 		t.Fatalf("abort reason %q, want refused", reason)
 	}
 }

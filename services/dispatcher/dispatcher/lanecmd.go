@@ -85,7 +85,7 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 		delete(k.outside, id)
 		last := out.blocked.GetLastResult()
 		fn = func(ctx context.Context) []*kgo.Record {
-			res := s.result(head, now)
+			res := s.writer.result(head, now)
 			res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 			res.Reason = fmt.Sprintf("skipped by an operator while it blocked its ordered lane; its last attempt (%d): %s",
 				last.GetAttempt(), last.GetReason())
@@ -94,7 +94,7 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 			}
 			log.Info("blocked head skipped; dead-lettered, lane released")
 			setOutcome(ctx, "lane_skipped")
-			return s.deadLetter(ctx, head, res)
+			return s.writer.deadLetter(ctx, head, res)
 		}
 	} else {
 		k.outside[id] = outsider{seq: out.seq, until: now.Add(s.cfg.MaxHold)} // due at once
@@ -108,7 +108,7 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 		fn = func(ctx context.Context) []*kgo.Record {
 			log.Info("blocked head resent with a fresh attempt budget; the lane stays behind it")
 			setOutcome(ctx, "lane_resent")
-			return s.records(s.topics.Deliveries, d.GetEndpointId(), fresh)
+			return s.writer.records(s.topics.Deliveries, d.GetEndpointId(), fresh)
 		}
 	}
 	e.settle(en, fn)

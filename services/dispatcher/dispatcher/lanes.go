@@ -90,7 +90,7 @@ func (e *engine) laneOutputs(outs []*kgo.Record) []*kgo.Record {
 			rec.Outside = append(rec.Outside, m)
 		}
 		slices.SortFunc(rec.Outside, func(a, b *hooklinev1.LaneMember) int { return int(min(max(a.GetLaneSeq()-b.GetLaneSeq(), -1), 1)) })
-		outs = append(outs, e.s.records(e.s.topics.Lanes, key, rec)...)
+		outs = append(outs, e.s.writer.records(e.s.topics.Lanes, key, rec)...)
 	}
 	return outs
 }

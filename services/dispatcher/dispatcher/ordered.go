@@ -404,7 +404,7 @@ func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) []
 		en.opMember = &hooklinev1.LaneMember{DeliveryId: id, LaneSeq: seq(en), Blocked: blocked}
 	default:
 		for _, r := range outs {
-			if e.s.carriesOn(r.Topic) {
+			if e.s.writer.carriesOn(r.Topic) {
 				out := outsider{seq: seq(en), until: returnDue(r, now).Add(e.s.cfg.MaxHold)}
 				if r.Topic == e.s.topics.Retries {
 					out.back = returnDue(r, now) // parked: released at a resume
@@ -421,7 +421,7 @@ func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) []
 			// FAILED, dead-lettered, and the lane goes on without it.
 			delete(k.outside, id)
 			en.opMember = nil
-			outs = e.s.setAside(context.Background(), en.d, outs, why)
+			outs = e.s.writer.setAside(context.Background(), en.d, outs, why)
 		}
 	}
 	e.laneChanged(en, k, now)

@@ -7,13 +7,11 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
-	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/sdk/ids"
 	"github.com/hookline/hookline/services/dispatcher/attempt"
 	"github.com/hookline/hookline/services/dispatcher/decide"
 	"github.com/hookline/hookline/services/dispatcher/health"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -28,7 +26,7 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 	if ar.SpanContext.IsValid() {
 		rctx = trace.ContextWithSpanContext(ctx, ar.SpanContext)
 	}
-	res := s.result(d, ar.Started)
+	res := s.writer.result(d, ar.Started)
 	defer func() { setOutcome(ctx, outcomeLabel(res.GetState())) }()
 	res.Attempt = d.GetAttempt()
 	res.Class = ar.Class
@@ -48,11 +46,11 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 	dec := decide.After(d, ep, ar, s.rules(), s.rand) // what follows: a pure decision (decide)
 	res.State, res.Reason = dec.State, dec.Reason
 	if dec.Then == decide.Deliver {
-		s.finished(ctx, res.State)
+		s.writer.finished(ctx, res.State)
 		if s.log.Enabled(ctx, slog.LevelDebug) {
 			s.deliveryLog(d, ar).DebugContext(ctx, "delivered", "latency", ar.Latency)
 		}
-		return append(s.resultRecords(rctx, res), notices...)
+		return append(s.writer.resultRecords(rctx, res), notices...)
 	}
 	// Only failures are logged: the logger is built off the success path,
 	// where it was a fifth of the dispatcher's allocations.
@@ -62,7 +60,7 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 		return append(s.headFailed(ctx, rctx, log, dec.Log, d, ep, res), notices...)
 	case decide.DeadLetter:
 		log.InfoContext(ctx, dec.Log, "err", res.Error)
-		return append(s.deadLetter(rctx, d, res), notices...)
+		return append(s.writer.deadLetter(rctx, d, res), notices...)
 	}
 	next := dec.Next
 	res.NextAttemptAt = timestamppb.New(next)
@@ -74,12 +72,12 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 	retry.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY
 	s.metrics.retry(ctx, d.GetAttempt())
 	log.LogAttrs(ctx, slog.LevelInfo, "retry scheduled", slog.Time("next_attempt_at", next), slog.String("err", res.Error))
-	retryRec := s.records(s.topics.Retries, key, retry)
+	retryRec := s.writer.records(s.topics.Retries, key, retry)
 	if ar.SpanContext.IsValid() {
 		// The next attempt's span links to this one.
 		retryRec[0].Headers = append(retryRec[0].Headers, kgo.RecordHeader{Key: headerLastAttempt, Value: []byte(traceparent(ar.SpanContext))})
 	}
-	return append(append(s.resultRecords(rctx, res), retryRec...), notices...)
+	return append(append(s.writer.resultRecords(rctx, res), retryRec...), notices...)
 }
 
 // deliveryLog is the logger of one attempt's outcome.
@@ -116,13 +114,13 @@ func (s *Service) health(ctx context.Context, ep *hooklinev1.EndpointRecord, del
 	case health.None:
 		return nil
 	case health.Failing:
-		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, false,
+		out = s.writer.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, false,
 			fmt.Sprintf("%d consecutive failed attempts; last: %s", s.cfg.FailingAfter, describe(ar))))
 	case health.Reminder:
-		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, true,
+		out = s.writer.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, true,
 			"still failing; last: "+describe(ar)))
 	case health.Recovered:
-		out = s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED, false, "delivered again"))
+		out = s.writer.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED, false, "delivered again"))
 	case health.AutoPause:
 		paused := proto.Clone(ep).(*hooklinev1.EndpointRecord)
 		paused.Version++
@@ -132,11 +130,11 @@ func (s *Service) health(ctx context.Context, ep *hooklinev1.EndpointRecord, del
 		paused.Endpoint.UpdatedAt = paused.Endpoint.PausedAt
 		// Not applied to the local view: it takes effect when the view
 		// reads it from the log, committed, if it wins (autopause.go).
-		pause := s.records(s.topics.Endpoints, e.GetId(), paused)
+		pause := s.writer.records(s.topics.Endpoints, e.GetId(), paused)
 		s.trackPause(e.GetId(), pause[0])
 		s.log.WarnContext(ctx, "endpoint paused automatically", "endpoint_id", e.GetId(), "reason", paused.Endpoint.PausedReason)
 		out = append(pause,
-			s.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED, false, paused.Endpoint.PausedReason))...)
+			s.writer.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED, false, paused.Endpoint.PausedReason))...)
 	}
 	return out
 }
@@ -177,83 +175,21 @@ func (s *Service) park(ctx context.Context, r *kgo.Record, d *hooklinev1.Deliver
 	}
 	var out []*kgo.Record
 	if d.GetPausedFor().AsDuration() == 0 {
-		res := s.result(d, now)
+		res := s.writer.result(d, now)
 		res.Attempt = 0
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_PARKED
 		res.Reason = "endpoint paused"
-		out = s.resultRecords(ctx, res)
+		out = s.writer.resultRecords(ctx, res)
 	}
 	held := heldCopy(r, d) // by reference (hold.go)
 	held.HeldSince = holdStart(d, now)
 	held.DueAt = timestamppb.New(held.GetHeldSince().AsTime().Add(s.cfg.MaxHold))
 	held.ParkedAt = timestamppb.New(now)
 	held.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
-	s.deferred(ctx, d, "endpoint paused")
-	parked := s.records(s.topics.Parked, d.GetDeliveryId(), held)
+	s.writer.deferred(ctx, d, "endpoint paused")
+	parked := s.writer.records(s.topics.Parked, d.GetDeliveryId(), held)
 	parked[0].Headers = append(parked[0].Headers, r.Headers...)
 	return append(out, parked...)
-}
-
-// deferTo sends a delivery back through the scheduler, due at, with no
-// attempt counted and its headers (trace context) kept, held by
-// reference: its payload stays in r (hold.go). Callers check first that
-// its hold may go on (endHold).
-func (s *Service) deferTo(r *kgo.Record, d *hooklinev1.Delivery, at time.Time) []*kgo.Record {
-	return s.deferAs(r, d, heldCopy(r, d), at)
-}
-
-// deferAs sends later, d's record to defer, back through the scheduler
-// due at (deferTo; spill).
-func (s *Service) deferAs(r *kgo.Record, d, later *hooklinev1.Delivery, at time.Time) []*kgo.Record {
-	later.DueAt = timestamppb.New(at)
-	later.HeldSince = holdStart(d, s.now())
-	later.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
-	out := s.records(s.topics.Retries, d.GetEndpointId(), later)
-	out[0].Headers = append(out[0].Headers, r.Headers...)
-	return out
-}
-
-func (s *Service) deadLetter(ctx context.Context, d *hooklinev1.Delivery, res *hooklinev1.AttemptResult) []*kgo.Record {
-	s.finished(ctx, res.GetState())
-	out := s.resultRecords(ctx, res) // sets the trace ids the dead letter repeats
-	dl := &hooklinev1.DeadLetter{Delivery: d, LastResult: res, DeadAt: timestamppb.New(s.now())}
-	return append(out, s.records(s.topics.Dead, d.GetEndpointId(), dl)...)
-}
-
-// deferred counts a deferral, logs it at debug level and notes it on
-// the process span.
-func (s *Service) deferred(ctx context.Context, d *hooklinev1.Delivery, reason string) {
-	s.metrics.deferral(ctx, reason)
-	s.log.DebugContext(ctx, "deferred", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "attempt", d.GetAttempt(), "reason", reason)
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(attribute.String("hookline.outcome", "deferred"), attribute.String("hookline.deferred.reason", reason))
-	}
-}
-
-// finished counts a delivery that reached a final state.
-func (s *Service) finished(ctx context.Context, st hooklinev1.DeliveryState) {
-	s.metrics.delivery(ctx, st)
-}
-
-func (s *Service) result(d *hooklinev1.Delivery, at time.Time) *hooklinev1.AttemptResult {
-	return &hooklinev1.AttemptResult{
-		DeliveryId: d.GetDeliveryId(),
-		EventId:    d.GetEventId(),
-		TenantId:   d.GetTenantId(),
-		EndpointId: d.GetEndpointId(),
-		EventType:  d.GetEventType(),
-		StartedAt:  timestamppb.New(at),
-	}
-}
-
-// records encodes m for topic. Encoding a message Hookline built cannot
-// fail short of a bug, which surfaces as a worker fault.
-func (s *Service) records(topic, key string, m proto.Message) []*kgo.Record {
-	r, err := hkafka.Record(topic, key, m)
-	if err != nil {
-		panic(err)
-	}
-	return []*kgo.Record{r}
 }
 
 // rules are the defaults an endpoint's retry policy overrides.

@@ -27,7 +27,7 @@ func TestAProbeSetAsideAsUnwritableIsOver(t *testing.T) {
 	now := s.now()
 	s.rcv.Observe("ep_1", "a", false, false, now, health.Thresholds{FailingAfter: 5, OutageAfter: 2})
 	s.rcv.Observe("ep_1", "b", false, false, now, health.Thresholds{FailingAfter: 5, OutageAfter: 2}) // outage mode
-	s.unwritable.Mark("dlv_0", "refused by the broker", now)
+	s.writer.unwritable.Mark("dlv_0", "refused by the broker", now)
 
 	e := testEngine(t, s)
 	e.pollID(t, 0, 0, "dlv_0")

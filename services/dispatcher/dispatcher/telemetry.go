@@ -12,7 +12,6 @@ import (
 	"github.com/hookline/hookline/platform/classify"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kotel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -236,40 +235,6 @@ func setOutcome(ctx context.Context, outcome string) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attribute.String("hookline.outcome", outcome))
 	}
-}
-
-// stampTrace makes the records that carry r's delivery on (retries,
-// deferrals, requeues, dead letters) carry its trace headers, unless
-// they set their own.
-func (s *Service) stampTrace(r *kgo.Record, outs []*kgo.Record) {
-	for _, o := range outs {
-		if !s.carriesOn(o.Topic) && o.Topic != s.topics.Dead {
-			continue
-		}
-		for _, k := range traceHeaders {
-			if header(o, k) == "" {
-				if v := header(r, k); v != "" {
-					o.Headers = append(o.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
-				}
-			}
-		}
-	}
-}
-
-// resultRecords encodes res for the results topic as the report of the
-// span in ctx (the attempt's HTTP span, or the process span when no
-// attempt was made): its trace_id and span_id fields and the record's
-// traceparent header name that span.
-func (s *Service) resultRecords(ctx context.Context, res *hooklinev1.AttemptResult) []*kgo.Record {
-	sc := trace.SpanContextFromContext(ctx)
-	if sc.IsValid() {
-		res.TraceId, res.SpanId = sc.TraceID().String(), sc.SpanID().String()
-	}
-	out := s.records(s.topics.Results, res.GetEndpointId(), res)
-	if sc.IsValid() {
-		telemetry.Propagator.Inject(ctx, kotel.NewRecordCarrier(out[0]))
-	}
-	return out
 }
 
 // traceparent formats sc as a W3C traceparent value.

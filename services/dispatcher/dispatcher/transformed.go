@@ -51,24 +51,24 @@ func transformationEnded(d *hooklinev1.Delivery) bool {
 // endpoint.transformation_failing notice, in the same transaction; a
 // cancel is a script that ran and ends the streak.
 func (s *Service) endTransformed(ctx context.Context, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, now time.Time) []*kgo.Record {
-	res := s.result(d, now)
+	res := s.writer.result(d, now)
 	if d.GetTransformed().GetCancelled() {
 		s.streaks.succeeded(d.GetEndpointId())
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_CANCELLED
 		res.Reason = "cancelled by the endpoint's transformation"
-		s.finished(ctx, res.State)
+		s.writer.finished(ctx, res.State)
 		setOutcome(ctx, "transformation_cancelled")
-		return s.resultRecords(ctx, res)
+		return s.writer.resultRecords(ctx, res)
 	}
 	res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 	res.Class = hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT
 	res.Reason = d.GetTransformed().GetError()
 	res.Error = res.Reason
 	setOutcome(ctx, "transformation_failed")
-	out := s.deadLetter(ctx, d, res)
+	out := s.writer.deadLetter(ctx, d, res)
 	e := ep.GetEndpoint()
 	if s.streaks.failed(e.GetId(), e.GetTransformation()) {
-		out = append(out, s.records(s.topics.Notices, e.GetId(), &hooklinev1.Notice{
+		out = append(out, s.writer.records(s.topics.Notices, e.GetId(), &hooklinev1.Notice{
 			NoticeId: ids.New(ids.Notice, now), Type: hooklinev1.NoticeType_NOTICE_TYPE_TRANSFORMATION_FAILING,
 			TenantId: e.GetTenantId(), EndpointId: e.GetId(), At: timestamppb.New(now),
 			Detail: res.GetReason(), DeliveryId: d.GetDeliveryId(),
