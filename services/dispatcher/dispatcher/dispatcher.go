@@ -1,9 +1,3 @@
-// Package dispatcher is the only part of Hookline that talks HTTP to
-// receivers. It consumes the deliveries topic, makes one signed attempt
-// per delivery, classifies the outcome, and writes the attempt's result,
-// and the delivery's retry, deferral or dead letter, in one Kafka
-// transaction with the consumed offsets: a crash re-attempts (receivers
-// deduplicate on webhook-id) but never writes a Kafka record twice.
 package dispatcher
 
 import (

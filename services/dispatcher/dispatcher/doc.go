@@ -1,0 +1,63 @@
+// Package dispatcher is the only part of Hookline that talks HTTP to
+// receivers. It consumes the deliveries topic, makes one signed attempt
+// per delivery, classifies the outcome, and writes the attempt's result,
+// and the delivery's retry, deferral or dead letter, in one Kafka
+// transaction with the consumed offsets: a crash re-attempts (receivers
+// deduplicate on webhook-id) but never writes a Kafka record twice.
+//
+// # Layout
+//
+// The dispatcher is split by what each part holds; data flows one way,
+// from the Kafka session in, and no package below imports this one:
+//
+//   - attempt (services/dispatcher/attempt): one HTTP attempt, signed,
+//     and its outcome class (success, transient, permanent), status,
+//     latency and Retry-After. No Kafka.
+//   - decide (services/dispatcher/decide): what follows an attempt —
+//     delivered, retried (and when: the endpoint's backoff, Retry-After,
+//     the give-up time), or ended (and whether the end may block an
+//     ordered lane). Pure: no I/O, table tests.
+//   - health (services/dispatcher/health): each endpoint's failure
+//     streak, the notices and automatic pause it calls for, and outage
+//     mode's one probe at a time; seeded from the notices topic.
+//   - retryafter, notify: the Retry-After header's parsing; notices sent
+//     to the operator's webhook.
+//
+// In this package, each file holds one job:
+//
+//   - the session and its lifecycle: dispatcher.go (Service, Run, one
+//     transactional group session at a time), rejoin.go and assigned.go
+//     (what a join asks for and an assignment reads), synced.go (the
+//     balancer that remembers the last SyncGroup), lookback.go and
+//     above.go (what an assignment skips), yield.go (the rebalance
+//     hand-off's state machine, I44), drain.go (a graceful stop), and
+//     platform/kafka's Membership (a member expelled for its session
+//     ends its session, I47);
+//   - the loop (loop.go: engine, one goroutine owning all of what
+//     follows): the window of polled records and their watermarks
+//     (window.go), placing each record (place.go, resolve.go: its
+//     endpoint and lane state read first; early.go: not due yet), the
+//     fair shares of attempt memory and starts (fair.go, lane.go:
+//     one endpoint's cap and rate), spilling what waits too long to the
+//     retry path (spill.go), and committing (commit.go, produce.go:
+//     the records checked against Kafka's limits, an abort's blame);
+//   - ordered lanes and blocked heads: ordered.go (a lane's members in
+//     sequence, who may start), lanes.go (the lanes topic), block.go
+//     (a head that blocks its lane), lanecmd.go (resend and skip of a
+//     blocked head);
+//   - one record's handling: handle.go (triage, the gates, the attempt),
+//     outcome.go (the decision turned into records, endpoint health),
+//     hold.go (held deliveries: parked, deferred, read back by
+//     reference), writer.go (the records that follow a delivery:
+//     results, retries, dead letters, deferrals, set-asides),
+//     autopause.go (an automatic pause until it is settled),
+//     answered.go and answerjournal.go (answers kept across a crash),
+//     recordauth.go (record MACs), transformed.go (transformations);
+//   - telemetry.go, memory.go, statedump.go: what an operator sees.
+//
+// The flow of one polled record: loop (poll) → place (triage, lane) →
+// fair pick → attempt goroutine → decide → outcome records → inbox →
+// window (watermark) → commit, with the rebalance hand-off and the
+// membership check between turns. docs/DESIGN.md maps each invariant to
+// the file that keeps it.
+package dispatcher
