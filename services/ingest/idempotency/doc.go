@@ -1,9 +1,13 @@
 // Package idempotency decides publish idempotency keys (SPEC
 // R-INGEST-2) from the idempotency topic: which claim wins a key
 // (View), what a claim fans out to (Deliveries, DeliveryID), how a
-// request and a key are named (RequestHash, RecordKey), and the recent
-// claims' whole records an ingest keeps (Cache). It does no I/O: ingest
-// writes the claims, follows the topic into a View, and answers from it.
+// request and a key are named (RequestHash, RecordKey), the recent
+// claims' whole records an ingest keeps (Cache), and a publish under a
+// key (Publisher). Only Publisher does I/O, and only with what ingest
+// gives it (Deps): the Follower that feeds its View, the producer, the
+// client options a claim is read back with, and the writing of a claim's
+// deliveries. Ingest runs the Follower and publishes through the
+// Publisher.
 //
 // Every claim on a key is a
 // record on the idempotency topic keyed by tenant and key, so all records

@@ -9,6 +9,7 @@ import (
 	"github.com/hookline/hookline/platform/filter"
 	"github.com/hookline/hookline/sdk/ids"
 	"github.com/hookline/hookline/services/ingest/apikey"
+	"github.com/hookline/hookline/services/ingest/idempotency"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -19,7 +20,7 @@ import (
 // record is acknowledged by all in-sync replicas. Many concurrent calls
 // share producer batches; none waits for another's records. With an
 // idempotency key, a repeat of the same request returns the first
-// response and writes nothing new (see idempotency.go).
+// response and writes nothing new (idempotency.Publisher).
 func (h *eventService) PublishEvent(ctx context.Context, req *hooklinev1.PublishEventRequest) (*hooklinev1.PublishEventResponse, error) {
 	s := h.s
 	resp, err := s.publishEvent(ctx, req)
@@ -73,7 +74,7 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 	ctx, endHeld := s.held.scope(ctx)
 	defer endHeld()
 	if req.GetIdempotencyKey() != "" {
-		return s.publishIdempotent(ctx, tenant, req)
+		return s.idempotent.Publish(ctx, tenant, req)
 	}
 
 	targets, err := s.targets(ctx, tenant, req)
@@ -108,6 +109,35 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 		return nil, err
 	}
 	return resp, nil
+}
+
+// publishClaimed writes the deliveries of c, a whole idempotency claim
+// record, for req (idempotency.Deps.Deliver): with the claim's ids, so a
+// repeat writes the same deliveries again rather than new ones.
+func (s *Service) publishClaimed(ctx context.Context, c *hooklinev1.IdempotencyRecord, req *hooklinev1.PublishEventRequest) error {
+	refs := idempotency.Deliveries(c)
+	return s.writeDeliveries(ctx, len(refs), func(i int) *hooklinev1.Delivery {
+		ref := refs[i]
+		d := &hooklinev1.Delivery{
+			DeliveryId:     ref.GetDeliveryId(),
+			EventId:        c.GetEventId(),
+			TenantId:       c.GetTenantId(),
+			EndpointId:     ref.GetEndpointId(),
+			EventType:      req.GetEventType(),
+			Payload:        req.GetPayload(),
+			Attempt:        1,
+			CreatedAt:      c.GetCreatedAt(),
+			Kind:           hooklinev1.DeliveryKind_DELIVERY_KIND_FIRST,
+			IdempotencyKey: c.GetIdempotencyKey(),
+			OrderingKey:    req.GetOrderingKey(),
+		}
+		// The endpoint as it is now: a repeat after the transformation
+		// changed runs the new one (the claim holds ids, not bodies).
+		if ep := s.store.Get(ref.GetEndpointId()); ep != nil && ep.GetEndpoint().GetTenantId() == c.GetTenantId() {
+			s.transformDelivery(ctx, ep.GetEndpoint(), d)
+		}
+		return d
+	})
 }
 
 // targets returns the endpoints an event goes to: the named ones, which

@@ -7,11 +7,11 @@
 // (handlers.go): eventService (events.go), endpointService
 // (endpoints.go, filtertest.go), deliveryService (deliveries.go,
 // search.go, recover.go, testevent.go) and laneService (lanes.go). The
-// Service they share holds the views (endpoints, idempotency claims,
-// lanes), the producer, the history index, auth, admission and the
-// write limits, and runs the process (Run): the gRPC server and its
-// HTTP/JSON gateway on one port (gateway.go) and the console
-// (console.go).
+// Service they share holds the views (endpoints, lanes), the idempotent
+// publisher (package idempotency, with its view of the claims), the
+// producer, the history index, auth, admission and the write limits,
+// and runs the process (Run): the gRPC server and its HTTP/JSON gateway
+// on one port (gateway.go) and the console (console.go).
 package ingest
 
 import (
@@ -88,12 +88,10 @@ type Service struct {
 	lookup  func(ctx context.Context, host string) ([]net.IP, error)
 
 	kafka *kgo.Client // set by Run
-	// instanceID names this process in the idempotency claims it writes.
-	instanceID string
-	idem       *idempotency.View
+	// idempotent publishes the events that carry an idempotency key, by
+	// the claims idemFollow reads into its view.
+	idempotent *idempotency.Publisher
 	idemFollow *hkafka.Follower
-	// claims keeps the whole records of recent idempotency claims.
-	claims idempotency.Cache
 	// lanes is the lanes topic (LaneService), fed by laneFollow.
 	lanes      *lanes.View
 	laneFollow *hkafka.Follower
@@ -109,9 +107,6 @@ type Service struct {
 	consoleKeys [][]byte
 	// revocations are the console's signed-out sessions.
 	revocations *sessionRevocations
-	// flight counts, per claim id, the completions running here.
-	flightMu sync.Mutex
-	flight   map[string]int
 	// admission bounds the bytes of publishes held at once.
 	admission admission
 	// held bounds the payload bytes a tenant's paused endpoints hold.
@@ -219,7 +214,6 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		lookup: func(ctx context.Context, host string) ([]net.IP, error) {
 			return net.DefaultResolver.LookupIP(ctx, "ip", host)
 		},
-		flight:    map[string]int{},
 		admission: admission{limit: cfg.MaxInFlightBytes},
 		preauth:   newPreauth(cfg.MaxUnauthenticatedBytes),
 		tp:        otel.GetTracerProvider(),
@@ -241,7 +235,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	// Every client of this service records its Kafka metrics.
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
-	s.instanceID = ids.New("ing_", s.now())
+	instanceID := ids.New("ing_", s.now())
 	s.limits = newWriteLimits(cfg, func() time.Time { return s.now() })
 	s.longCalls = newLongCalls(cfg.MaxLongCallsPerTenant)
 	s.filters = celfilter.NewCache(celfilter.DefaultCacheSize)
@@ -249,8 +243,23 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if s.filterErrors, err = newFilterErrors(s.mp); err != nil {
 		return nil, err
 	}
-	s.idem = idempotency.NewView(s.now, cfg.IdempotencyTTL)
-	s.idemFollow = hkafka.NewFollower(s.idem.Apply, s.topics.Idempotency)
+	idem := idempotency.NewView(s.now, cfg.IdempotencyTTL)
+	s.idemFollow = hkafka.NewFollower(idem.Apply, s.topics.Idempotency)
+	s.idempotent = idempotency.NewPublisher(idempotency.Deps{
+		View:           idem,
+		Follower:       s.idemFollow,
+		Topic:          s.topics.Idempotency,
+		PublishTimeout: cfg.PublishTimeout,
+		TTL:            cfg.IdempotencyTTL,
+		InstanceID:     instanceID,
+		Now:            func() time.Time { return s.now() },
+		Log:            s.log,
+		Targets:        s.targets,
+		Deliver:        s.publishClaimed,
+		Produce:        s.produce,
+		KafkaOpts:      func() ([]kgo.Opt, error) { return s.cfg.Kafka.Opts() },
+		KafkaStatus:    kafkaStatus,
+	})
 	s.lanes = lanes.NewView()
 	s.laneFollow = hkafka.NewFollower(s.lanes.Apply, s.topics.Lanes)
 	s.tokens = pagetoken.New(pageTokenKey(cfg))

@@ -1,4 +1,4 @@
-package ingest
+package idempotency
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/sdk/ids"
-	"github.com/hookline/hookline/services/ingest/idempotency"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -21,9 +20,9 @@ import (
 // deliveries.
 func TestAClaimAnswersTheSameDeliveriesInEveryForm(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	hash := idempotency.RequestHash(&hooklinev1.PublishEventRequest{EventType: "a.b", Payload: []byte(`{}`)})
+	hash := RequestHash(&hooklinev1.PublishEventRequest{EventType: "a.b", Payload: []byte(`{}`)})
 	newForm := &hooklinev1.IdempotencyRecord{ClaimId: "clm_1", EventId: "evt_1", CreatedAt: timestamppb.New(at),
-		RequestHash: append([]byte{idempotency.HashVersion}, hash...), EndpointIds: []string{"ep_1", "ep_2"}}
+		RequestHash: append([]byte{HashVersion}, hash...), EndpointIds: []string{"ep_1", "ep_2"}}
 	b, err := proto.Marshal(newForm)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +44,7 @@ func TestAClaimAnswersTheSameDeliveriesInEveryForm(t *testing.T) {
 	if got := claimResponse(old).GetDeliveries(); len(got) != 1 || got[0].GetDeliveryId() != "dlv_kept" {
 		t.Fatalf("a claim from before endpoint_ids answered %v, want its own refs", got)
 	}
-	if !idempotency.SameRequest(newForm.GetRequestHash(), hash) || !idempotency.SameRequest(old.GetRequestHash(), hash) {
+	if !SameRequest(newForm.GetRequestHash(), hash) || !SameRequest(old.GetRequestHash(), hash) {
 		t.Fatal("the request does not match its claim's hash")
 	}
 	if bytes.Equal(newForm.GetRequestHash(), hash) {
