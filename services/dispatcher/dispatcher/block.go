@@ -129,9 +129,9 @@ func (e *engine) takeBlockMark(en *entry, outs []*kgo.Record) (*hooklinev1.Block
 // its hold ends at --max-hold like every hold (EXPIRED, dead-lettered).
 func (e *engine) spillBlocked(en *entry, now time.Time) {
 	s := e.s
-	at := now.Add(s.parkWait(en.d, now))
+	at := now.Add(s.holds.parkWait(en.d, now))
 	e.settle(en, func(ctx context.Context) []*kgo.Record {
 		annotate(ctx, en.d)
-		return s.spillHeld(ctx, en.rec, en.d, at, "lane blocked")
+		return s.holds.spillHeld(ctx, en.rec, en.d, at, "lane blocked")
 	})
 }

@@ -66,10 +66,10 @@ type Service struct {
 	// record of are the writer's (writer.unwritable).
 	aborts       hkafka.Backoff
 	pauseOutcome func(context.Context, *endpoints.Tracked, *kgo.Record) (endpoints.Outcome, error)
-	// readRecord reads a held delivery's payload record back (hold.go;
-	// nil: from the cluster; tests replace it).
-	readRecord func(context.Context, *hooklinev1.RecordRef) (*kgo.Record, error)
-	signers    *signers
+	// holds holds deliveries without an attempt and ends their holds
+	// (hold.go); built by New once the options are applied.
+	holds   *holds
+	signers *signers
 	// notices seeds endpoint health across rebalances; noticeFollow
 	// feeds it.
 	notices      *health.NoticeView
@@ -245,6 +245,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	// After the options (WithLogger, WithClock, WithSetAside) and the
 	// instruments: the writer holds what they made.
 	s.writer = &recordWriter{topics: s.topics, log: s.log, now: s.now, metrics: s.metrics, setAsideHook: s.setAsideHook}
+	// The config by pointer: tests change --max-hold, the rechecks and
+	// --accept-unsigned-deliveries on s.cfg after New.
+	s.holds = &holds{cfg: &s.cfg, keys: s.signers.keys, parked: s.topics.Parked, log: s.log, now: s.now, writer: s.writer}
 	return s, nil
 }
 

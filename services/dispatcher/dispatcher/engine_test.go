@@ -48,7 +48,7 @@ func testEngine(t testing.TB, s *Service) *engine {
 		mu.Unlock()
 		popped(en)
 	}
-	s.readRecord = func(_ context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
+	s.holds.readRecord = func(_ context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if r := committed[tp{ref.GetTopic(), ref.GetPartition()}][ref.GetOffset()]; r != nil {

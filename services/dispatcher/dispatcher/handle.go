@@ -129,7 +129,7 @@ func (s *Service) settle(ctx context.Context, v verdict, r *kgo.Record, d *hookl
 		setOutcome(ctx, "foreign_endpoint")
 		return s.writer.deadLetter(ctx, d, res)
 	case epPaused:
-		return s.park(ctx, r, d, now)
+		return s.holds.park(ctx, r, d, now)
 	case transformEnded:
 		return s.endTransformed(ctx, d, ep, now)
 	}
@@ -145,19 +145,6 @@ func (s *Service) gate(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, no
 	}
 	preferred := d.GetAttempt() == 1 || isOrdered(ep, d)
 	return s.rcv.OutageGate(ep.GetEndpoint().GetId(), now, preferred, s.cfg.OutageRecheck)
-}
-
-// hold defers d while its endpoint is in outage mode: no attempt spent.
-// A hold that is over (MaxHold, or the give-up time passed) ends the
-// delivery instead.
-func (s *Service) hold(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, until time.Time) []*kgo.Record {
-	annotate(ctx, d)
-	now := s.now()
-	if end := s.endHold(ctx, d, now); end != nil {
-		return end
-	}
-	s.writer.deferred(ctx, d, "outage")
-	return s.writer.deferTo(r, d, s.holdUntil(d, now, until))
 }
 
 // process runs fn as the handling of record r: inside r's process span,
@@ -216,7 +203,7 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 	}
 	g, until := s.gate(d, ep, now)
 	if g == health.Hold {
-		return s.hold(ctx, r, d, until)
+		return s.holds.hold(ctx, r, d, until)
 	}
 	var p *health.ProbeTurn
 	if g == health.Probe {
@@ -249,22 +236,6 @@ func (s *Service) syncEndpoints(ctx context.Context) error {
 	return s.untilRead(ctx, "endpoints view", s.store.Sync)
 }
 
-// holdUnsigned holds d, whose endpoint's secret cannot be used (sealed
-// under a key the key file lacks, or not opening): an operator's fix
-// (the key back in --secrets-key-file, a restart) sends it on, so no
-// attempt is spent and nothing is dead-lettered meanwhile. It looks
-// again every --outage-recheck and ends EXPIRED after --max-hold, like
-// every hold.
-func (s *Service) holdUnsigned(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, id string, err error) []*kgo.Record {
-	now := s.now()
-	if end := s.endHold(ctx, d, now); end != nil {
-		return end
-	}
-	s.log.ErrorContext(ctx, "endpoint secret unusable; delivery held", "endpoint_id", id, "delivery_id", d.GetDeliveryId(), "err", err)
-	s.writer.deferred(ctx, d, "secret_unusable")
-	return s.writer.deferTo(r, d, s.holdUntil(d, now, now.Add(s.cfg.OutageRecheck)))
-}
-
 // syncTimeout bounds one sync of the endpoints view.
 const syncTimeout = 10 * time.Second
 
@@ -276,12 +247,12 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 	attrs := annotate(ctx, d)
 	// A delivery held by reference gets its payload back first: what
 	// follows sees it as it will be sent.
-	if err := s.readHeld(ctx, d); err != nil {
+	if err := s.holds.readHeld(ctx, d); err != nil {
 		if ctx.Err() != nil {
 			setOutcome(ctx, "interrupted")
 			return []*kgo.Record{requeue(r, s.topics.Deliveries)}
 		}
-		return s.unreadHeld(ctx, r, d, err)
+		return s.holds.unreadHeld(ctx, r, d, err)
 	}
 	id := ep.GetEndpoint().GetId()
 	now := s.now()
@@ -290,7 +261,7 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 	}
 	signer, err := s.signers.get(ep, now)
 	if errors.Is(err, keyring.ErrUnknownKey) || errors.Is(err, keyring.ErrNotOpened) {
-		return s.holdUnsigned(ctx, r, d, id, err)
+		return s.holds.holdUnsigned(ctx, r, d, id, err)
 	}
 	if err != nil {
 		panic(fmt.Sprintf("endpoint %s has no usable secret: %v", id, err))
@@ -373,7 +344,7 @@ func (s *Service) faulted(ctx context.Context, r *kgo.Record, why string) []*kgo
 		if d, err := decodeDelivery(r); err == nil {
 			// A delivery held by reference is dead-lettered with its
 			// payload when it can be read back (else naming where it is).
-			if err := s.readHeld(ctx, d); err != nil {
+			if err := s.holds.readHeld(ctx, d); err != nil {
 				s.log.WarnContext(ctx, "held delivery's payload not read back; dead-lettered without it", "delivery_id", d.GetDeliveryId(), "err", err)
 			}
 			res := s.writer.result(d, s.now())

@@ -70,16 +70,16 @@ func TestAHeldDeliveryIsHeldByReferenceAndReadBackBeforeItsAttempt(t *testing.T)
 			return orig, nil
 		}
 	}
-	s.readRecord = read(errors.New("broker unavailable"))
+	s.holds.readRecord = read(errors.New("broker unavailable"))
 	if res := kafkatest.DecodeTopic(t, s.handleSafely(t.Context(), back), s.topics.Retries, newDelivery); len(res) != 1 || requests.Load() != 0 {
 		t.Fatalf("payload read failed: %d held records, %d requests; want held again, no attempt", len(res), requests.Load())
 	}
-	s.readRecord = read(payloadref.ErrGone)
+	s.holds.readRecord = read(payloadref.ErrGone)
 	gone := s.handleSafely(t.Context(), back)
 	if res := kafkatest.DecodeTopic(t, gone, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || requests.Load() != 0 {
 		t.Fatalf("payload gone: results %v, %d requests; want FAILED without an attempt", res, requests.Load())
 	}
-	s.readRecord = read(nil)
+	s.holds.readRecord = read(nil)
 	out = s.handleSafely(t.Context(), back)
 	if res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
 		t.Fatalf("after the resume: results %v; want DELIVERED", res)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
@@ -43,6 +45,32 @@ import (
 // letters the delivery without its payload, naming where it is; the
 // history keeps the payload for a resend or a recover.
 
+// holds holds deliveries without an attempt, and ends their holds: a
+// paused endpoint's delivery parked (park), one in outage mode (hold) or
+// behind an unusable secret (holdUnsigned), a lane's waiting delivery
+// spilled (spill, spillHeld), and a held delivery whose payload could not
+// be read back (unreadHeld); it reads that payload back before the
+// attempt (readHeld). It decides whether and until when a delivery is
+// held, or that its hold is over (endHold), and asks the writer for the
+// records. It holds only what that takes, handed over by New once the
+// options are applied: the Service's config by pointer (--max-hold, the
+// rechecks, --accept-unsigned-deliveries and the Kafka options are read
+// as they are used: tests change them on s.cfg after New), the secrets
+// keys a payload read back is authenticated with, the parked topic, the
+// logger, the clock and the writer. The Service and the engine decide
+// that a delivery is held and ask it for the records.
+type holds struct {
+	cfg    *Config
+	keys   *keyring.Keyring
+	parked string
+	log    *slog.Logger
+	now    func() time.Time
+	writer *recordWriter
+	// readRecord reads a held delivery's payload record back (nil: from
+	// the cluster, readFromKafka; tests replace it).
+	readRecord func(context.Context, *hooklinev1.RecordRef) (*kgo.Record, error)
+}
+
 // payloadReadTimeout bounds one read of a held delivery's payload; a
 // read that fails holds the delivery again (unreadable) rather than
 // spend an attempt.
@@ -63,16 +91,16 @@ func heldCopy(r *kgo.Record, d *hooklinev1.Delivery) *hooklinev1.Delivery {
 
 // readHeld reads back the payload of d, held by reference, into d. It
 // does nothing for a delivery that carries its payload.
-func (s *Service) readHeld(ctx context.Context, d *hooklinev1.Delivery) error {
+func (h *holds) readHeld(ctx context.Context, d *hooklinev1.Delivery) error {
 	ref := d.GetPayloadRecord()
 	if ref == nil || len(d.GetPayload()) > 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, payloadReadTimeout)
 	defer cancel()
-	read := s.readRecord
+	read := h.readRecord
 	if read == nil {
-		read = s.readFromKafka
+		read = h.readFromKafka
 	}
 	rec, err := read(ctx, ref)
 	if err != nil {
@@ -86,7 +114,7 @@ func (s *Service) readHeld(ctx context.Context, d *hooklinev1.Delivery) error {
 	// Its record MAC covers the payload (recordauth.go): checked now that
 	// the payload is here, so a forged reference record that points at
 	// another delivery's payload, or altered fields, is refused.
-	if err := s.recordRefusal(d); err != nil {
+	if err := recordRefusal(h.keys, h.cfg.AcceptUnsigned, d); err != nil {
 		d.Payload = nil
 		return fmt.Errorf("%w: %w", errNotAuthentic, err)
 	}
@@ -98,8 +126,8 @@ func (s *Service) readHeld(ctx context.Context, d *hooklinev1.Delivery) error {
 var errNotAuthentic = errors.New("delivery record not authenticated: not written by ingest, or altered since; not sent")
 
 // readFromKafka reads the record ref names from the cluster.
-func (s *Service) readFromKafka(ctx context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
-	opts, err := s.cfg.Kafka.Opts()
+func (h *holds) readFromKafka(ctx context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
+	opts, err := h.cfg.Kafka.Opts()
 	if err != nil {
 		return nil, err
 	}
@@ -111,32 +139,32 @@ func (s *Service) readFromKafka(ctx context.Context, ref *hooklinev1.RecordRef) 
 // longer there ends the delivery FAILED with a dead letter; a read that
 // failed otherwise (Kafka unavailable) holds it again for a recheck,
 // within its hold's bounds.
-func (s *Service) unreadHeld(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, err error) []*kgo.Record {
-	now := s.now()
+func (h *holds) unreadHeld(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, err error) []*kgo.Record {
+	now := h.now()
 	if errors.Is(err, errNotAuthentic) {
-		res := s.writer.result(d, now)
+		res := h.writer.result(d, now)
 		res.Attempt = d.GetAttempt()
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 		res.Reason = err.Error()
-		s.log.ErrorContext(ctx, "held delivery record not authenticated; dead-lettered unsigned", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "err", err)
+		h.log.ErrorContext(ctx, "held delivery record not authenticated; dead-lettered unsigned", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "err", err)
 		setOutcome(ctx, "refused")
-		return s.writer.deadLetter(ctx, d, res)
+		return h.writer.deadLetter(ctx, d, res)
 	}
 	if errors.Is(err, payloadref.ErrGone) {
-		res := s.writer.result(d, now)
+		res := h.writer.result(d, now)
 		res.Attempt = d.GetAttempt() // the attempt it could not make
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 		res.Reason = "the held delivery's payload is no longer in Kafka (" + err.Error() + "); dead-lettered without it"
-		s.log.ErrorContext(ctx, "held delivery's payload gone; dead-lettered", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "err", err)
+		h.log.ErrorContext(ctx, "held delivery's payload gone; dead-lettered", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "err", err)
 		setOutcome(ctx, "payload_gone")
-		return s.writer.deadLetter(ctx, d, res)
+		return h.writer.deadLetter(ctx, d, res)
 	}
-	if end := s.endHold(ctx, d, now); end != nil {
+	if end := h.endHold(ctx, d, now); end != nil {
 		return end
 	}
-	s.log.WarnContext(ctx, "held delivery's payload not read back; held again", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "err", err)
-	s.writer.deferred(ctx, d, "payload_unreadable")
-	return s.writer.deferTo(r, d, s.holdUntil(d, now, now.Add(s.cfg.ParkRecheck)))
+	h.log.WarnContext(ctx, "held delivery's payload not read back; held again", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "err", err)
+	h.writer.deferred(ctx, d, "payload_unreadable")
+	return h.writer.deferTo(r, d, h.holdUntil(d, now, now.Add(h.cfg.ParkRecheck)))
 }
 
 // minParkWait is a paused endpoint's held delivery's first recheck; each
@@ -163,29 +191,29 @@ func holdStart(d *hooklinev1.Delivery, now time.Time) *timestamppb.Timestamp {
 
 // endHold returns the records that end d instead of holding it again at
 // now, or nil when it may be held.
-func (s *Service) endHold(ctx context.Context, d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
+func (h *holds) endHold(ctx context.Context, d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
 	var reason string
-	if since := heldSince(d); !since.IsZero() && now.Sub(since) >= s.cfg.MaxHold {
-		reason = fmt.Sprintf("held without an attempt since %s, longer than the maximum hold (%v)", since.UTC().Format(time.RFC3339), s.cfg.MaxHold)
+	if since := heldSince(d); !since.IsZero() && now.Sub(since) >= h.cfg.MaxHold {
+		reason = fmt.Sprintf("held without an attempt since %s, longer than the maximum hold (%v)", since.UTC().Format(time.RFC3339), h.cfg.MaxHold)
 	} else if g := d.GetGiveUpAt(); g != nil && !now.Before(g.AsTime()) {
 		reason = fmt.Sprintf("the give-up time %s passed while the delivery was held", g.AsTime().UTC().Format(time.RFC3339))
 	}
 	if reason == "" {
 		return nil
 	}
-	res := s.writer.result(d, now)
+	res := h.writer.result(d, now)
 	res.Attempt = d.GetAttempt() // the attempt it was waiting to make
 	res.State = hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED
 	res.Reason = reason
-	s.log.InfoContext(ctx, "held delivery expired; dead-lettered", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "attempt", d.GetAttempt(), "reason", reason)
+	h.log.InfoContext(ctx, "held delivery expired; dead-lettered", "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId(), "attempt", d.GetAttempt(), "reason", reason)
 	setOutcome(ctx, outcomeLabel(res.State))
-	return s.writer.deadLetter(ctx, d, res)
+	return h.writer.deadLetter(ctx, d, res)
 }
 
 // holdUntil caps an outage hold's end at the delivery's give-up time and
 // at the end of its maximum hold, so that it is looked at again (and
 // ended) then rather than a recheck later.
-func (s *Service) holdUntil(d *hooklinev1.Delivery, now, until time.Time) time.Time {
+func (h *holds) holdUntil(d *hooklinev1.Delivery, now, until time.Time) time.Time {
 	if g := d.GetGiveUpAt(); g != nil && until.After(g.AsTime()) {
 		until = g.AsTime()
 	}
@@ -193,10 +221,72 @@ func (s *Service) holdUntil(d *hooklinev1.Delivery, now, until time.Time) time.T
 	if since.IsZero() {
 		since = now
 	}
-	if end := since.Add(s.cfg.MaxHold); until.After(end) {
+	if end := since.Add(h.cfg.MaxHold); until.After(end) {
 		until = end
 	}
 	return until
+}
+
+// park holds a paused endpoint's delivery without an attempt: it is
+// written once, by reference (hold.go), to the parked topic, keyed by its
+// delivery id, due at the end of its hold (held_since + --max-hold), and
+// stays there until the scheduler releases it — when the endpoint resumes
+// or is deleted, or when the hold is over (then endHold ends it EXPIRED)
+// — with a tombstone of the parked record in the same transaction
+// (docs/DESIGN.md "Paused endpoints hold in a parked topic", I45). One
+// record per hold, not one per recheck. Its attempt number is untouched;
+// the release adds the time it was parked to paused_for and give_up_at
+// (R-ENDPOINT-2). The first time, a PARKED result says so.
+func (h *holds) park(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
+	if end := h.endHold(ctx, d, now); end != nil {
+		return end
+	}
+	var out []*kgo.Record
+	if d.GetPausedFor().AsDuration() == 0 {
+		res := h.writer.result(d, now)
+		res.Attempt = 0
+		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_PARKED
+		res.Reason = "endpoint paused"
+		out = h.writer.resultRecords(ctx, res)
+	}
+	held := heldCopy(r, d) // by reference (hold.go)
+	held.HeldSince = holdStart(d, now)
+	held.DueAt = timestamppb.New(held.GetHeldSince().AsTime().Add(h.cfg.MaxHold))
+	held.ParkedAt = timestamppb.New(now)
+	held.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
+	h.writer.deferred(ctx, d, "endpoint paused")
+	parked := h.writer.records(h.parked, d.GetDeliveryId(), held)
+	parked[0].Headers = append(parked[0].Headers, r.Headers...)
+	return append(out, parked...)
+}
+
+// hold defers d while its endpoint is in outage mode: no attempt spent.
+// A hold that is over (MaxHold, or the give-up time passed) ends the
+// delivery instead.
+func (h *holds) hold(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, until time.Time) []*kgo.Record {
+	annotate(ctx, d)
+	now := h.now()
+	if end := h.endHold(ctx, d, now); end != nil {
+		return end
+	}
+	h.writer.deferred(ctx, d, "outage")
+	return h.writer.deferTo(r, d, h.holdUntil(d, now, until))
+}
+
+// holdUnsigned holds d, whose endpoint's secret cannot be used (sealed
+// under a key the key file lacks, or not opening): an operator's fix
+// (the key back in --secrets-key-file, a restart) sends it on, so no
+// attempt is spent and nothing is dead-lettered meanwhile. It looks
+// again every --outage-recheck and ends EXPIRED after --max-hold, like
+// every hold.
+func (h *holds) holdUnsigned(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, id string, err error) []*kgo.Record {
+	now := h.now()
+	if end := h.endHold(ctx, d, now); end != nil {
+		return end
+	}
+	h.log.ErrorContext(ctx, "endpoint secret unusable; delivery held", "endpoint_id", id, "delivery_id", d.GetDeliveryId(), "err", err)
+	h.writer.deferred(ctx, d, "secret_unusable")
+	return h.writer.deferTo(r, d, h.holdUntil(d, now, now.Add(h.cfg.OutageRecheck)))
 }
 
 // parkWait is how long a paused endpoint's delivery waits before it looks
@@ -204,12 +294,12 @@ func (s *Service) holdUntil(d *hooklinev1.Delivery, now, until time.Time) time.T
 // most ParkRecheck. A resume therefore reaches every held delivery within
 // ParkRecheck (plus the scheduler's lateness), and a short pause costs
 // only a few short waits.
-func (s *Service) parkWait(d *hooklinev1.Delivery, now time.Time) time.Duration {
+func (h *holds) parkWait(d *hooklinev1.Delivery, now time.Time) time.Duration {
 	wait := minParkWait
 	if since := heldSince(d); !since.IsZero() {
 		wait = max(wait, now.Sub(since))
 	}
-	return min(wait, max(s.cfg.ParkRecheck, minParkWait))
+	return min(wait, max(h.cfg.ParkRecheck, minParkWait))
 }
 
 // spill defers d, waiting for its lane, through the scheduler due at,
@@ -218,21 +308,21 @@ func (s *Service) parkWait(d *hooklinev1.Delivery, now time.Time) time.Duration 
 // it is (its payload with it, or the reference it already carries): its
 // return to the lane then costs no read by reference (payloadref makes a
 // client per read, meant for rare reads, and a backlog spills thousands).
-func (s *Service) spill(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, at time.Time, reason string) []*kgo.Record {
-	return s.spillAs(ctx, r, d, proto.Clone(d).(*hooklinev1.Delivery), at, reason)
+func (h *holds) spill(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, at time.Time, reason string) []*kgo.Record {
+	return h.spillAs(ctx, r, d, proto.Clone(d).(*hooklinev1.Delivery), at, reason)
 }
 
 // spillHeld spills d by reference (heldCopy): for a member behind a
 // blocked head, which goes round the retry path again and again while
 // the block lasts, as a held delivery does.
-func (s *Service) spillHeld(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, at time.Time, reason string) []*kgo.Record {
-	return s.spillAs(ctx, r, d, heldCopy(r, d), at, reason)
+func (h *holds) spillHeld(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, at time.Time, reason string) []*kgo.Record {
+	return h.spillAs(ctx, r, d, heldCopy(r, d), at, reason)
 }
 
-func (s *Service) spillAs(ctx context.Context, r *kgo.Record, d, later *hooklinev1.Delivery, at time.Time, reason string) []*kgo.Record {
-	if end := s.endHold(ctx, d, s.now()); end != nil {
+func (h *holds) spillAs(ctx context.Context, r *kgo.Record, d, later *hooklinev1.Delivery, at time.Time, reason string) []*kgo.Record {
+	if end := h.endHold(ctx, d, h.now()); end != nil {
 		return end
 	}
-	s.writer.deferred(ctx, d, reason)
-	return s.writer.deferAs(r, d, later, at)
+	h.writer.deferred(ctx, d, reason)
+	return h.writer.deferAs(r, d, later, at)
 }

@@ -96,19 +96,19 @@ func TestAnOutageHoldEndsAtTheGiveUpTime(t *testing.T) {
 	d := &hooklinev1.Delivery{DeliveryId: "dlv_1", EventId: "evt_1", TenantId: "t", EndpointId: "ep_1", Attempt: 4,
 		GiveUpAt: timestamppb.New(now.Add(30 * time.Second)), Kind: hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY}
 	r, _ := hkafka.Record(s.topics.Deliveries, "ep_1", d)
-	out := s.hold(t.Context(), r, d, now.Add(s.cfg.OutageRecheck))
+	out := s.holds.hold(t.Context(), r, d, now.Add(s.cfg.OutageRecheck))
 	held := kafkatest.DecodeTopic(t, out, s.topics.Retries, newDelivery)
 	if len(held) != 1 || !held[0].GetDueAt().AsTime().Equal(now.Add(30*time.Second)) || !held[0].GetHeldSince().AsTime().Equal(now) {
 		t.Fatalf("held %v, want due at the give-up time, held since now", held)
 	}
 	clock.Add(30 * time.Second)
-	out = s.hold(t.Context(), r, held[0], clock.Now().Add(s.cfg.OutageRecheck))
+	out = s.holds.hold(t.Context(), r, held[0], clock.Now().Add(s.cfg.OutageRecheck))
 	res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult)
 	if len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED || len(kafkatest.DecodeTopic(t, out, s.topics.Dead, newDeadLetter)) != 1 {
 		t.Fatalf("at the give-up time: %v, want EXPIRED and a dead letter", res)
 	}
 	// A spilled delivery past its give-up time ends the same way.
-	out = s.spill(t.Context(), r, held[0], clock.Now().Add(time.Second), "backlog")
+	out = s.holds.spill(t.Context(), r, held[0], clock.Now().Add(time.Second), "backlog")
 	if res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED {
 		t.Fatalf("spill past the give-up time: %v, want EXPIRED", res)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/sdk/ids"
@@ -157,39 +156,6 @@ func describe(ar attempt.Result) string {
 		return ar.Err.Error()
 	}
 	return fmt.Sprintf("HTTP %d", ar.StatusCode)
-}
-
-// park holds a paused endpoint's delivery without an attempt: it is
-// written once, by reference (hold.go), to the parked topic, keyed by its
-// delivery id, due at the end of its hold (held_since + --max-hold), and
-// stays there until the scheduler releases it — when the endpoint resumes
-// or is deleted, or when the hold is over (then endHold ends it EXPIRED)
-// — with a tombstone of the parked record in the same transaction
-// (docs/DESIGN.md "Paused endpoints hold in a parked topic", I45). One
-// record per hold, not one per recheck. Its attempt number is untouched;
-// the release adds the time it was parked to paused_for and give_up_at
-// (R-ENDPOINT-2). The first time, a PARKED result says so.
-func (s *Service) park(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
-	if end := s.endHold(ctx, d, now); end != nil {
-		return end
-	}
-	var out []*kgo.Record
-	if d.GetPausedFor().AsDuration() == 0 {
-		res := s.writer.result(d, now)
-		res.Attempt = 0
-		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_PARKED
-		res.Reason = "endpoint paused"
-		out = s.writer.resultRecords(ctx, res)
-	}
-	held := heldCopy(r, d) // by reference (hold.go)
-	held.HeldSince = holdStart(d, now)
-	held.DueAt = timestamppb.New(held.GetHeldSince().AsTime().Add(s.cfg.MaxHold))
-	held.ParkedAt = timestamppb.New(now)
-	held.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
-	s.writer.deferred(ctx, d, "endpoint paused")
-	parked := s.writer.records(s.topics.Parked, d.GetDeliveryId(), held)
-	parked[0].Headers = append(parked[0].Headers, r.Headers...)
-	return append(out, parked...)
 }
 
 // rules are the defaults an endpoint's retry policy overrides.

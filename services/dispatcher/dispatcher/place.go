@@ -176,7 +176,7 @@ func (e *engine) start(l *lane, now time.Time) {
 	l.pop()
 	if g == health.Hold {
 		e.f.touch(l, now)
-		e.settle(en, func(ctx context.Context) []*kgo.Record { return s.hold(ctx, en.rec, en.d, until) })
+		e.settle(en, func(ctx context.Context) []*kgo.Record { return s.holds.hold(ctx, en.rec, en.d, until) })
 		return
 	}
 	l.take(now)

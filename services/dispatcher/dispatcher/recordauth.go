@@ -27,9 +27,10 @@ import (
 // a record without a MAC is sent; one with a MAC that fails is refused
 // either way.
 
-// recordRefusal returns why d must not be signed and sent, or nil.
-func (s *Service) recordRefusal(d *hooklinev1.Delivery) error {
-	keys := s.signers.keys
+// recordRefusal returns why d must not be signed and sent, or nil: keys
+// are the secrets key file's, acceptUnsigned is
+// --accept-unsigned-deliveries.
+func recordRefusal(keys *keyring.Keyring, acceptUnsigned bool, d *hooklinev1.Delivery) error {
 	if !keys.AuthenticatesDeliveries() {
 		return nil
 	}
@@ -40,20 +41,22 @@ func (s *Service) recordRefusal(d *hooklinev1.Delivery) error {
 		return nil
 	}
 	err := keys.VerifyDelivery(d)
-	if errors.Is(err, keyring.ErrUnsigned) && s.cfg.AcceptUnsigned {
+	if errors.Is(err, keyring.ErrUnsigned) && acceptUnsigned {
 		return nil
 	}
 	return err
 }
 
 // authentic reports whether d may be signed and sent (triage).
-func (s *Service) authentic(d *hooklinev1.Delivery) bool { return s.recordRefusal(d) == nil }
+func (s *Service) authentic(d *hooklinev1.Delivery) bool {
+	return recordRefusal(s.signers.keys, s.cfg.AcceptUnsigned, d) == nil
+}
 
 // refusedReason is the result's reason for a delivery triage refused as
 // not its endpoint's: an unauthenticated record, or one naming another
 // tenant's endpoint.
 func (s *Service) refusedReason(d *hooklinev1.Delivery) string {
-	if err := s.recordRefusal(d); err != nil {
+	if err := recordRefusal(s.signers.keys, s.cfg.AcceptUnsigned, d); err != nil {
 		return fmt.Sprintf("delivery record not authenticated (%v): not written by ingest, or altered since; not sent", err)
 	}
 	return fmt.Sprintf("delivery of tenant %q names endpoint %s of another tenant; not sent", d.GetTenantId(), d.GetEndpointId())

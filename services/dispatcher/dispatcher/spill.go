@@ -101,6 +101,6 @@ func (e *engine) spillOne(en *entry, l *lane, now time.Time, reason string) {
 	s := e.s
 	e.settle(en, func(ctx context.Context) []*kgo.Record {
 		annotate(ctx, en.d)
-		return s.spill(ctx, en.rec, en.d, due, reason)
+		return s.holds.spill(ctx, en.rec, en.d, due, reason)
 	})
 }
