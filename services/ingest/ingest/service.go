@@ -79,9 +79,11 @@ type Service struct {
 	keys  *apikey.Keys
 	tls   *tls.Config // nil: plaintext
 	guard *netguard.Policy
-	// keyring seals the endpoint secrets this service writes and opens
-	// the ones it answers.
+	// keyring authenticates the Delivery records this service writes
+	// (recordmac.go); secrets seals the endpoint secrets this service
+	// writes and opens the ones it answers, with it (secrets.go).
 	keyring *keyring.Keyring
+	secrets *endpointSecrets
 	store   *endpoints.Store
 	topics  hkafka.Topics
 	ln      net.Listener
@@ -227,6 +229,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	s.secrets = &endpointSecrets{keyring: kr, log: s.log}
 	if err := s.loadEdgeSecurity(); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
