@@ -367,7 +367,7 @@ func (s *Service) Run(ctx context.Context) error {
 	// bytes, so a TLS handshake counts too.
 	ln = s.secureListener(s.preauth.listener(ln))
 	srv, hs := s.grpcServer()
-	gw, err := s.newGateway(g.Context(), srv)
+	gw, err := newGateway(g.Context(), srv, s.cfg.MaxPayloadBytes, s.cfg.HTTPCallTimeout)
 	if err != nil {
 		_ = ln.Close()
 		g.Stop(err)
