@@ -16,7 +16,6 @@ package ingest
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,11 +72,12 @@ type Service struct {
 	deliveryAPI *deliveryService
 	laneAPI     *laneService
 
-	cfg   Config
-	log   *slog.Logger
-	now   func() time.Time
+	cfg Config
+	log *slog.Logger
+	now func() time.Time
+	// keys are the API keys the edge loads: the auth interceptors' and
+	// the console's.
 	keys  *apikey.Keys
-	tls   *tls.Config // nil: plaintext
 	guard *netguard.Policy
 	// keyring authenticates the Delivery records this service writes
 	// (recordmac.go); secrets seals the endpoint secrets this service
@@ -117,8 +117,9 @@ type Service struct {
 	// per endpoint (and per tenant for creates); across replicas the
 	// conditional writes decide.
 	locks keyedMutex
-	// preauth bounds what connections that have not authenticated hold.
-	preauth *preauth
+	// edge secures the listener and authenticates callers before a body
+	// or a message is read (edge.go, preauth.go).
+	edge *edge
 	// limits rate-limit every write RPC per tenant.
 	limits *writeLimits
 	// longCalls caps each tenant's long calls in progress.
@@ -217,7 +218,6 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 			return net.DefaultResolver.LookupIP(ctx, "ip", host)
 		},
 		admission: admission{limit: cfg.MaxInFlightBytes},
-		preauth:   newPreauth(cfg.MaxUnauthenticatedBytes),
 		tp:        otel.GetTracerProvider(),
 		mp:        otel.GetMeterProvider(),
 	}
@@ -230,9 +230,10 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		o(s)
 	}
 	s.secrets = &endpointSecrets{keyring: kr, log: s.log}
-	if err := s.loadEdgeSecurity(); err != nil {
+	if s.edge, err = newEdge(cfg, s.log, s.now, func() time.Time { return s.now() }); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
+	s.keys = s.edge.keys
 	if err := s.loadConsoleKeys(); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
@@ -365,7 +366,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	// Charged until each connection's first authenticated call; raw
 	// bytes, so a TLS handshake counts too.
-	ln = s.secureListener(s.preauth.listener(ln))
+	ln = s.edge.secureListener(s.edge.preauth.listener(ln))
 	srv, hs := s.grpcServer()
 	gw, err := newGateway(g.Context(), srv, s.cfg.MaxPayloadBytes, s.cfg.HTTPCallTimeout)
 	if err != nil {
@@ -388,7 +389,7 @@ func (s *Service) serve(ctx context.Context, ln net.Listener, srv *grpc.Server, 
 	mux := connmux.New(ln, sniffTimeout)
 	httpSrv := &http.Server{
 		// The key is checked on the headers, before any body is read.
-		Handler:           s.authHTTP(gw),
+		Handler:           s.edge.authHTTP(gw),
 		ReadHeaderTimeout: sniffTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
@@ -465,7 +466,7 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 		grpc.MaxRecvMsgSize(payloadLimit(s.cfg.MaxPayloadBytes).doorBytes()),
 		// The API key is checked when a stream's headers arrive, before
 		// any of its message is received (the interceptor checks scope).
-		grpc.InTapHandle(s.tapAuth),
+		grpc.InTapHandle(s.edge.tapAuth),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams),
 		// Calls run on a pool of goroutines that keep their grown
