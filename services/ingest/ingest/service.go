@@ -12,6 +12,13 @@
 // producer, the history index, auth, admission and the write limits,
 // and runs the process (Run): the gRPC server and its HTTP/JSON gateway
 // on one port (gateway.go) and the console (console.go).
+//
+// Other parts are types of their own beside the Service, each holding
+// only what it uses: the edge (edge.go, preauth.go) secures the port and
+// authenticates each caller before a body or a message is read; the
+// gateway (gateway.go) turns HTTP/JSON calls into gRPC ones;
+// consoleServer (console.go) serves the console; endpointSecrets
+// (secrets.go) seals the endpoints' signing secrets at rest.
 package ingest
 
 import (
@@ -102,11 +109,11 @@ type Service struct {
 	history     *history.Store
 	indexFollow *hkafka.Follower
 	tokens      *pagetoken.Codec
-	// consoleLn, when set, is where the console serves.
+	// consoleLn, when set, is where the console serves (New hands it to
+	// the console).
 	consoleLn net.Listener
-	// consoleKeys seal console sessions (--console-session-key-file);
-	// the first seals.
-	consoleKeys [][]byte
+	// console serves the delivery console on its own port (console.go).
+	console *consoleServer
 	// revocations are the console's signed-out sessions.
 	revocations *sessionRevocations
 	// admission bounds the bytes of publishes held at once.
@@ -229,18 +236,22 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	// now reads the Service's clock at each call (tests change it after
+	// New).
+	now := func() time.Time { return s.now() }
 	s.secrets = &endpointSecrets{keyring: kr, log: s.log}
-	if s.edge, err = newEdge(cfg, s.log, s.now, func() time.Time { return s.now() }); err != nil {
+	if s.edge, err = newEdge(cfg, s.log, s.now, now); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	s.keys = s.edge.keys
-	if err := s.loadConsoleKeys(); err != nil {
+	s.revocations = newSessionRevocations(s.topics.ConsoleSessions, now, s.produce)
+	if s.console, err = newConsoleServer(cfg, s.consoleLn, consoleBackend{s}, s.revocations, s.log, now); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	// Every client of this service records its Kafka metrics.
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
 	instanceID := ids.New("ing_", s.now())
-	s.limits = newWriteLimits(cfg, func() time.Time { return s.now() })
+	s.limits = newWriteLimits(cfg, now)
 	s.longCalls = newLongCalls(cfg.MaxLongCallsPerTenant)
 	s.filters = celfilter.NewCache(celfilter.DefaultCacheSize)
 	s.transforms = transform.NewCache(transform.DefaultCacheSize)
@@ -256,7 +267,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		PublishTimeout: cfg.PublishTimeout,
 		TTL:            cfg.IdempotencyTTL,
 		InstanceID:     instanceID,
-		Now:            func() time.Time { return s.now() },
+		Now:            now,
 		Log:            s.log,
 		Targets:        s.targets,
 		Deliver:        s.publishClaimed,
@@ -267,7 +278,6 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.lanes = lanes.NewView()
 	s.laneFollow = hkafka.NewFollower(s.lanes.Apply, s.topics.Lanes)
 	s.tokens = pagetoken.New(pageTokenKey(cfg))
-	s.revocations = newSessionRevocations(s)
 	return s, nil
 }
 
@@ -305,7 +315,7 @@ func (s *Service) Run(ctx context.Context) error {
 		// claim a live key's winner could be compared with.
 		"cleanup.policy": "delete",
 		"retention.ms":   strconv.FormatInt((2 * s.cfg.IdempotencyTTL).Milliseconds(), 10),
-	}}, s.consoleSessionsSpec())
+	}}, s.revocations.spec())
 	if err := s.cfg.Kafka.EnsureTopics(ctx, kadm.NewClient(cl), specs); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
@@ -399,7 +409,7 @@ func (s *Service) serve(ctx context.Context, ln net.Listener, srv *grpc.Server, 
 	go func() { served <- srv.Serve(mux.GRPC()) }()
 	go func() { served <- httpSrv.Serve(mux.HTTP()) }()
 	go func() { served <- mux.Serve() }()
-	stopConsole, err := s.startConsole(served)
+	stopConsole, err := s.console.start(served)
 	if err != nil {
 		srv.Stop()
 		_ = httpSrv.Close()
