@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -21,38 +22,86 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// startConsole serves the delivery console on --console-addr (or the
+// consoleServer serves the delivery console (package console) on its own
+// port. It holds the console's flags, its session keys, where signed-out
+// sessions are kept, the backend it shows (consoleBackend), the logger
+// and the clock; nothing else.
+type consoleServer struct {
+	// ln, when set (WithConsoleListener), is where the console serves;
+	// else addr (--console-addr), and with neither it is off.
+	ln   net.Listener
+	addr string
+	// tlsCert and tlsKey are --console-tls-cert and --console-tls-key;
+	// clientCA is --console-client-ca, and grpcClientCA --grpc-client-ca.
+	tlsCert, tlsKey        string
+	clientCA, grpcClientCA string
+	// shutdownTimeout is --shutdown-timeout.
+	shutdownTimeout time.Duration
+	// keys seal console sessions (--console-session-key-file); the
+	// first seals.
+	keys [][]byte
+	// revocations are the console's signed-out sessions.
+	revocations console.Revocations
+	backend     console.Backend
+	log         *slog.Logger
+	now         func() time.Time
+}
+
+// newConsoleServer returns the console of cfg, served on ln when it is
+// set; it reads --console-session-key-file when the console is on,
+// refusing a console without one.
+func newConsoleServer(cfg Config, ln net.Listener, backend console.Backend, revocations console.Revocations, log *slog.Logger, now func() time.Time) (*consoleServer, error) {
+	c := &consoleServer{
+		ln:              ln,
+		addr:            cfg.ConsoleAddr,
+		tlsCert:         cfg.ConsoleTLSCert,
+		tlsKey:          cfg.ConsoleTLSKey,
+		clientCA:        cfg.ConsoleClientCA,
+		grpcClientCA:    cfg.GRPCClientCA,
+		shutdownTimeout: cfg.ShutdownTimeout,
+		revocations:     revocations,
+		backend:         backend,
+		log:             log,
+		now:             now,
+	}
+	if err := c.loadKeys(cfg.ConsoleSessionKeyFile); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// start serves the delivery console on --console-addr (or the
 // WithConsoleListener listener) until the returned stop is called; a
 // serving failure is sent on failed. Off when neither is set.
-func (s *Service) startConsole(failed chan<- error) (func(), error) {
-	ln := s.consoleLn
-	tlsOn := s.cfg.ConsoleTLSCert != ""
+func (c *consoleServer) start(failed chan<- error) (func(), error) {
+	ln := c.ln
+	tlsOn := c.tlsCert != ""
 	if ln == nil {
-		if s.cfg.ConsoleAddr == "" {
+		if c.addr == "" {
 			return func() {}, nil
 		}
-		if err := consoleAddrAllowed(s.cfg.ConsoleAddr, tlsOn); err != nil {
+		if err := consoleAddrAllowed(c.addr, tlsOn); err != nil {
 			return nil, err
 		}
 		var err error
-		if ln, err = net.Listen("tcp", s.cfg.ConsoleAddr); err != nil {
+		if ln, err = net.Listen("tcp", c.addr); err != nil {
 			return nil, fmt.Errorf("ingest: --console-addr: %w", err)
 		}
 	}
 	var opts []console.Option
 	if tlsOn {
-		conf, err := s.consoleTLS()
+		conf, err := c.tlsConfig()
 		if err != nil {
 			_ = ln.Close()
 			return nil, err
 		}
 		ln = tls.NewListener(ln, conf)
 		opts = append(opts, console.WithTLS())
-	} else if s.cfg.GRPCClientCA != "" {
-		s.log.Warn("the console is served without TLS (loopback), so it cannot ask for the client certificate --grpc-client-ca requires of API callers; set --console-tls-cert and --console-tls-key to require it")
+	} else if c.grpcClientCA != "" {
+		c.log.Warn("the console is served without TLS (loopback), so it cannot ask for the client certificate --grpc-client-ca requires of API callers; set --console-tls-cert and --console-tls-key to require it")
 	}
 	srv := &http.Server{
-		Handler:           console.New(consoleBackend{s}, append(opts, console.WithLogger(s.log), console.WithClock(s.now), console.WithSessionKeys(s.consoleKeys...), console.WithRevocations(s.revocations))...).Handler(),
+		Handler:           console.New(c.backend, append(opts, console.WithLogger(c.log), console.WithClock(c.now), console.WithSessionKeys(c.keys...), console.WithRevocations(c.revocations))...).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -66,9 +115,9 @@ func (s *Service) startConsole(failed chan<- error) (func(), error) {
 			}
 		}
 	}()
-	s.log.Info("delivery console serving", "addr", ln.Addr().String(), "tls", tlsOn, "client_certificates", tlsOn && (s.cfg.ConsoleClientCA != "" || s.cfg.GRPCClientCA != ""))
+	c.log.Info("delivery console serving", "addr", ln.Addr().String(), "tls", tlsOn, "client_certificates", tlsOn && (c.clientCA != "" || c.grpcClientCA != ""))
 	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
@@ -82,23 +131,23 @@ const minConsoleKeyLen = 32
 // session cookies would be sealed with something public or per-process.
 var errNoConsoleKey = errors.New("the delivery console (--console-addr) needs --console-session-key-file (HOOKLINE_CONSOLE_SESSION_KEY_FILE): a file holding a secret random key of at least 32 characters, the same file on every replica; make one with: openssl rand -hex 32 > console-session.key")
 
-// loadConsoleKeys reads --console-session-key-file when the console is
+// loadKeys reads --console-session-key-file (file) when the console is
 // on, refusing a console without one.
-func (s *Service) loadConsoleKeys() error {
-	if s.consoleLn == nil && s.cfg.ConsoleAddr == "" {
+func (c *consoleServer) loadKeys(file string) error {
+	if c.ln == nil && c.addr == "" {
 		return nil
 	}
-	if s.cfg.ConsoleClientCA != "" && s.cfg.ConsoleTLSCert == "" {
+	if c.clientCA != "" && c.tlsCert == "" {
 		return errors.New("--console-client-ca needs --console-tls-cert and --console-tls-key: only a TLS console can ask for client certificates")
 	}
-	if s.cfg.ConsoleSessionKeyFile == "" {
+	if file == "" {
 		return errNoConsoleKey
 	}
-	keys, err := readConsoleKeys(s.cfg.ConsoleSessionKeyFile)
+	keys, err := readConsoleKeys(file)
 	if err != nil {
 		return fmt.Errorf("--console-session-key-file: %w", err)
 	}
-	s.consoleKeys = keys
+	c.keys = keys
 	return nil
 }
 
@@ -127,18 +176,18 @@ func readConsoleKeys(path string) ([][]byte, error) {
 	return keys, nil
 }
 
-// consoleTLS is the console's TLS configuration: its certificate and,
+// tlsConfig is the console's TLS configuration: its certificate and,
 // from --console-client-ca or else --grpc-client-ca, the client CA whose
 // certificate every console client must present (the same second factor
 // the API asks for). Files are re-read when they change. HTTP/1.1 only.
-func (s *Service) consoleTLS() (*tls.Config, error) {
-	clientCA := s.cfg.ConsoleClientCA
+func (c *consoleServer) tlsConfig() (*tls.Config, error) {
+	clientCA := c.clientCA
 	if clientCA == "" {
-		clientCA = s.cfg.GRPCClientCA
+		clientCA = c.grpcClientCA
 	}
-	conf, err := tlsconf.Server(s.cfg.ConsoleTLSCert, s.cfg.ConsoleTLSKey, clientCA, filewatch.WithClock(s.now), filewatch.WithReport(func(err error) {
+	conf, err := tlsconf.Server(c.tlsCert, c.tlsKey, clientCA, filewatch.WithClock(c.now), filewatch.WithReport(func(err error) {
 		if err != nil {
-			s.log.Error("console TLS files not reloaded; the previous certificate stays in force", "cert", s.cfg.ConsoleTLSCert, "err", err)
+			c.log.Error("console TLS files not reloaded; the previous certificate stays in force", "cert", c.tlsCert, "err", err)
 		}
 	}))
 	if err != nil {

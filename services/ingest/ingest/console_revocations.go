@@ -27,22 +27,24 @@ import (
 //
 // It is safe for concurrent use.
 type sessionRevocations struct {
-	s      *Service
-	follow *hkafka.Follower
-	mu     sync.Mutex
-	ids    map[string]time.Time // id → when it may be forgotten
+	// topic is the console-sessions topic, written by produce.
+	topic   string
+	now     func() time.Time
+	produce func(ctx context.Context, rs ...*kgo.Record) error
+	follow  *hkafka.Follower
+	mu      sync.Mutex
+	ids     map[string]time.Time // id → when it may be forgotten
 }
 
-func newSessionRevocations(s *Service) *sessionRevocations {
-	r := &sessionRevocations{s: s, ids: map[string]time.Time{}}
-	r.follow = hkafka.NewFollower(r.apply, s.topics.ConsoleSessions)
+func newSessionRevocations(topic string, now func() time.Time, produce func(ctx context.Context, rs ...*kgo.Record) error) *sessionRevocations {
+	r := &sessionRevocations{topic: topic, now: now, produce: produce, ids: map[string]time.Time{}}
+	r.follow = hkafka.NewFollower(r.apply, topic)
 	return r
 }
 
-// consoleSessionsSpec is the topic's spec: time retention, twice a
-// session's life.
-func (s *Service) consoleSessionsSpec() hkafka.TopicSpec {
-	return hkafka.TopicSpec{Name: s.topics.ConsoleSessions, Configs: map[string]string{
+// spec is the topic's spec: time retention, twice a session's life.
+func (r *sessionRevocations) spec() hkafka.TopicSpec {
+	return hkafka.TopicSpec{Name: r.topic, Configs: map[string]string{
 		"cleanup.policy": "delete",
 		"retention.ms":   fmt.Sprint((2 * console.SessionTTL).Milliseconds()),
 	}}
@@ -53,7 +55,7 @@ func (r *sessionRevocations) apply(rec *kgo.Record) {
 		return
 	}
 	forget := rec.Timestamp.Add(console.SessionTTL)
-	now := r.s.now()
+	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, at := range r.ids {
@@ -68,8 +70,8 @@ func (r *sessionRevocations) apply(rec *kgo.Record) {
 
 // Revoke writes the sign-out and waits for Kafka to take it.
 func (r *sessionRevocations) Revoke(ctx context.Context, id string, _ time.Time) error {
-	rec := &kgo.Record{Topic: r.s.topics.ConsoleSessions, Key: []byte(id), Value: []byte{}, Timestamp: r.s.now()}
-	if err := r.s.produce(ctx, rec); err != nil {
+	rec := &kgo.Record{Topic: r.topic, Key: []byte(id), Value: []byte{}, Timestamp: r.now()}
+	if err := r.produce(ctx, rec); err != nil {
 		return fmt.Errorf("console sign-out: %w", err)
 	}
 	return nil
@@ -77,7 +79,7 @@ func (r *sessionRevocations) Revoke(ctx context.Context, id string, _ time.Time)
 
 // Revoked reads the topic to its end, then looks id up.
 func (r *sessionRevocations) Revoked(ctx context.Context, id string) (bool, error) {
-	if err := r.follow.Sync(ctx, r.s.topics.ConsoleSessions); err != nil {
+	if err := r.follow.Sync(ctx, r.topic); err != nil {
 		return false, err
 	}
 	r.mu.Lock()

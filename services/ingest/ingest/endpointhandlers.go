@@ -75,7 +75,7 @@ func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.Cr
 		},
 		Version: 1,
 	}
-	es, err := s.seal(rec, secret, now.AsTime())
+	es, err := s.secrets.seal(rec, secret, now.AsTime())
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (h *endpointService) GetEndpoint(ctx context.Context, req *hooklinev1.GetEn
 		// keys read it. A V1A private key is never answered; its public
 		// key is public.
 		if cur[0].GetPublicKey() == "" && apikey.PrincipalFrom(ctx).Scope == apikey.ScopeAdmin {
-			if secret, err = s.open(rec, cur[0]); err != nil {
+			if secret, err = s.secrets.open(rec, cur[0]); err != nil {
 				return nil, err
 			}
 		}
@@ -291,7 +291,7 @@ func (h *endpointService) RotateEndpointSecret(ctx context.Context, req *hooklin
 	var cur *hooklinev1.EndpointSecret
 	rec, err := s.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
 		if given != "" {
-			dup, err := s.holds(rec, given)
+			dup, err := s.secrets.holds(rec, given)
 			if err != nil {
 				return err
 			}
@@ -304,7 +304,7 @@ func (h *endpointService) RotateEndpointSecret(ctx context.Context, req *hooklin
 			sch = rec.GetEndpoint().GetSignatureScheme()
 		}
 		secret = newSecret(given, sch)
-		if err := s.rotate(rec, secret, grace, s.now()); err != nil {
+		if err := s.secrets.rotate(rec, secret, grace, s.now()); err != nil {
 			return err
 		}
 		cur = rec.GetSecrets()[0]

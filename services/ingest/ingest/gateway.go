@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -92,11 +93,14 @@ func (p *connPool) close() {
 }
 
 // newGateway serves srv on an in-memory listener and returns the HTTP
-// handler calling it. Close the gateway after srv has stopped.
-func (s *Service) newGateway(ctx context.Context, srv *grpc.Server) (*gateway, error) {
+// handler calling it, for payloads of at most maxPayloadBytes
+// (--max-payload-bytes) and calls that set no deadline ending after
+// callTimeout (--http-call-timeout). Close the gateway after srv has
+// stopped.
+func newGateway(ctx context.Context, srv *grpc.Server, maxPayloadBytes int, callTimeout time.Duration) (*gateway, error) {
 	mem := bufconn.Listen(256 << 10)
 	go func() { _ = srv.Serve(mem) }() // ends when srv stops
-	msgLimit := payloadLimit(s.cfg.MaxPayloadBytes).doorBytes()
+	msgLimit := payloadLimit(maxPayloadBytes).doorBytes()
 	conn := &connPool{inFlight: make([]atomic.Int64, gatewayConns)}
 	for range gatewayConns {
 		c, err := grpc.NewClient("passthrough:///ingest-gateway",
@@ -148,16 +152,16 @@ func (s *Service) newGateway(ctx context.Context, srv *grpc.Server) (*gateway, e
 			return nil, fmt.Errorf("ingest: gateway: %w", err)
 		}
 	}
-	return &gateway{Handler: s.callDeadline(payloadLimit(s.cfg.MaxPayloadBytes).limitBody(mux)), conns: conn, mem: mem}, nil
+	return &gateway{Handler: callDeadline(callTimeout, payloadLimit(maxPayloadBytes).limitBody(mux)), conns: conn, mem: mem}, nil
 }
 
 // callDeadline gives an HTTP/JSON call that sets no deadline of its own
-// (a Grpc-Timeout header) --http-call-timeout: the gRPC call the gateway
-// makes ends then, whatever it waits on.
-func (s *Service) callDeadline(h http.Handler) http.Handler {
+// (a Grpc-Timeout header) --http-call-timeout (timeout): the gRPC call
+// the gateway makes ends then, whatever it waits on.
+func callDeadline(timeout time.Duration, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Grpc-Timeout") == "" {
-			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.HTTPCallTimeout)
+			ctx, cancel := context.WithTimeout(r.Context(), timeout)
 			defer cancel()
 			r = r.WithContext(ctx)
 		}

@@ -43,6 +43,8 @@ type historyRig struct {
 	topics  hkafka.Topics
 	// configure, when set, changes each ingest's configuration last.
 	configure func(*Config)
+	// prepare, when set, changes each ingest after New, before Run.
+	prepare func(*Service)
 	// consoleKeys is the session key file (consoleKeyFile).
 	consoleKeys string
 	// addr is the gRPC (and HTTP/JSON) address of the last ingest started.
@@ -91,6 +93,9 @@ func (r *historyRig) start(opts ...Option) (hooklinev1.DeliveryServiceClient, fu
 	svc, err := New(ic, append([]Option{WithListener(ln)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r.prepare != nil {
+		r.prepare(svc)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

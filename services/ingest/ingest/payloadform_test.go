@@ -13,7 +13,7 @@ import (
 func gatewayURL(t *testing.T, s *Service) string {
 	t.Helper()
 	srv, _ := s.grpcServer()
-	gw, err := s.newGateway(t.Context(), srv)
+	gw, err := newGateway(t.Context(), srv, s.cfg.MaxPayloadBytes, s.cfg.HTTPCallTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

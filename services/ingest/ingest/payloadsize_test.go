@@ -36,7 +36,7 @@ func TestOversizePayloadIsInvalidArgumentAtEveryDoor(t *testing.T) {
 	wantText := []string{"--max-payload-bytes", fmt.Sprint(limit)}
 	addr := serve(t, s)
 	srv, _ := s.grpcServer()
-	gw, err := s.newGateway(t.Context(), srv)
+	gw, err := newGateway(t.Context(), srv, s.cfg.MaxPayloadBytes, s.cfg.HTTPCallTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

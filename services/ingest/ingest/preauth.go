@@ -165,15 +165,15 @@ func exemptFromAuth(fullMethod string) bool {
 // before the stream exists, so none of its message is received; the auth
 // interceptor still checks the key's scope. It runs on the connection's
 // reader goroutine: a map look-up, nothing that blocks.
-func (s *Service) tapAuth(ctx context.Context, info *tap.Info) (context.Context, error) {
+func (e *edge) tapAuth(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if exemptFromAuth(info.FullMethodName) {
 		return ctx, nil
 	}
-	if _, err := s.keys.Authenticate(bearer(info.Header)); err != nil {
+	if _, err := e.keys.Authenticate(bearer(info.Header)); err != nil {
 		return ctx, err
 	}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		s.preauth.authenticated(p.Addr.String())
+		e.preauth.authenticated(p.Addr.String())
 	}
 	return ctx, nil
 }
@@ -190,7 +190,7 @@ func bearer(md metadata.MD) string {
 // before reading any of its body, and closes its connection; the gRPC
 // call the gateway makes checks the key's scope as for every caller.
 // The health check (GET /healthz) needs no key.
-func (s *Service) authHTTP(h http.Handler) http.Handler {
+func (e *edge) authHTTP(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" {
 			h.ServeHTTP(w, r)
@@ -202,7 +202,7 @@ func (s *Service) authHTTP(h http.Handler) http.Handler {
 			// same metadata.
 			auth = r.Header.Get("Grpc-Metadata-Authorization")
 		}
-		if _, err := s.keys.Authenticate(auth); err != nil {
+		if _, err := e.keys.Authenticate(auth); err != nil {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			w.Header().Set("Connection", "close") // the body is never read
@@ -210,9 +210,9 @@ func (s *Service) authHTTP(h http.Handler) http.Handler {
 			_, _ = w.Write(statusJSON(status.Convert(err)))
 			return
 		}
-		s.preauth.authenticated(r.RemoteAddr)
+		e.preauth.authenticated(r.RemoteAddr)
 		if r.ContentLength != 0 {
-			s.bodyDeadline(w, r)
+			e.bodyDeadline(w, r)
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -222,9 +222,9 @@ func (s *Service) authHTTP(h http.Handler) http.Handler {
 // it has been read: a read deadline left on the connection would, when
 // it passed during a long call, cancel the call (net/http's background
 // read), which is why http.Server.ReadTimeout is not used.
-func (s *Service) bodyDeadline(w http.ResponseWriter, r *http.Request) {
+func (e *edge) bodyDeadline(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(s.now().Add(s.cfg.HTTPBodyTimeout)) != nil {
+	if rc.SetReadDeadline(e.now().Add(e.bodyTimeout)) != nil {
 		return
 	}
 	r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}

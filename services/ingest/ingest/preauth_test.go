@@ -166,7 +166,8 @@ func closedWithin(t *testing.T, c net.Conn, bound time.Duration) {
 // only asks for /healthz.
 func TestAConnectionThatNeverAuthenticatesIsClosed(t *testing.T) {
 	r := newHistoryRig(t)
-	r.start(func(s *Service) { s.preauth.timeout = 200 * time.Millisecond })
+	r.prepare = func(s *Service) { s.edge.preauth.timeout = 200 * time.Millisecond }
+	r.start()
 	c, err := net.Dial("tcp", r.addr)
 	if err != nil {
 		t.Fatal(err)

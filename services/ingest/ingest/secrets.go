@@ -2,11 +2,13 @@ package ingest
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/endpoints"
+	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/sdk/sign"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -60,10 +62,18 @@ func newSecret(secret string, scheme hooklinev1.SignatureScheme) string {
 	return sign.GenerateSecret()
 }
 
+// endpointSecrets seals the endpoint secrets this service writes and
+// opens the ones it answers, with the keyring (--secrets-key-file); it
+// logs a secret that does not open. It holds nothing else.
+type endpointSecrets struct {
+	keyring *keyring.Keyring
+	log     *slog.Logger
+}
+
 // seal returns secret as a sealed EndpointSecret of rec's endpoint.
-func (s *Service) seal(rec *hooklinev1.EndpointRecord, secret string, now time.Time) (*hooklinev1.EndpointSecret, error) {
+func (x *endpointSecrets) seal(rec *hooklinev1.EndpointRecord, secret string, now time.Time) (*hooklinev1.EndpointSecret, error) {
 	ep := rec.GetEndpoint()
-	es, err := s.keyring.Seal(ep.GetTenantId(), ep.GetId(), secret, now)
+	es, err := x.keyring.Seal(ep.GetTenantId(), ep.GetId(), secret, now)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "seal the endpoint secret: %v", err)
 	}
@@ -71,11 +81,11 @@ func (s *Service) seal(rec *hooklinev1.EndpointRecord, secret string, now time.T
 }
 
 // open returns the secret of es, one of rec's secrets.
-func (s *Service) open(rec *hooklinev1.EndpointRecord, es *hooklinev1.EndpointSecret) (string, error) {
+func (x *endpointSecrets) open(rec *hooklinev1.EndpointRecord, es *hooklinev1.EndpointSecret) (string, error) {
 	ep := rec.GetEndpoint()
-	secret, err := s.keyring.Open(ep.GetTenantId(), ep.GetId(), es)
+	secret, err := x.keyring.Open(ep.GetTenantId(), ep.GetId(), es)
 	if err != nil {
-		s.log.Error("endpoint secret does not open", "endpoint_id", ep.GetId(), "err", err)
+		x.log.Error("endpoint secret does not open", "endpoint_id", ep.GetId(), "err", err)
 		return "", status.Errorf(codes.Internal, "the endpoint's signing secret cannot be read by this server (its operator must fix --secrets-key-file): %v", err)
 	}
 	return secret, nil
@@ -101,8 +111,8 @@ func schemeOf(es *hooklinev1.EndpointSecret) hooklinev1.SignatureScheme {
 // rotate makes secret the current secret of rec: the old current one
 // signs until now+grace, and those already past their grace are
 // dropped. At most endpoints.MaxActiveSecrets may sign at once.
-func (s *Service) rotate(rec *hooklinev1.EndpointRecord, secret string, grace time.Duration, now time.Time) error {
-	cur, err := s.seal(rec, secret, now)
+func (x *endpointSecrets) rotate(rec *hooklinev1.EndpointRecord, secret string, grace time.Duration, now time.Time) error {
+	cur, err := x.seal(rec, secret, now)
 	if err != nil {
 		return err
 	}
@@ -134,9 +144,9 @@ func (s *Service) rotate(rec *hooklinev1.EndpointRecord, secret string, grace ti
 }
 
 // holds reports whether secret is one of rec's secrets.
-func (s *Service) holds(rec *hooklinev1.EndpointRecord, secret string) (bool, error) {
+func (x *endpointSecrets) holds(rec *hooklinev1.EndpointRecord, secret string) (bool, error) {
 	for _, es := range rec.GetSecrets() {
-		have, err := s.open(rec, es)
+		have, err := x.open(rec, es)
 		if err != nil {
 			return false, err
 		}

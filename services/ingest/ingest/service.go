@@ -12,11 +12,17 @@
 // producer, the history index, auth, admission and the write limits,
 // and runs the process (Run): the gRPC server and its HTTP/JSON gateway
 // on one port (gateway.go) and the console (console.go).
+//
+// Other parts are types of their own beside the Service, each holding
+// only what it uses: the edge (edge.go, preauth.go) secures the port and
+// authenticates each caller before a body or a message is read; the
+// gateway (gateway.go) turns HTTP/JSON calls into gRPC ones;
+// consoleServer (console.go) serves the console; endpointSecrets
+// (secrets.go) seals the endpoints' signing secrets at rest.
 package ingest
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,15 +79,18 @@ type Service struct {
 	deliveryAPI *deliveryService
 	laneAPI     *laneService
 
-	cfg   Config
-	log   *slog.Logger
-	now   func() time.Time
+	cfg Config
+	log *slog.Logger
+	now func() time.Time
+	// keys are the API keys the edge loads: the auth interceptors' and
+	// the console's.
 	keys  *apikey.Keys
-	tls   *tls.Config // nil: plaintext
 	guard *netguard.Policy
-	// keyring seals the endpoint secrets this service writes and opens
-	// the ones it answers.
+	// keyring authenticates the Delivery records this service writes
+	// (recordmac.go); secrets seals the endpoint secrets this service
+	// writes and opens the ones it answers, with it (secrets.go).
 	keyring *keyring.Keyring
+	secrets *endpointSecrets
 	store   *endpoints.Store
 	topics  hkafka.Topics
 	ln      net.Listener
@@ -100,11 +109,11 @@ type Service struct {
 	history     *history.Store
 	indexFollow *hkafka.Follower
 	tokens      *pagetoken.Codec
-	// consoleLn, when set, is where the console serves.
+	// consoleLn, when set, is where the console serves (New hands it to
+	// the console).
 	consoleLn net.Listener
-	// consoleKeys seal console sessions (--console-session-key-file);
-	// the first seals.
-	consoleKeys [][]byte
+	// console serves the delivery console on its own port (console.go).
+	console *consoleServer
 	// revocations are the console's signed-out sessions.
 	revocations *sessionRevocations
 	// admission bounds the bytes of publishes held at once.
@@ -115,8 +124,9 @@ type Service struct {
 	// per endpoint (and per tenant for creates); across replicas the
 	// conditional writes decide.
 	locks keyedMutex
-	// preauth bounds what connections that have not authenticated hold.
-	preauth *preauth
+	// edge secures the listener and authenticates callers before a body
+	// or a message is read (edge.go, preauth.go).
+	edge *edge
 	// limits rate-limit every write RPC per tenant.
 	limits *writeLimits
 	// longCalls caps each tenant's long calls in progress.
@@ -215,7 +225,6 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 			return net.DefaultResolver.LookupIP(ctx, "ip", host)
 		},
 		admission: admission{limit: cfg.MaxInFlightBytes},
-		preauth:   newPreauth(cfg.MaxUnauthenticatedBytes),
 		tp:        otel.GetTracerProvider(),
 		mp:        otel.GetMeterProvider(),
 	}
@@ -227,16 +236,22 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	if err := s.loadEdgeSecurity(); err != nil {
+	// now reads the Service's clock at each call (tests change it after
+	// New).
+	now := func() time.Time { return s.now() }
+	s.secrets = &endpointSecrets{keyring: kr, log: s.log}
+	if s.edge, err = newEdge(cfg, s.log, s.now, now); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
-	if err := s.loadConsoleKeys(); err != nil {
+	s.keys = s.edge.keys
+	s.revocations = newSessionRevocations(s.topics.ConsoleSessions, now, s.produce)
+	if s.console, err = newConsoleServer(cfg, s.consoleLn, consoleBackend{s}, s.revocations, s.log, now); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	// Every client of this service records its Kafka metrics.
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
 	instanceID := ids.New("ing_", s.now())
-	s.limits = newWriteLimits(cfg, func() time.Time { return s.now() })
+	s.limits = newWriteLimits(cfg, now)
 	s.longCalls = newLongCalls(cfg.MaxLongCallsPerTenant)
 	s.filters = celfilter.NewCache(celfilter.DefaultCacheSize)
 	s.transforms = transform.NewCache(transform.DefaultCacheSize)
@@ -252,7 +267,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		PublishTimeout: cfg.PublishTimeout,
 		TTL:            cfg.IdempotencyTTL,
 		InstanceID:     instanceID,
-		Now:            func() time.Time { return s.now() },
+		Now:            now,
 		Log:            s.log,
 		Targets:        s.targets,
 		Deliver:        s.publishClaimed,
@@ -263,7 +278,6 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.lanes = lanes.NewView()
 	s.laneFollow = hkafka.NewFollower(s.lanes.Apply, s.topics.Lanes)
 	s.tokens = pagetoken.New(pageTokenKey(cfg))
-	s.revocations = newSessionRevocations(s)
 	return s, nil
 }
 
@@ -301,7 +315,7 @@ func (s *Service) Run(ctx context.Context) error {
 		// claim a live key's winner could be compared with.
 		"cleanup.policy": "delete",
 		"retention.ms":   strconv.FormatInt((2 * s.cfg.IdempotencyTTL).Milliseconds(), 10),
-	}}, s.consoleSessionsSpec())
+	}}, s.revocations.spec())
 	if err := s.cfg.Kafka.EnsureTopics(ctx, kadm.NewClient(cl), specs); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
@@ -362,9 +376,9 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	// Charged until each connection's first authenticated call; raw
 	// bytes, so a TLS handshake counts too.
-	ln = s.secureListener(s.preauth.listener(ln))
+	ln = s.edge.secureListener(s.edge.preauth.listener(ln))
 	srv, hs := s.grpcServer()
-	gw, err := s.newGateway(g.Context(), srv)
+	gw, err := newGateway(g.Context(), srv, s.cfg.MaxPayloadBytes, s.cfg.HTTPCallTimeout)
 	if err != nil {
 		_ = ln.Close()
 		g.Stop(err)
@@ -385,7 +399,7 @@ func (s *Service) serve(ctx context.Context, ln net.Listener, srv *grpc.Server, 
 	mux := connmux.New(ln, sniffTimeout)
 	httpSrv := &http.Server{
 		// The key is checked on the headers, before any body is read.
-		Handler:           s.authHTTP(gw),
+		Handler:           s.edge.authHTTP(gw),
 		ReadHeaderTimeout: sniffTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
@@ -395,7 +409,7 @@ func (s *Service) serve(ctx context.Context, ln net.Listener, srv *grpc.Server, 
 	go func() { served <- srv.Serve(mux.GRPC()) }()
 	go func() { served <- httpSrv.Serve(mux.HTTP()) }()
 	go func() { served <- mux.Serve() }()
-	stopConsole, err := s.startConsole(served)
+	stopConsole, err := s.console.start(served)
 	if err != nil {
 		srv.Stop()
 		_ = httpSrv.Close()
@@ -462,7 +476,7 @@ func (s *Service) grpcServer() (*grpc.Server, *health.Server) {
 		grpc.MaxRecvMsgSize(payloadLimit(s.cfg.MaxPayloadBytes).doorBytes()),
 		// The API key is checked when a stream's headers arrive, before
 		// any of its message is received (the interceptor checks scope).
-		grpc.InTapHandle(s.tapAuth),
+		grpc.InTapHandle(s.edge.tapAuth),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams),
 		// Calls run on a pool of goroutines that keep their grown
