@@ -45,7 +45,7 @@ func TestAnAutomaticPauseDroppedBeforeItsCommitReArmsTheEndpoint(t *testing.T) {
 		t.Fatalf("%d automatic pauses still tracked after their entry was dropped", tracked)
 	}
 	d := &hooklinev1.Delivery{DeliveryId: "dlv_1", EndpointId: "ep_1", TenantId: "t", Attempt: 1}
-	outs := s.outcome(t.Context(), d, s.store.Get("ep_1"), attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, StatusCode: 400, Started: time.Now()})
+	outs := s.handler.attempter.outcome(t.Context(), d, s.store.Get("ep_1"), attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, StatusCode: 400, Started: time.Now()})
 	if len(pausesIn(s, outs)) != 1 {
 		t.Fatal("after its pause was dropped uncommitted, the next permanent failure does not pause the endpoint")
 	}
@@ -76,7 +76,7 @@ func TestAnEndpointResumedAfterAnAutomaticPauseIsPausedAgainByItsNextStreak(t *t
 	s.store.Put(ep)
 	fail := func(i int) []*kgo.Record {
 		d := &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", i), EndpointId: "ep_1", TenantId: "t", Attempt: 1}
-		return pausesIn(s, s.outcome(t.Context(), d, s.store.Get("ep_1"), attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, StatusCode: 400, Started: time.Now()}))
+		return pausesIn(s, s.handler.attempter.outcome(t.Context(), d, s.store.Get("ep_1"), attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, StatusCode: 400, Started: time.Now()}))
 	}
 	if fail(0) != nil || len(fail(1)) != 1 {
 		t.Fatal("the second permanent failure in a row does not pause the endpoint")

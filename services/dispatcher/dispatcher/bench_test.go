@@ -35,7 +35,7 @@ func BenchmarkHandle(b *testing.B) {
 		r := deliveryRecord(b, s)
 		b.ReportAllocs()
 		for b.Loop() {
-			if out := s.handleSafely(context.Background(), r); len(out) == 0 {
+			if out := s.handler.handleSafely(context.Background(), r); len(out) == 0 {
 				b.Fatal("no records")
 			}
 		}
@@ -61,7 +61,7 @@ func BenchmarkInstrumentationOff(b *testing.B) {
 	h := http.Header{}
 	b.ReportAllocs()
 	for b.Loop() {
-		ctx, span := s.startProcess(context.Background(), r)
+		ctx, span := s.handler.startProcess(context.Background(), r)
 		setOutcome(ctx, "delivered")
 		s.metrics.attempts.Add(ctx, 1)
 		s.metrics.duration.Record(ctx, 0.001)
@@ -89,7 +89,7 @@ func BenchmarkInnerLoop(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		v, ep := s.triage(d, s.now(), false)
+		v, ep := s.handler.triage(d, s.now(), false)
 		if v != toLane {
 			b.Fatalf("verdict %v", v)
 		}
@@ -100,7 +100,7 @@ func BenchmarkInnerLoop(b *testing.B) {
 		started := s.now()
 		_ = signer.Sign(d.GetEventId(), started, d.GetPayload())
 		ar := attempt.Result{Class: classify.Outcome(http.StatusNoContent, nil), StatusCode: http.StatusNoContent, Started: started, Latency: time.Millisecond}
-		if out := s.outcome(ctx, d, ep, ar); len(out) != 1 {
+		if out := s.handler.attempter.outcome(ctx, d, ep, ar); len(out) != 1 {
 			b.Fatalf("%d records", len(out))
 		}
 	}

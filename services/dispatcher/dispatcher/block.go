@@ -46,24 +46,24 @@ func blocks(ep *hooklinev1.EndpointRecord, d *hooklinev1.Delivery) bool {
 // headFailed returns the records that end d, whose attempt failed for
 // good (res says how): its dead letter, or, when it blocks its lane, its
 // block. msg says why, for the log.
-func (s *Service) headFailed(ctx, rctx context.Context, log *slog.Logger, msg string, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, res *hooklinev1.AttemptResult) []*kgo.Record {
+func (a *attempter) headFailed(ctx, rctx context.Context, log *slog.Logger, msg string, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, res *hooklinev1.AttemptResult) []*kgo.Record {
 	if !blocks(ep, d) {
 		log.InfoContext(ctx, msg+"; dead-lettered", "err", res.Error)
-		return s.writer.deadLetter(rctx, d, res)
+		return a.writer.deadLetter(rctx, d, res)
 	}
 	log.WarnContext(ctx, msg+"; its ordered lane is blocked until an operator resends or skips it", "err", res.Error, "ordering_key", laneKey(ep, d))
-	return s.block(rctx, d, ep, res)
+	return a.block(rctx, d, ep, res)
 }
 
 // block returns the records of d blocking its lane: a BLOCKED result, a
 // lane.blocked notice and the block's mark.
-func (s *Service) block(ctx context.Context, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, res *hooklinev1.AttemptResult) []*kgo.Record {
-	now := s.now()
+func (a *attempter) block(ctx context.Context, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, res *hooklinev1.AttemptResult) []*kgo.Record {
+	now := a.now()
 	why := res.GetReason()
 	res.State = hooklinev1.DeliveryState_DELIVERY_STATE_BLOCKED
 	res.Reason = why + "; its ordered lane is blocked until an operator resends or skips it"
-	s.writer.finished(ctx, res.State)
-	out := s.writer.resultRecords(ctx, res) // sets the trace ids the lane keeps
+	a.writer.finished(ctx, res.State)
+	out := a.writer.resultRecords(ctx, res) // sets the trace ids the lane keeps
 	key := laneKey(ep, d)
 	e := ep.GetEndpoint()
 	detail := fmt.Sprintf("ordered lane %q blocked behind delivery %s (event %s): %s", key, d.GetDeliveryId(), d.GetEventId(), why)
@@ -72,7 +72,7 @@ func (s *Service) block(ctx context.Context, d *hooklinev1.Delivery, ep *hooklin
 	} else if res.GetError() != "" {
 		detail += ", " + res.GetError()
 	}
-	out = append(out, s.writer.records(s.topics.Notices, e.GetId(), &hooklinev1.Notice{
+	out = append(out, a.writer.records(a.topics.Notices, e.GetId(), &hooklinev1.Notice{
 		NoticeId: ids.New(ids.Notice, now), Type: hooklinev1.NoticeType_NOTICE_TYPE_LANE_BLOCKED,
 		TenantId: e.GetTenantId(), EndpointId: e.GetId(), At: timestamppb.New(now), Detail: detail,
 		OrderingKey: key, DeliveryId: d.GetDeliveryId(),

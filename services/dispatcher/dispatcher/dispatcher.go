@@ -36,19 +36,18 @@ import (
 
 // Service is one dispatcher instance.
 type Service struct {
-	cfg    Config
-	log    *slog.Logger
-	now    func() time.Time
-	rand   *lockedRand
-	store  *endpoints.Store
-	client *attempt.Client
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	rand  *lockedRand
+	store *endpoints.Store
 	// noticeClient posts to --notice-webhook-url.
 	noticeClient *attempt.Client
 	topics       hkafka.Topics
-	earlyWarned  earlyWarned
 
 	attemptOpts []attempt.Option
-	// beforeAttempt, if set, is called as each attempt begins (tests).
+	// beforeAttempt, if set, is called as each attempt begins (tests):
+	// WithBeforeAttempt sets it, New hands it to the attempter.
 	beforeAttempt func(*hooklinev1.Delivery)
 	// setAsideHook, if set, learns of each delivery set aside (tests):
 	// WithSetAside sets it, New hands it to the writer.
@@ -68,7 +67,12 @@ type Service struct {
 	pauseOutcome func(context.Context, *endpoints.Tracked, *kgo.Record) (endpoints.Outcome, error)
 	// holds holds deliveries without an attempt and ends their holds
 	// (hold.go); built by New once the options are applied.
-	holds   *holds
+	holds *holds
+	// handler handles one delivery record: triage, the gates, its
+	// process span and worker faults, and (its attempter) the attempt
+	// and its outcome (handle.go); built by New once the options are
+	// applied.
+	handler *handler
 	signers *signers
 	// notices seeds endpoint health across rebalances; noticeFollow
 	// feeds it.
@@ -98,10 +102,7 @@ type Service struct {
 
 	tp      trace.TracerProvider
 	mp      metric.MeterProvider
-	tracer  trace.Tracer
 	metrics instruments
-	// processSpan names the span of handling a delivery record.
-	processSpan string
 	// probe is the readiness /readyz answers (--health-addr).
 	probe *phealth.Probe
 }
@@ -230,11 +231,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	s.noticeFollow = hkafka.NewFollower(s.notices.Apply, s.topics.Notices)
 	s.laneFollow = hkafka.NewFollower(s.lanes.Apply, s.topics.Lanes)
-	s.tracer = s.tp.Tracer(scope)
-	s.processSpan = "process " + s.topics.Deliveries
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
 	common := []attempt.Option{attempt.WithClock(s.now), attempt.WithTracerProvider(s.tp)}
-	s.client = attempt.New(guard, slices.Concat(common,
+	client := attempt.New(guard, slices.Concat(common,
 		[]attempt.Option{attempt.WithForwardedTraceContext(cfg.ForwardTraceState, cfg.ForwardBaggage)}, s.attemptOpts)...)
 	// The operator's notice webhook has a guard of its own: tenants'
 	// allow-lists never reach it, nor its list theirs.
@@ -248,6 +247,15 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	// The config by pointer: tests change --max-hold, the rechecks and
 	// --accept-unsigned-deliveries on s.cfg after New.
 	s.holds = &holds{cfg: &s.cfg, keys: s.signers.keys, parked: s.topics.Parked, log: s.log, now: s.now, writer: s.writer}
+	// After the options (WithClock, WithLogger, WithRandSeed,
+	// WithTelemetry, WithAttemptOptions, WithBeforeAttempt), the writer
+	// and the holds; the config by pointer, as for the holds.
+	att := &attempter{cfg: &s.cfg, client: client, signers: s.signers, answered: s.answered, rcv: s.rcv, holds: s.holds,
+		writer: s.writer, streaks: s.streaks, topics: s.topics, metrics: s.metrics, log: s.log, now: s.now, rand: s.rand,
+		trackPause: s.trackPause, beforeAttempt: s.beforeAttempt}
+	s.handler = &handler{cfg: &s.cfg, store: s.store, keys: s.signers.keys, rcv: s.rcv, holds: s.holds, writer: s.writer,
+		streaks: s.streaks, attempter: att, topics: s.topics, log: s.log, now: s.now, rand: s.rand,
+		tracer: s.tp.Tracer(scope), processSpan: "process " + s.topics.Deliveries}
 	return s, nil
 }
 

@@ -45,14 +45,18 @@
 //     sequence, who may start), lanes.go (the lanes topic), block.go
 //     (a head that blocks its lane), lanecmd.go (resend and skip of a
 //     blocked head);
-//   - one record's handling: handle.go (triage, the gates, the attempt),
-//     outcome.go (the decision turned into records, endpoint health),
-//     hold.go (held deliveries: parked, deferred, read back by
-//     reference), writer.go (the records that follow a delivery:
+//   - one record's handling: handle.go (handler: triage, the gates, a
+//     record's process span and worker faults; attempter: the attempt),
+//     outcome.go (the attempter's: the decision turned into records,
+//     endpoint health; block.go's headFailed and block when a head
+//     blocks its lane), hold.go (held deliveries: parked, deferred, read
+//     back by reference), writer.go (the records that follow a delivery:
 //     results, retries, dead letters, deferrals, set-asides),
 //     autopause.go (an automatic pause until it is settled),
 //     answered.go and answerjournal.go (answers kept across a crash),
-//     recordauth.go (record MACs), transformed.go (transformations);
+//     recordauth.go (record MACs, checked at triage), transformed.go
+//     (transformations; a run that ended is settled at triage), early.go
+//     (a record read too early, sent back: the handler's notYetDue);
 //   - telemetry.go, memory.go, statedump.go: what an operator sees.
 //
 // The flow of one polled record: loop (poll) → place (triage, lane) →

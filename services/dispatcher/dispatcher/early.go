@@ -76,7 +76,7 @@ func restoreDue(r *kgo.Record, d *hooklinev1.Delivery) {
 // notYetDue sends d, read at now before its due time by more than the
 // early hold, back to the retries topic pushed by how early it was, at
 // least twice the previous push (the package comment above).
-func (s *Service) notYetDue(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
+func (h *handler) notYetDue(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, now time.Time) []*kgo.Record {
 	due := d.GetDueAt().AsTime()
 	var push time.Duration
 	if orig, pushed, ok := earlyMark(r); ok && orig.Equal(due) {
@@ -84,11 +84,11 @@ func (s *Service) notYetDue(ctx context.Context, r *kgo.Record, d *hooklinev1.De
 	}
 	push += max(due.Sub(now), push)
 	at := due.Add(push)
-	s.warnEarly(ctx, d, due.Sub(now), push)
-	s.writer.deferred(ctx, d, "read before due")
+	h.warnEarly(ctx, d, due.Sub(now), push)
+	h.writer.deferred(ctx, d, "read before due")
 	later := proto.Clone(d).(*hooklinev1.Delivery)
 	later.DueAt = timestamppb.New(at)
-	out := s.writer.records(s.topics.Retries, d.GetEndpointId(), later)
+	out := h.writer.records(h.topics.Retries, d.GetEndpointId(), later)
 	out[0].Headers = append(out[0].Headers, kgo.RecordHeader{Key: headerEarly,
 		Value: []byte(strconv.FormatInt(due.UnixNano(), 10) + "/" + strconv.FormatInt(at.UnixNano(), 10))})
 	return out
@@ -104,14 +104,14 @@ type earlyWarned struct{ at atomic.Int64 }
 
 // warnEarly warns that d was read early by more than the early hold, at
 // most once per earlyWarnEvery.
-func (s *Service) warnEarly(ctx context.Context, d *hooklinev1.Delivery, early, push time.Duration) {
-	now := s.now().UnixNano()
-	last := s.earlyWarned.at.Load()
-	if now-last < int64(earlyWarnEvery) || !s.earlyWarned.at.CompareAndSwap(last, now) {
+func (h *handler) warnEarly(ctx context.Context, d *hooklinev1.Delivery, early, push time.Duration) {
+	now := h.now().UnixNano()
+	last := h.earlyWarned.at.Load()
+	if now-last < int64(earlyWarnEvery) || !h.earlyWarned.at.CompareAndSwap(last, now) {
 		return
 	}
-	s.log.WarnContext(ctx, "delivery read before its due time by more than --early-hold: the scheduler's clock is ahead of this dispatcher's; check NTP on both hosts",
-		"delivery_id", d.GetDeliveryId(), "early", early, "early_hold", s.cfg.EarlyHold, "pushed_by", push)
+	h.log.WarnContext(ctx, "delivery read before its due time by more than --early-hold: the scheduler's clock is ahead of this dispatcher's; check NTP on both hosts",
+		"delivery_id", d.GetDeliveryId(), "early", early, "early_hold", h.cfg.EarlyHold, "pushed_by", push)
 }
 
 // holdEarly keeps en, read at now before its due time by at most the

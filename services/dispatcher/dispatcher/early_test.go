@@ -49,7 +49,7 @@ func TestADeliveryReadEarlyGoesRoundAFewTimesAtMostAndNeverFiresEarly(t *testing
 				released := due // by the scheduler's clock
 				for hop := 0; ; hop++ {
 					clock.Set(released.Add(-skew + lag(hop)))
-					out := s.handleSafely(t.Context(), r)
+					out := s.handler.handleSafely(t.Context(), r)
 					if res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult); len(res) > 0 {
 						at := res[0].GetStartedAt().AsTime()
 						if at.Before(due) {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/endpoints"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/sdk/backoff"
@@ -74,24 +76,60 @@ func decodeDelivery(r *kgo.Record) (*hooklinev1.Delivery, error) {
 	return d, nil
 }
 
+// handler handles one delivery record: it triages it (triage: not due,
+// endpoint unknown, deleted, of another tenant, paused, its
+// transformation ended) and settles what triage did not send to a lane
+// (settle), keeps outage mode's gate (gate), and runs every record's
+// handling inside its process span, a panic turned into a worker fault
+// (process, faulted, workerFault); the attempt and what follows it are
+// the attempter's. It holds only what that takes, handed over by New
+// once the options are applied: the Service's config by pointer
+// (--accept-unsigned-deliveries, --outage-recheck, --early-hold,
+// --max-worker-faults and the group are read as they are used: tests
+// change them on s.cfg after New), the endpoints view, the secrets keys
+// records are authenticated with, endpoint health, the holds, the
+// writer, the transformations' failing streaks, the topics, the logger,
+// the clock, the jitter of the endpoints view's sync, the tracer and the
+// attempter. The engine places records and asks it for their handling.
+type handler struct {
+	cfg       *Config
+	store     *endpoints.Store
+	keys      *keyring.Keyring
+	rcv       *health.Receivers
+	holds     *holds
+	writer    *recordWriter
+	streaks   *transformStreaks
+	attempter *attempter
+	topics    hkafka.Topics
+	log       *slog.Logger
+	now       func() time.Time
+	rand      *lockedRand
+	tracer    trace.Tracer
+	// processSpan names the span of handling a delivery record.
+	processSpan string
+	// earlyWarned is when a delivery read too early was last warned of
+	// (early.go).
+	earlyWarned earlyWarned
+}
+
 // triage decides what becomes of d before it waits in its endpoint's
 // lane. synced says the endpoints view was synced for it already, so an
 // endpoint still unknown is deleted.
-func (s *Service) triage(d *hooklinev1.Delivery, now time.Time, synced bool) (verdict, *hooklinev1.EndpointRecord) {
+func (h *handler) triage(d *hooklinev1.Delivery, now time.Time, synced bool) (verdict, *hooklinev1.EndpointRecord) {
 	if due := d.GetDueAt(); due != nil && due.AsTime().After(now) {
 		// Never fire early: a delivery not yet due waits, in memory when
 		// it is due within the early hold, else on the retries topic
 		// (early.go).
 		return notDue, nil
 	}
-	ep := s.store.Get(d.GetEndpointId())
+	ep := h.store.Get(d.GetEndpointId())
 	switch {
 	case ep == nil && !synced:
 		// Unknown here: maybe created a moment ago and not read yet.
 		return needSync, nil
 	case ep == nil:
 		return epDeleted, nil
-	case ep.GetEndpoint().GetTenantId() != d.GetTenantId(), !s.authentic(d):
+	case ep.GetEndpoint().GetTenantId() != d.GetTenantId(), !h.authentic(d):
 		// The deliveries topic must not be a signing oracle: only the
 		// tenant that owns an endpoint delivers to it, and only through
 		// ingest (recordauth.go).
@@ -106,45 +144,45 @@ func (s *Service) triage(d *hooklinev1.Delivery, now time.Time, synced bool) (ve
 
 // settle returns the records that end a delivery triage did not send to
 // its lane.
-func (s *Service) settle(ctx context.Context, v verdict, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, now time.Time) []*kgo.Record {
+func (h *handler) settle(ctx context.Context, v verdict, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, now time.Time) []*kgo.Record {
 	if d != nil {
 		annotate(ctx, d)
 	}
 	switch v {
 	case notDue:
 		setOutcome(ctx, "not_due")
-		return s.notYetDue(ctx, r, d, now)
+		return h.notYetDue(ctx, r, d, now)
 	case epDeleted:
-		res := s.writer.result(d, now)
+		res := h.writer.result(d, now)
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_ENDPOINT_DELETED
 		res.Reason = "endpoint deleted"
-		s.writer.finished(ctx, res.State)
+		h.writer.finished(ctx, res.State)
 		setOutcome(ctx, outcomeLabel(res.State))
-		return s.writer.resultRecords(ctx, res)
+		return h.writer.resultRecords(ctx, res)
 	case epForeign:
-		res := s.writer.result(d, now)
+		res := h.writer.result(d, now)
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
-		res.Reason = s.refusedReason(d)
-		s.log.ErrorContext(ctx, "delivery refused; dead-lettered", "reason", res.Reason, "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId())
+		res.Reason = h.refusedReason(d)
+		h.log.ErrorContext(ctx, "delivery refused; dead-lettered", "reason", res.Reason, "delivery_id", d.GetDeliveryId(), "endpoint_id", d.GetEndpointId())
 		setOutcome(ctx, "foreign_endpoint")
-		return s.writer.deadLetter(ctx, d, res)
+		return h.writer.deadLetter(ctx, d, res)
 	case epPaused:
-		return s.holds.park(ctx, r, d, now)
+		return h.holds.park(ctx, r, d, now)
 	case transformEnded:
-		return s.endTransformed(ctx, d, ep, now)
+		return h.endTransformed(ctx, d, ep, now)
 	}
-	return []*kgo.Record{s.workerFault(ctx, r, "not a Delivery")}
+	return []*kgo.Record{h.workerFault(ctx, r, "not a Delivery")}
 }
 
 // gate is outage mode's decision for d when its lane may start it. An
 // operator's resend or test event is attempted now, outage or not.
-func (s *Service) gate(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, now time.Time) (health.Gate, time.Time) {
+func (h *handler) gate(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, now time.Time) (health.Gate, time.Time) {
 	oneOff := d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_RESEND || d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_TEST
 	if ep.GetEndpoint().GetOutageModeDisabled() || oneOff {
 		return health.Pass, time.Time{}
 	}
 	preferred := d.GetAttempt() == 1 || isOrdered(ep, d)
-	return s.rcv.OutageGate(ep.GetEndpoint().GetId(), now, preferred, s.cfg.OutageRecheck)
+	return h.rcv.OutageGate(ep.GetEndpoint().GetId(), now, preferred, h.cfg.OutageRecheck)
 }
 
 // process runs fn as the handling of record r: inside r's process span,
@@ -158,59 +196,59 @@ func (s *Service) gate(d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, no
 // delivery a broker refused a record of is set aside at once, without a
 // second attempt, and one whose outputs are over the record limit is set
 // aside instead of writing them.
-func (s *Service) process(ctx context.Context, r *kgo.Record, fn func(context.Context) []*kgo.Record) (out []*kgo.Record) {
-	ctx, span := s.startProcess(ctx, r)
+func (h *handler) process(ctx context.Context, r *kgo.Record, fn func(context.Context) []*kgo.Record) (out []*kgo.Record) {
+	ctx, span := h.startProcess(ctx, r)
 	defer func() {
 		if p := recover(); p != nil {
-			out = s.faulted(ctx, r, fmt.Sprint(p))
+			out = h.faulted(ctx, r, fmt.Sprint(p))
 			setOutcome(ctx, "worker_fault")
 			span.SetStatus(codes.Error, fmt.Sprint(p))
 		}
-		s.writer.stampTrace(r, out)
+		h.writer.stampTrace(r, out)
 		span.End()
 	}()
-	if d, why := s.writer.unwritableReason(r); why != "" {
-		return s.writer.setAside(ctx, d, nil, why)
+	if d, why := h.writer.unwritableReason(r); why != "" {
+		return h.writer.setAside(ctx, d, nil, why)
 	}
-	return s.writer.fit(ctx, r, fn(ctx))
+	return h.writer.fit(ctx, r, fn(ctx))
 }
 
 // handleSafely is one record's whole handling outside the loop: triage,
 // gate and attempt, with no lane (so no cap or rate). Tests and
 // benchmarks use it; the loop runs the same steps with lanes between.
-func (s *Service) handleSafely(ctx context.Context, r *kgo.Record) []*kgo.Record {
-	return s.process(ctx, r, func(ctx context.Context) []*kgo.Record { return s.handle(ctx, r) })
+func (h *handler) handleSafely(ctx context.Context, r *kgo.Record) []*kgo.Record {
+	return h.process(ctx, r, func(ctx context.Context) []*kgo.Record { return h.handle(ctx, r) })
 }
 
-func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
+func (h *handler) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 	d, err := decodeDelivery(r)
 	if err != nil {
-		return []*kgo.Record{s.workerFault(ctx, r, err.Error())}
+		return []*kgo.Record{h.workerFault(ctx, r, err.Error())}
 	}
 	if isLaneCommand(d) {
 		return nil // only the engine's lanes apply one (lanecmd.go)
 	}
-	now := s.now()
-	v, ep := s.triage(d, now, false)
+	now := h.now()
+	v, ep := h.triage(d, now, false)
 	if v == needSync {
-		if err := s.syncEndpoints(ctx); err != nil {
-			return []*kgo.Record{requeue(r, s.topics.Deliveries)}
+		if err := h.syncEndpoints(ctx); err != nil {
+			return []*kgo.Record{requeue(r, h.topics.Deliveries)}
 		}
-		v, ep = s.triage(d, now, true)
+		v, ep = h.triage(d, now, true)
 	}
 	if v != toLane {
-		return s.settle(ctx, v, r, d, ep, now)
+		return h.settle(ctx, v, r, d, ep, now)
 	}
-	g, until := s.gate(d, ep, now)
+	g, until := h.gate(d, ep, now)
 	if g == health.Hold {
-		return s.holds.hold(ctx, r, d, until)
+		return h.holds.hold(ctx, r, d, until)
 	}
 	var p *health.ProbeTurn
 	if g == health.Probe {
-		p = s.rcv.Turn(ep.GetEndpoint().GetId())
-		defer func() { p.Over(s.now()) }() // however the handling ends
+		p = h.rcv.Turn(ep.GetEndpoint().GetId())
+		defer func() { p.Over(h.now()) }() // however the handling ends
 	}
-	return s.attempt(ctx, r, d, ep, p)
+	return h.attempter.attempt(ctx, r, d, ep, p)
 }
 
 // attemptRecord is the handling of r by one attempt of d to ep, as the
@@ -220,48 +258,84 @@ func (s *Service) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 // so that every way out of it — set aside before the attempt, held for
 // an unusable secret, a panic, interrupted, an outcome — ends the probe
 // (DESIGN.md: every probe ends).
-func (s *Service) attemptRecord(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, probe bool) []*kgo.Record {
+func (h *handler) attemptRecord(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, probe bool) []*kgo.Record {
 	var p *health.ProbeTurn
 	if probe {
-		p = s.rcv.Turn(ep.GetEndpoint().GetId())
-		defer func() { p.Over(s.now()) }()
+		p = h.rcv.Turn(ep.GetEndpoint().GetId())
+		defer func() { p.Over(h.now()) }()
 	}
-	return s.process(ctx, r, func(ctx context.Context) []*kgo.Record { return s.attempt(ctx, r, d, ep, p) })
+	return h.process(ctx, r, func(ctx context.Context) []*kgo.Record { return h.attempter.attempt(ctx, r, d, ep, p) })
 }
 
 // syncEndpoints waits until the endpoints view holds every endpoint
 // written before the call. A failure is an infrastructure error, never a
 // worker fault: it is retried with backoff until it succeeds or ctx ends.
-func (s *Service) syncEndpoints(ctx context.Context) error {
-	return s.untilRead(ctx, "endpoints view", s.store.Sync)
+func (h *handler) syncEndpoints(ctx context.Context) error {
+	return hkafka.Until(ctx, h.log, h.rand, "endpoints view", syncTimeout, h.store.Sync)
 }
 
 // syncTimeout bounds one sync of the endpoints view.
 const syncTimeout = 10 * time.Second
 
+// attempter makes one attempt of a delivery its lane started and turns
+// its result into the records that follow (outcome.go): the decision
+// (decide), the endpoint's health and the notices and automatic pause it
+// calls for, a retry, a dead letter, or its ordered lane's block
+// (block.go). It holds only what that takes, handed over by New once the
+// options are applied: the Service's config by pointer (the budgets,
+// the health thresholds, --attempt-timeout and --outage-probe-max are
+// read as they are used: tests change them on s.cfg after New), the
+// HTTP attempt client, the signers, the answers kept (answered.go),
+// endpoint health, the holds (a payload read back, an unusable secret),
+// the writer, the transformations' failing streaks, the topics, the
+// metrics, the logger, the clock, the jitter, trackPause (the Service's
+// pending automatic pauses, settled after the commit: autopause.go) and
+// beforeAttempt (WithBeforeAttempt). The handler asks it for an attempt.
+type attempter struct {
+	cfg      *Config
+	client   *attempt.Client
+	signers  *signers
+	answered *answered
+	rcv      *health.Receivers
+	holds    *holds
+	writer   *recordWriter
+	streaks  *transformStreaks
+	topics   hkafka.Topics
+	metrics  instruments
+	log      *slog.Logger
+	now      func() time.Time
+	rand     *lockedRand
+	// trackPause registers an automatic pause for settling after its
+	// commit (Service.trackPause).
+	trackPause func(id string, r *kgo.Record)
+	// beforeAttempt, if set, is called as each attempt begins (tests;
+	// WithBeforeAttempt).
+	beforeAttempt func(*hooklinev1.Delivery)
+}
+
 // attempt makes one signed attempt of d to ep and returns the records
 // that follow from its outcome. p is the endpoint's probe turn when
 // outage mode let d through as its one probe (nil otherwise): attempt
 // notes the probe's outcome on it; its caller ends it.
-func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, p *health.ProbeTurn) []*kgo.Record {
+func (a *attempter) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, p *health.ProbeTurn) []*kgo.Record {
 	attrs := annotate(ctx, d)
 	// A delivery held by reference gets its payload back first: what
 	// follows sees it as it will be sent.
-	if err := s.holds.readHeld(ctx, d); err != nil {
+	if err := a.holds.readHeld(ctx, d); err != nil {
 		if ctx.Err() != nil {
 			setOutcome(ctx, "interrupted")
-			return []*kgo.Record{requeue(r, s.topics.Deliveries)}
+			return []*kgo.Record{requeue(r, a.topics.Deliveries)}
 		}
-		return s.holds.unreadHeld(ctx, r, d, err)
+		return a.holds.unreadHeld(ctx, r, d, err)
 	}
 	id := ep.GetEndpoint().GetId()
-	now := s.now()
-	if s.beforeAttempt != nil {
-		s.beforeAttempt(d) // where a bug in signing would panic
+	now := a.now()
+	if a.beforeAttempt != nil {
+		a.beforeAttempt(d) // where a bug in signing would panic
 	}
-	signer, err := s.signers.get(ep, now)
+	signer, err := a.signers.get(ep, now)
 	if errors.Is(err, keyring.ErrUnknownKey) || errors.Is(err, keyring.ErrNotOpened) {
-		return s.holds.holdUnsigned(ctx, r, d, id, err)
+		return a.holds.holdUnsigned(ctx, r, d, id, err)
 	}
 	if err != nil {
 		panic(fmt.Sprintf("endpoint %s has no usable secret: %v", id, err))
@@ -269,26 +343,26 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 	// A record fetched again after its settlement was lost (answered.go)
 	// settles from the 2xx its receiver already gave.
 	key, url := answerKeyOf(r, d), ep.GetEndpoint().GetUrl()
-	ar, reused := s.answered.get(key, url)
+	ar, reused := a.answered.get(key, url)
 	if d.GetFirstAttemptAt() == nil {
 		first := now
 		if reused {
 			first = ar.Started
 		}
 		d.FirstAttemptAt = timestamppb.New(first)
-		d.GiveUpAt = timestamppb.New(first.Add(s.rules().Age(ep)))
+		d.GiveUpAt = timestamppb.New(first.Add(a.cfg.rules().Age(ep)))
 	}
 	if reused {
-		s.metrics.reuse(ctx)
-		s.log.DebugContext(ctx, "answered before; settled from that answer", "delivery_id", d.GetDeliveryId(), "attempt", d.GetAttempt(), "answered_at", ar.Started)
+		a.metrics.reuse(ctx)
+		a.log.DebugContext(ctx, "answered before; settled from that answer", "delivery_id", d.GetDeliveryId(), "attempt", d.GetAttempt(), "answered_at", ar.Started)
 	} else {
-		timeout := s.cfg.AttemptTimeout
+		timeout := a.cfg.AttemptTimeout
 		if t := ep.GetEndpoint().GetTimeout(); t != nil && t.AsDuration() > 0 {
 			timeout = t.AsDuration()
 		}
-		s.metrics.flight(ctx, id, 1)
+		a.metrics.flight(ctx, id, 1)
 		var err error
-		ar, err = s.client.Do(ctx, transformed(attempt.Request{
+		ar, err = a.client.Do(ctx, transformed(attempt.Request{
 			URL:        url,
 			Tenant:     ep.GetEndpoint().GetTenantId(),
 			EventID:    d.GetEventId(),
@@ -299,24 +373,24 @@ func (s *Service) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.Deli
 			Header:     http.Header{},
 			Attributes: attrs,
 		}, d.GetTransformed()))
-		s.metrics.flight(ctx, id, -1)
+		a.metrics.flight(ctx, id, -1)
 		if err != nil {
 			// Shut down (or revoked) before the receiver answered: a
 			// worker fault, the delivery goes back as it came.
 			setOutcome(ctx, "interrupted")
-			return []*kgo.Record{requeue(r, s.topics.Deliveries)}
+			return []*kgo.Record{requeue(r, a.topics.Deliveries)}
 		}
-		s.metrics.attempt(ctx, ar.Class, ar.Latency)
+		a.metrics.attempt(ctx, ar.Class, ar.Latency)
 		if ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
-			s.answered.put(key, url, ar)
+			a.answered.put(key, url, ar)
 		}
 	}
-	s.rcv.Home(id, r.Partition)
-	out := s.outcome(ctx, d, ep, ar)
+	a.rcv.Home(id, r.Partition)
+	out := a.outcome(ctx, d, ep, ar)
 	if p != nil {
 		policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
 		p.Attempted(ar.Started.Add(ar.Latency), func(n int) time.Duration {
-			return min(policy.Delay(uint32(n), s.rand), s.cfg.OutageProbeMax)
+			return min(policy.Delay(uint32(n), a.rand), a.cfg.OutageProbeMax)
 		})
 	}
 	return out
@@ -339,24 +413,24 @@ func annotate(ctx context.Context, d *hooklinev1.Delivery) []attribute.KeyValue 
 // MaxFaults times and decodes, its end: a FAILED result naming the fault
 // and a DeadLetter, like any failed delivery (so it has a terminal
 // outcome, and a resend or a recover can send it again).
-func (s *Service) faulted(ctx context.Context, r *kgo.Record, why string) []*kgo.Record {
-	if faultsOf(r)+1 >= s.cfg.MaxFaults {
+func (h *handler) faulted(ctx context.Context, r *kgo.Record, why string) []*kgo.Record {
+	if faultsOf(r)+1 >= h.cfg.MaxFaults {
 		if d, err := decodeDelivery(r); err == nil {
 			// A delivery held by reference is dead-lettered with its
 			// payload when it can be read back (else naming where it is).
-			if err := s.holds.readHeld(ctx, d); err != nil {
-				s.log.WarnContext(ctx, "held delivery's payload not read back; dead-lettered without it", "delivery_id", d.GetDeliveryId(), "err", err)
+			if err := h.holds.readHeld(ctx, d); err != nil {
+				h.log.WarnContext(ctx, "held delivery's payload not read back; dead-lettered without it", "delivery_id", d.GetDeliveryId(), "err", err)
 			}
-			res := s.writer.result(d, s.now())
+			res := h.writer.result(d, h.now())
 			res.Attempt = d.GetAttempt() // the attempt it could not make
 			res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
-			res.Reason = fmt.Sprintf("set aside after %d worker faults (not attempts): %s", s.cfg.MaxFaults, why)
-			s.log.ErrorContext(ctx, "worker fault limit reached: delivery dead-lettered", "delivery_id", d.GetDeliveryId(),
+			res.Reason = fmt.Sprintf("set aside after %d worker faults (not attempts): %s", h.cfg.MaxFaults, why)
+			h.log.ErrorContext(ctx, "worker fault limit reached: delivery dead-lettered", "delivery_id", d.GetDeliveryId(),
 				"endpoint_id", d.GetEndpointId(), "partition", r.Partition, "offset", r.Offset, "fault", why)
-			return s.writer.deadLetter(ctx, d, res)
+			return h.writer.deadLetter(ctx, d, res)
 		}
 	}
-	return []*kgo.Record{s.workerFault(ctx, r, why)}
+	return []*kgo.Record{h.workerFault(ctx, r, why)}
 }
 
 // faultsOf returns the worker faults r has caused so far.
@@ -379,7 +453,7 @@ func faultsOf(r *kgo.Record) int {
 // workerFault returns the record that puts r back unchanged, counting the
 // fault in a header, or sets it aside raw once it has faulted MaxFaults
 // times (a record that does not decode: see faulted for one that does).
-func (s *Service) workerFault(ctx context.Context, r *kgo.Record, why string) *kgo.Record {
+func (h *handler) workerFault(ctx context.Context, r *kgo.Record, why string) *kgo.Record {
 	faults := faultsOf(r) + 1
 	var headers []kgo.RecordHeader
 	for _, h := range r.Headers {
@@ -387,15 +461,15 @@ func (s *Service) workerFault(ctx context.Context, r *kgo.Record, why string) *k
 			headers = append(headers, h)
 		}
 	}
-	log := s.log.With("partition", r.Partition, "offset", r.Offset, "fault", why, "faults", faults)
-	if faults >= s.cfg.MaxFaults {
+	log := h.log.With("partition", r.Partition, "offset", r.Offset, "fault", why, "faults", faults)
+	if faults >= h.cfg.MaxFaults {
 		log.ErrorContext(ctx, "worker fault limit reached: delivery set aside on the dead-letter topic")
-		dead := requeue(r, s.topics.Dead)
+		dead := requeue(r, h.topics.Dead)
 		dead.Headers = append(headers, kgo.RecordHeader{Key: headerPoison, Value: []byte("worker fault: " + why)})
 		return dead
 	}
 	log.ErrorContext(ctx, "worker fault: delivery returned unchanged")
-	back := requeue(r, s.topics.Deliveries)
+	back := requeue(r, h.topics.Deliveries)
 	back.Headers = append(headers, kgo.RecordHeader{Key: headerFaults, Value: []byte(strconv.Itoa(faults))})
 	return back
 }

@@ -91,7 +91,7 @@ func TestWorkerFaultReturnsTheDeliveryUnchanged(t *testing.T) {
 	s := newTestService(t)
 	s.store.Put(endpoint("http://127.0.0.1:1")) // no secret: signing panics
 	in := deliveryRecord(t, s)
-	out := s.handleSafely(t.Context(), in)
+	out := s.handler.handleSafely(t.Context(), in)
 	if len(out) != 1 || out[0].Topic != s.topics.Deliveries || string(out[0].Value) != string(in.Value) {
 		t.Fatalf("want the record back on %s unchanged, got %+v", s.topics.Deliveries, out)
 	}
@@ -106,7 +106,7 @@ func TestWorkerFaultReturnsTheDeliveryUnchanged(t *testing.T) {
 
 func TestUndecodableRecordIsAWorkerFault(t *testing.T) {
 	s := newTestService(t)
-	out := s.handleSafely(t.Context(), &kgo.Record{Topic: s.topics.Deliveries, Key: []byte("ep_1"), Value: []byte{0xff, 0xff}})
+	out := s.handler.handleSafely(t.Context(), &kgo.Record{Topic: s.topics.Deliveries, Key: []byte("ep_1"), Value: []byte{0xff, 0xff}})
 	if out[0].Topic != s.topics.Deliveries || header(out[0], headerFaults) != "1" {
 		t.Fatalf("got %s with faults %q", out[0].Topic, header(out[0], headerFaults))
 	}
@@ -120,7 +120,7 @@ func TestShutdownBeforeTheRequestBurnsNoAttempt(t *testing.T) {
 	in := deliveryRecord(t, s)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	out := s.handleSafely(ctx, in)
+	out := s.handler.handleSafely(ctx, in)
 	if len(out) != 1 || out[0].Topic != s.topics.Deliveries || string(out[0].Value) != string(in.Value) || header(out[0], headerFaults) != "" {
 		t.Fatalf("want the record back unchanged and no fault counted, got %+v", out)
 	}
@@ -140,7 +140,7 @@ func TestDeliveriesFailingTogetherDoNotRetryTogether(t *testing.T) {
 	minD, maxD := hi, lo
 	for i := range n {
 		d := &hooklinev1.Delivery{DeliveryId: "dlv", EventId: "evt", EndpointId: "ep_1", Attempt: 1}
-		out := s.outcome(t.Context(), d, ep, attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT, StatusCode: 503, Started: failedAt})
+		out := s.handler.attempter.outcome(t.Context(), d, ep, attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT, StatusCode: 503, Started: failedAt})
 		var retry hooklinev1.Delivery
 		for _, r := range out {
 			if r.Topic == s.topics.Retries {
@@ -184,7 +184,7 @@ func TestRetryIsLoggedWithAttemptAndTraceIDs(t *testing.T) {
 	ctx, span := sdktrace.NewTracerProvider().Tracer("t").Start(t.Context(), "process")
 	defer span.End()
 	d := &hooklinev1.Delivery{DeliveryId: "dlv_1", EventId: "evt_1", EndpointId: "ep_1", Attempt: 2, Payload: []byte(`{"secret":"s3cr3t"}`)}
-	s.outcome(ctx, d, ep, attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT, StatusCode: 503, Started: time.Now()})
+	s.handler.attempter.outcome(ctx, d, ep, attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT, StatusCode: 503, Started: time.Now()})
 	var line map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
 		t.Fatalf("log %q: %v", buf.String(), err)
@@ -211,7 +211,7 @@ func TestADeliveryNamingAnotherTenantsEndpointIsDeadLetteredUnsigned(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := s.handleSafely(t.Context(), r)
+	out := s.handler.handleSafely(t.Context(), r)
 	if n := requests.Load(); n != 0 {
 		t.Fatalf("the receiver got %d requests for another tenant's delivery", n)
 	}

@@ -39,7 +39,7 @@ func TestOutageModeCrossesAHandoverOnlyForTransientFailures(t *testing.T) {
 			var notices []*kgo.Record
 			for i := range max(prev.cfg.FailingAfter, prev.cfg.OutageAfter) {
 				d := &hooklinev1.Delivery{DeliveryId: fmt.Sprint("dlv_", i), EndpointId: "ep_1", TenantId: "t", Attempt: 1}
-				outs := prev.outcome(t.Context(), d, prev.store.Get("ep_1"), attempt.Result{Class: tc.class, StatusCode: tc.status, Started: time.Now()})
+				outs := prev.handler.attempter.outcome(t.Context(), d, prev.store.Get("ep_1"), attempt.Result{Class: tc.class, StatusCode: tc.status, Started: time.Now()})
 				for _, o := range outs {
 					if o.Topic == prev.topics.Notices {
 						notices = append(notices, o)
@@ -56,7 +56,7 @@ func TestOutageModeCrossesAHandoverOnlyForTransientFailures(t *testing.T) {
 			}
 			// Either way the outage's notice is not sent twice.
 			d := &hooklinev1.Delivery{DeliveryId: "dlv_next", EndpointId: "ep_1", TenantId: "t", Attempt: 1}
-			for _, o := range next.outcome(t.Context(), d, next.store.Get("ep_1"), attempt.Result{Class: tc.class, StatusCode: tc.status, Started: time.Now()}) {
+			for _, o := range next.handler.attempter.outcome(t.Context(), d, next.store.Get("ep_1"), attempt.Result{Class: tc.class, StatusCode: tc.status, Started: time.Now()}) {
 				if o.Topic == next.topics.Notices {
 					t.Fatal("the next owner sent a second endpoint.failing notice for the same outage")
 				}

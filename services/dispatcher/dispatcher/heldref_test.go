@@ -39,7 +39,7 @@ func TestAHeldDeliveryIsHeldByReferenceAndReadBackBeforeItsAttempt(t *testing.T)
 	orig := deliveryRecord(t, s)
 	orig.Partition, orig.Offset = 2, 41
 
-	out := s.handleSafely(t.Context(), orig)
+	out := s.handler.handleSafely(t.Context(), orig)
 	held := kafkatest.DecodeTopic(t, out, s.topics.Parked, newDelivery)
 	if len(held) != 1 || len(held[0].GetPayload()) != 0 || held[0].GetPayloadRecord().GetOffset() != 41 || held[0].GetPayloadRecord().GetPartition() != 2 {
 		t.Fatalf("parked as %v; want one record without the payload naming 2@41", held)
@@ -49,7 +49,7 @@ func TestAHeldDeliveryIsHeldByReferenceAndReadBackBeforeItsAttempt(t *testing.T)
 	held[0].DueAt, held[0].ParkedAt = nil, nil
 	back, _ := hkafka.Record(s.topics.Deliveries, "ep_1", held[0])
 	back.Offset = 90
-	again := kafkatest.DecodeTopic(t, s.handleSafely(t.Context(), back), s.topics.Parked, newDelivery)
+	again := kafkatest.DecodeTopic(t, s.handler.handleSafely(t.Context(), back), s.topics.Parked, newDelivery)
 	if len(again) != 1 || len(again[0].GetPayload()) != 0 || again[0].GetPayloadRecord().GetOffset() != 41 {
 		t.Fatalf("held again as %v; want the same reference (2@41), no payload", again)
 	}
@@ -71,16 +71,16 @@ func TestAHeldDeliveryIsHeldByReferenceAndReadBackBeforeItsAttempt(t *testing.T)
 		}
 	}
 	s.holds.readRecord = read(errors.New("broker unavailable"))
-	if res := kafkatest.DecodeTopic(t, s.handleSafely(t.Context(), back), s.topics.Retries, newDelivery); len(res) != 1 || requests.Load() != 0 {
+	if res := kafkatest.DecodeTopic(t, s.handler.handleSafely(t.Context(), back), s.topics.Retries, newDelivery); len(res) != 1 || requests.Load() != 0 {
 		t.Fatalf("payload read failed: %d held records, %d requests; want held again, no attempt", len(res), requests.Load())
 	}
 	s.holds.readRecord = read(payloadref.ErrGone)
-	gone := s.handleSafely(t.Context(), back)
+	gone := s.handler.handleSafely(t.Context(), back)
 	if res := kafkatest.DecodeTopic(t, gone, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || requests.Load() != 0 {
 		t.Fatalf("payload gone: results %v, %d requests; want FAILED without an attempt", res, requests.Load())
 	}
 	s.holds.readRecord = read(nil)
-	out = s.handleSafely(t.Context(), back)
+	out = s.handler.handleSafely(t.Context(), back)
 	if res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
 		t.Fatalf("after the resume: results %v; want DELIVERED", res)
 	}

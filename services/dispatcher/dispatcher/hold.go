@@ -57,8 +57,9 @@ import (
 // rechecks, --accept-unsigned-deliveries and the Kafka options are read
 // as they are used: tests change them on s.cfg after New), the secrets
 // keys a payload read back is authenticated with, the parked topic, the
-// logger, the clock and the writer. The Service and the engine decide
-// that a delivery is held and ask it for the records.
+// logger, the clock and the writer. The handler, the attempter
+// (handle.go) and the engine decide that a delivery is held and ask it
+// for the records.
 type holds struct {
 	cfg    *Config
 	keys   *keyring.Keyring

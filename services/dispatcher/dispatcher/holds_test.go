@@ -55,7 +55,7 @@ func TestEveryHoldEndsExpiredAtTheMaximumHold(t *testing.T) {
 	ep.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED
 	s.store.Put(ep)
 	r := deliveryRecord(t, s)
-	out := s.handleSafely(t.Context(), r)
+	out := s.handler.handleSafely(t.Context(), r)
 	if retry := kafkatest.DecodeTopic(t, out, s.topics.Retries, newDelivery); len(retry) != 0 {
 		t.Fatalf("a park wrote %d retries records, want none: it holds in the parked topic", len(retry))
 	}
@@ -75,7 +75,7 @@ func TestEveryHoldEndsExpiredAtTheMaximumHold(t *testing.T) {
 	p.PausedFor = durationpb.New(clock.Now().Sub(p.GetParkedAt().AsTime()))
 	p.ParkedAt = nil
 	r, _ = hkafka.Record(s.topics.Deliveries, "ep_1", p)
-	out = s.handleSafely(t.Context(), r)
+	out = s.handler.handleSafely(t.Context(), r)
 	dead := kafkatest.DecodeTopic(t, out, s.topics.Dead, newDeadLetter)
 	res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult)
 	if len(dead) != 1 || len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_EXPIRED || !strings.Contains(res[0].GetReason(), "maximum hold") {
@@ -127,7 +127,7 @@ func TestAProbeThatPanicsIsOver(t *testing.T) {
 	}
 	r := deliveryRecord(t, s)
 	d, _ := decodeDelivery(r)
-	s.attemptRecord(t.Context(), r, d, s.store.Get("ep_1"), true)
+	s.handler.attemptRecord(t.Context(), r, d, s.store.Get("ep_1"), true)
 	if g, _ := s.rcv.OutageGate("ep_1", time.Now(), true, time.Minute); g != health.Probe {
 		t.Fatalf("after a probe that panicked: gate %v, want another probe", g)
 	}
@@ -169,7 +169,7 @@ func TestAutoPauseWaitsForItsCommit(t *testing.T) {
 	s.store.Put(ep)
 	fail := func(i int) []*kgo.Record {
 		d := &hooklinev1.Delivery{DeliveryId: "dlv_" + string(rune('a'+i)), EndpointId: "ep_1", TenantId: "t", Attempt: 1}
-		return s.outcome(t.Context(), d, s.store.Get("ep_1"), attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, StatusCode: 400, Started: time.Now()})
+		return s.handler.attempter.outcome(t.Context(), d, s.store.Get("ep_1"), attempt.Result{Class: hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, StatusCode: 400, Started: time.Now()})
 	}
 	pauses := func(outs []*kgo.Record) []*kgo.Record {
 		var p []*kgo.Record
@@ -187,7 +187,7 @@ func TestAutoPauseWaitsForItsCommit(t *testing.T) {
 	if len(pauses(outs)) != 1 {
 		t.Fatal("no automatic pause at the threshold")
 	}
-	if v, _ := s.triage(&hooklinev1.Delivery{EndpointId: "ep_1", TenantId: "t"}, time.Now(), true); v != toLane {
+	if v, _ := s.handler.triage(&hooklinev1.Delivery{EndpointId: "ep_1", TenantId: "t"}, time.Now(), true); v != toLane {
 		t.Fatalf("before its commit the pause is applied locally: triage %v, want toLane", v)
 	}
 	if len(pauses(fail(3))) != 0 {
@@ -219,7 +219,7 @@ func TestRepeatedWorkerFaultsSetTheDeliveryAside(t *testing.T) {
 	r := deliveryRecord(t, s)
 	var out []*kgo.Record
 	for range s.cfg.MaxFaults {
-		out = s.handleSafely(t.Context(), r)
+		out = s.handler.handleSafely(t.Context(), r)
 		if out[0].Topic == s.topics.Deliveries {
 			r = out[0]
 		}
@@ -245,7 +245,7 @@ func TestARecordThatCanNeverBeWrittenIsDeadLetteredWithoutItsPayload(t *testing.
 	d := &hooklinev1.Delivery{DeliveryId: "dlv_big", EventId: "evt_1", TenantId: "t", EndpointId: "ep_1", Attempt: 1,
 		Payload: []byte(`"` + strings.Repeat("x", recordLimit) + `"`)}
 	r, _ := hkafka.Record(s.topics.Deliveries, "ep_1", d)
-	out := s.handleSafely(t.Context(), r)
+	out := s.handler.handleSafely(t.Context(), r)
 	for _, o := range out {
 		if n := recordBytes(o); n > recordLimit {
 			t.Fatalf("a record of %d bytes for %s handed on", n, o.Topic)
@@ -268,7 +268,7 @@ func TestARecordThatCanNeverBeWrittenIsDeadLetteredWithoutItsPayload(t *testing.
 		t.Fatalf("abort reason %q, want unwritable", reason)
 	}
 	before := requests.Load()
-	out = s.handleSafely(t.Context(), small)
+	out = s.handler.handleSafely(t.Context(), small)
 	if requests.Load() != before {
 		t.Fatal("a delivery marked unwritable was attempted again")
 	}

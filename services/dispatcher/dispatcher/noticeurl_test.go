@@ -72,7 +72,7 @@ func TestNoticeWebhookHasItsOwnAllowList(t *testing.T) {
 	// Refused as a name that does not resolve to an allowed address
 	// (netguard.Unresolvable: a private answer reads like a failed one).
 	req.Tenant = "acme"
-	if res, err := s.client.Do(t.Context(), req); err != nil || !errors.Is(res.Err, netguard.ErrUnresolvable) || res.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
+	if res, err := s.handler.attempter.client.Do(t.Context(), req); err != nil || !errors.Is(res.Err, netguard.ErrUnresolvable) || res.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
 		t.Fatalf("a tenant's receiver at the notice webhook's address: %+v, %v, want refused", res, err)
 	}
 }

@@ -224,7 +224,7 @@ func (e *engine) keyLaneOf(l *lane, part *partWindow, key string, now time.Time)
 		// after its creation, and may then be held.
 		maxAge := e.s.cfg.MaxAge
 		if ep := e.s.store.Get(l.id); ep != nil {
-			maxAge = e.s.rules().Age(ep)
+			maxAge = e.s.cfg.rules().Age(ep)
 		}
 		until := now.Add(maxAge + e.s.cfg.MaxHold)
 		for id, m := range o.seeds[key] {

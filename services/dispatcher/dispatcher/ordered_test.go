@@ -441,13 +441,13 @@ func TestAnOrderedLanesRetriedHeadMayProbeAnOutage(t *testing.T) {
 		return &hooklinev1.Delivery{DeliveryId: "d1", EndpointId: ep.GetEndpoint().GetId(), Attempt: 2, OrderingKey: "k",
 			Kind: hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY}
 	}
-	if g, _ := s.gate(retry(unordered), unordered, now); g != health.Hold {
+	if g, _ := s.handler.gate(retry(unordered), unordered, now); g != health.Hold {
 		t.Fatalf("an unordered endpoint's retry in an outage: gate %v, want a hold (a first attempt probes)", g)
 	}
-	if g, _ := s.gate(retry(ordered), ordered, now); g != health.Probe {
+	if g, _ := s.handler.gate(retry(ordered), ordered, now); g != health.Probe {
 		t.Fatalf("an ordered lane's retried head in an outage: gate %v, want the probe", g)
 	}
-	if g, _ := s.gate(retry(ordered), ordered, now); g != health.Hold {
+	if g, _ := s.handler.gate(retry(ordered), ordered, now); g != health.Hold {
 		t.Fatalf("a second head while the probe is out: gate %v, want a hold", g)
 	}
 }

@@ -18,14 +18,14 @@ import (
 )
 
 // outcome turns an attempt's result into the records that follow it.
-func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, ar attempt.Result) []*kgo.Record {
+func (a *attempter) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, ar attempt.Result) []*kgo.Record {
 	// The result reports the attempt's HTTP span; logs stay on the
 	// process span.
 	rctx := ctx
 	if ar.SpanContext.IsValid() {
 		rctx = trace.ContextWithSpanContext(ctx, ar.SpanContext)
 	}
-	res := s.writer.result(d, ar.Started)
+	res := a.writer.result(d, ar.Started)
 	defer func() { setOutcome(ctx, outcomeLabel(res.GetState())) }()
 	res.Attempt = d.GetAttempt()
 	res.Class = ar.Class
@@ -37,29 +37,29 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 		res.Error = ar.Err.Error()
 	}
 	key := d.GetEndpointId()
-	notices := s.health(ctx, ep, d.GetDeliveryId(), ar)
+	notices := a.health(ctx, ep, d.GetDeliveryId(), ar)
 	if d.GetTransformed() != nil {
 		// Its transformation succeeded at fan-out: a failing streak is over.
-		s.streaks.succeeded(key)
+		a.streaks.succeeded(key)
 	}
-	dec := decide.After(d, ep, ar, s.rules(), s.rand) // what follows: a pure decision (decide)
+	dec := decide.After(d, ep, ar, a.cfg.rules(), a.rand) // what follows: a pure decision (decide)
 	res.State, res.Reason = dec.State, dec.Reason
 	if dec.Then == decide.Deliver {
-		s.writer.finished(ctx, res.State)
-		if s.log.Enabled(ctx, slog.LevelDebug) {
-			s.deliveryLog(d, ar).DebugContext(ctx, "delivered", "latency", ar.Latency)
+		a.writer.finished(ctx, res.State)
+		if a.log.Enabled(ctx, slog.LevelDebug) {
+			a.deliveryLog(d, ar).DebugContext(ctx, "delivered", "latency", ar.Latency)
 		}
-		return append(s.writer.resultRecords(rctx, res), notices...)
+		return append(a.writer.resultRecords(rctx, res), notices...)
 	}
 	// Only failures are logged: the logger is built off the success path,
 	// where it was a fifth of the dispatcher's allocations.
-	log := s.deliveryLog(d, ar)
+	log := a.deliveryLog(d, ar)
 	switch dec.Then {
 	case decide.EndHead:
-		return append(s.headFailed(ctx, rctx, log, dec.Log, d, ep, res), notices...)
+		return append(a.headFailed(ctx, rctx, log, dec.Log, d, ep, res), notices...)
 	case decide.DeadLetter:
 		log.InfoContext(ctx, dec.Log, "err", res.Error)
-		return append(s.writer.deadLetter(rctx, d, res), notices...)
+		return append(a.writer.deadLetter(rctx, d, res), notices...)
 	}
 	next := dec.Next
 	res.NextAttemptAt = timestamppb.New(next)
@@ -69,34 +69,34 @@ func (s *Service) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 	retry.HeldSince = nil     // an attempt ends any hold
 	retry.PayloadRecord = nil // and the retry carries the payload read back
 	retry.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RETRY
-	s.metrics.retry(ctx, d.GetAttempt())
+	a.metrics.retry(ctx, d.GetAttempt())
 	log.LogAttrs(ctx, slog.LevelInfo, "retry scheduled", slog.Time("next_attempt_at", next), slog.String("err", res.Error))
-	retryRec := s.writer.records(s.topics.Retries, key, retry)
+	retryRec := a.writer.records(a.topics.Retries, key, retry)
 	if ar.SpanContext.IsValid() {
 		// The next attempt's span links to this one.
 		retryRec[0].Headers = append(retryRec[0].Headers, kgo.RecordHeader{Key: headerLastAttempt, Value: []byte(traceparent(ar.SpanContext))})
 	}
-	return append(append(s.writer.resultRecords(rctx, res), retryRec...), notices...)
+	return append(append(a.writer.resultRecords(rctx, res), retryRec...), notices...)
 }
 
 // deliveryLog is the logger of one attempt's outcome.
-func (s *Service) deliveryLog(d *hooklinev1.Delivery, ar attempt.Result) *slog.Logger {
-	return s.log.With("delivery_id", d.GetDeliveryId(), "event_id", d.GetEventId(), "endpoint_id", d.GetEndpointId(),
+func (a *attempter) deliveryLog(d *hooklinev1.Delivery, ar attempt.Result) *slog.Logger {
+	return a.log.With("delivery_id", d.GetDeliveryId(), "event_id", d.GetEventId(), "endpoint_id", d.GetEndpointId(),
 		"attempt", d.GetAttempt(), "status", ar.StatusCode, "class", ar.Class.String())
 }
 
 // health updates the endpoint's failure streak with this attempt and
 // returns the notices it calls for (R-ENDPOINT-3), and, at the
 // auto-pause threshold (R-RECV-4), the endpoint record that pauses it.
-func (s *Service) health(ctx context.Context, ep *hooklinev1.EndpointRecord, deliveryID string, ar attempt.Result) []*kgo.Record {
+func (a *attempter) health(ctx context.Context, ep *hooklinev1.EndpointRecord, deliveryID string, ar attempt.Result) []*kgo.Record {
 	e := ep.GetEndpoint()
 	now := ar.Started.Add(ar.Latency)
-	th := s.thresholds()
+	th := a.thresholds()
 	if e.GetOutageModeDisabled() {
 		th.OutageAfter = 0
 	}
-	s.rcv.Changed(e.GetId(), ep.GetVersion())
-	ev := s.rcv.Observe(e.GetId(), deliveryID, ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS,
+	a.rcv.Changed(e.GetId(), ep.GetVersion())
+	ev := a.rcv.Observe(e.GetId(), deliveryID, ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS,
 		ar.Class == hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT, now, th)
 	notice := func(t hooklinev1.NoticeType, reminder bool, detail string) *hooklinev1.Notice {
 		n := &hooklinev1.Notice{
@@ -104,7 +104,7 @@ func (s *Service) health(ctx context.Context, ep *hooklinev1.EndpointRecord, del
 			At: timestamppb.New(now), Reminder: reminder, Detail: detail,
 		}
 		if t == hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING {
-			n.Outage = s.rcv.InOutage(e.GetId()) // what the next owner resumes (health/notices.go)
+			n.Outage = a.rcv.InOutage(e.GetId()) // what the next owner resumes (health/notices.go)
 		}
 		return n
 	}
@@ -113,41 +113,41 @@ func (s *Service) health(ctx context.Context, ep *hooklinev1.EndpointRecord, del
 	case health.None:
 		return nil
 	case health.Failing:
-		out = s.writer.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, false,
-			fmt.Sprintf("%d consecutive failed attempts; last: %s", s.cfg.FailingAfter, describe(ar))))
+		out = a.writer.records(a.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, false,
+			fmt.Sprintf("%d consecutive failed attempts; last: %s", a.cfg.FailingAfter, describe(ar))))
 	case health.Reminder:
-		out = s.writer.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, true,
+		out = a.writer.records(a.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_FAILING, true,
 			"still failing; last: "+describe(ar)))
 	case health.Recovered:
-		out = s.writer.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED, false, "delivered again"))
+		out = a.writer.records(a.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_RECOVERED, false, "delivered again"))
 	case health.AutoPause:
 		paused := proto.Clone(ep).(*hooklinev1.EndpointRecord)
 		paused.Version++
 		paused.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED
 		paused.Endpoint.PausedAt = timestamppb.New(now)
-		paused.Endpoint.PausedReason = fmt.Sprintf("paused by Hookline after %d consecutive permanent failures", s.cfg.AutoPauseAfter)
+		paused.Endpoint.PausedReason = fmt.Sprintf("paused by Hookline after %d consecutive permanent failures", a.cfg.AutoPauseAfter)
 		paused.Endpoint.UpdatedAt = paused.Endpoint.PausedAt
 		// Not applied to the local view: it takes effect when the view
 		// reads it from the log, committed, if it wins (autopause.go).
-		pause := s.writer.records(s.topics.Endpoints, e.GetId(), paused)
-		s.trackPause(e.GetId(), pause[0])
-		s.log.WarnContext(ctx, "endpoint paused automatically", "endpoint_id", e.GetId(), "reason", paused.Endpoint.PausedReason)
+		pause := a.writer.records(a.topics.Endpoints, e.GetId(), paused)
+		a.trackPause(e.GetId(), pause[0])
+		a.log.WarnContext(ctx, "endpoint paused automatically", "endpoint_id", e.GetId(), "reason", paused.Endpoint.PausedReason)
 		out = append(pause,
-			s.writer.records(s.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED, false, paused.Endpoint.PausedReason))...)
+			a.writer.records(a.topics.Notices, e.GetId(), notice(hooklinev1.NoticeType_NOTICE_TYPE_ENDPOINT_PAUSED, false, paused.Endpoint.PausedReason))...)
 	}
 	return out
 }
 
 // thresholds are the dispatcher's health thresholds, from its
 // configuration (--failing-after, --outage-after, --auto-pause-after,
-// --remind-every). Read from s.cfg at each outcome, so that s.cfg stays
-// their one source (tests change it after New).
-func (s *Service) thresholds() health.Thresholds {
+// --remind-every). Read from s.cfg (a.cfg, by pointer) at each outcome,
+// so that s.cfg stays their one source (tests change it after New).
+func (a *attempter) thresholds() health.Thresholds {
 	return health.Thresholds{
-		FailingAfter:   s.cfg.FailingAfter,
-		OutageAfter:    s.cfg.OutageAfter,
-		AutoPauseAfter: s.cfg.AutoPauseAfter,
-		RemindEvery:    s.cfg.RemindEvery,
+		FailingAfter:   a.cfg.FailingAfter,
+		OutageAfter:    a.cfg.OutageAfter,
+		AutoPauseAfter: a.cfg.AutoPauseAfter,
+		RemindEvery:    a.cfg.RemindEvery,
 	}
 }
 
@@ -159,6 +159,6 @@ func describe(ar attempt.Result) string {
 }
 
 // rules are the defaults an endpoint's retry policy overrides.
-func (s *Service) rules() decide.Rules {
-	return decide.Rules{MaxAttempts: s.cfg.MaxAttempts, MaxAge: s.cfg.MaxAge, RetryAfterMax: s.cfg.RetryAfterMax}
+func (c *Config) rules() decide.Rules {
+	return decide.Rules{MaxAttempts: c.MaxAttempts, MaxAge: c.MaxAge, RetryAfterMax: c.RetryAfterMax}
 }

@@ -21,7 +21,7 @@ func (e *engine) place(en *entry, now time.Time) {
 		d, err := decodeDelivery(en.rec)
 		if err != nil {
 			e.settle(en, func(ctx context.Context) []*kgo.Record {
-				return []*kgo.Record{s.workerFault(ctx, en.rec, err.Error())}
+				return []*kgo.Record{s.handler.workerFault(ctx, en.rec, err.Error())}
 			})
 			return
 		}
@@ -44,7 +44,7 @@ func (e *engine) placeNow(en *entry, now time.Time) {
 		e.laneCommand(en, now)
 		return
 	}
-	v, ep := s.triage(en.d, now, en.synced)
+	v, ep := s.handler.triage(en.d, now, en.synced)
 	switch v {
 	case toLane:
 	case needSync:
@@ -92,7 +92,7 @@ func (e *engine) settleTriaged(en *entry, v verdict, ep *hooklinev1.EndpointReco
 	if k := e.settlingLane(en, v, ep, now); k != nil && !e.takePlace(en, k) {
 		return
 	}
-	e.settle(en, func(ctx context.Context) []*kgo.Record { return s.settle(ctx, v, en.rec, en.d, ep, now) })
+	e.settle(en, func(ctx context.Context) []*kgo.Record { return s.handler.settle(ctx, v, en.rec, en.d, ep, now) })
 }
 
 // configure applies ep's limits to its lane, within the ceilings.
@@ -135,7 +135,7 @@ func (e *engine) queueLimit(l *lane) int {
 // settle finishes en now with the outputs fn returns, inside its process
 // span.
 func (e *engine) settle(en *entry, fn func(context.Context) []*kgo.Record) {
-	outs := e.s.process(context.Background(), en.rec, fn)
+	outs := e.s.handler.process(context.Background(), en.rec, fn)
 	outs = e.settledOrdered(en, outs, e.s.now())
 	e.w.finish(en, outs)
 }
@@ -150,11 +150,11 @@ func (e *engine) start(l *lane, now time.Time) {
 	if en == nil {
 		return
 	}
-	v, ep := s.triage(en.d, now, true)
+	v, ep := s.handler.triage(en.d, now, true)
 	if v != toLane {
 		l.pop()
 		e.f.touch(l, now)
-		e.settle(en, func(ctx context.Context) []*kgo.Record { return s.settle(ctx, v, en.rec, en.d, ep, now) })
+		e.settle(en, func(ctx context.Context) []*kgo.Record { return s.handler.settle(ctx, v, en.rec, en.d, ep, now) })
 		return
 	}
 	e.configure(l, ep, now)
@@ -172,7 +172,7 @@ func (e *engine) start(l *lane, now time.Time) {
 		l.heldUntil = now.Add(pausePendingRecheck)
 		return
 	}
-	g, until := s.gate(en.d, ep, now)
+	g, until := s.handler.gate(en.d, ep, now)
 	l.pop()
 	if g == health.Hold {
 		e.f.touch(l, now)
@@ -188,7 +188,7 @@ func (e *engine) start(l *lane, now time.Time) {
 	probe := g == health.Probe
 	go func() {
 		began := time.Now()
-		outs := s.attemptRecord(en.part.ctx, en.rec, en.d, ep, probe)
+		outs := s.handler.attemptRecord(en.part.ctx, en.rec, en.d, ep, probe)
 		e.in.post(msg{kind: msgDone, e: en, outs: outs, latency: time.Since(began)})
 	}()
 }

@@ -43,7 +43,7 @@ func FuzzPoisonDelivery(f *testing.F) {
 			// The decode-failure path, pass after pass, as the consumer
 			// would see the record come back.
 			for pass := 0; ; pass++ {
-				out := s.workerFault(ctx, r, err.Error())
+				out := s.handler.workerFault(ctx, r, err.Error())
 				if string(out.Value) != string(value) {
 					t.Fatal("a poison record was changed on its way back")
 				}
@@ -60,11 +60,11 @@ func FuzzPoisonDelivery(f *testing.F) {
 			}
 		}
 		now := s.now()
-		v, ep := s.triage(d, now, true)
+		v, ep := s.handler.triage(d, now, true)
 		if v == toLane {
 			return
 		}
-		for _, out := range s.settle(ctx, v, r, d, ep, now) {
+		for _, out := range s.handler.settle(ctx, v, r, d, ep, now) {
 			if out.Topic == "" {
 				t.Fatalf("verdict %v settled a record with no topic", v)
 			}
@@ -81,7 +81,7 @@ func TestPoisonRecordWithForgedFaultCountIsSetAside(t *testing.T) {
 	for _, faults := range []string{"9223372036854775807", "-9223372036854775808", "-5", "99999999999999999999999", "x"} {
 		r := &kgo.Record{Topic: s.topics.Deliveries, Value: []byte{0xff}, Headers: []kgo.RecordHeader{{Key: headerFaults, Value: []byte(faults)}}}
 		for pass := 0; ; pass++ {
-			out := s.workerFault(t.Context(), r, "poison")
+			out := s.handler.workerFault(t.Context(), r, "poison")
 			if out.Topic == s.topics.Dead {
 				break
 			}

@@ -48,15 +48,15 @@ func recordRefusal(keys *keyring.Keyring, acceptUnsigned bool, d *hooklinev1.Del
 }
 
 // authentic reports whether d may be signed and sent (triage).
-func (s *Service) authentic(d *hooklinev1.Delivery) bool {
-	return recordRefusal(s.signers.keys, s.cfg.AcceptUnsigned, d) == nil
+func (h *handler) authentic(d *hooklinev1.Delivery) bool {
+	return recordRefusal(h.keys, h.cfg.AcceptUnsigned, d) == nil
 }
 
 // refusedReason is the result's reason for a delivery triage refused as
 // not its endpoint's: an unauthenticated record, or one naming another
 // tenant's endpoint.
-func (s *Service) refusedReason(d *hooklinev1.Delivery) string {
-	if err := recordRefusal(s.signers.keys, s.cfg.AcceptUnsigned, d); err != nil {
+func (h *handler) refusedReason(d *hooklinev1.Delivery) string {
+	if err := recordRefusal(h.keys, h.cfg.AcceptUnsigned, d); err != nil {
 		return fmt.Sprintf("delivery record not authenticated (%v): not written by ingest, or altered since; not sent", err)
 	}
 	return fmt.Sprintf("delivery of tenant %q names endpoint %s of another tenant; not sent", d.GetTenantId(), d.GetEndpointId())

@@ -66,7 +66,7 @@ func TestOnlyDeliveryRecordsWithIngestsMACAreSigned(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := s.handleSafely(t.Context(), r)
+			out := s.handler.handleSafely(t.Context(), r)
 			var res hooklinev1.AttemptResult
 			var retry *hooklinev1.Delivery
 			dead := false

@@ -69,7 +69,7 @@ func TestUnopenableSecretHoldsTheDeliveryWithoutAnAttempt(t *testing.T) {
 			ep := endpoint(rx.URL)
 			ep.Secrets = []*hooklinev1.EndpointSecret{tt.sealed()}
 			s.store.Put(ep)
-			out := s.handleSafely(t.Context(), deliveryRecord(t, s))
+			out := s.handler.handleSafely(t.Context(), deliveryRecord(t, s))
 			if len(out) != 1 || out[0].Topic != s.topics.Retries {
 				t.Fatalf("want the delivery held on %s, got %+v", s.topics.Retries, out)
 			}

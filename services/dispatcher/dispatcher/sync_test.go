@@ -97,7 +97,7 @@ func TestAFailingEndpointsSyncIsRetriedNotAWorkerFault(t *testing.T) {
 
 	r := deliveryRecord(t, s) // for ep_1, which the view does not know
 	out := make(chan []*kgo.Record, 1)
-	go func() { out <- s.handleSafely(context.WithoutCancel(t.Context()), r) }()
+	go func() { out <- s.handler.handleSafely(context.WithoutCancel(t.Context()), r) }()
 	<-failing
 	ep, err := hkafka.Record(topic, "ep_1", endpoint(rx.URL, sign.GenerateSecret()))
 	if err != nil {

@@ -194,9 +194,9 @@ func outcomeLabel(st hooklinev1.DeliveryState) string {
 // of the delivery's origin (the traceparent in its headers), linked to
 // its last attempt. Attributes and links are built only when the span is
 // recorded.
-func (s *Service) startProcess(ctx context.Context, r *kgo.Record) (context.Context, trace.Span) {
+func (h *handler) startProcess(ctx context.Context, r *kgo.Record) (context.Context, trace.Span) {
 	ctx = telemetry.RecordContext(ctx, r)
-	ctx, span := s.tracer.Start(ctx, s.processSpan, trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := h.tracer.Start(ctx, h.processSpan, trace.WithSpanKind(trace.SpanKindConsumer))
 	if !span.IsRecording() {
 		return ctx, span
 	}
@@ -207,7 +207,7 @@ func (s *Service) startProcess(ctx context.Context, r *kgo.Record) (context.Cont
 		semconv.MessagingDestinationName(r.Topic),
 		semconv.MessagingDestinationPartitionID(strconv.Itoa(int(r.Partition))),
 		semconv.MessagingKafkaOffset(int(r.Offset)),
-		semconv.MessagingConsumerGroupName(s.cfg.Group),
+		semconv.MessagingConsumerGroupName(h.cfg.Group),
 	)
 	if v := header(r, headerLastAttempt); v != "" {
 		last := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": v})

@@ -50,25 +50,25 @@ func transformationEnded(d *hooklinev1.Delivery) bool {
 // The failure that starts ep's failing streak adds an
 // endpoint.transformation_failing notice, in the same transaction; a
 // cancel is a script that ran and ends the streak.
-func (s *Service) endTransformed(ctx context.Context, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, now time.Time) []*kgo.Record {
-	res := s.writer.result(d, now)
+func (h *handler) endTransformed(ctx context.Context, d *hooklinev1.Delivery, ep *hooklinev1.EndpointRecord, now time.Time) []*kgo.Record {
+	res := h.writer.result(d, now)
 	if d.GetTransformed().GetCancelled() {
-		s.streaks.succeeded(d.GetEndpointId())
+		h.streaks.succeeded(d.GetEndpointId())
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_CANCELLED
 		res.Reason = "cancelled by the endpoint's transformation"
-		s.writer.finished(ctx, res.State)
+		h.writer.finished(ctx, res.State)
 		setOutcome(ctx, "transformation_cancelled")
-		return s.writer.resultRecords(ctx, res)
+		return h.writer.resultRecords(ctx, res)
 	}
 	res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 	res.Class = hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT
 	res.Reason = d.GetTransformed().GetError()
 	res.Error = res.Reason
 	setOutcome(ctx, "transformation_failed")
-	out := s.writer.deadLetter(ctx, d, res)
+	out := h.writer.deadLetter(ctx, d, res)
 	e := ep.GetEndpoint()
-	if s.streaks.failed(e.GetId(), e.GetTransformation()) {
-		out = append(out, s.writer.records(s.topics.Notices, e.GetId(), &hooklinev1.Notice{
+	if h.streaks.failed(e.GetId(), e.GetTransformation()) {
+		out = append(out, h.writer.records(h.topics.Notices, e.GetId(), &hooklinev1.Notice{
 			NoticeId: ids.New(ids.Notice, now), Type: hooklinev1.NoticeType_NOTICE_TYPE_TRANSFORMATION_FAILING,
 			TenantId: e.GetTenantId(), EndpointId: e.GetId(), At: timestamppb.New(now),
 			Detail: res.GetReason(), DeliveryId: d.GetDeliveryId(),

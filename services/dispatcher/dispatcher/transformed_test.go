@@ -33,7 +33,7 @@ func TestCancelledTransformationEndsCancelledWithoutAnAttempt(t *testing.T) {
 	rx := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("a cancelled delivery was attempted") }))
 	defer rx.Close()
 	s.store.Put(endpoint(rx.URL, sign.GenerateSecret()))
-	out := s.handleSafely(t.Context(), transformedRecord(t, s, "dlv_1", &hooklinev1.Transformed{Cancelled: true}))
+	out := s.handler.handleSafely(t.Context(), transformedRecord(t, s, "dlv_1", &hooklinev1.Transformed{Cancelled: true}))
 	res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult)
 	if len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_CANCELLED {
 		t.Fatalf("results %v; want one CANCELLED", res)
@@ -59,7 +59,7 @@ func TestTransformationFailingNoticeOncePerStreak(t *testing.T) {
 	failed := &hooklinev1.Transformed{Error: "transformation threw: Error: boom"}
 	fail := func(id string) []*hooklinev1.Notice {
 		t.Helper()
-		out := s.handleSafely(t.Context(), transformedRecord(t, s, id, failed))
+		out := s.handler.handleSafely(t.Context(), transformedRecord(t, s, id, failed))
 		res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult)
 		dead := kafkatest.DecodeTopic(t, out, s.topics.Dead, newDeadLetter)
 		if len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || res[0].GetError() != failed.GetError() || len(dead) != 1 {
@@ -77,7 +77,7 @@ func TestTransformationFailingNoticeOncePerStreak(t *testing.T) {
 
 	// A delivery whose transformation succeeded is attempted with its
 	// overrides, and ends the streak.
-	out := s.handleSafely(t.Context(), transformedRecord(t, s, "dlv_3", &hooklinev1.Transformed{Method: http.MethodPut, Headers: map[string]string{"X-Team": "billing"}}))
+	out := s.handler.handleSafely(t.Context(), transformedRecord(t, s, "dlv_3", &hooklinev1.Transformed{Method: http.MethodPut, Headers: map[string]string{"X-Team": "billing"}}))
 	if res := kafkatest.DecodeTopic(t, out, s.topics.Results, newResult); len(res) != 1 || res[0].GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
 		t.Fatalf("transformed delivery: results %v; want DELIVERED", res)
 	}

@@ -24,8 +24,8 @@ import (
 // counts the deliveries that end or are deferred, logs a deferral or a
 // set-aside, and does no I/O of its own: what it returns is written by
 // the commit (commit.go). It holds only what that takes, handed over by
-// New once the options are applied; the Service decides what follows a
-// delivery and asks it for the records.
+// New once the options are applied; the handler and the attempter
+// (handle.go) decide what follows a delivery and ask it for the records.
 type recordWriter struct {
 	topics  hkafka.Topics
 	log     *slog.Logger

@@ -118,9 +118,10 @@ func (rs *Receivers) OutageGate(id string, now time.Time, preferred bool, rechec
 
 // ProbeTurn is the one probe outage mode let through for an endpoint.
 // Whoever the gate gave it to ends it, once, on every way out of the
-// delivery's handling (the dispatcher's attemptRecord, handle: deferred
-// around it, so a set-aside, a hold, a panic or an interruption ends it
-// as a result does). Only the goroutine handling the delivery uses it.
+// delivery's handling (the dispatcher's handler.attemptRecord and
+// handler.handle: deferred around it, so a set-aside, a hold, a panic or
+// an interruption ends it as a result does). Only the goroutine handling
+// the delivery uses it.
 type ProbeTurn struct {
 	rs   *Receivers
 	id   string
