@@ -2,10 +2,12 @@ package dispatcher
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/hookline/hookline/platform/endpoints"
+	"github.com/hookline/hookline/services/dispatcher/health"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -23,16 +25,25 @@ import (
 // fixed the endpoint, no failure follows and no pause either. An entry
 // whose outputs hold a pause and that is dropped before any commit takes
 // it (revoke, loss, an aborted commit's rewind, the drain deadline)
-// re-arms its endpoint the same way (pausesDropped): every pause is
+// re-arms its endpoint the same way (pendingPauses.dropped): every pause is
 // settled, committed or not, and none is tracked for ever.
 
 // pausePendingRecheck is how often a lane whose endpoint's automatic
 // pause is pending looks at it again (place.go).
 const pausePendingRecheck = 50 * time.Millisecond
 
-// pending are the automatic pauses written but not yet settled, by write
-// id. Safe for concurrent use.
+// pendingPauses are the automatic pauses written but not yet settled, by
+// write id, and what settling one needs: the endpoints view that tracks
+// a write's outcome, the endpoints topic, the endpoint health it re-arms.
+// Safe for concurrent use.
 type pendingPauses struct {
+	store *endpoints.Store
+	topic string // the endpoints topic
+	rcv   *health.Receivers
+	log   *slog.Logger
+	// outcome waits for a committed pause's outcome (tests replace it).
+	outcome func(context.Context, *endpoints.Tracked, *kgo.Record) (endpoints.Outcome, error)
+
 	mu sync.Mutex
 	m  map[string]pendingPause
 	wg sync.WaitGroup // outcome watchers
@@ -45,9 +56,8 @@ type pendingPause struct {
 
 // track registers r, the endpoints record pausing endpoint id, for
 // settling after its commit.
-func (s *Service) trackPause(id string, r *kgo.Record) {
-	t := s.store.Track(r)
-	p := &s.pauses
+func (p *pendingPauses) track(id string, r *kgo.Record) {
+	t := p.store.Track(r)
 	p.mu.Lock()
 	if p.m == nil {
 		p.m = map[string]pendingPause{}
@@ -56,12 +66,11 @@ func (s *Service) trackPause(id string, r *kgo.Record) {
 	p.mu.Unlock()
 }
 
-// pausesCommitted settles the automatic pauses among a commit's records:
+// committed settles the automatic pauses among a commit's records:
 // an aborted one re-arms its endpoint at once; a committed one is
 // watched until the view has read it, and re-arms its endpoint if it
 // lost. Called by the commit after its transaction ends.
-func (s *Service) pausesCommitted(ctx context.Context, recs []*kgo.Record, committed bool) {
-	p := &s.pauses
+func (p *pendingPauses) committed(ctx context.Context, recs []*kgo.Record, committed bool) {
 	p.mu.Lock()
 	if len(p.m) == 0 {
 		p.mu.Unlock()
@@ -70,7 +79,7 @@ func (s *Service) pausesCommitted(ctx context.Context, recs []*kgo.Record, commi
 	var mine []*kgo.Record
 	var pending []pendingPause
 	for _, r := range recs {
-		if r.Topic != s.topics.Endpoints {
+		if r.Topic != p.topic {
 			continue
 		}
 		id := endpoints.TrackedID(r)
@@ -83,14 +92,14 @@ func (s *Service) pausesCommitted(ctx context.Context, recs []*kgo.Record, commi
 	for i, pp := range pending {
 		if !committed {
 			pp.tracked.Forget()
-			s.rcv.Rearm(pp.endpoint)
+			p.rcv.Rearm(pp.endpoint)
 			continue
 		}
 		r := mine[i]
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			o, err := s.pauseOutcome(ctx, pp.tracked, r)
+			o, err := p.outcome(ctx, pp.tracked, r)
 			switch {
 			case err != nil:
 				// Stopping, or the view did not read it in time: the
@@ -98,30 +107,30 @@ func (s *Service) pausesCommitted(ctx context.Context, recs []*kgo.Record, commi
 				// re-armed, so its lane does not wait for it for ever
 				// (a second pause, written from the version the first
 				// replaced, would lose harmlessly).
-				s.log.Warn("automatic pause written; its outcome is unknown", "endpoint_id", pp.endpoint, "err", err)
-				s.rcv.Rearm(pp.endpoint)
+				p.log.Warn("automatic pause written; its outcome is unknown", "endpoint_id", pp.endpoint, "err", err)
+				p.rcv.Rearm(pp.endpoint)
 			case o != endpoints.Won:
-				s.log.Warn("automatic pause lost to a concurrent change of the endpoint; the next permanent failure pauses it again", "endpoint_id", pp.endpoint)
-				s.rcv.Rearm(pp.endpoint)
+				p.log.Warn("automatic pause lost to a concurrent change of the endpoint; the next permanent failure pauses it again", "endpoint_id", pp.endpoint)
+				p.rcv.Rearm(pp.endpoint)
 			}
 		}()
 	}
 }
 
-// pausesDropped settles the automatic pauses among outputs that will
+// dropped settles the automatic pauses among outputs that will
 // never be committed: their entry was dropped from the window (its
 // partition revoked or lost, the window rewound after an aborted
 // commit, the loop stopped with them uncommitted) or its attempt
 // reported after its partition was dropped. Nothing was paused, so each
 // endpoint is re-armed and its tracking forgotten, as for an aborted
 // transaction. Called by the loop wherever it drops outputs.
-func (s *Service) pausesDropped(outs []*kgo.Record) {
-	s.pausesCommitted(context.Background(), outs, false)
+func (p *pendingPauses) dropped(outs []*kgo.Record) {
+	p.committed(context.Background(), outs, false)
 }
 
 // reset forgets the automatic pauses not settled yet (a new session:
 // freshSession). An earlier session settles every pause it wrote before
-// it ends (pausesCommitted, pausesDropped), so there are none unless one
+// it ends (committed, dropped), so there are none unless one
 // slipped through; a pause that did commit reaches the endpoints view
 // like any other write.
 func (p *pendingPauses) reset() {
@@ -133,8 +142,7 @@ func (p *pendingPauses) reset() {
 	clear(p.m)
 }
 
-// pauseOutcome waits for a committed automatic pause's outcome (tests
-// replace it).
+// defaultPauseOutcome waits for a committed automatic pause's outcome.
 func defaultPauseOutcome(ctx context.Context, t *endpoints.Tracked, r *kgo.Record) (endpoints.Outcome, error) {
 	return t.Outcome(ctx, r)
 }

@@ -105,7 +105,7 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		e.gate.endDone()
 		aborted := !committed && err == nil
 		wait, blamed := e.s.afterTransaction(committed, aborted, failed, len(outs), perr, parts)
-		e.s.pausesCommitted(ctx, outs, committed && err == nil)
+		e.s.pauses.committed(ctx, outs, committed && err == nil)
 		var endTook time.Duration
 		if ending {
 			endTook = time.Since(endBegan)

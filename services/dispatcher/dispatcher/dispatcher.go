@@ -57,14 +57,13 @@ type Service struct {
 	// are applied.
 	writer *recordWriter
 	rcv    *health.Receivers
-	// pauses are automatic pauses written and not settled yet;
-	// pauseOutcome learns how one fared once committed.
+	// pauses are automatic pauses written and not settled yet
+	// (autopause.go).
 	pauses pendingPauses
 	// aborts counts commits aborted in a row, per partition (commit
 	// goroutines only, one at a time); the deliveries a broker refused a
 	// record of are the writer's (writer.unwritable).
-	aborts       hkafka.Backoff
-	pauseOutcome func(context.Context, *endpoints.Tracked, *kgo.Record) (endpoints.Outcome, error)
+	aborts hkafka.Backoff
 	// holds holds deliveries without an attempt and ends their holds
 	// (hold.go); built by New once the options are applied.
 	holds *holds
@@ -207,22 +206,21 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	_, _ = rand.Read(seed[:])
 	notices := health.NewNoticeView()
 	s := &Service{
-		cfg:          cfg,
-		log:          slog.Default(),
-		now:          time.Now,
-		rand:         newLockedRand(binary.LittleEndian.Uint64(seed[:])),
-		store:        endpoints.NewStore(),
-		topics:       cfg.Kafka.Topics(),
-		rcv:          health.New(notices.Lookup, cfg.OutageAfter > 0),
-		signers:      newSigners(keys),
-		notices:      notices,
-		streaks:      newTransformStreaks(),
-		answered:     newAnswered(answeredBytes),
-		lanes:        lanes.NewView(),
-		pauseOutcome: defaultPauseOutcome,
-		probe:        &phealth.Probe{},
-		tp:           otel.GetTracerProvider(),
-		mp:           otel.GetMeterProvider(),
+		cfg:      cfg,
+		log:      slog.Default(),
+		now:      time.Now,
+		rand:     newLockedRand(binary.LittleEndian.Uint64(seed[:])),
+		store:    endpoints.NewStore(),
+		topics:   cfg.Kafka.Topics(),
+		rcv:      health.New(notices.Lookup, cfg.OutageAfter > 0),
+		signers:  newSigners(keys),
+		notices:  notices,
+		streaks:  newTransformStreaks(),
+		answered: newAnswered(answeredBytes),
+		lanes:    lanes.NewView(),
+		probe:    &phealth.Probe{},
+		tp:       otel.GetTracerProvider(),
+		mp:       otel.GetMeterProvider(),
 	}
 	s.readLanes = s.syncLanes
 	s.readEndpoints = func(ctx context.Context) error { return s.untilRead(ctx, "endpoints view", s.store.Barrier) }
@@ -247,12 +245,13 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	// The config by pointer: tests change --max-hold, the rechecks and
 	// --accept-unsigned-deliveries on s.cfg after New.
 	s.holds = &holds{cfg: &s.cfg, keys: s.signers.keys, parked: s.topics.Parked, log: s.log, now: s.now, writer: s.writer}
+	s.pauses.store, s.pauses.topic, s.pauses.rcv, s.pauses.log, s.pauses.outcome = s.store, s.topics.Endpoints, s.rcv, s.log, defaultPauseOutcome
 	// After the options (WithClock, WithLogger, WithRandSeed,
 	// WithTelemetry, WithAttemptOptions, WithBeforeAttempt), the writer
 	// and the holds; the config by pointer, as for the holds.
 	att := &attempter{cfg: &s.cfg, client: client, signers: s.signers, answered: s.answered, rcv: s.rcv, holds: s.holds,
 		writer: s.writer, streaks: s.streaks, topics: s.topics, metrics: s.metrics, log: s.log, now: s.now, rand: s.rand,
-		trackPause: s.trackPause, beforeAttempt: s.beforeAttempt}
+		trackPause: s.pauses.track, beforeAttempt: s.beforeAttempt}
 	s.handler = &handler{cfg: &s.cfg, store: s.store, keys: s.signers.keys, rcv: s.rcv, holds: s.holds, writer: s.writer,
 		streaks: s.streaks, attempter: att, topics: s.topics, log: s.log, now: s.now, rand: s.rand,
 		tracer: s.tp.Tracer(scope), processSpan: "process " + s.topics.Deliveries}

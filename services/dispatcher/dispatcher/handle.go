@@ -288,8 +288,8 @@ const syncTimeout = 10 * time.Second
 // HTTP attempt client, the signers, the answers kept (answered.go),
 // endpoint health, the holds (a payload read back, an unusable secret),
 // the writer, the transformations' failing streaks, the topics, the
-// metrics, the logger, the clock, the jitter, trackPause (the Service's
-// pending automatic pauses, settled after the commit: autopause.go) and
+// metrics, the logger, the clock, the jitter, trackPause (the pending
+// automatic pauses, settled after the commit: autopause.go) and
 // beforeAttempt (WithBeforeAttempt). The handler asks it for an attempt.
 type attempter struct {
 	cfg      *Config
@@ -306,7 +306,7 @@ type attempter struct {
 	now      func() time.Time
 	rand     *lockedRand
 	// trackPause registers an automatic pause for settling after its
-	// commit (Service.trackPause).
+	// commit (pendingPauses.track).
 	trackPause func(id string, r *kgo.Record)
 	// beforeAttempt, if set, is called as each attempt begins (tests;
 	// WithBeforeAttempt).

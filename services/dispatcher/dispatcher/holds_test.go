@@ -194,16 +194,16 @@ func TestAutoPauseWaitsForItsCommit(t *testing.T) {
 		t.Fatal("paused twice while the first pause is pending")
 	}
 	// The transaction aborts: the endpoint is re-armed.
-	s.pausesCommitted(t.Context(), outs, false)
+	s.pauses.committed(t.Context(), outs, false)
 	outs = fail(4)
 	if len(pauses(outs)) != 1 {
 		t.Fatal("after an aborted pause, the next permanent failure does not pause")
 	}
 	// It commits but loses to a concurrent change.
-	s.pauseOutcome = func(context.Context, *endpoints.Tracked, *kgo.Record) (endpoints.Outcome, error) {
+	s.pauses.outcome = func(context.Context, *endpoints.Tracked, *kgo.Record) (endpoints.Outcome, error) {
 		return endpoints.Lost, nil
 	}
-	s.pausesCommitted(t.Context(), outs, true)
+	s.pauses.committed(t.Context(), outs, true)
 	s.pauses.wg.Wait()
 	if len(pauses(fail(5))) != 1 {
 		t.Fatal("after a pause that lost, the next permanent failure does not pause")

@@ -330,7 +330,7 @@ func (e *engine) sweep(now time.Time) {
 				en.state = entryDropped
 				e.f.touch(en.lane, now)
 			case entryDone:
-				e.s.pausesDropped(en.outs)
+				e.s.pauses.dropped(en.outs)
 				en.outs, en.state = nil, entryDropped
 			}
 		}
@@ -415,7 +415,7 @@ func (e *engine) discard(m *msg) {
 	switch m.kind {
 	case msgDone:
 		e.f.uncharge(m.e.lane, m.e.cost)
-		e.s.pausesDropped(m.outs)
+		e.s.pauses.dropped(m.outs)
 	case msgCommitted:
 		if m.err == nil && !m.committed && !errors.Is(m.produceErr, errBackoffEnded) {
 			e.outstanding++ // its backoff's end follows
@@ -453,7 +453,7 @@ func (e *engine) collect(now time.Time) error {
 			e.f.touch(l, now)
 			e.f.requeue(l, now)
 			if en.part.dropped {
-				e.s.pausesDropped(m.outs)
+				e.s.pauses.dropped(m.outs)
 			} else {
 				e.w.finish(en, m.outs)
 			}
