@@ -123,7 +123,7 @@ const batchFetchMaxBytes = 1 << 20
 // and the next, each at most batchFetchMaxBytes as Kafka counts them
 // (compressed; a record larger than that is still fetched whole).
 // Decompressed they can be several times that: the view bounds its own
-// write batches (history.Store.Apply). Concurrency stays one fetch per
+// write batches (history.Writer.Apply). Concurrency stays one fetch per
 // broker (kgo's default): fewer would leave a broker with new records
 // waiting behind another's long poll. Other followers fetch enough for
 // the largest record twice.

@@ -28,7 +28,7 @@ func benchmarkApply(b *testing.B, fanout int) {
 	}
 	defer s.Close()
 	var batchBytes int
-	s.committed = func(n int, _ hkafka.Offsets) { batchBytes += n }
+	s.writer.committed = func(n int, _ hkafka.Offsets) { batchBytes += n }
 	payload := make([]byte, 2048)
 	now := time.Now()
 	var recs []*kgo.Record
@@ -60,7 +60,7 @@ func benchmarkApply(b *testing.B, fanout int) {
 			recs = append(recs, kr)
 		}
 		if len(recs) >= 500 || i == b.N-1 {
-			if err := s.Apply(recs, hkafka.Offsets{testTopics.Results: {0: off}}); err != nil {
+			if err := s.Writer().Apply(recs, hkafka.Offsets{testTopics.Results: {0: off}}); err != nil {
 				b.Fatal(err)
 			}
 			recs = recs[:0]

@@ -21,13 +21,13 @@ import (
 // stores the poll's next offsets (past any control record).
 func TestApplyCommitsALargePollInBoundedBatches(t *testing.T) {
 	s := openTest(t)
-	s.maxBatch = 256 << 10
+	s.writer.maxBatch = 256 << 10
 	type commit struct {
 		bytes   int
 		offsets hkafka.Offsets
 	}
 	var commits []commit
-	s.committed = func(n int, o hkafka.Offsets) {
+	s.writer.committed = func(n int, o hkafka.Offsets) {
 		c := commit{n, hkafka.Offsets{}}
 		for t, ps := range o {
 			c.offsets[t] = maps.Clone(ps)
@@ -51,7 +51,7 @@ func TestApplyCommitsALargePollInBoundedBatches(t *testing.T) {
 		dlvs = append(dlvs, d.GetDeliveryId())
 	}
 	next := hkafka.Offsets{testTopics.Deliveries: {0: 51, 1: 50}} // partition 0 ends with a commit marker
-	if err := s.Apply(recs, next); err != nil {
+	if err := s.Writer().Apply(recs, next); err != nil {
 		t.Fatal(err)
 	}
 
@@ -60,8 +60,8 @@ func TestApplyCommitsALargePollInBoundedBatches(t *testing.T) {
 	}
 	applied := 0
 	for i, c := range commits {
-		if c.bytes > s.maxBatch+24<<10 {
-			t.Fatalf("batch %d holds %d bytes, the bound is %d and one record", i, c.bytes, s.maxBatch)
+		if c.bytes > s.writer.maxBatch+24<<10 {
+			t.Fatalf("batch %d holds %d bytes, the bound is %d and one record", i, c.bytes, s.writer.maxBatch)
 		}
 		if i == len(commits)-1 {
 			if fmt.Sprint(c.offsets) != fmt.Sprint(next) {
@@ -83,7 +83,7 @@ func TestApplyCommitsALargePollInBoundedBatches(t *testing.T) {
 		t.Fatalf("the batches before the last reached record %d of %d", applied, len(recs))
 	}
 	for _, id := range dlvs {
-		if _, _, d, ok, err := s.Delivery("t", id); err != nil || !ok || len(d.GetPayload()) != len(payload) {
+		if _, _, d, ok, err := s.Reader().Delivery("t", id); err != nil || !ok || len(d.GetPayload()) != len(payload) {
 			t.Fatalf("delivery %s: found %v, %v", id, ok, err)
 		}
 	}
@@ -113,7 +113,7 @@ func TestAResultReadAgainAfterAReopenIsNotCountedTwice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Apply([]*kgo.Record{r}, hkafka.Offsets{testTopics.Results: {2: 42}}); err != nil {
+		if err := s.Writer().Apply([]*kgo.Record{r}, hkafka.Offsets{testTopics.Results: {2: 42}}); err != nil {
 			t.Fatal(err)
 		}
 		return s
@@ -123,7 +123,7 @@ func TestAResultReadAgainAfterAReopenIsNotCountedTwice(t *testing.T) {
 	}
 	s := apply() // the same record, read again by a restarted follower
 	defer s.Close()
-	st, _, _, ok, err := s.Delivery("t", dlv)
+	st, _, _, ok, err := s.Reader().Delivery("t", dlv)
 	if err != nil || !ok {
 		t.Fatalf("delivery not indexed: %v", err)
 	}

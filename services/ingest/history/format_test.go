@@ -73,7 +73,7 @@ func TestValuesLeaveOutWhatTheirKeysHoldAndAreReadWhole(t *testing.T) {
 	}
 
 	// Read whole.
-	st, attempts, resend, ok, err := s.Delivery("acme", d.GetDeliveryId())
+	st, attempts, resend, ok, err := s.Reader().Delivery("acme", d.GetDeliveryId())
 	if err != nil || !ok {
 		t.Fatalf("Delivery: %v, %v", ok, err)
 	}
@@ -86,24 +86,24 @@ func TestValuesLeaveOutWhatTheirKeysHoldAndAreReadWhole(t *testing.T) {
 	if !proto.Equal(resend, d) {
 		t.Fatalf("resendable %v, want %v", resend, d)
 	}
-	ev, ok, err := s.Event("acme", d.GetEventId())
+	ev, ok, err := s.Reader().Event("acme", d.GetEventId())
 	if err != nil || !ok || ev.GetEventId() != d.GetEventId() || ev.GetEventType() != "invoice.paid" || len(ev.GetDeliveries()) != 1 ||
 		ev.GetDeliveries()[0].GetDeliveryId() != d.GetDeliveryId() {
 		t.Fatalf("event %v, %v, %v", ev, ok, err)
 	}
-	events, err := s.Events("acme", EventFilter{}, "", 10)
+	events, err := s.Reader().Events("acme", EventFilter{}, "", 10)
 	if err != nil || len(events.Items) != 1 || events.Items[0].GetEventId() != d.GetEventId() {
 		t.Fatalf("events %v, %v", events.Items, err)
 	}
-	page, err := s.Deliveries("acme", Filter{}, "", 10)
+	page, err := s.Reader().Deliveries("acme", Filter{}, "", 10)
 	if err != nil || len(page.Items) != 1 || page.Items[0].GetDeliveryId() != d.GetDeliveryId() {
 		t.Fatalf("deliveries %v, %v", page.Items, err)
 	}
-	failed, err := s.FailedIDs("acme", "ep_1", now.Add(-time.Hour), now.Add(time.Hour), 10)
+	failed, err := s.Reader().FailedIDs("acme", "ep_1", now.Add(-time.Hour), now.Add(time.Hour), 10)
 	if err != nil || len(failed) != 1 {
 		t.Fatalf("FailedIDs %v, %v", failed, err)
 	}
-	again, found, err := s.Redeliverable("acme", d.GetDeliveryId(), now.Add(-time.Hour), now.Add(time.Hour))
+	again, found, err := s.Reader().Redeliverable("acme", d.GetDeliveryId(), now.Add(-time.Hour), now.Add(time.Hour))
 	if err != nil || !found || again.GetTenantId() != "acme" || again.GetEndpointId() != "ep_1" || again.GetAttempt() != 3 {
 		t.Fatalf("Redeliverable %v, %v, %v", again, found, err)
 	}
@@ -140,7 +140,7 @@ func TestDeliveredHasNoStateEntriesAndIsListedByIt(t *testing.T) {
 
 	var entries []string
 	for _, tag := range []string{tagByState, tagByEpState} {
-		if err := s.scan(prefix(tag), nil, func(k, _ []byte) (bool, error) {
+		if err := scan(s.db, prefix(tag), nil, func(k, _ []byte) (bool, error) {
 			entries = append(entries, fmt.Sprintf("%q", k))
 			return true, nil
 		}); err != nil {
@@ -152,7 +152,7 @@ func TestDeliveredHasNoStateEntriesAndIsListedByIt(t *testing.T) {
 	}
 	listed := func(f Filter) []string {
 		t.Helper()
-		page, err := s.Deliveries("t", f, "", 10)
+		page, err := s.Reader().Deliveries("t", f, "", 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,16 +193,16 @@ func TestSweepWalksEveryTenant(t *testing.T) {
 		}
 	}
 	applyAll(t, s, give...)
-	nd, ne, err := s.Sweep(now.Add(-24*time.Hour), now.Add(-24*time.Hour))
+	nd, ne, err := s.Writer().Sweep(now.Add(-24*time.Hour), now.Add(-24*time.Hour))
 	if err != nil || nd != 4 || ne != 4 {
 		t.Fatalf("Sweep deleted %d deliveries, %d events, %v; want 4 and 4 (one of each tenant)", nd, ne, err)
 	}
 	for _, tenant := range []string{"a", "b", "bb", "c"} {
-		page, err := s.Deliveries(tenant, Filter{}, "", 10)
+		page, err := s.Reader().Deliveries(tenant, Filter{}, "", 10)
 		if err != nil || len(page.Items) != 1 {
 			t.Fatalf("tenant %s keeps %d deliveries, %v; want its recent one", tenant, len(page.Items), err)
 		}
-		evs, err := s.Events(tenant, EventFilter{}, "", 10)
+		evs, err := s.Reader().Events(tenant, EventFilter{}, "", 10)
 		if err != nil || len(evs.Items) != 1 {
 			t.Fatalf("tenant %s keeps %d events, %v; want its recent one", tenant, len(evs.Items), err)
 		}
@@ -246,7 +246,7 @@ func TestAnIndexOfAnotherFormatIsRebuilt(t *testing.T) {
 			if empty, err := isEmpty(s.db); err != nil || empty {
 				t.Fatalf("no format stored: %v", err)
 			}
-			if ok, err := s.has([]byte("td\x00dlv_1\x00t")); err != nil || ok {
+			if ok, err := s.reader.has([]byte("td\x00dlv_1\x00t")); err != nil || ok {
 				t.Fatalf("an old key survived the rebuild: %v", err)
 			}
 			applyAll(t, s, rec{testTopics.Results, &hooklinev1.AttemptResult{DeliveryId: "dlv_2", TenantId: "t", Attempt: 1,
@@ -263,7 +263,7 @@ func TestAnIndexOfAnotherFormatIsRebuilt(t *testing.T) {
 			if off, err := s.Offsets(); err != nil || off[testTopics.Results][0] != 1 {
 				t.Fatalf("offsets after a reopen %v, %v; want those applied", off, err)
 			}
-			if _, _, _, ok, err := s.Delivery("t", "dlv_2"); err != nil || !ok {
+			if _, _, _, ok, err := s.Reader().Delivery("t", "dlv_2"); err != nil || !ok {
 				t.Fatalf("a reopened index lost a delivery: %v, %v", ok, err)
 			}
 		})

@@ -15,11 +15,16 @@ import (
 // first record that carries the payload; the endpoint's sum (hb) counts
 // it while the delivery is unended: from that record, until a terminal
 // result or the sweep, again if a resend or recover makes it unended
-// again. The sums change once per batch (flushHeld), in the batch that
+// again. The sums change once per batch (heldDelta.flush), in the batch that
 // changes the deliveries, with that batch's offsets, so they are exact
 // for the records applied, and applying a record again changes nothing
 // (a size already known is not counted again; a result already applied
 // is skipped).
+
+// heldDelta is what the batch being written adds to each endpoint's
+// unended bytes (by hb key), written once per batch (flush). The
+// Writer's, guarded by its writeMu.
+type heldDelta map[string]int64
 
 // ended reports whether a delivery in state st has its terminal outcome.
 func ended(st hooklinev1.DeliveryState) bool {
@@ -35,7 +40,7 @@ func ended(st hooklinev1.DeliveryState) bool {
 // sized records that w's payload is size bytes, if the index did not
 // know it (a record carrying the payload read after its result, or a
 // new row: save stored it), and counts them while w is unended.
-func (s *Store) sized(b *pebble.Batch, w *row, size int64) error {
+func (h *heldDelta) sized(b *pebble.Batch, w *row, size int64) error {
 	if size <= 0 {
 		return nil
 	}
@@ -50,48 +55,48 @@ func (s *Store) sized(b *pebble.Batch, w *row, size int64) error {
 		}
 	}
 	if !ended(w.status.GetState()) {
-		s.addHeld(w.tenant, w.status.GetEndpointId(), size)
+		h.add(w.tenant, w.status.GetEndpointId(), size)
 	}
 	return nil
 }
 
 // endedChanged counts w's payload again (it is unended again: resent or
 // recovered) or no longer (it ended).
-func (s *Store) endedChanged(b reader, w *row) error {
+func (h *heldDelta) endedChanged(b getter, w *row) error {
 	sign := int64(1)
 	if ended(w.status.GetState()) {
 		sign = -1
 	}
-	return s.addSize(b, w.tenant, w.status.GetEndpointId(), w.id, sign)
+	return h.addSize(b, w.tenant, w.status.GetEndpointId(), w.id, sign)
 }
 
 // addSize adds sign × the payload bytes the index knows of delivery id
 // to its endpoint's unended bytes.
-func (s *Store) addSize(b reader, tenant, endpoint, id string, sign int64) error {
+func (h *heldDelta) addSize(b getter, tenant, endpoint, id string, sign int64) error {
 	n, _, err := getInt(b, key(tagByEndpoint, tenant, endpoint, id))
 	if err != nil {
 		return err
 	}
 	if n > 0 {
-		s.addHeld(tenant, endpoint, sign*n)
+		h.add(tenant, endpoint, sign*n)
 	}
 	return nil
 }
 
-// addHeld adds n to the endpoint's unended bytes in the batch being
+// add adds n to the endpoint's unended bytes in the batch being
 // written. Called with writeMu held.
-func (s *Store) addHeld(tenant, endpoint string, n int64) {
-	if s.heldDelta == nil {
-		s.heldDelta = map[string]int64{}
+func (h *heldDelta) add(tenant, endpoint string, n int64) {
+	if *h == nil {
+		*h = heldDelta{}
 	}
-	s.heldDelta[string(key(tagHeldBytes, tenant, endpoint))] += n
+	(*h)[string(key(tagHeldBytes, tenant, endpoint))] += n
 }
 
-// flushHeld writes the batch's changes to unended bytes into b (an entry
+// flush writes the batch's changes to unended bytes into b (an entry
 // at 0 or below is deleted). Called with writeMu held.
-func (s *Store) flushHeld(b *pebble.Batch) error {
-	defer clear(s.heldDelta)
-	for k, d := range s.heldDelta {
+func (h *heldDelta) flush(b *pebble.Batch) error {
+	defer clear(*h)
+	for k, d := range *h {
 		if d == 0 {
 			continue
 		}
@@ -124,7 +129,7 @@ func sizeValue(n int64) []byte {
 // with none are left out) and, per partition of the deliveries topic,
 // the next offset that state has not applied: every delivery record
 // below it is counted, none at or above it.
-func (s *Store) Unended(tenant string, endpoints []string) (map[string]int64, map[int32]int64, error) {
+func (s *Reader) Unended(tenant string, endpoints []string) (map[string]int64, map[int32]int64, error) {
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
 	bytes := map[string]int64{}
@@ -154,7 +159,7 @@ func (s *Store) Unended(tenant string, endpoints []string) (map[string]int64, ma
 	return bytes, applied, it.Error()
 }
 
-func getInt(b reader, k []byte) (int64, bool, error) {
+func getInt(b getter, k []byte) (int64, bool, error) {
 	v, closer, err := b.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return 0, false, nil

@@ -48,13 +48,13 @@ func TestUnendedBytesFollowEachDeliveryToItsEnd(t *testing.T) {
 			}
 			next[r.Topic][0] = r.Offset + 1
 		}
-		if err := s.Apply(recs, next); err != nil {
+		if err := s.Writer().Apply(recs, next); err != nil {
 			t.Fatal(err)
 		}
 	}
 	want := func(what string, n int64) {
 		t.Helper()
-		got, applied, err := s.Unended("t", []string{"ep_1", "ep_2"})
+		got, applied, err := s.Reader().Unended("t", []string{"ep_1", "ep_2"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestUnendedBytesFollowEachDeliveryToItsEnd(t *testing.T) {
 	want("the expired one recovered, unended again", 37)
 	apply(result(b, hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED))
 	want("the recovered one delivered", 7)
-	if _, _, err := s.Sweep(now.Add(time.Hour), now.Add(time.Hour)); err != nil {
+	if _, _, err := s.Writer().Sweep(now.Add(time.Hour), now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	want("swept", 0)

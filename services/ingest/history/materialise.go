@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
@@ -19,6 +20,33 @@ import (
 // stays bounded whatever the poll.
 const maxBatchBytes = 1 << 20
 
+// Writer is the index's write side: Apply materialises the topics'
+// records, Sweep (retention.go) deletes what they no longer hold. Apply
+// and Sweep write one at a time.
+type Writer struct {
+	db     *pebble.DB
+	topics Topics
+	// maxBatch is maxBatchBytes; tests lower it.
+	maxBatch int
+	// committed, when set (tests), sees each batch Apply commits: its
+	// size and the offsets it stored.
+	committed func(bytes int, offsets hkafka.Offsets)
+
+	// writeMu serialises Apply and Sweep: both read a delivery's summary
+	// before changing its index entries.
+	writeMu sync.Mutex
+	// held is what the batch being written adds to each endpoint's
+	// unended bytes (heldbytes.go). Guarded by writeMu.
+	held heldDelta
+	// applied is, per topic partition, the next offset Apply has not
+	// applied: the offsets stored with the last committed batch (loaded
+	// by the first Apply, kept by commitAt). A record below it may have been
+	// applied before (a re-read); one at or above it cannot have been,
+	// since a batch stores its records and the offsets they reach
+	// together. Guarded by writeMu; nil until the first Apply.
+	applied map[hkafka.TopicPartition]int64
+}
+
 // Apply writes recs (one poll of the deliveries, results and dead-letter
 // topics, in offset order per partition) and next, the offsets they
 // reach. Each Pebble batch it commits stores, atomically with its
@@ -28,13 +56,13 @@ const maxBatchBytes = 1 << 20
 // twice changes nothing). A batch is committed once it holds
 // s.maxBatch bytes, and at the end with next. It has the signature of
 // hkafka.BatchApply.
-func (s *Store) Apply(recs []*kgo.Record, next hkafka.Offsets) error {
+func (s *Writer) Apply(recs []*kgo.Record, next hkafka.Offsets) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	if err := s.loadApplied(); err != nil {
 		return err
 	}
-	clear(s.heldDelta) // what a batch that failed before its commit left
+	clear(s.held) // what a batch that failed before its commit left
 	b := s.db.NewIndexedBatch()
 	defer func() { _ = b.Close() }()
 	reached := hkafka.Offsets{} // by the records in b
@@ -63,7 +91,7 @@ func (s *Store) Apply(recs []*kgo.Record, next hkafka.Offsets) error {
 
 // commitAt stores the offsets with b's records and commits b. Without a
 // write-ahead log (see Open) a commit only fills the memtable.
-func (s *Store) commitAt(b *pebble.Batch, offsets hkafka.Offsets) error {
+func (s *Writer) commitAt(b *pebble.Batch, offsets hkafka.Offsets) error {
 	for t, ps := range offsets {
 		for p, o := range ps {
 			if err := b.Set(offsetKey(t, p), binary.BigEndian.AppendUint64(nil, uint64(o)), nil); err != nil {
@@ -71,7 +99,7 @@ func (s *Store) commitAt(b *pebble.Batch, offsets hkafka.Offsets) error {
 			}
 		}
 	}
-	if err := s.flushHeld(b); err != nil {
+	if err := s.held.flush(b); err != nil {
 		return err
 	}
 	if s.committed != nil {
@@ -84,6 +112,37 @@ func (s *Store) commitAt(b *pebble.Batch, offsets hkafka.Offsets) error {
 	return nil
 }
 
+// loadApplied reads the stored offsets into applied the first time an
+// Apply needs them (writeMu held): not at Open, whose caller may Warm
+// the tables first.
+func (s *Writer) loadApplied() error {
+	if s.applied != nil {
+		return nil
+	}
+	offsets, err := storedOffsets(s.db)
+	if err != nil {
+		return err
+	}
+	s.applied = map[hkafka.TopicPartition]int64{}
+	s.noteApplied(offsets)
+	return nil
+}
+
+// noteApplied records offsets as applied (writeMu held).
+func (s *Writer) noteApplied(offsets hkafka.Offsets) {
+	for t, ps := range offsets {
+		for p, o := range ps {
+			s.applied[hkafka.TopicPartition{Topic: t, Partition: p}] = o
+		}
+	}
+}
+
+// mayHaveApplied reports whether the record at offset of topic's
+// partition p may have been applied before (writeMu held).
+func (s *Writer) mayHaveApplied(topic string, p int32, offset int64) bool {
+	return offset < s.applied[hkafka.TopicPartition{Topic: topic, Partition: p}]
+}
+
 // eventsSeen remembers, for one Apply, the events already stored, by
 // event key: true once the event's payload is stored. A fan-out's
 // records carry the same event, and each used to look it up again (a
@@ -92,7 +151,7 @@ func (s *Store) commitAt(b *pebble.Batch, offsets hkafka.Offsets) error {
 // changes an event behind the map.
 type eventsSeen map[string]bool
 
-func (s *Store) applyOne(b *pebble.Batch, seen eventsSeen, r *kgo.Record) error {
+func (s *Writer) applyOne(b *pebble.Batch, seen eventsSeen, r *kgo.Record) error {
 	switch r.Topic {
 	case s.topics.Deliveries:
 		var d hooklinev1.Delivery
@@ -163,7 +222,7 @@ func (w *row) save(b *pebble.Batch, oldState hooklinev1.DeliveryState) error {
 	return errors.Join(errs...)
 }
 
-func (s *Store) putDelivery(b *pebble.Batch, seen eventsSeen, d *hooklinev1.Delivery) error {
+func (s *Writer) putDelivery(b *pebble.Batch, seen eventsSeen, d *hooklinev1.Delivery) error {
 	tenant, id := d.GetTenantId(), d.GetDeliveryId()
 	w, err := loadRow(b, tenant, id, d.GetEventId(), d.GetEndpointId(), d.GetEventType())
 	if err != nil {
@@ -180,7 +239,7 @@ func (s *Store) putDelivery(b *pebble.Batch, seen eventsSeen, d *hooklinev1.Deli
 	if err := w.save(b, old); err != nil {
 		return err
 	}
-	if err := s.sized(b, w, size); err != nil {
+	if err := s.held.sized(b, w, size); err != nil {
 		return err
 	}
 	if err := putEvent(b, seen, tenant, d.GetEventId(), d.GetEventType(), d); err != nil {
@@ -222,7 +281,7 @@ func putEvent(b *pebble.Batch, seen eventsSeen, tenant, eventID, typ string, d *
 	return nil
 }
 
-func (s *Store) putResult(b *pebble.Batch, seen eventsSeen, res *hooklinev1.AttemptResult, partition int32, offset int64) error {
+func (s *Writer) putResult(b *pebble.Batch, seen eventsSeen, res *hooklinev1.AttemptResult, partition int32, offset int64) error {
 	tenant, id := res.GetTenantId(), res.GetDeliveryId()
 	ak := attemptKey(tenant, id, partition, offset)
 	// Only a record below the applied offset can have been applied (a
@@ -253,7 +312,7 @@ func (s *Store) putResult(b *pebble.Batch, seen eventsSeen, res *hooklinev1.Atte
 		return err
 	}
 	if !w.isNew && ended(old) != ended(st.GetState()) {
-		if err := s.endedChanged(b, w); err != nil {
+		if err := s.held.endedChanged(b, w); err != nil {
 			return err
 		}
 	}
@@ -265,12 +324,12 @@ func (s *Store) putResult(b *pebble.Batch, seen eventsSeen, res *hooklinev1.Atte
 	return setResult(b, ak, res)
 }
 
-// reader is a *pebble.DB or an indexed *pebble.Batch.
-type reader interface {
+// getter is a *pebble.DB or an indexed *pebble.Batch.
+type getter interface {
 	Get(key []byte) ([]byte, io.Closer, error)
 }
 
-func getProto(b reader, k []byte, m proto.Message) (bool, error) {
+func getProto(b getter, k []byte, m proto.Message) (bool, error) {
 	v, closer, err := b.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return false, nil

@@ -29,7 +29,7 @@ func TestDeliveriesNewestFirstPageDownwards(t *testing.T) {
 		var got []string
 		after := ""
 		for {
-			page, err := s.Deliveries("t", f, after, 3)
+			page, err := s.Reader().Deliveries("t", f, after, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,7 +50,7 @@ func TestDeliveriesNewestFirstPageDownwards(t *testing.T) {
 			}
 		}
 	}
-	page, err := s.Deliveries("t", Filter{Newest: true, Since: now.Add(2 * time.Second), Until: now.Add(5 * time.Second)}, "", 10)
+	page, err := s.Reader().Deliveries("t", Filter{Newest: true, Since: now.Add(2 * time.Second), Until: now.Add(5 * time.Second)}, "", 10)
 	if err != nil || len(page.Items) != 3 || page.Items[0].GetDeliveryId() != want[2] {
 		t.Fatalf("a window newest first: %d items (%v), want the 3 in it, newest first", len(page.Items), err)
 	}

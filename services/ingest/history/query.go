@@ -18,10 +18,19 @@ import (
 // time.
 const MaxScan = 20000
 
+// Reader is the index's read side: every query, each safe for
+// concurrent use with Apply, Sweep and the others.
+type Reader struct {
+	db     *pebble.DB
+	topics Topics
+	// maxScan is MaxScan; tests lower it.
+	maxScan int
+}
+
 // Delivery returns the tenant's delivery id: its status, every attempt
 // oldest first, and the Delivery to resend (its latest record with the
 // event's payload; nil when the topics no longer hold one).
-func (s *Store) Delivery(tenant, id string) (*hooklinev1.DeliveryStatus, []*hooklinev1.AttemptResult, *hooklinev1.Delivery, bool, error) {
+func (s *Reader) Delivery(tenant, id string) (*hooklinev1.DeliveryStatus, []*hooklinev1.AttemptResult, *hooklinev1.Delivery, bool, error) {
 	st := &hooklinev1.DeliveryStatus{}
 	found, err := getStatus(s.db, tenant, id, st)
 	if err != nil || !found {
@@ -41,7 +50,7 @@ func (s *Store) Delivery(tenant, id string) (*hooklinev1.DeliveryStatus, []*hook
 
 // resendable returns the delivery's latest record with its event's
 // payload, or nil if either is gone.
-func (s *Store) resendable(of sharedIDs) (*hooklinev1.Delivery, error) {
+func (s *Reader) resendable(of sharedIDs) (*hooklinev1.Delivery, error) {
 	d, found, err := getRecord(s.db, of)
 	if err != nil || !found {
 		return nil, err
@@ -55,9 +64,9 @@ func (s *Store) resendable(of sharedIDs) (*hooklinev1.Delivery, error) {
 	return d, nil
 }
 
-func (s *Store) attempts(of sharedIDs) ([]*hooklinev1.AttemptResult, error) {
+func (s *Reader) attempts(of sharedIDs) ([]*hooklinev1.AttemptResult, error) {
 	var out []*hooklinev1.AttemptResult
-	err := s.scan(prefix(tagAttempt, of.tenant, of.delivery), nil, func(_, v []byte) (bool, error) {
+	err := scan(s.db, prefix(tagAttempt, of.tenant, of.delivery), nil, func(_, v []byte) (bool, error) {
 		a, err := decodeResult(v, of)
 		if err != nil {
 			return false, err
@@ -69,13 +78,13 @@ func (s *Store) attempts(of sharedIDs) ([]*hooklinev1.AttemptResult, error) {
 }
 
 // Event returns the tenant's event id with its deliveries' statuses.
-func (s *Store) Event(tenant, id string) (*hooklinev1.GetEventResponse, bool, error) {
+func (s *Reader) Event(tenant, id string) (*hooklinev1.GetEventResponse, bool, error) {
 	ev := &hooklinev1.GetEventResponse{}
 	found, err := getEvent(s.db, tenant, id, ev)
 	if err != nil || !found {
 		return nil, false, err
 	}
-	err = s.scan(prefix(tagEventDlv, tenant, id), nil, func(k, _ []byte) (bool, error) {
+	err = scan(s.db, prefix(tagEventDlv, tenant, id), nil, func(k, _ []byte) (bool, error) {
 		st := &hooklinev1.DeliveryStatus{}
 		ok, err := getStatus(s.db, tenant, lastPart(k), st)
 		if ok {
@@ -108,7 +117,7 @@ type Page[T any] struct {
 // (creation time), after the id after, at most size of them. It walks
 // the narrowest index the filter allows and checks the rest per entry
 // (DELIVERED has no state entries: most deliveries of any list are).
-func (s *Store) Deliveries(tenant string, f Filter, after string, size int) (Page[*hooklinev1.DeliveryStatus], error) {
+func (s *Reader) Deliveries(tenant string, f Filter, after string, size int) (Page[*hooklinev1.DeliveryStatus], error) {
 	var p []byte
 	state := stateByte(int32(f.State))
 	switch {
@@ -168,7 +177,7 @@ type statusReader struct {
 	k  []byte
 }
 
-func (s *Store) newStatusReader(tenant string) (*statusReader, error) {
+func (s *Reader) newStatusReader(tenant string) (*statusReader, error) {
 	p := prefix(tagStatus, tenant)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upperBound(p)})
 	if err != nil {
@@ -208,7 +217,7 @@ type EventFilter struct {
 
 // Events lists the tenant's events matching f (without payloads),
 // ordered by id, after the id after, at most size of them.
-func (s *Store) Events(tenant string, f EventFilter, after string, size int) (Page[*hooklinev1.GetEventResponse], error) {
+func (s *Reader) Events(tenant string, f EventFilter, after string, size int) (Page[*hooklinev1.GetEventResponse], error) {
 	p := prefix(tagEvent, tenant)
 	if f.EventType != "" {
 		p = prefix(tagEvByType, tenant, f.EventType)
@@ -236,7 +245,7 @@ func (s *Store) Events(tenant string, f EventFilter, after string, size int) (Pa
 // until), calling fn with each id and value until fn says stop. Past
 // MaxScan entries it stops and sets *more, *last to go on from where it
 // stopped.
-func (s *Store) list(p []byte, idPrefix string, since, until time.Time, after string, newest bool, fn func(id string, v []byte) (bool, error), more *bool, last *string) error {
+func (s *Reader) list(p []byte, idPrefix string, since, until time.Time, after string, newest bool, fn func(id string, v []byte) (bool, error), more *bool, last *string) error {
 	lo := p
 	if !since.IsZero() {
 		lo = append(bytes.Clone(p), ids.Floor(idPrefix, since)...)
@@ -253,11 +262,11 @@ func (s *Store) list(p []byte, idPrefix string, since, until time.Time, after st
 		}
 	}
 	scanned, prev := 0, ""
-	walk := s.scan
+	each := scan
 	if newest {
-		walk = s.scanDown
+		each = scanDown
 	}
-	return walk(lo, hi, func(k, v []byte) (bool, error) {
+	return each(s.db, lo, hi, func(k, v []byte) (bool, error) {
 		if scanned++; scanned > s.maxScan {
 			*more, *last = true, prev // go on from the first unread
 			return false, nil
@@ -267,23 +276,24 @@ func (s *Store) list(p []byte, idPrefix string, since, until time.Time, after st
 	})
 }
 
-// scan calls fn with each key and value in [lo, hi) (hi nil: every key
-// starting with lo) until fn says stop. The slices are valid only during
-// the call.
-func (s *Store) scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
-	return s.walk(lo, hi, false, fn)
+// scan calls fn with each key and value of db in [lo, hi) (hi nil: every
+// key starting with lo) until fn says stop. The slices are valid only
+// during the call. The Reader and the Writer (retention) both walk the
+// index with it.
+func scan(db *pebble.DB, lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
+	return walk(db, lo, hi, false, fn)
 }
 
 // scanDown is scan from the last key down.
-func (s *Store) scanDown(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
-	return s.walk(lo, hi, true, fn)
+func scanDown(db *pebble.DB, lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
+	return walk(db, lo, hi, true, fn)
 }
 
-func (s *Store) walk(lo, hi []byte, down bool, fn func(k, v []byte) (bool, error)) error {
+func walk(db *pebble.DB, lo, hi []byte, down bool, fn func(k, v []byte) (bool, error)) error {
 	if hi == nil {
 		hi = upperBound(lo)
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
@@ -307,22 +317,22 @@ func (s *Store) walk(lo, hi []byte, down bool, fn func(k, v []byte) (bool, error
 }
 
 // OwnsEvent reports whether the tenant has the event in the index.
-func (s *Store) OwnsEvent(tenant, eventID string) (bool, error) {
+func (s *Reader) OwnsEvent(tenant, eventID string) (bool, error) {
 	return s.has(key(tagEvent, tenant, eventID))
 }
 
 // OwnsEndpoint reports whether the tenant has deliveries to endpoint in
 // the index.
-func (s *Store) OwnsEndpoint(tenant, endpoint string) (bool, error) {
+func (s *Reader) OwnsEndpoint(tenant, endpoint string) (bool, error) {
 	found := false
-	err := s.scan(prefix(tagByEndpoint, tenant, endpoint), nil, func(_, _ []byte) (bool, error) {
+	err := scan(s.db, prefix(tagByEndpoint, tenant, endpoint), nil, func(_, _ []byte) (bool, error) {
 		found = true
 		return false, nil
 	})
 	return found, err
 }
 
-func (s *Store) has(k []byte) (bool, error) {
+func (s *Reader) has(k []byte) (bool, error) {
 	_, closer, err := s.db.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return false, nil
@@ -339,10 +349,10 @@ func (s *Store) has(k []byte) (bool, error) {
 // for one more than it accepts learns there are too many). It reads the
 // index's summaries and payload-free delivery records only: counting a
 // window costs no payload, however large its deliveries are.
-func (s *Store) FailedIDs(tenant, endpoint string, since, until time.Time, limit int) ([]string, error) {
+func (s *Reader) FailedIDs(tenant, endpoint string, since, until time.Time, limit int) ([]string, error) {
 	var out []string
 	for _, state := range failedStates {
-		err := s.scan(prefix(tagByEpState, tenant, endpoint, stateByte(int32(state))), nil, func(k, _ []byte) (bool, error) {
+		err := scan(s.db, prefix(tagByEpState, tenant, endpoint, stateByte(int32(state))), nil, func(k, _ []byte) (bool, error) {
 			if len(out) >= limit {
 				return false, nil
 			}
@@ -372,7 +382,7 @@ var failedStates = []hooklinev1.DeliveryState{hooklinev1.DeliveryState_DELIVERY_
 
 // failedIn returns the status of the tenant's delivery id and whether
 // its latest result is FAILED or EXPIRED, made in [since, until).
-func (s *Store) failedIn(tenant, id string, since, until time.Time) (*hooklinev1.DeliveryStatus, bool, error) {
+func (s *Reader) failedIn(tenant, id string, since, until time.Time) (*hooklinev1.DeliveryStatus, bool, error) {
 	st := &hooklinev1.DeliveryStatus{}
 	if ok, err := getStatus(s.db, tenant, id, st); err != nil || !ok {
 		return nil, false, err
@@ -390,7 +400,7 @@ func (s *Store) failedIn(tenant, id string, since, until time.Time) (*hooklinev1
 // delivered since FailedIDs listed it is not sent again). It returns
 // nil and found true when the delivery still qualifies but its payload
 // is no longer held; found false when it no longer qualifies.
-func (s *Store) Redeliverable(tenant, id string, since, until time.Time) (d *hooklinev1.Delivery, found bool, err error) {
+func (s *Reader) Redeliverable(tenant, id string, since, until time.Time) (d *hooklinev1.Delivery, found bool, err error) {
 	st, ok, err := s.failedIn(tenant, id, since, until)
 	if err != nil || !ok {
 		return nil, false, err
@@ -411,10 +421,10 @@ func (s *Store) Redeliverable(tenant, id string, since, until time.Time) (d *hoo
 
 // OutcomeOf returns the state of the delivery's first result for attempt
 // or a later one, and whether there is one.
-func (s *Store) OutcomeOf(tenant, id string, attempt uint32) (hooklinev1.DeliveryState, bool, error) {
+func (s *Reader) OutcomeOf(tenant, id string, attempt uint32) (hooklinev1.DeliveryState, bool, error) {
 	var state hooklinev1.DeliveryState
 	found := false
-	err := s.scan(prefix(tagAttempt, tenant, id), nil, func(_, v []byte) (bool, error) {
+	err := scan(s.db, prefix(tagAttempt, tenant, id), nil, func(_, v []byte) (bool, error) {
 		a, err := decodeResult(v, sharedIDs{tenant: tenant, delivery: id})
 		if err != nil {
 			return false, err
@@ -430,7 +440,7 @@ func (s *Store) OutcomeOf(tenant, id string, attempt uint32) (hooklinev1.Deliver
 
 // Recent returns the tenant's n latest deliveries to endpoint, newest
 // first.
-func (s *Store) Recent(tenant, endpoint string, n int) ([]*hooklinev1.DeliveryStatus, error) {
+func (s *Reader) Recent(tenant, endpoint string, n int) ([]*hooklinev1.DeliveryStatus, error) {
 	p := prefix(tagByEndpoint, tenant, endpoint)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upperBound(p)})
 	if err != nil {

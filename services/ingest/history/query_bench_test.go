@@ -51,7 +51,7 @@ func BenchmarkListDeliveriesPage(b *testing.B) {
 			{Since: from, Until: from.Add(time.Hour)},
 			{State: hooklinev1.DeliveryState_DELIVERY_STATE_FAILED, Since: from},
 		}
-		if _, err := s.Deliveries("bench", fs[i%len(fs)], "", 100); err != nil {
+		if _, err := s.Reader().Deliveries("bench", fs[i%len(fs)], "", 100); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -77,7 +77,7 @@ func fillForBench(b *testing.B, s *Store, first time.Time, n int) {
 		dr.Offset, rr.Offset = int64(i), int64(i)
 		recs = append(recs, dr, rr)
 		if len(recs) >= 1000 || i == n-1 {
-			if err := s.Apply(recs, hkafka.Offsets{testTopics.Results: {0: int64(2 * (i + 1))}}); err != nil {
+			if err := s.Writer().Apply(recs, hkafka.Offsets{testTopics.Results: {0: int64(2 * (i + 1))}}); err != nil {
 				b.Fatal(err)
 			}
 			recs = recs[:0]

@@ -25,7 +25,7 @@ const sweepBatch = 1000
 // deleted. Ids sort by creation time, so it reads only entries older
 // than cutoff. It runs in batches of sweepBatch between which Apply may
 // run.
-func (s *Store) Sweep(cutoff, deadCutoff time.Time) (deliveries, events int, err error) {
+func (s *Writer) Sweep(cutoff, deadCutoff time.Time) (deliveries, events int, err error) {
 	keepDead := ids.Floor(ids.Delivery, deadCutoff)
 	deliveries, err = s.sweepAll(tagStatus, ids.Floor(ids.Delivery, cutoff), func(b *pebble.Batch, tenant, id string, v []byte) (bool, error) {
 		st := &hooklinev1.DeliveryStatus{}
@@ -40,7 +40,7 @@ func (s *Store) Sweep(cutoff, deadCutoff time.Time) (deliveries, events int, err
 		}
 		if !ended(st.GetState()) {
 			// Unended, and older than the topics keep it: it no longer counts.
-			if err := s.addSize(b, tenant, st.GetEndpointId(), id, -1); err != nil {
+			if err := s.held.addSize(b, tenant, st.GetEndpointId(), id, -1); err != nil {
 				return false, err
 			}
 		}
@@ -67,7 +67,7 @@ func (s *Store) Sweep(cutoff, deadCutoff time.Time) (deliveries, events int, err
 	events, err = s.sweepAll(tagEvent, ids.Floor(ids.Event, cutoff), func(b *pebble.Batch, tenant, id string, v []byte) (bool, error) {
 		if id >= keepEvent {
 			left := false
-			err := s.scan(prefix(tagEventDlv, tenant, id), nil, func(_, _ []byte) (bool, error) {
+			err := scan(s.db, prefix(tagEventDlv, tenant, id), nil, func(_, _ []byte) (bool, error) {
 				left = true
 				return false, nil
 			})
@@ -92,7 +92,7 @@ func (s *Store) Sweep(cutoff, deadCutoff time.Time) (deliveries, events int, err
 // batches, calling drop with each entry's tenant, id and value; drop
 // adds the deletions of what the entry names and says whether it did.
 // It returns how many it deleted.
-func (s *Store) sweepAll(tag, below string, drop func(b *pebble.Batch, tenant, id string, v []byte) (bool, error)) (int, error) {
+func (s *Writer) sweepAll(tag, below string, drop func(b *pebble.Batch, tenant, id string, v []byte) (bool, error)) (int, error) {
 	deleted := 0
 	var after *string
 	for {
@@ -120,14 +120,14 @@ func (s *Store) sweepAll(tag, below string, drop func(b *pebble.Batch, tenant, i
 // firstTenant returns the first tenant with an entry of tag (keyed
 // tenant, id), after the tenant after when it is given: a seek per
 // tenant, whatever its entries.
-func (s *Store) firstTenant(tag string, after *string) (string, bool, error) {
+func (s *Writer) firstTenant(tag string, after *string) (string, bool, error) {
 	p := prefix(tag)
 	lo := p
 	if after != nil {
 		lo = append(append(bytes.Clone(p), *after...), 1) // above every key of after
 	}
 	tenant, found := "", false
-	err := s.scan(lo, upperBound(p), func(k, _ []byte) (bool, error) {
+	err := scan(s.db, lo, upperBound(p), func(k, _ []byte) (bool, error) {
 		tenant, _, _ = cutPart(k[len(p):])
 		found = true
 		return false, nil
@@ -138,13 +138,13 @@ func (s *Store) firstTenant(tag string, after *string) (string, bool, error) {
 // sweepOnce reads up to sweepBatch of the tenant's entries under p from
 // the key from up to the key below, and deletes in one batch those drop
 // says to. It returns how many it read and deleted, and the last key.
-func (s *Store) sweepOnce(tenant string, p, from, below []byte, drop func(b *pebble.Batch, tenant, id string, v []byte) (bool, error)) (scanned, deleted int, last []byte, err error) {
+func (s *Writer) sweepOnce(tenant string, p, from, below []byte, drop func(b *pebble.Batch, tenant, id string, v []byte) (bool, error)) (scanned, deleted int, last []byte, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	clear(s.heldDelta)
+	clear(s.held)
 	b := s.db.NewIndexedBatch() // an endpoint's unended bytes change once per delivery dropped
 	defer b.Close()
-	err = s.scan(from, below, func(k, v []byte) (bool, error) {
+	err = scan(s.db, from, below, func(k, v []byte) (bool, error) {
 		scanned++
 		last = bytes.Clone(k)
 		gone, err := drop(b, tenant, string(k[len(p):]), v)
@@ -157,7 +157,7 @@ func (s *Store) sweepOnce(tenant string, p, from, below []byte, drop func(b *peb
 		return scanned < sweepBatch, nil
 	})
 	if err == nil {
-		err = s.flushHeld(b)
+		err = s.held.flush(b)
 	}
 	if err != nil {
 		return scanned, deleted, last, fmt.Errorf("history: sweep: %w", err)

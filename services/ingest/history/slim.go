@@ -44,7 +44,7 @@ func decodeStatus(v []byte, id string, st *hooklinev1.DeliveryStatus) error {
 }
 
 // getStatus reads the tenant's delivery id's summary.
-func getStatus(r reader, tenant, id string, st *hooklinev1.DeliveryStatus) (bool, error) {
+func getStatus(r getter, tenant, id string, st *hooklinev1.DeliveryStatus) (bool, error) {
 	found, err := getProto(r, key(tagStatus, tenant, id), st)
 	if found {
 		st.DeliveryId = id
@@ -87,7 +87,7 @@ func setRecord(b *pebble.Batch, k []byte, d *hooklinev1.Delivery) error {
 
 // getRecord reads the latest record of the delivery of, stored by
 // setRecord (without its payload).
-func getRecord(r reader, of sharedIDs) (*hooklinev1.Delivery, bool, error) {
+func getRecord(r getter, of sharedIDs) (*hooklinev1.Delivery, bool, error) {
 	d := &hooklinev1.Delivery{}
 	found, err := getProto(r, key(tagMeta, of.tenant, of.delivery), d)
 	if !found || err != nil {
@@ -106,7 +106,7 @@ func setEvent(b *pebble.Batch, k []byte, ev *hooklinev1.GetEventResponse) error 
 }
 
 // getEvent reads the tenant's event id, stored by setEvent.
-func getEvent(r reader, tenant, id string, ev *hooklinev1.GetEventResponse) (bool, error) {
+func getEvent(r getter, tenant, id string, ev *hooklinev1.GetEventResponse) (bool, error) {
 	found, err := getProto(r, key(tagEvent, tenant, id), ev)
 	if found {
 		ev.EventId = id

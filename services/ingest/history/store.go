@@ -1,12 +1,19 @@
 // Package history is ingest's delivery history: a Pebble index of every
 // delivery, event and attempt the deliveries, results and dead-letter
 // topics hold, on disk under a data directory. It is a view, never a
-// second truth: it is materialised from those topics (Apply), it stores
-// with each batch the topic offsets that batch reached (Offsets), so a
-// restart resumes there, and deleting its directory rebuilds it from the
-// topics with the same answers. Entries older than the topics' retention
-// are deleted (Sweep). Reads (query.go) are served from disk through a
-// bounded block cache, so memory does not grow with history.
+// second truth: it is materialised from those topics (Writer.Apply), it
+// stores with each batch the topic offsets that batch reached (Offsets),
+// so a restart resumes there, and deleting its directory rebuilds it from
+// the topics with the same answers. Entries older than the topics'
+// retention are deleted (Writer.Sweep). Reads (Reader, query.go) are
+// served from disk through a bounded block cache, so memory does not grow
+// with history.
+//
+// A Store (store.go) is the open database and its directory; over the
+// same database it holds the write side, Writer (materialise.go,
+// retention.go; a batch's changes to the held bytes, heldDelta, in
+// heldbytes.go), and the read side, Reader (query.go, Unended in
+// heldbytes.go). Keys are laid out in keys.go, values in slim.go.
 package history
 
 import (
@@ -16,7 +23,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -28,33 +34,16 @@ type Topics struct {
 	Deliveries, Results, Dead string
 }
 
-// Store is the on-disk index. Apply and Sweep write (one at a time);
-// every read is safe for concurrent use with them and with each other.
+// Store is the on-disk index: the Pebble database under its directory,
+// with its write side (Writer: Apply and Sweep write, one at a time) and
+// its read side (Reader: every read is safe for concurrent use with them
+// and with each other).
 type Store struct {
 	db     *pebble.DB
-	topics Topics
 	dir    string
 	temp   bool // dir was made by Open and is removed by Close
-	// maxScan is MaxScan, maxBatch maxBatchBytes; tests lower them.
-	maxScan, maxBatch int
-	// committed, when set (tests), sees each batch Apply commits: its
-	// size and the offsets it stored.
-	committed func(bytes int, offsets hkafka.Offsets)
-
-	// writeMu serialises Apply and Sweep: both read a delivery's summary
-	// before changing its index entries.
-	writeMu sync.Mutex
-	// heldDelta is what the batch being written adds to each endpoint's
-	// unended bytes (by hb key), written once per batch (flushHeld).
-	// Guarded by writeMu.
-	heldDelta map[string]int64
-	// applied is, per topic partition, the next offset Apply has not
-	// applied: the offsets stored with the last committed batch (loaded
-	// by the first Apply, kept by commitAt). A record below it may have been
-	// applied before (a re-read); one at or above it cannot have been,
-	// since a batch stores its records and the offsets they reach
-	// together. Guarded by writeMu; nil until the first Apply.
-	applied map[hkafka.TopicPartition]int64
+	writer *Writer
+	reader *Reader
 }
 
 // Option configures Open.
@@ -147,7 +136,11 @@ func Open(dir string, topics Topics, opts ...Option) (*Store, error) {
 		}
 		return nil, fmt.Errorf("history: index in %s: %w", dir, err)
 	}
-	return &Store{db: db, topics: topics, dir: dir, temp: temp, maxScan: MaxScan, maxBatch: maxBatchBytes}, nil
+	return &Store{
+		db: db, dir: dir, temp: temp,
+		writer: &Writer{db: db, topics: topics, maxBatch: maxBatchBytes},
+		reader: &Reader{db: db, topics: topics, maxScan: MaxScan},
+	}, nil
 }
 
 // keepFormat makes db an index of formatVersion: a new one is marked so;
@@ -204,42 +197,17 @@ func isEmpty(db *pebble.DB) (bool, error) {
 	return empty, errors.Join(it.Error(), it.Close())
 }
 
-// loadApplied reads the stored offsets into applied the first time an
-// Apply needs them (writeMu held): not at Open, whose caller may Warm
-// the tables first.
-func (s *Store) loadApplied() error {
-	if s.applied != nil {
-		return nil
-	}
-	offsets, err := s.Offsets()
-	if err != nil {
-		return err
-	}
-	s.applied = map[hkafka.TopicPartition]int64{}
-	s.noteApplied(offsets)
-	return nil
-}
-
-// noteApplied records offsets as applied (writeMu held).
-func (s *Store) noteApplied(offsets hkafka.Offsets) {
-	for t, ps := range offsets {
-		for p, o := range ps {
-			s.applied[hkafka.TopicPartition{Topic: t, Partition: p}] = o
-		}
-	}
-}
-
-// mayHaveApplied reports whether the record at offset of topic's
-// partition p may have been applied before (writeMu held).
-func (s *Store) mayHaveApplied(topic string, p int32, offset int64) bool {
-	return offset < s.applied[hkafka.TopicPartition{Topic: topic, Partition: p}]
-}
-
 // Dir returns the directory the index lives in.
 func (s *Store) Dir() string { return s.dir }
 
+// Writer returns the index's write side: Apply and Sweep.
+func (s *Store) Writer() *Writer { return s.writer }
+
+// Reader returns the index's read side: the queries.
+func (s *Store) Reader() *Reader { return s.reader }
+
 // Close closes the index (and removes it if Open made it temporary).
-// Nothing may use the Store after.
+// Nothing may use the Store, its Writer or its Reader after.
 func (s *Store) Close() error {
 	if s.temp {
 		// A temporary index is deleted right away: flushing it would be
@@ -254,9 +222,12 @@ func (s *Store) Close() error {
 
 // Offsets returns, per topic and partition, the next offset to read:
 // where the last applied batch ended.
-func (s *Store) Offsets() (hkafka.Offsets, error) {
+func (s *Store) Offsets() (hkafka.Offsets, error) { return storedOffsets(s.db) }
+
+// storedOffsets reads db's offsets (Offsets).
+func storedOffsets(db *pebble.DB) (hkafka.Offsets, error) {
 	lo := []byte(tagOffset + "\x00")
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: upperBound(lo)})
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: upperBound(lo)})
 	if err != nil {
 		return nil, fmt.Errorf("history: offsets: %w", err)
 	}

@@ -43,7 +43,7 @@ func applyAll(t *testing.T, s *Store, ms ...struct {
 		recs = append(recs, r)
 	}
 	recs = append(recs, &kgo.Record{Topic: testTopics.Dead, Value: []byte("poison"), Offset: 99}) // ignored
-	if err := s.Apply(recs, hkafka.Offsets{testTopics.Results: {0: int64(len(ms))}}); err != nil {
+	if err := s.Writer().Apply(recs, hkafka.Offsets{testTopics.Results: {0: int64(len(ms))}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -78,7 +78,7 @@ func TestStatusFollowsTheLatestResultAndThePayloadIsKeptOncePerEvent(t *testing.
 			s := openTest(t)
 			applyAll(t, s, tt.give...)
 			applyAll(t, s, tt.give...) // a replayed batch changes nothing
-			st, _, resend, ok, err := s.Delivery("t", dlv)
+			st, _, resend, ok, err := s.Reader().Delivery("t", dlv)
 			if err != nil || !ok {
 				t.Fatalf("delivery not indexed: %v", err)
 			}
@@ -88,11 +88,11 @@ func TestStatusFollowsTheLatestResultAndThePayloadIsKeptOncePerEvent(t *testing.
 			if (resend != nil) != tt.wantPayload || (resend != nil && string(resend.GetPayload()) != `{"n":1}`) {
 				t.Fatalf("resendable delivery %v, want payload: %v", resend, tt.wantPayload)
 			}
-			if _, _, _, ok, _ := s.Delivery("other", dlv); ok {
+			if _, _, _, ok, _ := s.Reader().Delivery("other", dlv); ok {
 				t.Fatal("another tenant sees the delivery")
 			}
 			for _, state := range []hooklinev1.DeliveryState{hooklinev1.DeliveryState_DELIVERY_STATE_PENDING, tt.wantState} {
-				page, err := s.Deliveries("t", Filter{EndpointID: "ep_1", State: state}, "", 10)
+				page, err := s.Reader().Deliveries("t", Filter{EndpointID: "ep_1", State: state}, "", 10)
 				if want := state == tt.wantState; err != nil || (len(page.Items) == 1) != want {
 					t.Fatalf("listed by endpoint and state %v: %d, %v; want listed: %v", state, len(page.Items), err, want)
 				}
@@ -122,7 +122,7 @@ func TestOnePayloadPerEventWhateverTheDeliveries(t *testing.T) {
 	if n := s.DiskBytes(); n > 1<<20 {
 		t.Fatalf("index holds %d bytes for one 64 KiB payload delivered 50 times", n)
 	}
-	ev, ok, err := s.Event("t", evt)
+	ev, ok, err := s.Reader().Event("t", evt)
 	if err != nil || !ok || len(ev.GetDeliveries()) != 50 || len(ev.GetPayload()) != len(payload) {
 		t.Fatalf("event: %d deliveries, %d payload bytes, %v", len(ev.GetDeliveries()), len(ev.GetPayload()), err)
 	}
@@ -147,15 +147,15 @@ func TestSweepDeletesWhatTheTopicsNoLongerHold(t *testing.T) {
 	applyAll(t, s, give...)
 
 	// Deliveries and results kept a day, dead letters a week.
-	nd, ne, err := s.Sweep(now.Add(-24*time.Hour), now.Add(-7*24*time.Hour))
+	nd, ne, err := s.Writer().Sweep(now.Add(-24*time.Hour), now.Add(-7*24*time.Hour))
 	if err != nil || nd != 1 || ne != 1 {
 		t.Fatalf("Sweep deleted %d deliveries, %d events, %v; want 1, 1", nd, ne, err)
 	}
-	page, err := s.Deliveries("t", Filter{}, "", 10)
+	page, err := s.Reader().Deliveries("t", Filter{}, "", 10)
 	if err != nil || len(page.Items) != 2 || page.Items[0].GetDeliveryId() != dlvs[1] || page.Items[1].GetDeliveryId() != dlvs[2] {
 		t.Fatalf("after the sweep: %v, %v; want the dead-lettered and the recent delivery", page.Items, err)
 	}
-	if _, _, d, ok, err := s.Delivery("t", dlvs[1]); err != nil || !ok || d == nil {
+	if _, _, d, ok, err := s.Reader().Delivery("t", dlvs[1]); err != nil || !ok || d == nil {
 		t.Fatalf("the dead-lettered delivery is no longer resendable: %v, %v, %v", d, ok, err)
 	}
 	for _, f := range []Filter{{EndpointID: "ep_1"}, {EventType: "a.b"}, {State: hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED}, {EndpointID: "ep_1", State: hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED}} {
@@ -163,38 +163,38 @@ func TestSweepDeletesWhatTheTopicsNoLongerHold(t *testing.T) {
 		if f.State != 0 {
 			want = 1
 		}
-		if page, err := s.Deliveries("t", f, "", 10); err != nil || len(page.Items) != want {
+		if page, err := s.Reader().Deliveries("t", f, "", 10); err != nil || len(page.Items) != want {
 			t.Fatalf("index %+v after the sweep: %d entries, %v; want %d", f, len(page.Items), err, want)
 		}
 	}
-	if evs, err := s.Events("t", EventFilter{}, "", 10); err != nil || len(evs.Items) != 2 {
+	if evs, err := s.Reader().Events("t", EventFilter{}, "", 10); err != nil || len(evs.Items) != 2 {
 		t.Fatalf("events after the sweep: %d, %v; want 2", len(evs.Items), err)
 	}
 
 	// Past the dead letters' retention too: only the recent one is left.
-	if nd, ne, err := s.Sweep(now.Add(-24*time.Hour), now.Add(-24*time.Hour)); err != nil || nd != 1 || ne != 1 {
+	if nd, ne, err := s.Writer().Sweep(now.Add(-24*time.Hour), now.Add(-24*time.Hour)); err != nil || nd != 1 || ne != 1 {
 		t.Fatalf("second Sweep deleted %d deliveries, %d events, %v; want 1, 1", nd, ne, err)
 	}
 }
 
 func TestListStopsAfterMaxScanAndResumesWhereItStopped(t *testing.T) {
 	s := openTest(t)
-	s.maxScan = 200
+	s.reader.maxScan = 200
 	now := time.Now()
 	var give []rec
-	for i := range s.maxScan + 10 {
+	for i := range s.reader.maxScan + 10 {
 		at := now.Add(time.Duration(i) * time.Millisecond)
 		give = append(give, rec{testTopics.Deliveries, &hooklinev1.Delivery{DeliveryId: ids.New(ids.Delivery, at), EventId: ids.New(ids.Event, at),
-			TenantId: "t", EndpointId: "ep_1", EventType: []string{"a.b", "c.d"}[min(i/s.maxScan, 1)], CreatedAt: timestamppb.New(at)}})
+			TenantId: "t", EndpointId: "ep_1", EventType: []string{"a.b", "c.d"}[min(i/s.reader.maxScan, 1)], CreatedAt: timestamppb.New(at)}})
 	}
 	applyAll(t, s, give...)
 	// Only the last 10 are c.d: the first call reads maxScan entries of
 	// the endpoint, finds none, and says where to go on.
-	page, err := s.Deliveries("t", Filter{EndpointID: "ep_1", EventType: "c.d"}, "", 100)
+	page, err := s.Reader().Deliveries("t", Filter{EndpointID: "ep_1", EventType: "c.d"}, "", 100)
 	if err != nil || len(page.Items) != 0 || !page.More {
 		t.Fatalf("first call: %d items, more %v, %v; want an empty page with more", len(page.Items), page.More, err)
 	}
-	page, err = s.Deliveries("t", Filter{EndpointID: "ep_1", EventType: "c.d"}, page.After, 100)
+	page, err = s.Reader().Deliveries("t", Filter{EndpointID: "ep_1", EventType: "c.d"}, page.After, 100)
 	if err != nil || len(page.Items) != 10 || page.More {
 		t.Fatalf("second call: %d items, more %v, %v; want the 10 c.d deliveries, last page", len(page.Items), page.More, err)
 	}
@@ -233,17 +233,17 @@ func TestFailedInPicksFailuresInsideTheWindowOnly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			matched, err := s.FailedIDs(tt.tenant, "ep_1", tt.since, tt.until, 100)
+			matched, err := s.Reader().FailedIDs(tt.tenant, "ep_1", tt.since, tt.until, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if capped, err := s.FailedIDs(tt.tenant, "ep_1", tt.since, tt.until, 1); err != nil || len(capped) != min(1, len(matched)) {
+			if capped, err := s.Reader().FailedIDs(tt.tenant, "ep_1", tt.since, tt.until, 1); err != nil || len(capped) != min(1, len(matched)) {
 				t.Fatalf("FailedIDs with a limit of 1: %v, %v", capped, err)
 			}
 			var ids []string
 			unavailable := 0
 			for _, id := range matched {
-				d, found, err := s.Redeliverable(tt.tenant, id, tt.since, tt.until)
+				d, found, err := s.Reader().Redeliverable(tt.tenant, id, tt.since, tt.until)
 				switch {
 				case err != nil:
 					t.Fatal(err)

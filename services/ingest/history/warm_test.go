@@ -35,7 +35,7 @@ func TestWarmOpensEveryTableOfAReopenedIndex(t *testing.T) {
 			r.Offset = int64(batch*1000 + i)
 			recs = append(recs, r)
 		}
-		if err := s.Apply(recs, hkafka.Offsets{testTopics.Deliveries: {0: int64((batch + 1) * 1000)}}); err != nil {
+		if err := s.Writer().Apply(recs, hkafka.Offsets{testTopics.Deliveries: {0: int64((batch + 1) * 1000)}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.db.Flush(); err != nil { // one table per batch at least

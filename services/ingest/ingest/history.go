@@ -41,8 +41,8 @@ func (s *Service) openHistory() (*history.Store, error) {
 		return nil, fmt.Errorf("ingest: history: warm the index: %w", err)
 	}
 	s.log.Info("history index open", "dir", hist.Dir(), "resume_after_records", resumed, "tables_warmed", warmed, "warm_took", time.Since(began))
-	s.history = hist
-	s.indexFollow = hkafka.NewBatchFollower(hist.Apply, from, s.topics.Deliveries, s.topics.Results, s.topics.Dead)
+	s.history = hist.Reader()
+	s.indexFollow = hkafka.NewBatchFollower(hist.Writer().Apply, from, s.topics.Deliveries, s.topics.Results, s.topics.Dead)
 	return hist, nil
 }
 
@@ -50,12 +50,12 @@ func (s *Service) openHistory() (*history.Store, error) {
 // at start and every sweepEvery, until ctx ends: deliveries and events
 // older than --topic-retention, dead-lettered ones (and their events)
 // older than --topic-hold-retention.
-func (s *Service) sweepHistory(ctx context.Context) {
+func (s *Service) sweepHistory(ctx context.Context, index *history.Writer) {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	for {
 		now := s.now()
-		if d, e, err := s.history.Sweep(now.Add(-s.cfg.Kafka.Retention), now.Add(-max(s.cfg.Kafka.Retention, s.cfg.Kafka.HoldRetention))); err != nil {
+		if d, e, err := index.Sweep(now.Add(-s.cfg.Kafka.Retention), now.Add(-max(s.cfg.Kafka.Retention, s.cfg.Kafka.HoldRetention))); err != nil {
 			s.log.Warn("history: retention sweep", "err", err)
 		} else if d+e > 0 {
 			s.log.Info("history: retention sweep", "deliveries", d, "events", e)

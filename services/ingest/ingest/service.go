@@ -106,7 +106,7 @@ type Service struct {
 	laneFollow *hkafka.Follower
 	// history serves DeliveryService and the console, fed by
 	// indexFollow; both are set by Run before it serves.
-	history     *history.Store
+	history     *history.Reader
 	indexFollow *hkafka.Follower
 	tokens      *pagetoken.Codec
 	// consoleLn, when set, is where the console serves (New hands it to
@@ -363,7 +363,7 @@ func (s *Service) Run(ctx context.Context) error {
 		g.Go(supervise.Part{Name: "ingest", Run: func(ctx context.Context) error { return f.Run(ctx, s.cfg.Kafka) }})
 	}
 	g.Go(supervise.Part{Name: "ingest: history sweep", Run: func(ctx context.Context) error {
-		s.sweepHistory(ctx)
+		s.sweepHistory(ctx, hist.Writer())
 		return nil
 	}})
 
