@@ -90,7 +90,7 @@ type engine struct {
 	heads      fetchedHeads
 	// early are the deliveries read a little before their due time,
 	// waiting in memory until it (early.go).
-	early earlyHeap
+	early earlyHolds
 	// y is the hand-off of a rebalance that moves partitions away
 	// (yield.go); commitsBegun and commitsEnded count commits.
 	y                          handOff
@@ -110,6 +110,7 @@ func (s *Service) newEngine() *engine {
 		work:       work,
 		cancelWork: cancel,
 		recent:     newRecent(recentDeliveries),
+		early:      earlyHolds{cfg: &s.cfg},
 	}
 	e.y.synced = newSyncedBalancer(s.topics.Deliveries)
 	e.y.wake = e.in.wake
@@ -212,7 +213,7 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 // again (make sim seed 9, a window of 12).
 func (e *engine) turn(now time.Time) {
 	e.f.wake(now)
-	e.wakeEarly(now)
+	e.early.wake(now, e.place) // early.go
 	e.pump(now)
 	e.relieve(now)
 }
@@ -304,7 +305,7 @@ func (e *engine) nextDeadline(now time.Time) time.Time {
 		}
 	}
 	earlier(e.f.nextWake())
-	earlier(e.nextEarly())
+	earlier(e.early.next())
 	earlier(e.y.deadline())
 	if e.w.done > 0 && !e.committing {
 		earlier(e.lastCommit.Add(e.s.cfg.CommitInterval))
