@@ -57,17 +57,16 @@ type engine struct {
 	// seeds are what assignments read of their partitions' past for it.
 	recent *recent
 	seeds  seeds
-	// popped are the entries with a lane change the commit being built
-	// popped; undo takes a commit's lane changes back (lanes.go).
-	popped []*entry
-	undo   []laneUndo
-	// txn are the entries the commit in progress popped and laneOps
-	// their lane changes: an abort Kafka caused puts them back
+	// lanes is the lanes topic's share of the commit being built and
+	// of the one in progress: the entries with a lane change it popped,
+	// and their changes, kept or taken back at its end (lanes.go).
+	lanes laneCommit
+	// txn are the entries the commit in progress popped: an abort Kafka
+	// caused puts them back, their lane changes (lanes) with them
 	// (keepTxn). backingOff is set from an aborted commit until its
 	// backoff ends: no attempt starts meanwhile (duplicates stay bounded:
 	// docs/DESIGN.md, "What a crash, a rebalance or an outage re-POSTs").
 	txn        []*entry
-	laneOps    []laneOp
 	backingOff bool
 	// txnAbove are the entries the commit in progress carries above
 	// their watermark; skip the offsets committed so (above.go).
@@ -111,6 +110,7 @@ func (s *Service) newEngine() *engine {
 		cancelWork: cancel,
 		recent:     newRecent(recentDeliveries),
 		early:      earlyHolds{cfg: &s.cfg},
+		lanes:      laneCommit{topic: s.topics.Lanes, writer: s.writer},
 	}
 	e.y.synced = newSyncedBalancer(s.topics.Deliveries)
 	e.y.wake = e.in.wake
@@ -125,7 +125,7 @@ func (s *Service) newEngine() *engine {
 	e.w.popped = func(en *entry) {
 		e.txn = append(e.txn, en)
 		if en.opKey != nil {
-			e.popped = append(e.popped, en)
+			e.lanes.add(en)
 		}
 	}
 	return e
