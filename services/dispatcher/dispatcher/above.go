@@ -188,7 +188,7 @@ func (e *engine) commitAbove(outs []*kgo.Record, parts []hkafka.TopicPartition, 
 			en.aboveTxn = true
 			e.txnAbove = append(e.txnAbove, en)
 			if en.opKey != nil {
-				e.popped = append(e.popped, en) // its lane change commits with it (laneOutputs)
+				e.lanes.add(en) // its lane change commits with it (laneCommit.outputs)
 			}
 			added = true
 		}

@@ -40,8 +40,7 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 	var parts []hkafka.TopicPartition // whose work the transaction carries
 	clear(e.txn)
 	e.txn = e.txn[:0]
-	clear(e.laneOps)
-	e.laneOps = e.laneOps[:0]
+	e.lanes.dropOps()
 	for k, pw := range e.w.parts {
 		var mark int64
 		var moved bool
@@ -56,7 +55,7 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 	}
 	e.w.done = 0
 	outs, parts, metas := e.commitAbove(outs, parts, marks)
-	outs = e.laneOutputs(outs)
+	outs = e.lanes.outputs(outs)
 	e.commitsBegun++
 	if len(outs) == 0 {
 		e.commitsEnded++
@@ -148,7 +147,7 @@ func (e *engine) committed(m *msg, now time.Time) error {
 	}
 	e.lastCommit = now
 	e.commitsEnded++
-	e.lanesCommitted(m.committed && m.err == nil)
+	e.lanes.ended(m.committed && m.err == nil)
 	e.aboveEnded(m.committed && m.err == nil)
 	if m.committed && m.err == nil {
 		e.s.answersCommitted(e.txn)
@@ -181,8 +180,7 @@ func (e *engine) committed(m *msg, now time.Time) error {
 		}
 		clear(e.txn)
 		e.txn = e.txn[:0]
-		clear(e.laneOps)
-		e.laneOps = e.laneOps[:0]
+		e.lanes.dropOps()
 		e.sweep(now)
 		e.committing, e.outstanding = true, e.outstanding+1 // until the backoff ends
 		e.backingOff = true
@@ -259,15 +257,7 @@ func (e *engine) keepTxn() {
 	// The lane changes go back to their entries, popped ones and those
 	// taken above the watermark (aboveEnded made them candidates again)
 	// alike, while their partition is owned.
-	for _, op := range e.laneOps {
-		if owned(op.en.part) {
-			op.en.opKey, op.en.opMember = op.k, op.member
-			op.k.pending++
-			if o := op.k.lane.ord; o != nil && o.keys[op.k.key] == nil {
-				o.keys[op.k.key] = op.k // forgotten as idle meanwhile
-			}
-		}
-	}
+	e.lanes.giveBack(owned)
 	w.mu.Unlock()
 }
 

@@ -69,7 +69,7 @@ func TestACommitKafkaAbortedKeepsTheWorkOfThePartitionsStillOwned(t *testing.T) 
 	for _, pw := range e.w.parts {
 		first, _, _ = e.w.popDone(pw, e.s.now(), first)
 	}
-	first = e.laneOutputs(first)
+	first = e.lanes.outputs(first)
 	if err := e.committed(&msg{kind: msgCommitted}, e.s.now()); err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func TestNoAttemptStartsUntilTheWorkAnAbortedCommitKeptHasCommitted(t *testing.T
 		for _, pw := range e.w.parts {
 			outs, _, _ = e.w.popDone(pw, e.s.now(), outs)
 		}
-		e.laneOutputs(outs)
+		e.lanes.outputs(outs)
 	}
 	f.publish(t, "b", 0, 0)
 	e.runDry(t)

@@ -42,9 +42,9 @@
 //     retry path (spill.go), and committing (commit.go, produce.go:
 //     the records checked against Kafka's limits, an abort's blame);
 //   - ordered lanes and blocked heads: ordered.go (a lane's members in
-//     sequence, who may start), lanes.go (the lanes topic), block.go
-//     (a head that blocks its lane), lanecmd.go (resend and skip of a
-//     blocked head);
+//     sequence, who may start), lanes.go (the lanes topic: laneCommit,
+//     its share of a commit), block.go (a head that blocks its lane),
+//     lanecmd.go (resend and skip of a blocked head);
 //   - one record's handling: handle.go (handler: triage, the gates, a
 //     record's process span and worker faults; attempter: the attempt),
 //     outcome.go (the attempter's: the decision turned into records,

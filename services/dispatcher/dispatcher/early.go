@@ -114,36 +114,45 @@ func (h *handler) warnEarly(ctx context.Context, d *hooklinev1.Delivery, early, 
 		"delivery_id", d.GetDeliveryId(), "early", early, "early_hold", h.cfg.EarlyHold, "pushed_by", push)
 }
 
-// holdEarly keeps en, read at now before its due time by at most the
-// early hold, in memory until it is due, and reports whether it did.
-func (e *engine) holdEarly(en *entry, now time.Time) bool {
+// earlyHolds are the deliveries read a little before their due time,
+// waiting in memory until it (the loop's; the package comment above):
+// the early hold read from cfg as it is used, and the heap of what
+// waits, by due time. The engine holds one and places what wakes.
+type earlyHolds struct {
+	cfg  *Config
+	heap earlyHeap
+}
+
+// hold keeps en, read at now before its due time by at most the early
+// hold, in memory until it is due, and reports whether it did.
+func (h *earlyHolds) hold(en *entry, now time.Time) bool {
 	due := en.d.GetDueAt().AsTime()
-	if due.Sub(now) > e.s.cfg.EarlyHold {
+	if due.Sub(now) > h.cfg.EarlyHold {
 		return false
 	}
 	en.state = entryEarly
-	heap.Push(&e.early, earlyEntry{due: due, en: en})
+	heap.Push(&h.heap, earlyEntry{due: due, en: en})
 	return true
 }
 
-// wakeEarly places the deliveries held early that are due by now; those
-// of a partition dropped meanwhile are gone with it.
-func (e *engine) wakeEarly(now time.Time) {
-	for len(e.early) > 0 && !e.early[0].due.After(now) {
-		en := heap.Pop(&e.early).(earlyEntry).en
+// wake places, with place, the deliveries held early that are due by
+// now; those of a partition dropped meanwhile are gone with it.
+func (h *earlyHolds) wake(now time.Time, place func(*entry, time.Time)) {
+	for len(h.heap) > 0 && !h.heap[0].due.After(now) {
+		en := heap.Pop(&h.heap).(earlyEntry).en
 		if en.part.dropped || en.state != entryEarly {
 			continue
 		}
-		e.place(en, now)
+		place(en, now)
 	}
 }
 
-// nextEarly is when the first delivery held early is due, or zero.
-func (e *engine) nextEarly() time.Time {
-	if len(e.early) == 0 {
+// next is when the first delivery held early is due, or zero.
+func (h *earlyHolds) next() time.Time {
+	if len(h.heap) == 0 {
 		return time.Time{}
 	}
-	return e.early[0].due
+	return h.heap[0].due
 }
 
 // earlyHeap orders the deliveries held early by due time.

@@ -111,3 +111,45 @@ func TestTheEarlyMarkCountsOnlyBesideTheDueAtItWasWrittenWith(t *testing.T) {
 		}
 	}
 }
+
+// TestEarlyHoldsWakeDueDeliveriesInDueOrder: a delivery due within the
+// early hold is kept (marked early), one due later is not; what is held
+// wakes in due order once due, one of a dropped partition or no longer
+// early does not, and next is the first due time (zero when none).
+func TestEarlyHoldsWakeDueDeliveriesInDueOrder(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	h := earlyHolds{cfg: &Config{EarlyHold: 2 * time.Second}}
+	pw, gone := &partWindow{}, &partWindow{dropped: true}
+	en := func(id string, due time.Duration, pw *partWindow) *entry {
+		return &entry{part: pw, d: &hooklinev1.Delivery{DeliveryId: id, DueAt: timestamppb.New(t0.Add(due))}}
+	}
+	if !h.next().IsZero() {
+		t.Fatalf("next %v with nothing held, want zero", h.next())
+	}
+	late, b, a, dropped, moved := en("late", 3*time.Second, pw), en("b", 2*time.Second, pw), en("a", time.Second, pw), en("dropped", time.Second, gone), en("moved", 1500*time.Millisecond, pw)
+	if h.hold(late, t0) || late.state == entryEarly {
+		t.Fatal("held a delivery due after the early hold")
+	}
+	for _, x := range []*entry{b, a, dropped, moved} {
+		if !h.hold(x, t0) || x.state != entryEarly {
+			t.Fatalf("%s not held", x.d.GetDeliveryId())
+		}
+	}
+	moved.state = entryQueued // placed some other way meanwhile
+	if got := h.next(); !got.Equal(t0.Add(time.Second)) {
+		t.Fatalf("next %v, want %v", got, t0.Add(time.Second))
+	}
+	var placed []string
+	place := func(en *entry, _ time.Time) { placed = append(placed, en.d.GetDeliveryId()) }
+	h.wake(t0.Add(500*time.Millisecond), place)
+	if len(placed) != 0 {
+		t.Fatalf("placed %v before any was due", placed)
+	}
+	h.wake(t0.Add(2*time.Second), place)
+	if fmt.Sprint(placed) != "[a b]" {
+		t.Fatalf("placed %v, want [a b]", placed)
+	}
+	if !h.next().IsZero() || len(h.heap) != 0 {
+		t.Fatalf("next %v, %d held after all woke; want zero, none", h.next(), len(h.heap))
+	}
+}

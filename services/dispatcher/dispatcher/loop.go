@@ -57,17 +57,16 @@ type engine struct {
 	// seeds are what assignments read of their partitions' past for it.
 	recent *recent
 	seeds  seeds
-	// popped are the entries with a lane change the commit being built
-	// popped; undo takes a commit's lane changes back (lanes.go).
-	popped []*entry
-	undo   []laneUndo
-	// txn are the entries the commit in progress popped and laneOps
-	// their lane changes: an abort Kafka caused puts them back
+	// lanes is the lanes topic's share of the commit being built and
+	// of the one in progress: the entries with a lane change it popped,
+	// and their changes, kept or taken back at its end (lanes.go).
+	lanes laneCommit
+	// txn are the entries the commit in progress popped: an abort Kafka
+	// caused puts them back, their lane changes (lanes) with them
 	// (keepTxn). backingOff is set from an aborted commit until its
 	// backoff ends: no attempt starts meanwhile (duplicates stay bounded:
 	// docs/DESIGN.md, "What a crash, a rebalance or an outage re-POSTs").
 	txn        []*entry
-	laneOps    []laneOp
 	backingOff bool
 	// txnAbove are the entries the commit in progress carries above
 	// their watermark; skip the offsets committed so (above.go).
@@ -90,7 +89,7 @@ type engine struct {
 	heads      fetchedHeads
 	// early are the deliveries read a little before their due time,
 	// waiting in memory until it (early.go).
-	early earlyHeap
+	early earlyHolds
 	// y is the hand-off of a rebalance that moves partitions away
 	// (yield.go); commitsBegun and commitsEnded count commits.
 	y                          handOff
@@ -110,6 +109,8 @@ func (s *Service) newEngine() *engine {
 		work:       work,
 		cancelWork: cancel,
 		recent:     newRecent(recentDeliveries),
+		early:      earlyHolds{cfg: &s.cfg},
+		lanes:      laneCommit{topic: s.topics.Lanes, writer: s.writer},
 	}
 	e.y.synced = newSyncedBalancer(s.topics.Deliveries)
 	e.y.wake = e.in.wake
@@ -124,7 +125,7 @@ func (s *Service) newEngine() *engine {
 	e.w.popped = func(en *entry) {
 		e.txn = append(e.txn, en)
 		if en.opKey != nil {
-			e.popped = append(e.popped, en)
+			e.lanes.add(en)
 		}
 	}
 	return e
@@ -212,7 +213,7 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 // again (make sim seed 9, a window of 12).
 func (e *engine) turn(now time.Time) {
 	e.f.wake(now)
-	e.wakeEarly(now)
+	e.early.wake(now, e.place) // early.go
 	e.pump(now)
 	e.relieve(now)
 }
@@ -304,7 +305,7 @@ func (e *engine) nextDeadline(now time.Time) time.Time {
 		}
 	}
 	earlier(e.f.nextWake())
-	earlier(e.nextEarly())
+	earlier(e.early.next())
 	earlier(e.y.deadline())
 	if e.w.done > 0 && !e.committing {
 		earlier(e.lastCommit.Add(e.s.cfg.CommitInterval))

@@ -51,7 +51,7 @@ func (e *engine) placeNow(en *entry, now time.Time) {
 		e.resolve(en)
 		return
 	case notDue:
-		if e.holdEarly(en, now) { // early.go
+		if e.early.hold(en, now) { // early.go
 			return
 		}
 		e.settleTriaged(en, v, ep, now)
