@@ -113,7 +113,7 @@ func (h *deliveryService) ResendDelivery(ctx context.Context, req *hooklinev1.Re
 	if err := s.admitWrite(ctx, n); err != nil {
 		return nil, err
 	}
-	err = s.produce(ctx, r)
+	err = s.kafka.produce(ctx, r)
 	s.admission.release(ctx, n)
 	if err != nil {
 		return nil, kafkaStatus(ctx, "resend not accepted", err)

@@ -250,7 +250,7 @@ func (h *endpointService) PauseEndpoint(ctx context.Context, req *hooklinev1.Pau
 			TenantId: ep.GetTenantId(), EndpointId: ep.GetId(), At: ep.GetPausedAt(), Detail: "paused by API: " + req.GetReason(),
 		}
 		if r, err := hkafka.Record(s.topics.Notices, ep.GetId(), n); err == nil {
-			if err := s.produce(ctx, r); err != nil {
+			if err := s.kafka.produce(ctx, r); err != nil {
 				// The pause itself is durable; only the notice is missing.
 				s.log.WarnContext(ctx, "endpoint paused but its endpoint.paused notice was not written", "endpoint_id", ep.GetId(), "err", err)
 			}

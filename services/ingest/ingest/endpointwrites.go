@@ -35,7 +35,7 @@ func (s *Service) writeEndpoint(ctx context.Context, id string, rec *hooklinev1.
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 	defer cancel()
-	err := s.store.Write(wctx, r, func(ctx context.Context, r *kgo.Record) error { return s.produce(ctx, r) })
+	err := s.store.Write(wctx, r, func(ctx context.Context, r *kgo.Record) error { return s.kafka.produce(ctx, r) })
 	switch {
 	case err == nil, errors.Is(err, endpoints.ErrLost):
 		return err
@@ -59,12 +59,6 @@ func withEtag(rec *hooklinev1.EndpointRecord) *hooklinev1.Endpoint {
 	ep := proto.Clone(rec.GetEndpoint()).(*hooklinev1.Endpoint)
 	ep.Etag = Etag(rec)
 	return ep
-}
-
-func (s *Service) produce(ctx context.Context, rs ...*kgo.Record) error {
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
-	defer cancel()
-	return hkafka.ProduceAcked(pctx, s.kafka, rs...)
 }
 
 // owned returns the caller's endpoint id, or NotFound: another tenant's

@@ -112,10 +112,10 @@ func (s *Service) writeDeliveries(ctx context.Context, n int, delivery func(i in
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 	defer cancel()
-	produce := s.kafka.Produce
+	produce := s.kafka.client.Produce
 	if held := heldIn(ctx); held != nil {
 		produce = func(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
-			s.kafka.Produce(ctx, r, func(r *kgo.Record, err error) {
+			s.kafka.client.Produce(ctx, r, func(r *kgo.Record, err error) {
 				if err == nil {
 					held.acked(r)
 				}

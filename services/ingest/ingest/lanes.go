@@ -135,7 +135,7 @@ func (s *Service) laneCommand(ctx context.Context, op hooklinev1.LaneOp, endpoin
 	if err != nil {
 		return "", status.Errorf(codes.Internal, "encode lane command: %v", err)
 	}
-	if err := s.produce(ctx, r); err != nil {
+	if err := s.kafka.produce(ctx, r); err != nil {
 		return "", kafkaStatus(ctx, "lane command not written", err)
 	}
 	s.log.InfoContext(ctx, "lane command written", "command_id", id, "op", op.String(), "endpoint_id", endpoint, "ordering_key", key, "delivery_id", delivery)

@@ -134,7 +134,7 @@ func (s *Service) redeliverFailed(ctx context.Context, tenant, endpoint string, 
 		if err := s.admitWrite(ctx, n); err != nil {
 			return err
 		}
-		err := s.produce(ctx, batch...)
+		err := s.kafka.produce(ctx, batch...)
 		s.admission.release(ctx, n)
 		written := len(done) - len(batch)
 		clear(batch)

@@ -96,7 +96,9 @@ type Service struct {
 	ln      net.Listener
 	lookup  func(ctx context.Context, host string) ([]net.IP, error)
 
-	kafka *kgo.Client // set by Run
+	// kafka is the producer every write goes through; Run sets its
+	// client (kafkaproducer.go).
+	kafka *kafkaProducer
 	// idempotent publishes the events that carry an idempotency key, by
 	// the claims idemFollow reads into its view.
 	idempotent *idempotency.Publisher
@@ -244,7 +246,8 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	s.keys = s.edge.keys
-	s.revocations = newSessionRevocations(s.topics.ConsoleSessions, now, s.produce)
+	s.kafka = &kafkaProducer{timeout: cfg.PublishTimeout}
+	s.revocations = newSessionRevocations(s.topics.ConsoleSessions, now, s.kafka.produce)
 	if s.console, err = newConsoleServer(cfg, s.consoleLn, consoleBackend{s}, s.revocations, s.log, now); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
@@ -271,7 +274,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		Log:            s.log,
 		Targets:        s.targets,
 		Deliver:        s.publishClaimed,
-		Produce:        s.produce,
+		Produce:        s.kafka.produce,
 		KafkaOpts:      func() ([]kgo.Opt, error) { return s.cfg.Kafka.Opts() },
 		KafkaStatus:    kafkaStatus,
 	})
@@ -308,7 +311,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("ingest: kafka client: %w", err)
 	}
 	defer cl.Close()
-	s.kafka = cl
+	s.kafka.client = cl
 	specs := append(s.cfg.Kafka.Specs(), hkafka.TopicSpec{Name: s.topics.Idempotency, Configs: map[string]string{
 		// Time retention, not compaction: compaction keeps a key's last
 		// record, which may be a losing claim. Twice the TTL keeps every
@@ -341,7 +344,7 @@ func (s *Service) Run(ctx context.Context) error {
 	// never resurrects a change that lost (platform/endpoints).
 	g.Go(supervise.Part{Name: "ingest: endpoints repair", Run: func(ctx context.Context) error {
 		return s.store.Repair(ctx, func(ctx context.Context, rs ...*kgo.Record) error {
-			err := s.produce(ctx, rs...)
+			err := s.kafka.produce(ctx, rs...)
 			if err != nil {
 				s.log.WarnContext(ctx, "endpoints: repair not written; retrying", "err", err)
 			}
@@ -446,7 +449,7 @@ func (s *Service) serve(ctx context.Context, ln net.Listener, srv *grpc.Server, 
 	}
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
-	if err := s.kafka.Flush(flushCtx); err != nil {
+	if err := s.kafka.client.Flush(flushCtx); err != nil {
 		return fmt.Errorf("ingest: flush: %w", err)
 	}
 	return nil

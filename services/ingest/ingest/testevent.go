@@ -76,7 +76,7 @@ func (h *deliveryService) SendTestEvent(ctx context.Context, req *hooklinev1.Sen
 	if err := s.admitWrite(ctx, n); err != nil {
 		return nil, err
 	}
-	err = s.produce(ctx, r)
+	err = s.kafka.produce(ctx, r)
 	s.admission.release(ctx, n)
 	if err != nil {
 		return nil, kafkaStatus(ctx, "test event not accepted", err)
