@@ -333,7 +333,7 @@ func (b consoleBackend) Resend(ctx context.Context, id string) (uint32, error) {
 }
 
 func (b consoleBackend) Recover(ctx context.Context, endpointID string, since time.Time) (int, int, error) {
-	ep, err := b.s.owned(ctx, endpointID)
+	ep, err := b.s.endpoints.owned(ctx, endpointID)
 	if err != nil {
 		return 0, 0, err
 	}

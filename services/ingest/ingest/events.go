@@ -159,7 +159,7 @@ func (s *Service) targets(ctx context.Context, tenant string, req *hooklinev1.Pu
 	named = slices.Compact(named)
 	out := make([]*hooklinev1.EndpointRecord, 0, len(named))
 	for _, id := range named {
-		rec, err := s.owned(ctx, id)
+		rec, err := s.endpoints.owned(ctx, id)
 		if err != nil {
 			return nil, err
 		}

@@ -66,10 +66,10 @@ func (s *Service) toTest(ctx context.Context, req *hooklinev1.TestFilterAndTrans
 	tr := tried{url: sampleURL}
 	var ep *hooklinev1.Endpoint
 	if id := req.GetEndpointId(); id != "" {
-		if err := s.readBarrier(ctx); err != nil {
+		if err := s.endpoints.readBarrier(ctx); err != nil {
 			return tried{}, err
 		}
-		rec, err := s.owned(ctx, id)
+		rec, err := s.endpoints.owned(ctx, id)
 		if err != nil {
 			return tried{}, err
 		}

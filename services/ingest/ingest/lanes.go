@@ -35,10 +35,10 @@ func (s *Service) syncLanes(ctx context.Context) error {
 // request, after the read barriers: NOT_FOUND for another tenant's.
 func (s *Service) laneEndpoint(ctx context.Context, id string) (*hooklinev1.EndpointRecord, error) {
 	// endpoint_id is required: the requests' rule.
-	if err := s.readBarrier(ctx); err != nil {
+	if err := s.endpoints.readBarrier(ctx); err != nil {
 		return nil, err
 	}
-	rec, err := s.owned(ctx, id)
+	rec, err := s.endpoints.owned(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ import (
 func (h *deliveryService) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest, stream grpc.ServerStreamingServer[hooklinev1.RecoverEndpointResponse]) error {
 	s := h.s
 	ctx := stream.Context()
-	ep, err := s.owned(ctx, req.GetEndpointId())
+	ep, err := s.endpoints.owned(ctx, req.GetEndpointId())
 	if err != nil {
 		return err
 	}

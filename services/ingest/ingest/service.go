@@ -92,9 +92,12 @@ type Service struct {
 	keyring *keyring.Keyring
 	secrets *endpointSecrets
 	store   *endpoints.Store
-	topics  hkafka.Topics
-	ln      net.Listener
-	lookup  func(ctx context.Context, host string) ([]net.IP, error)
+	// endpoints writes endpoint records to the endpoints topic, read back
+	// by store before a call answers (endpointwrites.go).
+	endpoints *endpointWriter
+	topics    hkafka.Topics
+	ln        net.Listener
+	lookup    func(ctx context.Context, host string) ([]net.IP, error)
 
 	// kafka is the producer every write goes through; Run sets its
 	// client (kafkaproducer.go).
@@ -122,10 +125,6 @@ type Service struct {
 	admission admission
 	// held bounds the payload bytes a tenant's paused endpoints hold.
 	held *heldBudget
-	// locks serialise endpoint read-modify-write cycles in this replica,
-	// per endpoint (and per tenant for creates); across replicas the
-	// conditional writes decide.
-	locks keyedMutex
 	// edge secures the listener and authenticates callers before a body
 	// or a message is read (edge.go, preauth.go).
 	edge *edge
@@ -247,6 +246,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	s.keys = s.edge.keys
 	s.kafka = &kafkaProducer{timeout: cfg.PublishTimeout}
+	s.endpoints = &endpointWriter{store: s.store, kafka: s.kafka, topic: s.topics.Endpoints, publishTimeout: cfg.PublishTimeout, now: now}
 	s.revocations = newSessionRevocations(s.topics.ConsoleSessions, now, s.kafka.produce)
 	if s.console, err = newConsoleServer(cfg, s.consoleLn, consoleBackend{s}, s.revocations, s.log, now); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)

@@ -29,7 +29,7 @@ const (
 // (signed, same SSRF guard), and does not retry it.
 func (h *deliveryService) SendTestEvent(ctx context.Context, req *hooklinev1.SendTestEventRequest) (*hooklinev1.SendTestEventResponse, error) {
 	s := h.s
-	rec, err := s.owned(ctx, req.GetEndpointId())
+	rec, err := s.endpoints.owned(ctx, req.GetEndpointId())
 	if err != nil {
 		return nil, err
 	}
