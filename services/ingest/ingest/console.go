@@ -350,5 +350,5 @@ func (b consoleBackend) Recover(ctx context.Context, endpointID string, since ti
 
 // URLNote is the note CreateEndpoint sends for the URL (urlNote).
 func (b consoleBackend) URLNote(ctx context.Context, url string) string {
-	return b.s.urlNote(ctx, url)
+	return b.s.urls.urlNote(ctx, url)
 }

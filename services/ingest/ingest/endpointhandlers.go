@@ -21,10 +21,10 @@ import (
 func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndpointRequest) (*hooklinev1.CreateEndpointResponse, error) {
 	s := h.s
 	tenant := apikey.TenantFrom(ctx)
-	if err := s.validateURL(ctx, req.GetUrl()); err != nil {
+	if err := s.urls.validateURL(ctx, req.GetUrl()); err != nil {
 		return nil, err
 	}
-	s.noteURL(ctx, req.GetUrl())
+	s.urls.noteURL(ctx, req.GetUrl())
 	// The fields' static rules are the proto's (fieldrules.go).
 	for _, err := range []error{
 		validateEventTypes(req.GetEventTypes()),
@@ -150,10 +150,10 @@ func (h *endpointService) UpdateEndpoint(ctx context.Context, req *hooklinev1.Up
 		if p == "url" {
 			// Resolved before any lock is taken: a slow DNS answer delays
 			// this call only.
-			if err := s.validateURL(ctx, in.GetUrl()); err != nil {
+			if err := s.urls.validateURL(ctx, in.GetUrl()); err != nil {
 				return nil, err
 			}
-			s.noteURL(ctx, in.GetUrl())
+			s.urls.noteURL(ctx, in.GetUrl())
 		}
 	}
 	rec, err := s.endpoints.change(ctx, in.GetId(), in.GetEtag(), func(rec *hooklinev1.EndpointRecord) error {

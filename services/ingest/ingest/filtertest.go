@@ -126,7 +126,7 @@ func (s *Service) tryTransformation(ctx context.Context, p *transform.Program, r
 		Headers:   map[string]string{},
 	}, transform.Limits{
 		MaxPayloadBytes: s.cfg.MaxPayloadBytes,
-		ValidateURL:     s.validateURL,
+		ValidateURL:     s.urls.validateURL,
 	})
 	out := &hooklinev1.TransformationResult{Duration: durationpb.New(res.Took)}
 	switch {

@@ -46,7 +46,6 @@ import (
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/platform/lanes"
-	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/platform/supervise"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/platform/transform"
@@ -84,8 +83,7 @@ type Service struct {
 	now func() time.Time
 	// keys are the API keys the edge loads: the auth interceptors' and
 	// the console's.
-	keys  *apikey.Keys
-	guard *netguard.Policy
+	keys *apikey.Keys
 	// keyring authenticates the Delivery records this service writes
 	// (recordmac.go); secrets seals the endpoint secrets this service
 	// writes and opens the ones it answers, with it (secrets.go).
@@ -97,7 +95,10 @@ type Service struct {
 	endpoints *endpointWriter
 	topics    hkafka.Topics
 	ln        net.Listener
-	lookup    func(ctx context.Context, host string) ([]net.IP, error)
+	// lookup is WithResolver's input; urls checks endpoint URLs with it
+	// (endpointrules.go).
+	lookup func(ctx context.Context, host string) ([]net.IP, error)
+	urls   *urlRules
 
 	// kafka is the producer every write goes through; Run sets its
 	// client (kafkaproducer.go).
@@ -219,7 +220,6 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		cfg:        cfg,
 		log:        slog.Default(),
 		now:        time.Now,
-		guard:      guard,
 		store:      endpoints.NewStore(),
 		topics:     cfg.Kafka.Topics(),
 		lookup: func(ctx context.Context, host string) ([]net.IP, error) {
@@ -246,6 +246,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	s.keys = s.edge.keys
 	s.kafka = &kafkaProducer{timeout: cfg.PublishTimeout}
+	s.urls = &urlRules{allowHTTP: cfg.AllowHTTP, dnsTimeout: cfg.DNSTimeout, guard: guard, lookup: s.lookup}
 	s.endpoints = &endpointWriter{store: s.store, kafka: s.kafka, topic: s.topics.Endpoints, publishTimeout: cfg.PublishTimeout, now: now}
 	s.revocations = newSessionRevocations(s.topics.ConsoleSessions, now, s.kafka.produce)
 	if s.console, err = newConsoleServer(cfg, s.consoleLn, consoleBackend{s}, s.revocations, s.log, now); err != nil {

@@ -54,7 +54,7 @@ func (s *Service) transformDelivery(ctx context.Context, ep *hooklinev1.Endpoint
 		Headers:   map[string]string{},
 	}, transform.Limits{
 		MaxPayloadBytes: s.cfg.MaxPayloadBytes,
-		ValidateURL:     s.validateURL,
+		ValidateURL:     s.urls.validateURL,
 	})
 	switch {
 	case err != nil:
