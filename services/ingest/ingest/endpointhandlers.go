@@ -28,8 +28,8 @@ func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.Cr
 	// The fields' static rules are the proto's (fieldrules.go).
 	for _, err := range []error{
 		validateEventTypes(req.GetEventTypes()),
-		s.validateFilter(req.GetFilter()),
-		s.validateTransformation(req.GetTransformation()),
+		s.content.validateFilter(req.GetFilter()),
+		s.content.validateTransformation(req.GetTransformation()),
 	} {
 		if err != nil {
 			return nil, err
@@ -185,9 +185,9 @@ func (h *endpointService) UpdateEndpoint(ctx context.Context, req *hooklinev1.Up
 			case "on_head_failure":
 				ep.OnHeadFailure = in.GetOnHeadFailure()
 			case "filter":
-				err, ep.Filter = s.validateFilter(in.GetFilter()), in.GetFilter()
+				err, ep.Filter = s.content.validateFilter(in.GetFilter()), in.GetFilter()
 			case "transformation":
-				err, ep.Transformation = s.validateTransformation(in.GetTransformation()), in.GetTransformation()
+				err, ep.Transformation = s.content.validateTransformation(in.GetTransformation()), in.GetTransformation()
 			default:
 				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure, filter, transformation (status and secret have their own calls)", p)
 			}

@@ -103,7 +103,7 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 			Kind:        hooklinev1.DeliveryKind_DELIVERY_KIND_FIRST,
 			OrderingKey: req.GetOrderingKey(),
 		}
-		s.transformDelivery(ctx, targets[i].GetEndpoint(), d)
+		s.content.transformDelivery(ctx, targets[i].GetEndpoint(), d)
 		return d
 	}); err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func (s *Service) publishClaimed(ctx context.Context, c *hooklinev1.IdempotencyR
 		// The endpoint as it is now: a repeat after the transformation
 		// changed runs the new one (the claim holds ids, not bodies).
 		if ep := s.store.Get(ref.GetEndpointId()); ep != nil && ep.GetEndpoint().GetTenantId() == c.GetTenantId() {
-			s.transformDelivery(ctx, ep.GetEndpoint(), d)
+			s.content.transformDelivery(ctx, ep.GetEndpoint(), d)
 		}
 		return d
 	})
@@ -152,7 +152,7 @@ func (s *Service) targets(ctx context.Context, tenant string, req *hooklinev1.Pu
 		return nil, kafkaStatus(ctx, "endpoints not read", err)
 	}
 	if len(req.GetEndpointIds()) == 0 {
-		return s.checkTargets(ctx, tenant, req, s.matchContent(ctx, req, s.store.Matching(tenant, req.GetEventType())))
+		return s.checkTargets(ctx, tenant, req, s.content.matchContent(ctx, req, s.store.Matching(tenant, req.GetEventType())))
 	}
 	named := slices.Clone(req.GetEndpointIds())
 	slices.Sort(named)

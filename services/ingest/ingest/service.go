@@ -136,12 +136,10 @@ type Service struct {
 	// fieldRules checks each request against its proto's field rules
 	// (fieldrules.go).
 	fieldRules *fieldRules
-	// filters holds the endpoints' content filters, compiled.
-	filters *celfilter.Cache
-	// transforms holds the endpoints' transformations, compiled.
-	transforms *transform.Cache
-	// filterErrors counts content filters that failed to evaluate.
-	filterErrors metric.Int64Counter
+	// content compiles and runs the endpoints' content filters and
+	// transformations (contentfilter.go, transformation.go,
+	// filtertest.go).
+	content *contentRules
 
 	tp trace.TracerProvider
 	mp metric.MeterProvider
@@ -257,10 +255,18 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	instanceID := ids.New("ing_", s.now())
 	s.limits = newWriteLimits(cfg, now)
 	s.longCalls = newLongCalls(cfg.MaxLongCallsPerTenant)
-	s.filters = celfilter.NewCache(celfilter.DefaultCacheSize)
-	s.transforms = transform.NewCache(transform.DefaultCacheSize)
-	if s.filterErrors, err = newFilterErrors(s.mp); err != nil {
+	filterErrors, err := newFilterErrors(s.mp)
+	if err != nil {
 		return nil, err
+	}
+	s.content = &contentRules{
+		filters:         celfilter.NewCache(celfilter.DefaultCacheSize),
+		transforms:      transform.NewCache(transform.DefaultCacheSize),
+		filterErrors:    filterErrors,
+		log:             s.log,
+		maxPayloadBytes: cfg.MaxPayloadBytes,
+		urls:            s.urls,
+		endpoints:       s.endpoints,
 	}
 	idem := idempotency.NewView(s.now, cfg.IdempotencyTTL)
 	s.idemFollow = hkafka.NewFollower(idem.Apply, s.topics.Idempotency)
