@@ -103,6 +103,9 @@ type Service struct {
 	// kafka is the producer every write goes through; Run sets its
 	// client (kafkaproducer.go).
 	kafka *kafkaProducer
+	// fanout decides a publish's targets and writes its Delivery records
+	// (events.go, fanout.go).
+	fanout *fanOut
 	// idempotent publishes the events that carry an idempotency key, by
 	// the claims idemFollow reads into its view.
 	idempotent *idempotency.Publisher
@@ -268,6 +271,17 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		urls:            s.urls,
 		endpoints:       s.endpoints,
 	}
+	s.fanout = &fanOut{
+		store:          s.store,
+		endpoints:      s.endpoints,
+		content:        s.content,
+		held:           s.held,
+		kafka:          s.kafka,
+		keyring:        kr,
+		topic:          s.topics.Deliveries,
+		publishTimeout: cfg.PublishTimeout,
+		maxFanoutBytes: cfg.MaxFanoutBytes,
+	}
 	idem := idempotency.NewView(s.now, cfg.IdempotencyTTL)
 	s.idemFollow = hkafka.NewFollower(idem.Apply, s.topics.Idempotency)
 	s.idempotent = idempotency.NewPublisher(idempotency.Deps{
@@ -279,8 +293,8 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		InstanceID:     instanceID,
 		Now:            now,
 		Log:            s.log,
-		Targets:        s.targets,
-		Deliver:        s.publishClaimed,
+		Targets:        s.fanout.targets,
+		Deliver:        s.fanout.publishClaimed,
 		Produce:        s.kafka.produce,
 		KafkaOpts:      func() ([]kgo.Opt, error) { return s.cfg.Kafka.Opts() },
 		KafkaStatus:    kafkaStatus,
