@@ -110,7 +110,7 @@ func (h *deliveryService) ResendDelivery(ctx context.Context, req *hooklinev1.Re
 	}
 	// Held until Kafka confirms it, within the budget publishes share.
 	n := cost(len(d.GetPayload()), 1)
-	if err := s.admitWrite(ctx, n); err != nil {
+	if err := s.admission.admitWrite(ctx, n); err != nil {
 		return nil, err
 	}
 	err = s.kafka.produce(ctx, r)

@@ -131,7 +131,7 @@ func (s *Service) redeliverFailed(ctx context.Context, tenant, endpoint string, 
 			return nil
 		}
 		n := int64(batchBytes) + callOverhead
-		if err := s.admitWrite(ctx, n); err != nil {
+		if err := s.admission.admitWrite(ctx, n); err != nil {
 			return err
 		}
 		err := s.kafka.produce(ctx, batch...)

@@ -126,7 +126,7 @@ type Service struct {
 	// revocations are the console's signed-out sessions.
 	revocations *sessionRevocations
 	// admission bounds the bytes of publishes held at once.
-	admission admission
+	admission *admission
 	// held bounds the payload bytes a tenant's paused endpoints hold.
 	held *heldBudget
 	// edge secures the listener and authenticates callers before a body
@@ -226,11 +226,11 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		lookup: func(ctx context.Context, host string) ([]net.IP, error) {
 			return net.DefaultResolver.LookupIP(ctx, "ip", host)
 		},
-		admission: admission{limit: cfg.MaxInFlightBytes},
+		admission: &admission{limit: cfg.MaxInFlightBytes, writeWait: cfg.PublishTimeout},
 		tp:        otel.GetTracerProvider(),
 		mp:        otel.GetMeterProvider(),
 	}
-	s.held = &heldBudget{limit: cfg.MaxHeldBytesPerTenant, paused: s.pausedEndpoints,
+	s.held = &heldBudget{limit: cfg.MaxHeldBytesPerTenant, paused: func(tenant string) []string { return pausedEndpoints(s.store, tenant) },
 		unended: func(tenant string, eps []string) (map[string]int64, map[int32]int64, error) {
 			return s.history.Unended(tenant, eps)
 		}}

@@ -73,7 +73,7 @@ func (h *deliveryService) SendTestEvent(ctx context.Context, req *hooklinev1.Sen
 	// Held until Kafka confirms it, within the budget publishes share
 	// (not while the outcome is awaited: that holds no more than this).
 	n := cost(len(payload), 1)
-	if err := s.admitWrite(ctx, n); err != nil {
+	if err := s.admission.admitWrite(ctx, n); err != nil {
 		return nil, err
 	}
 	err = s.kafka.produce(ctx, r)
