@@ -251,13 +251,13 @@ func (b consoleBackend) Endpoints(ctx context.Context) ([]console.EndpointHealth
 	if err != nil {
 		return nil, err
 	}
-	if err := b.s.syncIndex(ctx); err != nil {
+	if err := b.s.deliveries.syncIndex(ctx); err != nil {
 		return nil, err
 	}
 	tenant := apikey.TenantFrom(ctx)
 	out := make([]console.EndpointHealth, 0, len(resp.GetEndpoints()))
 	for _, ep := range resp.GetEndpoints() {
-		recent, err := b.s.history.Recent(tenant, ep.GetId(), recentForHealth)
+		recent, err := b.s.deliveries.history.Recent(tenant, ep.GetId(), recentForHealth)
 		if err != nil {
 			return nil, historyStatus(err)
 		}
@@ -320,7 +320,7 @@ func (b consoleBackend) Event(ctx context.Context, id string) (*hooklinev1.GetEv
 
 // ListDeliveries is the console's log: newest first.
 func (b consoleBackend) ListDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest) (*hooklinev1.ListDeliveriesResponse, error) {
-	return b.s.listDeliveries(ctx, req, true)
+	return b.s.deliveries.listDeliveries(ctx, req, true)
 }
 
 func (b consoleBackend) GetDelivery(ctx context.Context, id string) (*hooklinev1.GetDeliveryResponse, error) {
@@ -344,7 +344,7 @@ func (b consoleBackend) Recover(ctx context.Context, endpointID string, since ti
 	if !since.Before(until) {
 		return 0, 0, invalid("since", "must be in the past")
 	}
-	todo, unavailable, err := b.s.redeliverFailed(ctx, apikey.TenantFrom(ctx), endpointID, since, until)
+	todo, unavailable, err := b.s.deliveries.redeliverFailed(ctx, apikey.TenantFrom(ctx), endpointID, since, until)
 	return len(todo), unavailable, err
 }
 

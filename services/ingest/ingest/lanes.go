@@ -53,7 +53,7 @@ func (h *laneService) ListBlockedLanes(ctx context.Context, req *hooklinev1.List
 	query := "lanes\x00" + req.GetEndpointId()
 	var after *string
 	if req.GetPageToken() != "" {
-		a, err := s.decodeToken(tenant, query, req.GetPageToken())
+		a, err := decodeToken(s.tokens, tenant, query, req.GetPageToken())
 		if err != nil {
 			return nil, err
 		}

@@ -51,7 +51,6 @@ import (
 	"github.com/hookline/hookline/platform/transform"
 	"github.com/hookline/hookline/sdk/ids"
 	"github.com/hookline/hookline/services/ingest/apikey"
-	"github.com/hookline/hookline/services/ingest/history"
 	"github.com/hookline/hookline/services/ingest/idempotency"
 	"github.com/hookline/hookline/services/ingest/pagetoken"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -113,11 +112,10 @@ type Service struct {
 	// lanes is the lanes topic (LaneService), fed by laneFollow.
 	lanes      *lanes.View
 	laneFollow *hkafka.Follower
-	// history serves DeliveryService and the console, fed by
-	// indexFollow; both are set by Run before it serves.
-	history     *history.Store
-	indexFollow *hkafka.Follower
-	tokens      *pagetoken.Codec
+	// deliveries reads the delivery history (history.go, search.go,
+	// deliveries.go, recover.go); tokens sign the list pages.
+	deliveries *deliveryHistory
+	tokens     *pagetoken.Codec
 	// consoleLn, when set, is where the console serves (New hands it to
 	// the console).
 	consoleLn net.Listener
@@ -232,7 +230,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	s.held = &heldBudget{limit: cfg.MaxHeldBytesPerTenant, paused: func(tenant string) []string { return pausedEndpoints(s.store, tenant) },
 		unended: func(tenant string, eps []string) (map[string]int64, map[int32]int64, error) {
-			return s.history.Unended(tenant, eps)
+			return s.deliveries.history.Unended(tenant, eps)
 		}}
 	s.handlers()
 	for _, o := range opts {
@@ -302,6 +300,21 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.lanes = lanes.NewView()
 	s.laneFollow = hkafka.NewFollower(s.lanes.Apply, s.topics.Lanes)
 	s.tokens = pagetoken.New(pageTokenKey(cfg))
+	s.deliveries = &deliveryHistory{
+		dataDir:              cfg.DataDir,
+		cacheBytes:           cfg.HistoryCache,
+		topics:               s.topics,
+		retention:            cfg.Kafka.Retention,
+		holdRetention:        cfg.Kafka.HoldRetention,
+		recoverMaxWindow:     cfg.RecoverMaxWindow,
+		recoverMaxDeliveries: cfg.RecoverMaxDeliveries,
+		store:                s.store,
+		tokens:               s.tokens,
+		admission:            s.admission,
+		kafka:                s.kafka,
+		log:                  s.log,
+		now:                  now,
+	}
 	return s, nil
 }
 
@@ -373,7 +386,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}, time.Second)
 	}})
 
-	hist, err := s.openHistory()
+	hist, err := s.deliveries.openHistory()
 	if err != nil {
 		g.Stop(err)
 		return g.Wait()
@@ -387,7 +400,7 @@ func (s *Service) Run(ctx context.Context) error {
 		g.Go(supervise.Part{Name: "ingest", Run: func(ctx context.Context) error { return f.Run(ctx, s.cfg.Kafka) }})
 	}
 	g.Go(supervise.Part{Name: "ingest: history sweep", Run: func(ctx context.Context) error {
-		s.sweepHistory(ctx)
+		s.deliveries.sweepHistory(ctx)
 		return nil
 	}})
 
@@ -571,5 +584,5 @@ func kafkaStatus(ctx context.Context, what string, err error) error {
 
 // followers returns the topic readers Run starts.
 func (s *Service) followers() []*hkafka.Follower {
-	return []*hkafka.Follower{s.idemFollow, s.indexFollow, s.laneFollow, s.revocations.follow}
+	return []*hkafka.Follower{s.idemFollow, s.deliveries.indexFollow, s.laneFollow, s.revocations.follow}
 }

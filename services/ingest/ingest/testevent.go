@@ -85,8 +85,8 @@ func (h *deliveryService) SendTestEvent(ctx context.Context, req *hooklinev1.Sen
 	wctx, cancel := context.WithTimeout(ctx, testEventWait)
 	defer cancel()
 	for {
-		changed := s.indexFollow.Changed()
-		if _, attempts, _, ok, err := s.history.Delivery(d.GetTenantId(), d.GetDeliveryId()); err != nil {
+		changed := s.deliveries.indexFollow.Changed()
+		if _, attempts, _, ok, err := s.deliveries.history.Delivery(d.GetTenantId(), d.GetDeliveryId()); err != nil {
 			return nil, historyStatus(err)
 		} else if ok && len(attempts) > 0 {
 			resp.Result = attempts[0]
