@@ -5,20 +5,31 @@
 //
 // Each hookline.v1 service is served by a handler type of its own
 // (handlers.go): eventService (events.go), endpointService
-// (endpoints.go, filtertest.go), deliveryService (deliveries.go,
+// (endpointhandlers.go, filtertest.go), deliveryService (deliveries.go,
 // search.go, recover.go, testevent.go) and laneService (lanes.go). The
 // Service they share holds the views (endpoints, lanes), the idempotent
-// publisher (package idempotency, with its view of the claims), the
-// producer, the history index, auth, admission and the write limits,
-// and runs the process (Run): the gRPC server and its HTTP/JSON gateway
-// on one port (gateway.go) and the console (console.go).
+// publisher (package idempotency, with its view of the claims), auth,
+// admission, the held budget, the write limits and one field for each
+// part below, and runs the process (Run): the gRPC server and its
+// HTTP/JSON gateway on one port (gateway.go) and the console
+// (console.go).
 //
 // Other parts are types of their own beside the Service, each holding
 // only what it uses: the edge (edge.go, preauth.go) secures the port and
 // authenticates each caller before a body or a message is read; the
 // gateway (gateway.go) turns HTTP/JSON calls into gRPC ones;
 // consoleServer (console.go) serves the console; endpointSecrets
-// (secrets.go) seals the endpoints' signing secrets at rest.
+// (secrets.go) seals the endpoints' signing secrets at rest;
+// kafkaProducer (kafkaproducer.go) is the producer every write goes
+// through; endpointWriter (endpointwrites.go) writes endpoint records and
+// reads them back before a call answers; urlRules (endpointrules.go)
+// checks endpoint URLs and their destinations; contentRules
+// (contentfilter.go, transformation.go, filtertest.go) compiles and runs
+// the endpoints' content filters and transformations; fanOut (events.go,
+// fanout.go) decides a publish's targets and writes its Delivery
+// records; deliveryHistory (history.go, search.go, deliveries.go,
+// recover.go) keeps the delivery history index and answers and recovers
+// from it.
 package ingest
 
 import (
