@@ -49,6 +49,9 @@ type admission struct {
 	waiting int64                 // charged to calls waiting their turn
 	queue   []*waiter             // oldest first
 	tenants map[string]*tenantUse // tenants holding or waiting for bytes
+	// writeWait is how long a write other than a publish waits its turn
+	// (admitWrite): --publish-timeout.
+	writeWait time.Duration
 }
 
 // tenantUse is one tenant's part of the admission state.
@@ -208,11 +211,11 @@ func (a *admission) pushBack(n int64) error {
 // most --publish-timeout (and ctx): these calls are not latency
 // sensitive, but they share the budget publishes have. It answers the
 // push-back of admission when the turn does not come.
-func (s *Service) admitWrite(ctx context.Context, n int64) error {
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+func (a *admission) admitWrite(ctx context.Context, n int64) error {
+	wctx, cancel := context.WithTimeout(ctx, a.writeWait)
 	defer cancel()
 	for {
-		if s.admission.admit(wctx, n, queueWait) {
+		if a.admit(wctx, n, queueWait) {
 			return nil
 		}
 		// Pushed back (at once, when its tenant's waiting calls hold its
@@ -225,7 +228,7 @@ func (s *Service) admitWrite(ctx context.Context, n int64) error {
 			if ctx.Err() != nil {
 				return status.FromContextError(ctx.Err()).Err()
 			}
-			return s.admission.pushBack(n)
+			return a.pushBack(n)
 		}
 	}
 }

@@ -251,13 +251,13 @@ func (b consoleBackend) Endpoints(ctx context.Context) ([]console.EndpointHealth
 	if err != nil {
 		return nil, err
 	}
-	if err := b.s.syncIndex(ctx); err != nil {
+	if err := b.s.deliveries.syncIndex(ctx); err != nil {
 		return nil, err
 	}
 	tenant := apikey.TenantFrom(ctx)
 	out := make([]console.EndpointHealth, 0, len(resp.GetEndpoints()))
 	for _, ep := range resp.GetEndpoints() {
-		recent, err := b.s.history.Recent(tenant, ep.GetId(), recentForHealth)
+		recent, err := b.s.deliveries.history.Recent(tenant, ep.GetId(), recentForHealth)
 		if err != nil {
 			return nil, historyStatus(err)
 		}
@@ -320,7 +320,7 @@ func (b consoleBackend) Event(ctx context.Context, id string) (*hooklinev1.GetEv
 
 // ListDeliveries is the console's log: newest first.
 func (b consoleBackend) ListDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest) (*hooklinev1.ListDeliveriesResponse, error) {
-	return b.s.listDeliveries(ctx, req, true)
+	return b.s.deliveries.listDeliveries(ctx, req, true)
 }
 
 func (b consoleBackend) GetDelivery(ctx context.Context, id string) (*hooklinev1.GetDeliveryResponse, error) {
@@ -333,7 +333,7 @@ func (b consoleBackend) Resend(ctx context.Context, id string) (uint32, error) {
 }
 
 func (b consoleBackend) Recover(ctx context.Context, endpointID string, since time.Time) (int, int, error) {
-	ep, err := b.s.owned(ctx, endpointID)
+	ep, err := b.s.endpoints.owned(ctx, endpointID)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -344,11 +344,11 @@ func (b consoleBackend) Recover(ctx context.Context, endpointID string, since ti
 	if !since.Before(until) {
 		return 0, 0, invalid("since", "must be in the past")
 	}
-	todo, unavailable, err := b.s.redeliverFailed(ctx, apikey.TenantFrom(ctx), endpointID, since, until)
+	todo, unavailable, err := b.s.deliveries.redeliverFailed(ctx, apikey.TenantFrom(ctx), endpointID, since, until)
 	return len(todo), unavailable, err
 }
 
 // URLNote is the note CreateEndpoint sends for the URL (urlNote).
 func (b consoleBackend) URLNote(ctx context.Context, url string) string {
-	return b.s.urlNote(ctx, url)
+	return b.s.urls.urlNote(ctx, url)
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/celfilter"
+	"github.com/hookline/hookline/platform/transform"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -28,10 +30,33 @@ func newFilterErrors(mp metric.MeterProvider) (metric.Int64Counter, error) {
 	return c, nil
 }
 
+// contentRules are the endpoints' content rules, compiled and evaluated:
+// their content filters (CEL, platform/celfilter) and their
+// transformations (goja, platform/transform), checked when an endpoint
+// is written, run at fan-out, and tried on a sample event
+// (TestFilterAndTransformation). It holds the compiled filters and
+// transformations, the counter of filters that failed, the logger,
+// --max-payload-bytes, the URL rules a transformation's url must keep,
+// and the endpoint write path a tried endpoint is read from; nothing
+// else.
+type contentRules struct {
+	// filters holds the endpoints' content filters, compiled.
+	filters *celfilter.Cache
+	// transforms holds the endpoints' transformations, compiled.
+	transforms *transform.Cache
+	// filterErrors counts content filters that failed to evaluate.
+	filterErrors metric.Int64Counter
+	log          *slog.Logger
+	// maxPayloadBytes is --max-payload-bytes.
+	maxPayloadBytes int
+	urls            *urlRules
+	endpoints       *endpointWriter
+}
+
 // validateFilter compiles an endpoint's content filter (empty: none) and
 // keeps it compiled for the fan-outs that will use it. A filter that
 // does not compile is INVALID_ARGUMENT with CEL's message and position.
-func (s *Service) validateFilter(expr string) error {
+func (c *contentRules) validateFilter(expr string) error {
 	if expr == "" {
 		return nil
 	}
@@ -43,7 +68,7 @@ func (s *Service) validateFilter(expr string) error {
 	case err != nil:
 		return fmt.Errorf("filter: %w", err)
 	}
-	s.filters.Add(f)
+	c.filters.Add(f)
 	return nil
 }
 
@@ -58,7 +83,7 @@ func filterEvent(req *hooklinev1.PublishEventRequest) *celfilter.Event {
 // them. The payload is parsed once, and only if some endpoint of eps
 // has a filter. An evaluation error is no match: it is counted in
 // filterErrorsMetric and logged at debug.
-func (s *Service) matchContent(ctx context.Context, req *hooklinev1.PublishEventRequest, eps []*hooklinev1.EndpointRecord) []*hooklinev1.EndpointRecord {
+func (c *contentRules) matchContent(ctx context.Context, req *hooklinev1.PublishEventRequest, eps []*hooklinev1.EndpointRecord) []*hooklinev1.EndpointRecord {
 	var ev *celfilter.Event
 	out := eps[:0]
 	for _, rec := range eps {
@@ -70,11 +95,11 @@ func (s *Service) matchContent(ctx context.Context, req *hooklinev1.PublishEvent
 		if ev == nil {
 			ev = filterEvent(req)
 		}
-		ok, err := s.evalFilter(ctx, expr, ev)
+		ok, err := c.evalFilter(ctx, expr, ev)
 		if err != nil {
 			id := rec.GetEndpoint().GetId()
-			s.filterErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("hookline.endpoint_id", id)))
-			s.log.DebugContext(ctx, "endpoint filter failed: no match", "endpoint_id", id, "event_type", req.GetEventType(), "err", err)
+			c.filterErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("hookline.endpoint_id", id)))
+			c.log.DebugContext(ctx, "endpoint filter failed: no match", "endpoint_id", id, "event_type", req.GetEventType(), "err", err)
 			continue
 		}
 		if ok {
@@ -85,8 +110,8 @@ func (s *Service) matchContent(ctx context.Context, req *hooklinev1.PublishEvent
 }
 
 // evalFilter evaluates expr, compiled once and cached, against ev.
-func (s *Service) evalFilter(ctx context.Context, expr string, ev *celfilter.Event) (bool, error) {
-	f, err := s.filters.Get(expr)
+func (c *contentRules) evalFilter(ctx context.Context, expr string, ev *celfilter.Event) (bool, error) {
+	f, err := c.filters.Get(expr)
 	if err != nil {
 		return false, err
 	}

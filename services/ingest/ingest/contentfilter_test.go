@@ -15,7 +15,8 @@ func filterService(t *testing.T) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Service{filters: celfilter.NewCache(8), filterErrors: errs, log: slog.New(slog.DiscardHandler)}
+	log := slog.New(slog.DiscardHandler)
+	s := &Service{log: log, content: &contentRules{filters: celfilter.NewCache(8), filterErrors: errs, log: log}}
 	s.handlers()
 	return s
 }
@@ -37,14 +38,14 @@ func TestFanOutWithoutFiltersDoesNotParseThePayload(t *testing.T) {
 	req := &hooklinev1.PublishEventRequest{EventType: "invoice.paid", Payload: []byte(`{"amount": 1500}`)}
 	plain := endpointsWithFilters("", "", "")
 	allocs := testing.AllocsPerRun(100, func() {
-		if got := s.matchContent(t.Context(), req, plain); len(got) != 3 {
+		if got := s.content.matchContent(t.Context(), req, plain); len(got) != 3 {
 			t.Fatalf("kept %d of 3 endpoints without filters", len(got))
 		}
 	})
 	if allocs != 0 {
 		t.Fatalf("a fan-out without filters allocated %v times per event", allocs)
 	}
-	got := s.matchContent(t.Context(), req, endpointsWithFilters("", `payload.amount > 1000`, `payload.amount < 1000`, `payload.missing`))
+	got := s.content.matchContent(t.Context(), req, endpointsWithFilters("", `payload.amount > 1000`, `payload.amount < 1000`, `payload.missing`))
 	var ids []string
 	for _, r := range got {
 		ids = append(ids, r.GetEndpoint().GetId())

@@ -16,8 +16,8 @@ import (
 // least what was in Kafka when the call arrived.
 // One ListOffsets lists the three topics' ends, shared by every read
 // that arrives while the previous one is in flight (Follower.SyncAll).
-func (s *Service) syncIndex(ctx context.Context) error {
-	if err := s.indexFollow.SyncAll(ctx); err != nil {
+func (dh *deliveryHistory) syncIndex(ctx context.Context) error {
+	if err := dh.indexFollow.SyncAll(ctx); err != nil {
 		return kafkaStatus(ctx, "delivery index", err)
 	}
 	return nil
@@ -37,10 +37,10 @@ func (h *deliveryService) GetEvent(ctx context.Context, req *hooklinev1.GetEvent
 	if !ids.Valid(ids.Event, id) {
 		return nil, status.Errorf(codes.NotFound, "event %q not found", id)
 	}
-	if err := s.syncIndex(ctx); err != nil {
+	if err := s.deliveries.syncIndex(ctx); err != nil {
 		return nil, err
 	}
-	resp, ok, err := s.history.Event(apikey.TenantFrom(ctx), id)
+	resp, ok, err := s.deliveries.history.Event(apikey.TenantFrom(ctx), id)
 	if err != nil {
 		return nil, historyStatus(err)
 	}
@@ -53,23 +53,23 @@ func (h *deliveryService) GetEvent(ctx context.Context, req *hooklinev1.GetEvent
 // GetDelivery returns one of the caller's deliveries with every attempt.
 func (h *deliveryService) GetDelivery(ctx context.Context, req *hooklinev1.GetDeliveryRequest) (*hooklinev1.GetDeliveryResponse, error) {
 	s := h.s
-	st, attempts, _, err := s.lookupDelivery(ctx, req.GetDeliveryId())
+	st, attempts, _, err := s.deliveries.lookupDelivery(ctx, req.GetDeliveryId())
 	if err != nil {
 		return nil, err
 	}
 	return &hooklinev1.GetDeliveryResponse{Delivery: st, Attempts: attempts}, nil
 }
 
-func (s *Service) lookupDelivery(ctx context.Context, id string) (*hooklinev1.DeliveryStatus, []*hooklinev1.AttemptResult, *hooklinev1.Delivery, error) {
+func (dh *deliveryHistory) lookupDelivery(ctx context.Context, id string) (*hooklinev1.DeliveryStatus, []*hooklinev1.AttemptResult, *hooklinev1.Delivery, error) {
 	// Required: the requests' rule (fieldrules.go); a malformed id is
 	// one that does not exist.
 	if !ids.Valid(ids.Delivery, id) {
 		return nil, nil, nil, status.Errorf(codes.NotFound, "delivery %q not found", id)
 	}
-	if err := s.syncIndex(ctx); err != nil {
+	if err := dh.syncIndex(ctx); err != nil {
 		return nil, nil, nil, err
 	}
-	st, attempts, d, ok, err := s.history.Delivery(apikey.TenantFrom(ctx), id)
+	st, attempts, d, ok, err := dh.history.Delivery(apikey.TenantFrom(ctx), id)
 	if err != nil {
 		return nil, nil, nil, historyStatus(err)
 	}
@@ -84,7 +84,7 @@ func (s *Service) lookupDelivery(ctx context.Context, id string) (*hooklinev1.De
 // retry it. The attempt number continues from the last attempt made.
 func (h *deliveryService) ResendDelivery(ctx context.Context, req *hooklinev1.ResendDeliveryRequest) (*hooklinev1.ResendDeliveryResponse, error) {
 	s := h.s
-	st, attempts, d, err := s.lookupDelivery(ctx, req.GetDeliveryId())
+	st, attempts, d, err := s.deliveries.lookupDelivery(ctx, req.GetDeliveryId())
 	if err != nil {
 		return nil, err
 	}
@@ -110,10 +110,10 @@ func (h *deliveryService) ResendDelivery(ctx context.Context, req *hooklinev1.Re
 	}
 	// Held until Kafka confirms it, within the budget publishes share.
 	n := cost(len(d.GetPayload()), 1)
-	if err := s.admitWrite(ctx, n); err != nil {
+	if err := s.admission.admitWrite(ctx, n); err != nil {
 		return nil, err
 	}
-	err = s.produce(ctx, r)
+	err = s.kafka.produce(ctx, r)
 	s.admission.release(ctx, n)
 	if err != nil {
 		return nil, kafkaStatus(ctx, "resend not accepted", err)

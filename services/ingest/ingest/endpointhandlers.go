@@ -21,15 +21,15 @@ import (
 func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.CreateEndpointRequest) (*hooklinev1.CreateEndpointResponse, error) {
 	s := h.s
 	tenant := apikey.TenantFrom(ctx)
-	if err := s.validateURL(ctx, req.GetUrl()); err != nil {
+	if err := s.urls.validateURL(ctx, req.GetUrl()); err != nil {
 		return nil, err
 	}
-	s.noteURL(ctx, req.GetUrl())
+	s.urls.noteURL(ctx, req.GetUrl())
 	// The fields' static rules are the proto's (fieldrules.go).
 	for _, err := range []error{
 		validateEventTypes(req.GetEventTypes()),
-		s.validateFilter(req.GetFilter()),
-		s.validateTransformation(req.GetTransformation()),
+		s.content.validateFilter(req.GetFilter()),
+		s.content.validateTransformation(req.GetTransformation()),
 	} {
 		if err != nil {
 			return nil, err
@@ -43,7 +43,7 @@ func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.Cr
 
 	// Creates of one tenant are serialised (in this process) for its
 	// endpoint limit; nothing else waits for them.
-	unlock, err := s.locks.lock(ctx, "tenant:"+tenant)
+	unlock, err := s.endpoints.locks.lock(ctx, "tenant:"+tenant)
 	if err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
@@ -81,7 +81,7 @@ func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.Cr
 	}
 	rec.Secrets = []*hooklinev1.EndpointSecret{es}
 	rec.Endpoint.SignatureScheme = schemeOf(es)
-	if err := s.writeEndpoint(ctx, rec.GetEndpoint().GetId(), rec); err != nil {
+	if err := s.endpoints.writeEndpoint(ctx, rec.GetEndpoint().GetId(), rec); err != nil {
 		if errors.Is(err, endpoints.ErrLost) { // a fresh id cannot lose
 			return nil, status.Errorf(codes.Internal, "endpoint id %s taken", rec.GetEndpoint().GetId())
 		}
@@ -93,10 +93,10 @@ func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.Cr
 
 func (h *endpointService) GetEndpoint(ctx context.Context, req *hooklinev1.GetEndpointRequest) (*hooklinev1.GetEndpointResponse, error) {
 	s := h.s
-	if err := s.readBarrier(ctx); err != nil {
+	if err := s.endpoints.readBarrier(ctx); err != nil {
 		return nil, err
 	}
-	rec, err := s.owned(ctx, req.GetId())
+	rec, err := s.endpoints.owned(ctx, req.GetId())
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (h *endpointService) ListEndpoints(ctx context.Context, req *hooklinev1.Lis
 	if size == 0 {
 		size = defaultPageSize // at most maxPageSize: the proto's rule
 	}
-	if err := s.readBarrier(ctx); err != nil {
+	if err := s.endpoints.readBarrier(ctx); err != nil {
 		return nil, err
 	}
 	resp := &hooklinev1.ListEndpointsResponse{}
@@ -150,13 +150,13 @@ func (h *endpointService) UpdateEndpoint(ctx context.Context, req *hooklinev1.Up
 		if p == "url" {
 			// Resolved before any lock is taken: a slow DNS answer delays
 			// this call only.
-			if err := s.validateURL(ctx, in.GetUrl()); err != nil {
+			if err := s.urls.validateURL(ctx, in.GetUrl()); err != nil {
 				return nil, err
 			}
-			s.noteURL(ctx, in.GetUrl())
+			s.urls.noteURL(ctx, in.GetUrl())
 		}
 	}
-	rec, err := s.change(ctx, in.GetId(), in.GetEtag(), func(rec *hooklinev1.EndpointRecord) error {
+	rec, err := s.endpoints.change(ctx, in.GetId(), in.GetEtag(), func(rec *hooklinev1.EndpointRecord) error {
 		ep := rec.Endpoint
 		for _, p := range paths {
 			var err error
@@ -185,9 +185,9 @@ func (h *endpointService) UpdateEndpoint(ctx context.Context, req *hooklinev1.Up
 			case "on_head_failure":
 				ep.OnHeadFailure = in.GetOnHeadFailure()
 			case "filter":
-				err, ep.Filter = s.validateFilter(in.GetFilter()), in.GetFilter()
+				err, ep.Filter = s.content.validateFilter(in.GetFilter()), in.GetFilter()
 			case "transformation":
-				err, ep.Transformation = s.validateTransformation(in.GetTransformation()), in.GetTransformation()
+				err, ep.Transformation = s.content.validateTransformation(in.GetTransformation()), in.GetTransformation()
 			default:
 				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure, filter, transformation (status and secret have their own calls)", p)
 			}
@@ -205,18 +205,18 @@ func (h *endpointService) UpdateEndpoint(ctx context.Context, req *hooklinev1.Up
 
 func (h *endpointService) DeleteEndpoint(ctx context.Context, req *hooklinev1.DeleteEndpointRequest) (*hooklinev1.DeleteEndpointResponse, error) {
 	s := h.s
-	unlock, err := s.locks.lock(ctx, "endpoint:"+req.GetId())
+	unlock, err := s.endpoints.locks.lock(ctx, "endpoint:"+req.GetId())
 	if err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
 	defer unlock()
-	rec, err := s.owned(ctx, req.GetId())
+	rec, err := s.endpoints.owned(ctx, req.GetId())
 	if err != nil {
 		return nil, err
 	}
 	// A tombstone: it always applies, and every change written from an
 	// older state loses to it. Compaction removes the endpoint's history.
-	if err := s.writeEndpoint(ctx, rec.GetEndpoint().GetId(), nil); err != nil {
+	if err := s.endpoints.writeEndpoint(ctx, rec.GetEndpoint().GetId(), nil); err != nil {
 		if errors.Is(err, endpoints.ErrLost) {
 			return nil, status.Errorf(codes.Internal, "endpoint %s: tombstone ignored", req.GetId())
 		}
@@ -228,7 +228,7 @@ func (h *endpointService) DeleteEndpoint(ctx context.Context, req *hooklinev1.De
 func (h *endpointService) PauseEndpoint(ctx context.Context, req *hooklinev1.PauseEndpointRequest) (*hooklinev1.PauseEndpointResponse, error) {
 	s := h.s
 	paused := false
-	rec, err := s.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
+	rec, err := s.endpoints.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
 		paused = false // fn runs again after losing to a concurrent change
 		if rec.Endpoint.Status == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
 			return nil
@@ -250,7 +250,7 @@ func (h *endpointService) PauseEndpoint(ctx context.Context, req *hooklinev1.Pau
 			TenantId: ep.GetTenantId(), EndpointId: ep.GetId(), At: ep.GetPausedAt(), Detail: "paused by API: " + req.GetReason(),
 		}
 		if r, err := hkafka.Record(s.topics.Notices, ep.GetId(), n); err == nil {
-			if err := s.produce(ctx, r); err != nil {
+			if err := s.kafka.produce(ctx, r); err != nil {
 				// The pause itself is durable; only the notice is missing.
 				s.log.WarnContext(ctx, "endpoint paused but its endpoint.paused notice was not written", "endpoint_id", ep.GetId(), "err", err)
 			}
@@ -261,7 +261,7 @@ func (h *endpointService) PauseEndpoint(ctx context.Context, req *hooklinev1.Pau
 
 func (h *endpointService) ResumeEndpoint(ctx context.Context, req *hooklinev1.ResumeEndpointRequest) (*hooklinev1.ResumeEndpointResponse, error) {
 	s := h.s
-	rec, err := s.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
+	rec, err := s.endpoints.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
 		rec.Endpoint.Status = hooklinev1.EndpointStatus_ENDPOINT_STATUS_ACTIVE
 		rec.Endpoint.PausedReason = ""
 		rec.Endpoint.PausedAt = nil
@@ -289,7 +289,7 @@ func (h *endpointService) RotateEndpointSecret(ctx context.Context, req *hooklin
 	}
 	var secret string
 	var cur *hooklinev1.EndpointSecret
-	rec, err := s.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
+	rec, err := s.endpoints.change(ctx, req.GetId(), "", func(rec *hooklinev1.EndpointRecord) error {
 		if given != "" {
 			dup, err := s.secrets.holds(rec, given)
 			if err != nil {

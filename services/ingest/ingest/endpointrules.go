@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/platform/filter"
+	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -37,10 +38,24 @@ func invalid(field, format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
 }
 
+// urlRules checks an endpoint's URL, as CreateEndpoint and
+// UpdateEndpoint set it and as a transformation returns it: its form,
+// --allow-http, and a destination the SSRF guard accepts, the host
+// resolved within --dns-timeout. It holds those, the guard and the
+// resolver; nothing else.
+type urlRules struct {
+	// allowHTTP is --allow-http; dnsTimeout is --dns-timeout.
+	allowHTTP  bool
+	dnsTimeout time.Duration
+	guard      *netguard.Policy
+	// lookup resolves a host (WithResolver; default net.DefaultResolver).
+	lookup func(ctx context.Context, host string) ([]net.IP, error)
+}
+
 // validateURL checks an endpoint URL: absolute http(s), a host, no
 // credentials, and a destination the SSRF guard accepts. Resolving the
 // host is bounded by --dns-timeout; callers hold no lock.
-func (s *Service) validateURL(ctx context.Context, raw string) error {
+func (ur *urlRules) validateURL(ctx context.Context, raw string) error {
 	if raw == "" {
 		return invalid("url", "is required")
 	}
@@ -52,7 +67,7 @@ func (s *Service) validateURL(ctx context.Context, raw string) error {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !s.cfg.AllowHTTP {
+		if !ur.allowHTTP {
 			return invalid("url", "must use https (this deployment does not accept http endpoints)")
 		}
 	default:
@@ -72,16 +87,16 @@ func (s *Service) validateURL(ctx context.Context, raw string) error {
 	if u.Fragment != "" {
 		return invalid("url", "must not contain a fragment")
 	}
-	lctx, cancel := context.WithTimeout(ctx, s.cfg.DNSTimeout)
+	lctx, cancel := context.WithTimeout(ctx, ur.dnsTimeout)
 	defer cancel()
-	err = s.guard.For(apikey.TenantFrom(ctx)).CheckHost(u.Hostname(), func(host string) ([]net.IP, error) { return s.lookup(lctx, host) })
+	err = ur.guard.For(apikey.TenantFrom(ctx)).CheckHost(u.Hostname(), func(host string) ([]net.IP, error) { return ur.lookup(lctx, host) })
 	switch {
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.Errorf(codes.Unavailable, "url: resolving %q took longer than %v; nothing was changed, retry", u.Hostname(), s.cfg.DNSTimeout)
+		return status.Errorf(codes.Unavailable, "url: resolving %q took longer than %v; nothing was changed, retry", u.Hostname(), ur.dnsTimeout)
 	}
 	return status.Errorf(codes.InvalidArgument, "url: destination not allowed: %v", err)
 }
@@ -97,14 +112,14 @@ const warningHeader = "hookline-warning"
 // allowed). Deliveries fail until it resolves; nothing refuses it,
 // since DNS may be fixed. "" when there is nothing to say. Resolving
 // is bounded by --dns-timeout.
-func (s *Service) urlNote(ctx context.Context, raw string) string {
+func (ur *urlRules) urlNote(ctx context.Context, raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Hostname() == "" || net.ParseIP(u.Hostname()) != nil {
 		return ""
 	}
-	lctx, cancel := context.WithTimeout(ctx, s.cfg.DNSTimeout)
+	lctx, cancel := context.WithTimeout(ctx, ur.dnsTimeout)
 	defer cancel()
-	ips, err := s.lookup(lctx, u.Hostname())
+	ips, err := ur.lookup(lctx, u.Hostname())
 	switch {
 	case err != nil:
 		return fmt.Sprintf("host %q does not resolve now (%v): deliveries fail until it does", u.Hostname(), err)
@@ -115,8 +130,8 @@ func (s *Service) urlNote(ctx context.Context, raw string) string {
 }
 
 // noteURL sends urlNote's note, if any, as the call's warningHeader.
-func (s *Service) noteURL(ctx context.Context, raw string) {
-	if note := s.urlNote(ctx, raw); note != "" {
+func (ur *urlRules) noteURL(ctx context.Context, raw string) {
+	if note := ur.urlNote(ctx, raw); note != "" {
 		_ = grpc.SetHeader(ctx, metadata.Pairs(warningHeader, note))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/endpoints"
@@ -20,22 +21,42 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
+// endpointWriter writes endpoint records: conditional records of the
+// endpoints topic, each read back by this replica's view (store) before
+// the call answers, and changes of one endpoint serialised in this
+// process (locks). It holds the endpoints view, the producer, the
+// endpoints topic, --publish-timeout, the locks and the clock; nothing
+// else.
+type endpointWriter struct {
+	store *endpoints.Store
+	kafka *kafkaProducer
+	// topic is the endpoints topic.
+	topic string
+	// publishTimeout is --publish-timeout.
+	publishTimeout time.Duration
+	// locks serialise endpoint read-modify-write cycles in this replica,
+	// per endpoint (and per tenant for creates); across replicas the
+	// conditional writes decide.
+	locks keyedMutex
+	now   func() time.Time
+}
+
 // writeEndpoint writes rec (nil: a tombstone) as endpoint id's next
 // record and waits until this replica's view has read it, so the caller
 // reads its own write. The write is conditional, decided in log order
 // (platform/endpoints): endpoints.ErrLost means a concurrent change came
 // first and rec was ignored everywhere. Any other error is a gRPC status.
-func (s *Service) writeEndpoint(ctx context.Context, id string, rec *hooklinev1.EndpointRecord) error {
-	r := &kgo.Record{Topic: s.topics.Endpoints, Key: []byte(id)}
+func (w *endpointWriter) writeEndpoint(ctx context.Context, id string, rec *hooklinev1.EndpointRecord) error {
+	r := &kgo.Record{Topic: w.topic, Key: []byte(id)}
 	if rec != nil {
 		var err error
-		if r, err = hkafka.Record(s.topics.Endpoints, id, rec); err != nil {
+		if r, err = hkafka.Record(w.topic, id, rec); err != nil {
 			return status.Errorf(codes.Internal, "encode endpoint: %v", err)
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	wctx, cancel := context.WithTimeout(ctx, w.publishTimeout)
 	defer cancel()
-	err := s.store.Write(wctx, r, func(ctx context.Context, r *kgo.Record) error { return s.produce(ctx, r) })
+	err := w.store.Write(wctx, r, func(ctx context.Context, r *kgo.Record) error { return w.kafka.produce(ctx, r) })
 	switch {
 	case err == nil, errors.Is(err, endpoints.ErrLost):
 		return err
@@ -43,7 +64,7 @@ func (s *Service) writeEndpoint(ctx context.Context, id string, rec *hooklinev1.
 		errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		// Written or perhaps still being written, not read back in time:
 		// it may or may not apply.
-		return status.Errorf(codes.Unavailable, "endpoint change not confirmed within %v (%v); it may still apply: read the endpoint before retrying", s.cfg.PublishTimeout, err)
+		return status.Errorf(codes.Unavailable, "endpoint change not confirmed within %v (%v); it may still apply: read the endpoint before retrying", w.publishTimeout, err)
 	}
 	return kafkaStatus(ctx, "endpoint not saved", err)
 }
@@ -61,25 +82,19 @@ func withEtag(rec *hooklinev1.EndpointRecord) *hooklinev1.Endpoint {
 	return ep
 }
 
-func (s *Service) produce(ctx context.Context, rs ...*kgo.Record) error {
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
-	defer cancel()
-	return hkafka.ProduceAcked(pctx, s.kafka, rs...)
-}
-
 // owned returns the caller's endpoint id, or NotFound: another tenant's
 // endpoint is indistinguishable from a missing one.
-func (s *Service) owned(ctx context.Context, id string) (*hooklinev1.EndpointRecord, error) {
+func (w *endpointWriter) owned(ctx context.Context, id string) (*hooklinev1.EndpointRecord, error) {
 	if id == "" {
 		return nil, invalid("id", "is required")
 	}
-	rec := s.store.Get(id)
+	rec := w.store.Get(id)
 	if rec == nil && ids.Valid(ids.Endpoint, id) {
 		// Perhaps written a moment ago through another replica.
-		if err := s.store.Sync(ctx); err != nil {
+		if err := w.store.Sync(ctx); err != nil {
 			return nil, kafkaStatus(ctx, "endpoint lookup", err)
 		}
-		rec = s.store.Get(id)
+		rec = w.store.Get(id)
 	}
 	if rec == nil || rec.GetEndpoint().GetTenantId() != apikey.TenantFrom(ctx) {
 		return nil, status.Errorf(codes.NotFound, "endpoint %q not found", id)
@@ -89,8 +104,8 @@ func (s *Service) owned(ctx context.Context, id string) (*hooklinev1.EndpointRec
 
 // readBarrier makes a read see every endpoint change committed before the
 // call began, through any replica (the rounds are shared with publishes).
-func (s *Service) readBarrier(ctx context.Context) error {
-	if err := s.store.Barrier(ctx); err != nil {
+func (w *endpointWriter) readBarrier(ctx context.Context) error {
+	if err := w.store.Barrier(ctx); err != nil {
 		return kafkaStatus(ctx, "endpoints not read", err)
 	}
 	return nil
@@ -104,17 +119,17 @@ func (s *Service) readBarrier(ctx context.Context) error {
 // state the etag names, and is ABORTED otherwise. Changes of one
 // endpoint are serialised in this process; other endpoints' changes do
 // not wait for them. fn must do no network I/O.
-func (s *Service) change(ctx context.Context, id, etag string, fn func(*hooklinev1.EndpointRecord) error) (*hooklinev1.EndpointRecord, error) {
+func (w *endpointWriter) change(ctx context.Context, id, etag string, fn func(*hooklinev1.EndpointRecord) error) (*hooklinev1.EndpointRecord, error) {
 	if id == "" {
 		return nil, invalid("id", "is required")
 	}
-	unlock, err := s.locks.lock(ctx, "endpoint:"+id)
+	unlock, err := w.locks.lock(ctx, "endpoint:"+id)
 	if err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
 	defer unlock()
 	for attempt := 1; ; attempt++ {
-		cur, err := s.owned(ctx, id)
+		cur, err := w.owned(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -126,8 +141,8 @@ func (s *Service) change(ctx context.Context, id, etag string, fn func(*hookline
 			return nil, err
 		}
 		rec.Version = cur.GetVersion() + 1
-		rec.Endpoint.UpdatedAt = timestamppb.New(s.now())
-		err = s.writeEndpoint(ctx, id, rec)
+		rec.Endpoint.UpdatedAt = timestamppb.New(w.now())
+		err = w.writeEndpoint(ctx, id, rec)
 		switch {
 		case err == nil:
 			return rec, nil

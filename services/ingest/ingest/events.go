@@ -22,8 +22,7 @@ import (
 // idempotency key, a repeat of the same request returns the first
 // response and writes nothing new (idempotency.Publisher).
 func (h *eventService) PublishEvent(ctx context.Context, req *hooklinev1.PublishEventRequest) (*hooklinev1.PublishEventResponse, error) {
-	s := h.s
-	resp, err := s.publishEvent(ctx, req)
+	resp, err := h.publishEvent(ctx, req)
 	if err == nil {
 		// The RPC's span is where a person finds an event's trace.
 		trace.SpanFromContext(ctx).SetAttributes(
@@ -34,7 +33,8 @@ func (h *eventService) PublishEvent(ctx context.Context, req *hooklinev1.Publish
 	return resp, err
 }
 
-func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEventRequest) (*hooklinev1.PublishEventResponse, error) {
+func (h *eventService) publishEvent(ctx context.Context, req *hooklinev1.PublishEventRequest) (*hooklinev1.PublishEventResponse, error) {
+	s := h.s
 	// The answer comes within --publish-timeout, whatever Kafka does:
 	// every step below (barriers, claim, writes) shares this bound, and a
 	// write still in flight at its end is answered UNAVAILABLE though it
@@ -77,7 +77,7 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 		return s.idempotent.Publish(ctx, tenant, req)
 	}
 
-	targets, err := s.targets(ctx, tenant, req)
+	targets, err := s.fanout.targets(ctx, tenant, req)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 		resp.Deliveries = append(resp.Deliveries, &hooklinev1.DeliveryRef{DeliveryId: ids.New(ids.Delivery, now), EndpointId: ep.GetEndpoint().GetId()})
 	}
 	// Each record is encoded only when the window has room for it.
-	if err := s.writeDeliveries(ctx, len(targets), func(i int) *hooklinev1.Delivery {
+	if err := s.fanout.writeDeliveries(ctx, len(targets), func(i int) *hooklinev1.Delivery {
 		ref := resp.GetDeliveries()[i]
 		d := &hooklinev1.Delivery{
 			DeliveryId:  ref.GetDeliveryId(),
@@ -103,7 +103,7 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 			Kind:        hooklinev1.DeliveryKind_DELIVERY_KIND_FIRST,
 			OrderingKey: req.GetOrderingKey(),
 		}
-		s.transformDelivery(ctx, targets[i].GetEndpoint(), d)
+		s.content.transformDelivery(ctx, targets[i].GetEndpoint(), d)
 		return d
 	}); err != nil {
 		return nil, err
@@ -114,9 +114,9 @@ func (s *Service) publishEvent(ctx context.Context, req *hooklinev1.PublishEvent
 // publishClaimed writes the deliveries of c, a whole idempotency claim
 // record, for req (idempotency.Deps.Deliver): with the claim's ids, so a
 // repeat writes the same deliveries again rather than new ones.
-func (s *Service) publishClaimed(ctx context.Context, c *hooklinev1.IdempotencyRecord, req *hooklinev1.PublishEventRequest) error {
+func (f *fanOut) publishClaimed(ctx context.Context, c *hooklinev1.IdempotencyRecord, req *hooklinev1.PublishEventRequest) error {
 	refs := idempotency.Deliveries(c)
-	return s.writeDeliveries(ctx, len(refs), func(i int) *hooklinev1.Delivery {
+	return f.writeDeliveries(ctx, len(refs), func(i int) *hooklinev1.Delivery {
 		ref := refs[i]
 		d := &hooklinev1.Delivery{
 			DeliveryId:     ref.GetDeliveryId(),
@@ -133,8 +133,8 @@ func (s *Service) publishClaimed(ctx context.Context, c *hooklinev1.IdempotencyR
 		}
 		// The endpoint as it is now: a repeat after the transformation
 		// changed runs the new one (the claim holds ids, not bodies).
-		if ep := s.store.Get(ref.GetEndpointId()); ep != nil && ep.GetEndpoint().GetTenantId() == c.GetTenantId() {
-			s.transformDelivery(ctx, ep.GetEndpoint(), d)
+		if ep := f.store.Get(ref.GetEndpointId()); ep != nil && ep.GetEndpoint().GetTenantId() == c.GetTenantId() {
+			f.content.transformDelivery(ctx, ep.GetEndpoint(), d)
 		}
 		return d
 	})
@@ -147,34 +147,34 @@ func (s *Service) publishClaimed(ctx context.Context, c *hooklinev1.IdempotencyR
 // reads the endpoints view after a barrier, so an endpoint created or
 // changed through any replica before this call began is seen (the
 // barrier's rounds are shared by concurrent publishes).
-func (s *Service) targets(ctx context.Context, tenant string, req *hooklinev1.PublishEventRequest) ([]*hooklinev1.EndpointRecord, error) {
-	if err := s.store.Barrier(ctx); err != nil { // bounded by the publish's timeout
+func (f *fanOut) targets(ctx context.Context, tenant string, req *hooklinev1.PublishEventRequest) ([]*hooklinev1.EndpointRecord, error) {
+	if err := f.store.Barrier(ctx); err != nil { // bounded by the publish's timeout
 		return nil, kafkaStatus(ctx, "endpoints not read", err)
 	}
 	if len(req.GetEndpointIds()) == 0 {
-		return s.checkTargets(ctx, tenant, req, s.matchContent(ctx, req, s.store.Matching(tenant, req.GetEventType())))
+		return f.checkTargets(ctx, tenant, req, f.content.matchContent(ctx, req, f.store.Matching(tenant, req.GetEventType())))
 	}
 	named := slices.Clone(req.GetEndpointIds())
 	slices.Sort(named)
 	named = slices.Compact(named)
 	out := make([]*hooklinev1.EndpointRecord, 0, len(named))
 	for _, id := range named {
-		rec, err := s.owned(ctx, id)
+		rec, err := f.endpoints.owned(ctx, id)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, rec)
 	}
-	return s.checkTargets(ctx, tenant, req, out)
+	return f.checkTargets(ctx, tenant, req, out)
 }
 
 // checkTargets returns out, the targets of req, once they are within the
 // fan-out limit and the tenant's held budget (reserved on ctx's scope).
-func (s *Service) checkTargets(ctx context.Context, tenant string, req *hooklinev1.PublishEventRequest, out []*hooklinev1.EndpointRecord) ([]*hooklinev1.EndpointRecord, error) {
-	if err := s.checkFanOut(len(req.GetPayload()), len(out)); err != nil {
+func (f *fanOut) checkTargets(ctx context.Context, tenant string, req *hooklinev1.PublishEventRequest, out []*hooklinev1.EndpointRecord) ([]*hooklinev1.EndpointRecord, error) {
+	if err := f.checkFanOut(len(req.GetPayload()), len(out)); err != nil {
 		return nil, err
 	}
-	if err := s.held.reserve(ctx, tenant, out, len(req.GetPayload())); err != nil {
+	if err := f.held.reserve(ctx, tenant, out, len(req.GetPayload())); err != nil {
 		return nil, err
 	}
 	return out, nil

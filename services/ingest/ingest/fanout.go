@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/endpoints"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/keyring"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -102,20 +105,43 @@ func produceWindowed(ctx context.Context, produce producer, window, n int, build
 	return err
 }
 
+// fanOut writes an event's deliveries: it decides the endpoints a
+// publish goes to (the named ones, or those whose event types and
+// content filter match), checks them against --max-fanout-bytes and the
+// tenant's held budget, and writes one authenticated Delivery record per
+// target, transformed, within fanOutWindow. It holds the endpoints view
+// and write path, the content rules, the held budget, the producer, the
+// keyring the records are authenticated with, the deliveries topic,
+// --publish-timeout and --max-fanout-bytes; nothing else.
+type fanOut struct {
+	store     *endpoints.Store
+	endpoints *endpointWriter
+	content   *contentRules
+	held      *heldBudget
+	kafka     *kafkaProducer
+	keyring   *keyring.Keyring
+	// topic is the deliveries topic.
+	topic string
+	// publishTimeout is --publish-timeout; maxFanoutBytes is
+	// --max-fanout-bytes.
+	publishTimeout time.Duration
+	maxFanoutBytes int64
+}
+
 // writeDeliveries writes one Delivery per ref, each built by delivery,
 // within fanOutWindow and --publish-timeout, and maps a failure to the
 // caller's status. The publish's held reservation (heldIn), if any,
 // learns of each record Kafka acknowledged.
-func (s *Service) writeDeliveries(ctx context.Context, n int, delivery func(i int) *hooklinev1.Delivery) error {
+func (f *fanOut) writeDeliveries(ctx context.Context, n int, delivery func(i int) *hooklinev1.Delivery) error {
 	if n == 0 {
 		return nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	pctx, cancel := context.WithTimeout(ctx, f.publishTimeout)
 	defer cancel()
-	produce := s.kafka.Produce
+	produce := f.kafka.client.Produce
 	if held := heldIn(ctx); held != nil {
 		produce = func(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
-			s.kafka.Produce(ctx, r, func(r *kgo.Record, err error) {
+			f.kafka.client.Produce(ctx, r, func(r *kgo.Record, err error) {
 				if err == nil {
 					held.acked(r)
 				}
@@ -126,8 +152,8 @@ func (s *Service) writeDeliveries(ctx context.Context, n int, delivery func(i in
 	var mac recordAuthenticator
 	err := produceWindowed(pctx, produce, fanOutWindow, n, func(i int) (*kgo.Record, error) {
 		d := delivery(i)
-		mac.authenticate(s.keyring, d)
-		return hkafka.Record(s.topics.Deliveries, d.GetEndpointId(), d)
+		mac.authenticate(f.keyring, d)
+		return hkafka.Record(f.topic, d.GetEndpointId(), d)
 	})
 	var enc errEncode
 	switch {
@@ -141,11 +167,11 @@ func (s *Service) writeDeliveries(ctx context.Context, n int, delivery func(i in
 
 // checkFanOut refuses a publish whose deliveries would hold more than
 // --max-fanout-bytes of payload: payload × endpoints.
-func (s *Service) checkFanOut(payload, endpoints int) error {
-	if total := int64(payload) * int64(endpoints); total > s.cfg.MaxFanoutBytes {
+func (f *fanOut) checkFanOut(payload, endpoints int) error {
+	if total := int64(payload) * int64(endpoints); total > f.maxFanoutBytes {
 		return status.Error(codes.ResourceExhausted, fmt.Sprintf(
 			"fan-out too large: a %d-byte payload to %d matching endpoints is %d bytes, the limit per publish is %d (--max-fanout-bytes); send a smaller payload, or name fewer endpoints with endpoint_ids",
-			payload, endpoints, total, s.cfg.MaxFanoutBytes))
+			payload, endpoints, total, f.maxFanoutBytes))
 	}
 	return nil
 }

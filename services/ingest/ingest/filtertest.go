@@ -31,7 +31,7 @@ func (h *endpointService) TestFilterAndTransformation(ctx context.Context, req *
 		return nil, err
 	}
 	// metadata and ordering_key: the proto's rules (fieldrules.go).
-	tr, err := s.toTest(ctx, req)
+	tr, err := s.content.toTest(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func (h *endpointService) TestFilterAndTransformation(ctx context.Context, req *
 		}
 	}
 	if tr.program != nil {
-		resp.Transformation = s.tryTransformation(ctx, tr.program, req, tr.url)
+		resp.Transformation = s.content.tryTransformation(ctx, tr.program, req, tr.url)
 	}
 	return resp, nil
 }
@@ -62,14 +62,14 @@ type tried struct {
 // toTest compiles req's filter and transformation, taking the endpoint's
 // own for each that req leaves empty when it names endpoint_id. One of
 // the two must be there to try.
-func (s *Service) toTest(ctx context.Context, req *hooklinev1.TestFilterAndTransformationRequest) (tried, error) {
+func (c *contentRules) toTest(ctx context.Context, req *hooklinev1.TestFilterAndTransformationRequest) (tried, error) {
 	tr := tried{url: sampleURL}
 	var ep *hooklinev1.Endpoint
 	if id := req.GetEndpointId(); id != "" {
-		if err := s.readBarrier(ctx); err != nil {
+		if err := c.endpoints.readBarrier(ctx); err != nil {
 			return tried{}, err
 		}
-		rec, err := s.owned(ctx, id)
+		rec, err := c.endpoints.owned(ctx, id)
 		if err != nil {
 			return tried{}, err
 		}
@@ -84,7 +84,7 @@ func (s *Service) toTest(ctx context.Context, req *hooklinev1.TestFilterAndTrans
 		}
 		tr.filter = f
 	} else if expr := ep.GetFilter(); expr != "" {
-		f, err := s.filters.Get(expr)
+		f, err := c.filters.Get(expr)
 		if err != nil {
 			return tried{}, status.Errorf(codes.FailedPrecondition, "endpoint %s: its filter no longer compiles (%v); update it", ep.GetId(), err)
 		}
@@ -100,7 +100,7 @@ func (s *Service) toTest(ctx context.Context, req *hooklinev1.TestFilterAndTrans
 		tr.program = p
 	} else if src := ep.GetTransformation(); src != "" {
 		// The fan-out's program, from the tenant's part of the cache.
-		p, err := s.transforms.Get(ep.GetTenantId(), src)
+		p, err := c.transforms.Get(ep.GetTenantId(), src)
 		if err != nil {
 			return tried{}, status.Errorf(codes.FailedPrecondition, "endpoint %s: its transformation no longer compiles (%v); update it", ep.GetId(), err)
 		}
@@ -117,7 +117,7 @@ func (s *Service) toTest(ctx context.Context, req *hooklinev1.TestFilterAndTrans
 
 // tryTransformation runs p on req's sample event as transformDelivery
 // runs it at fan-out: the same input, limits and URL check.
-func (s *Service) tryTransformation(ctx context.Context, p *transform.Program, req *hooklinev1.TestFilterAndTransformationRequest, url string) *hooklinev1.TransformationResult {
+func (c *contentRules) tryTransformation(ctx context.Context, p *transform.Program, req *hooklinev1.TestFilterAndTransformationRequest, url string) *hooklinev1.TransformationResult {
 	res, err := p.Run(ctx, transform.Webhook{
 		EventType: req.GetEventType(),
 		Payload:   req.GetPayload(),
@@ -125,8 +125,8 @@ func (s *Service) tryTransformation(ctx context.Context, p *transform.Program, r
 		Method:    http.MethodPost,
 		Headers:   map[string]string{},
 	}, transform.Limits{
-		MaxPayloadBytes: s.cfg.MaxPayloadBytes,
-		ValidateURL:     s.validateURL,
+		MaxPayloadBytes: c.maxPayloadBytes,
+		ValidateURL:     c.urls.validateURL,
 	})
 	out := &hooklinev1.TransformationResult{Duration: durationpb.New(res.Took)}
 	switch {

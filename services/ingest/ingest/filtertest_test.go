@@ -14,9 +14,10 @@ import (
 func tryService(t *testing.T) *Service {
 	t.Helper()
 	s := filterService(t)
-	s.transforms = transform.NewCache(8)
+	s.content.transforms = transform.NewCache(8)
 	s.now = time.Now
 	s.cfg.MaxPayloadBytes = 1 << 20
+	s.content.maxPayloadBytes = 1 << 20
 	return s
 }
 
@@ -92,7 +93,7 @@ func TestTryTransformationAloneOrNothing(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("nothing to try: %v; want INVALID_ARGUMENT", err)
 	}
-	if s.transforms.Len() != 0 {
-		t.Fatalf("tried scripts went into the fan-out's cache (%d)", s.transforms.Len())
+	if s.content.transforms.Len() != 0 {
+		t.Fatalf("tried scripts went into the fan-out's cache (%d)", s.content.transforms.Len())
 	}
 }

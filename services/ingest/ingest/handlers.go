@@ -5,8 +5,9 @@ import hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 // One handler type per gRPC service of hookline.v1, each holding that
 // service's RPCs and nothing else: a reader finds an RPC by its service,
 // and a change to one service's handlers cannot reach another's through
-// a shared receiver. What they share — the endpoints view, the producer,
-// the history, auth, admission and the write limits — is the Service
+// a shared receiver. What they share — the views, auth, admission, the
+// write limits and the parts (the producer, the endpoint writer, the URL
+// and content rules, the fan-out, the delivery history) — is the Service
 // they are served from (s in each handler).
 
 // eventService is hookline.v1.EventService (events.go).
@@ -15,7 +16,7 @@ type eventService struct {
 	s *Service
 }
 
-// endpointService is hookline.v1.EndpointService (endpoints.go,
+// endpointService is hookline.v1.EndpointService (endpointhandlers.go,
 // filtertest.go).
 type endpointService struct {
 	hooklinev1.UnimplementedEndpointServiceServer

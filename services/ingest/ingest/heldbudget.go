@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -198,10 +199,11 @@ func (b *heldBudget) unreserve(id string, n int64) {
 	}
 }
 
-// pausedEndpoints returns the ids of tenant's paused endpoints.
-func (s *Service) pausedEndpoints(tenant string) []string {
+// pausedEndpoints returns the ids of tenant's paused endpoints in store,
+// the endpoints view (heldBudget.paused).
+func pausedEndpoints(store *endpoints.Store, tenant string) []string {
 	var out []string
-	for _, r := range s.store.List(tenant) {
+	for _, r := range store.List(tenant) {
 		if r.GetEndpoint().GetStatus() == hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
 			out = append(out, r.GetEndpoint().GetId())
 		}

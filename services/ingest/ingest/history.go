@@ -4,22 +4,61 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/hookline/hookline/platform/endpoints"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/services/ingest/history"
+	"github.com/hookline/hookline/services/ingest/pagetoken"
 )
 
 // sweepEvery is how often entries older than the topics' retention are
 // deleted from the history index.
 const sweepEvery = time.Minute
 
+// deliveryHistory reads the delivery history that DeliveryService and
+// the console answer from: the history index under --data-dir, fed by
+// its follower of the deliveries, results and dead-letter topics, swept
+// of what the topics no longer hold; the searches and lookups on it;
+// and the redeliveries of a recover, read from it. It holds the index
+// and its follower (set by openHistory, in Run, before it serves), the
+// flags they are opened and swept with, the endpoints view, the page
+// tokens, admission and the producer a recover writes through, the
+// logger and the clock; nothing else.
+type deliveryHistory struct {
+	// dataDir is --data-dir; cacheBytes is --history-cache-bytes.
+	dataDir    string
+	cacheBytes int64
+	topics     hkafka.Topics
+	// retention is --topic-retention; holdRetention is
+	// --topic-hold-retention.
+	retention, holdRetention time.Duration
+	// recoverMaxWindow is --recover-max-window; recoverMaxDeliveries is
+	// --recover-max-deliveries.
+	recoverMaxWindow     time.Duration
+	recoverMaxDeliveries int
+	store                *endpoints.Store
+	tokens               *pagetoken.Codec
+	admission            *admission
+	kafka                *kafkaProducer
+	log                  *slog.Logger
+	now                  func() time.Time
+
+	// history serves DeliveryService and the console; writer applies
+	// what indexFollow reads and sweeps what retention removed. All are
+	// set by Run (openHistory) before it serves.
+	history     *history.Reader
+	writer      *history.Writer
+	indexFollow *hkafka.Follower
+}
+
 // openHistory opens the history index under --data-dir and makes the
 // follower that feeds it, resuming at the offsets the index stored.
-func (s *Service) openHistory() (*history.Store, error) {
-	hist, err := history.Open(s.cfg.DataDir, history.Topics{Deliveries: s.topics.Deliveries, Results: s.topics.Results, Dead: s.topics.Dead},
-		history.WithCacheBytes(s.cfg.HistoryCache), history.WithLogger(s.log))
+func (dh *deliveryHistory) openHistory() (*history.Store, error) {
+	hist, err := history.Open(dh.dataDir, history.Topics{Deliveries: dh.topics.Deliveries, Results: dh.topics.Results, Dead: dh.topics.Dead},
+		history.WithCacheBytes(dh.cacheBytes), history.WithLogger(dh.log))
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
@@ -40,9 +79,9 @@ func (s *Service) openHistory() (*history.Store, error) {
 		_ = hist.Close()
 		return nil, fmt.Errorf("ingest: history: warm the index: %w", err)
 	}
-	s.log.Info("history index open", "dir", hist.Dir(), "resume_after_records", resumed, "tables_warmed", warmed, "warm_took", time.Since(began))
-	s.history = hist.Reader()
-	s.indexFollow = hkafka.NewBatchFollower(hist.Writer().Apply, from, s.topics.Deliveries, s.topics.Results, s.topics.Dead)
+	dh.log.Info("history index open", "dir", hist.Dir(), "resume_after_records", resumed, "tables_warmed", warmed, "warm_took", time.Since(began))
+	dh.history, dh.writer = hist.Reader(), hist.Writer()
+	dh.indexFollow = hkafka.NewBatchFollower(dh.writer.Apply, from, dh.topics.Deliveries, dh.topics.Results, dh.topics.Dead)
 	return hist, nil
 }
 
@@ -50,15 +89,15 @@ func (s *Service) openHistory() (*history.Store, error) {
 // at start and every sweepEvery, until ctx ends: deliveries and events
 // older than --topic-retention, dead-lettered ones (and their events)
 // older than --topic-hold-retention.
-func (s *Service) sweepHistory(ctx context.Context, index *history.Writer) {
+func (dh *deliveryHistory) sweepHistory(ctx context.Context) {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	for {
-		now := s.now()
-		if d, e, err := index.Sweep(now.Add(-s.cfg.Kafka.Retention), now.Add(-max(s.cfg.Kafka.Retention, s.cfg.Kafka.HoldRetention))); err != nil {
-			s.log.Warn("history: retention sweep", "err", err)
+		now := dh.now()
+		if d, e, err := dh.writer.Sweep(now.Add(-dh.retention), now.Add(-max(dh.retention, dh.holdRetention))); err != nil {
+			dh.log.Warn("history: retention sweep", "err", err)
 		} else if d+e > 0 {
-			s.log.Info("history: retention sweep", "deliveries", d, "events", e)
+			dh.log.Info("history: retention sweep", "deliveries", d, "events", e)
 		}
 		select {
 		case <-ctx.Done():

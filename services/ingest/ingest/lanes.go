@@ -24,7 +24,8 @@ const laneCommandID = ids.LaneCommand
 
 // syncLanes makes an answer see every lane change committed before the
 // call began.
-func (s *Service) syncLanes(ctx context.Context) error {
+func (h *laneService) syncLanes(ctx context.Context) error {
+	s := h.s
 	if err := s.laneFollow.Sync(ctx, s.topics.Lanes); err != nil {
 		return kafkaStatus(ctx, "lanes not read", err)
 	}
@@ -33,16 +34,17 @@ func (s *Service) syncLanes(ctx context.Context) error {
 
 // laneEndpoint returns the caller's endpoint named by a LaneService
 // request, after the read barriers: NOT_FOUND for another tenant's.
-func (s *Service) laneEndpoint(ctx context.Context, id string) (*hooklinev1.EndpointRecord, error) {
+func (h *laneService) laneEndpoint(ctx context.Context, id string) (*hooklinev1.EndpointRecord, error) {
+	s := h.s
 	// endpoint_id is required: the requests' rule.
-	if err := s.readBarrier(ctx); err != nil {
+	if err := s.endpoints.readBarrier(ctx); err != nil {
 		return nil, err
 	}
-	rec, err := s.owned(ctx, id)
+	rec, err := s.endpoints.owned(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return rec, s.syncLanes(ctx)
+	return rec, h.syncLanes(ctx)
 }
 
 // ListBlockedLanes lists the endpoint's blocked lanes, by ordering key.
@@ -53,13 +55,13 @@ func (h *laneService) ListBlockedLanes(ctx context.Context, req *hooklinev1.List
 	query := "lanes\x00" + req.GetEndpointId()
 	var after *string
 	if req.GetPageToken() != "" {
-		a, err := s.decodeToken(tenant, query, req.GetPageToken())
+		a, err := decodeToken(s.tokens, tenant, query, req.GetPageToken())
 		if err != nil {
 			return nil, err
 		}
 		after = &a
 	}
-	if _, err := s.laneEndpoint(ctx, req.GetEndpointId()); err != nil {
+	if _, err := h.laneEndpoint(ctx, req.GetEndpointId()); err != nil {
 		return nil, err
 	}
 	resp := &hooklinev1.ListBlockedLanesResponse{}
@@ -82,8 +84,7 @@ func (h *laneService) ListBlockedLanes(ctx context.Context, req *hooklinev1.List
 // SkipLaneHead writes a skip command for the lane's blocked head; it
 // returns once the command is durable in Kafka.
 func (h *laneService) SkipLaneHead(ctx context.Context, req *hooklinev1.SkipLaneHeadRequest) (*hooklinev1.SkipLaneHeadResponse, error) {
-	s := h.s
-	id, err := s.laneCommand(ctx, hooklinev1.LaneOp_LANE_OP_SKIP, req.GetEndpointId(), req.GetOrderingKey(), req.GetDeliveryId())
+	id, err := h.laneCommand(ctx, hooklinev1.LaneOp_LANE_OP_SKIP, req.GetEndpointId(), req.GetOrderingKey(), req.GetDeliveryId())
 	if err != nil {
 		return nil, err
 	}
@@ -93,8 +94,7 @@ func (h *laneService) SkipLaneHead(ctx context.Context, req *hooklinev1.SkipLane
 // ResendLaneHead writes a resend command for the lane's blocked head; it
 // returns once the command is durable in Kafka.
 func (h *laneService) ResendLaneHead(ctx context.Context, req *hooklinev1.ResendLaneHeadRequest) (*hooklinev1.ResendLaneHeadResponse, error) {
-	s := h.s
-	id, err := s.laneCommand(ctx, hooklinev1.LaneOp_LANE_OP_RESEND, req.GetEndpointId(), req.GetOrderingKey(), req.GetDeliveryId())
+	id, err := h.laneCommand(ctx, hooklinev1.LaneOp_LANE_OP_RESEND, req.GetEndpointId(), req.GetOrderingKey(), req.GetDeliveryId())
 	if err != nil {
 		return nil, err
 	}
@@ -104,10 +104,11 @@ func (h *laneService) ResendLaneHead(ctx context.Context, req *hooklinev1.Resend
 // laneCommand checks that delivery names the blocked head of the lane
 // (endpoint, key) as of the call, and writes the command op on it to the
 // deliveries topic, keyed by endpoint id. It returns the command's id.
-func (s *Service) laneCommand(ctx context.Context, op hooklinev1.LaneOp, endpoint, key, delivery string) (string, error) {
+func (h *laneService) laneCommand(ctx context.Context, op hooklinev1.LaneOp, endpoint, key, delivery string) (string, error) {
+	s := h.s
 	// delivery_id (a delivery id) and ordering_key: the requests' rules
 	// (fieldrules.go).
-	rec, err := s.laneEndpoint(ctx, endpoint)
+	rec, err := h.laneEndpoint(ctx, endpoint)
 	if err != nil {
 		return "", err
 	}
@@ -135,7 +136,7 @@ func (s *Service) laneCommand(ctx context.Context, op hooklinev1.LaneOp, endpoin
 	if err != nil {
 		return "", status.Errorf(codes.Internal, "encode lane command: %v", err)
 	}
-	if err := s.produce(ctx, r); err != nil {
+	if err := s.kafka.produce(ctx, r); err != nil {
 		return "", kafkaStatus(ctx, "lane command not written", err)
 	}
 	s.log.InfoContext(ctx, "lane command written", "command_id", id, "op", op.String(), "endpoint_id", endpoint, "ordering_key", key, "delivery_id", delivery)

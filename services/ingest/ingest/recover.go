@@ -24,7 +24,7 @@ import (
 func (h *deliveryService) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest, stream grpc.ServerStreamingServer[hooklinev1.RecoverEndpointResponse]) error {
 	s := h.s
 	ctx := stream.Context()
-	ep, err := s.owned(ctx, req.GetEndpointId())
+	ep, err := s.endpoints.owned(ctx, req.GetEndpointId())
 	if err != nil {
 		return err
 	}
@@ -39,17 +39,17 @@ func (h *deliveryService) RecoverEndpoint(req *hooklinev1.RecoverEndpointRequest
 		return invalid("until", "must be after since")
 	}
 	tenant := apikey.TenantFrom(ctx)
-	todo, unavailable, err := s.redeliverFailed(ctx, tenant, req.GetEndpointId(), since, until)
+	todo, unavailable, err := s.deliveries.redeliverFailed(ctx, tenant, req.GetEndpointId(), since, until)
 	if err != nil {
 		return err
 	}
 
 	var last *hooklinev1.RecoverEndpointResponse
 	for {
-		changed := s.indexFollow.Changed()
+		changed := s.deliveries.indexFollow.Changed()
 		p := &hooklinev1.RecoverEndpointResponse{Total: uint32(len(todo)), Unavailable: uint32(unavailable)}
 		for _, d := range todo {
-			state, ok, err := s.history.OutcomeOf(tenant, d.id, d.attempt)
+			state, ok, err := s.deliveries.history.OutcomeOf(tenant, d.id, d.attempt)
 			switch {
 			case err != nil:
 				return historyStatus(err)
@@ -105,15 +105,15 @@ type recovered struct {
 // It counts the window first, from the index's payload-free entries, and
 // refuses one over --recover-max-deliveries before any payload is read;
 // then it reads, encodes and writes the deliveries a batch at a time.
-func (s *Service) redeliverFailed(ctx context.Context, tenant, endpoint string, since, until time.Time) ([]recovered, int, error) {
-	if w := until.Sub(since); w > s.cfg.RecoverMaxWindow {
-		return nil, 0, invalid("since", "the window since..until is %v, the limit is %v (--recover-max-window); recover it in parts", w.Round(time.Second), s.cfg.RecoverMaxWindow)
+func (dh *deliveryHistory) redeliverFailed(ctx context.Context, tenant, endpoint string, since, until time.Time) ([]recovered, int, error) {
+	if w := until.Sub(since); w > dh.recoverMaxWindow {
+		return nil, 0, invalid("since", "the window since..until is %v, the limit is %v (--recover-max-window); recover it in parts", w.Round(time.Second), dh.recoverMaxWindow)
 	}
-	if err := s.syncIndex(ctx); err != nil {
+	if err := dh.syncIndex(ctx); err != nil {
 		return nil, 0, err
 	}
-	limit := s.cfg.RecoverMaxDeliveries
-	ids, err := s.history.FailedIDs(tenant, endpoint, since, until, limit+1)
+	limit := dh.recoverMaxDeliveries
+	ids, err := dh.history.FailedIDs(tenant, endpoint, since, until, limit+1)
 	if err != nil {
 		return nil, 0, historyStatus(err)
 	}
@@ -131,11 +131,11 @@ func (s *Service) redeliverFailed(ctx context.Context, tenant, endpoint string, 
 			return nil
 		}
 		n := int64(batchBytes) + callOverhead
-		if err := s.admitWrite(ctx, n); err != nil {
+		if err := dh.admission.admitWrite(ctx, n); err != nil {
 			return err
 		}
-		err := s.produce(ctx, batch...)
-		s.admission.release(ctx, n)
+		err := dh.kafka.produce(ctx, batch...)
+		dh.admission.release(ctx, n)
 		written := len(done) - len(batch)
 		clear(batch)
 		batch, batchBytes = batch[:0], 0
@@ -145,7 +145,7 @@ func (s *Service) redeliverFailed(ctx context.Context, tenant, endpoint string, 
 		return nil
 	}
 	for _, id := range ids {
-		d, found, err := s.history.Redeliverable(tenant, id, since, until)
+		d, found, err := dh.history.Redeliverable(tenant, id, since, until)
 		switch {
 		case err != nil:
 			return nil, 0, historyStatus(err)
@@ -157,7 +157,7 @@ func (s *Service) redeliverFailed(ctx context.Context, tenant, endpoint string, 
 		}
 		d.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_RECOVER
 		d.DueAt = nil
-		r, err := hkafka.Record(s.topics.Deliveries, d.GetEndpointId(), d)
+		r, err := hkafka.Record(dh.topics.Deliveries, d.GetEndpointId(), d)
 		if err != nil {
 			return nil, 0, status.Errorf(codes.Internal, "encode delivery: %v", err)
 		}

@@ -9,6 +9,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/services/ingest/apikey"
 	"github.com/hookline/hookline/services/ingest/history"
+	"github.com/hookline/hookline/services/ingest/pagetoken"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -18,12 +19,12 @@ import (
 // filters, ordered by id (creation time), paginated by signed tokens.
 func (h *deliveryService) ListDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest) (*hooklinev1.ListDeliveriesResponse, error) {
 	s := h.s
-	return s.listDeliveries(ctx, req, false)
+	return s.deliveries.listDeliveries(ctx, req, false)
 }
 
 // listDeliveries is ListDeliveries, newest first when newest (the
 // console's log); a page token works only in the order it was made for.
-func (s *Service) listDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest, newest bool) (*hooklinev1.ListDeliveriesResponse, error) {
+func (dh *deliveryHistory) listDeliveries(ctx context.Context, req *hooklinev1.ListDeliveriesRequest, newest bool) (*hooklinev1.ListDeliveriesResponse, error) {
 	size := pageSize(req.GetPageSize())
 	f := history.Filter{EventID: req.GetEventId(), EndpointID: req.GetEndpointId(), EventType: req.GetEventType(), State: req.GetState(), Newest: newest}
 	var err error
@@ -32,23 +33,23 @@ func (s *Service) listDeliveries(ctx context.Context, req *hooklinev1.ListDelive
 	}
 	tenant := apikey.TenantFrom(ctx)
 	query := deliveryQuery(f)
-	after, err := s.decodeToken(tenant, query, req.GetPageToken())
+	after, err := decodeToken(dh.tokens, tenant, query, req.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
-	if err := s.syncIndex(ctx); err != nil {
+	if err := dh.syncIndex(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.checkOwned(tenant, f); err != nil {
+	if err := dh.checkOwned(tenant, f); err != nil {
 		return nil, err
 	}
-	page, err := s.history.Deliveries(tenant, f, after, size)
+	page, err := dh.history.Deliveries(tenant, f, after, size)
 	if err != nil {
 		return nil, historyStatus(err)
 	}
 	resp := &hooklinev1.ListDeliveriesResponse{Deliveries: page.Items}
 	if page.More {
-		resp.NextPageToken = s.tokens.Encode(tenant, query, page.After)
+		resp.NextPageToken = dh.tokens.Encode(tenant, query, page.After)
 	}
 	return resp, nil
 }
@@ -56,9 +57,9 @@ func (s *Service) listDeliveries(ctx context.Context, req *hooklinev1.ListDelive
 // checkOwned answers NOT_FOUND for another tenant's event or endpoint,
 // like a missing one. An endpoint is known from the endpoints view or,
 // once deleted, from its deliveries.
-func (s *Service) checkOwned(tenant string, f history.Filter) error {
+func (dh *deliveryHistory) checkOwned(tenant string, f history.Filter) error {
 	if f.EventID != "" {
-		ok, err := s.history.OwnsEvent(tenant, f.EventID)
+		ok, err := dh.history.OwnsEvent(tenant, f.EventID)
 		if err != nil {
 			return historyStatus(err)
 		}
@@ -68,10 +69,10 @@ func (s *Service) checkOwned(tenant string, f history.Filter) error {
 		return nil
 	}
 	if f.EndpointID != "" {
-		if ep := s.store.Get(f.EndpointID); ep != nil && ep.GetEndpoint().GetTenantId() == tenant {
+		if ep := dh.store.Get(f.EndpointID); ep != nil && ep.GetEndpoint().GetTenantId() == tenant {
 			return nil
 		}
-		ok, err := s.history.OwnsEndpoint(tenant, f.EndpointID)
+		ok, err := dh.history.OwnsEndpoint(tenant, f.EndpointID)
 		if err != nil {
 			return historyStatus(err)
 		}
@@ -94,14 +95,14 @@ func (h *deliveryService) ListEvents(ctx context.Context, req *hooklinev1.ListEv
 	}
 	tenant := apikey.TenantFrom(ctx)
 	query := fmt.Sprintf("events\x00%s\x00%d\x00%d", f.EventType, unixNano(f.Since), unixNano(f.Until))
-	after, err := s.decodeToken(tenant, query, req.GetPageToken())
+	after, err := decodeToken(s.tokens, tenant, query, req.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
-	if err := s.syncIndex(ctx); err != nil {
+	if err := s.deliveries.syncIndex(ctx); err != nil {
 		return nil, err
 	}
-	page, err := s.history.Events(tenant, f, after, size)
+	page, err := s.deliveries.history.Events(tenant, f, after, size)
 	if err != nil {
 		return nil, historyStatus(err)
 	}
@@ -132,11 +133,13 @@ func unixNano(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-func (s *Service) decodeToken(tenant, query, token string) (string, error) {
+// decodeToken returns where the page of token resumes ("": the first
+// page), checked by tokens against tenant and query.
+func decodeToken(tokens *pagetoken.Codec, tenant, query, token string) (string, error) {
 	if token == "" {
 		return "", nil
 	}
-	after, err := s.tokens.Decode(tenant, query, token)
+	after, err := tokens.Decode(tenant, query, token)
 	if err != nil {
 		return "", invalid("page_token", "%v", err)
 	}

@@ -5,20 +5,31 @@
 //
 // Each hookline.v1 service is served by a handler type of its own
 // (handlers.go): eventService (events.go), endpointService
-// (endpoints.go, filtertest.go), deliveryService (deliveries.go,
+// (endpointhandlers.go, filtertest.go), deliveryService (deliveries.go,
 // search.go, recover.go, testevent.go) and laneService (lanes.go). The
 // Service they share holds the views (endpoints, lanes), the idempotent
-// publisher (package idempotency, with its view of the claims), the
-// producer, the history index, auth, admission and the write limits,
-// and runs the process (Run): the gRPC server and its HTTP/JSON gateway
-// on one port (gateway.go) and the console (console.go).
+// publisher (package idempotency, with its view of the claims), auth,
+// admission, the held budget, the write limits and one field for each
+// part below, and runs the process (Run): the gRPC server and its
+// HTTP/JSON gateway on one port (gateway.go) and the console
+// (console.go).
 //
 // Other parts are types of their own beside the Service, each holding
 // only what it uses: the edge (edge.go, preauth.go) secures the port and
 // authenticates each caller before a body or a message is read; the
 // gateway (gateway.go) turns HTTP/JSON calls into gRPC ones;
 // consoleServer (console.go) serves the console; endpointSecrets
-// (secrets.go) seals the endpoints' signing secrets at rest.
+// (secrets.go) seals the endpoints' signing secrets at rest;
+// kafkaProducer (kafkaproducer.go) is the producer every write goes
+// through; endpointWriter (endpointwrites.go) writes endpoint records and
+// reads them back before a call answers; urlRules (endpointrules.go)
+// checks endpoint URLs and their destinations; contentRules
+// (contentfilter.go, transformation.go, filtertest.go) compiles and runs
+// the endpoints' content filters and transformations; fanOut (events.go,
+// fanout.go) decides a publish's targets and writes its Delivery
+// records; deliveryHistory (history.go, search.go, deliveries.go,
+// recover.go) keeps the delivery history index and answers and recovers
+// from it.
 package ingest
 
 import (
@@ -46,13 +57,11 @@ import (
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/platform/lanes"
-	"github.com/hookline/hookline/platform/netguard"
 	"github.com/hookline/hookline/platform/supervise"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/platform/transform"
 	"github.com/hookline/hookline/sdk/ids"
 	"github.com/hookline/hookline/services/ingest/apikey"
-	"github.com/hookline/hookline/services/ingest/history"
 	"github.com/hookline/hookline/services/ingest/idempotency"
 	"github.com/hookline/hookline/services/ingest/pagetoken"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -84,19 +93,29 @@ type Service struct {
 	now func() time.Time
 	// keys are the API keys the edge loads: the auth interceptors' and
 	// the console's.
-	keys  *apikey.Keys
-	guard *netguard.Policy
+	keys *apikey.Keys
 	// keyring authenticates the Delivery records this service writes
 	// (recordmac.go); secrets seals the endpoint secrets this service
 	// writes and opens the ones it answers, with it (secrets.go).
 	keyring *keyring.Keyring
 	secrets *endpointSecrets
 	store   *endpoints.Store
-	topics  hkafka.Topics
-	ln      net.Listener
-	lookup  func(ctx context.Context, host string) ([]net.IP, error)
+	// endpoints writes endpoint records to the endpoints topic, read back
+	// by store before a call answers (endpointwrites.go).
+	endpoints *endpointWriter
+	topics    hkafka.Topics
+	ln        net.Listener
+	// lookup is WithResolver's input; urls checks endpoint URLs with it
+	// (endpointrules.go).
+	lookup func(ctx context.Context, host string) ([]net.IP, error)
+	urls   *urlRules
 
-	kafka *kgo.Client // set by Run
+	// kafka is the producer every write goes through; Run sets its
+	// client (kafkaproducer.go).
+	kafka *kafkaProducer
+	// fanout decides a publish's targets and writes its Delivery records
+	// (events.go, fanout.go).
+	fanout *fanOut
 	// idempotent publishes the events that carry an idempotency key, by
 	// the claims idemFollow reads into its view.
 	idempotent *idempotency.Publisher
@@ -104,11 +123,10 @@ type Service struct {
 	// lanes is the lanes topic (LaneService), fed by laneFollow.
 	lanes      *lanes.View
 	laneFollow *hkafka.Follower
-	// history serves DeliveryService and the console, fed by
-	// indexFollow; both are set by Run before it serves.
-	history     *history.Reader
-	indexFollow *hkafka.Follower
-	tokens      *pagetoken.Codec
+	// deliveries reads the delivery history (history.go, search.go,
+	// deliveries.go, recover.go); tokens sign the list pages.
+	deliveries *deliveryHistory
+	tokens     *pagetoken.Codec
 	// consoleLn, when set, is where the console serves (New hands it to
 	// the console).
 	consoleLn net.Listener
@@ -117,13 +135,9 @@ type Service struct {
 	// revocations are the console's signed-out sessions.
 	revocations *sessionRevocations
 	// admission bounds the bytes of publishes held at once.
-	admission admission
+	admission *admission
 	// held bounds the payload bytes a tenant's paused endpoints hold.
 	held *heldBudget
-	// locks serialise endpoint read-modify-write cycles in this replica,
-	// per endpoint (and per tenant for creates); across replicas the
-	// conditional writes decide.
-	locks keyedMutex
 	// edge secures the listener and authenticates callers before a body
 	// or a message is read (edge.go, preauth.go).
 	edge *edge
@@ -134,12 +148,10 @@ type Service struct {
 	// fieldRules checks each request against its proto's field rules
 	// (fieldrules.go).
 	fieldRules *fieldRules
-	// filters holds the endpoints' content filters, compiled.
-	filters *celfilter.Cache
-	// transforms holds the endpoints' transformations, compiled.
-	transforms *transform.Cache
-	// filterErrors counts content filters that failed to evaluate.
-	filterErrors metric.Int64Counter
+	// content compiles and runs the endpoints' content filters and
+	// transformations (contentfilter.go, transformation.go,
+	// filtertest.go).
+	content *contentRules
 
 	tp trace.TracerProvider
 	mp metric.MeterProvider
@@ -218,19 +230,18 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		cfg:        cfg,
 		log:        slog.Default(),
 		now:        time.Now,
-		guard:      guard,
 		store:      endpoints.NewStore(),
 		topics:     cfg.Kafka.Topics(),
 		lookup: func(ctx context.Context, host string) ([]net.IP, error) {
 			return net.DefaultResolver.LookupIP(ctx, "ip", host)
 		},
-		admission: admission{limit: cfg.MaxInFlightBytes},
+		admission: &admission{limit: cfg.MaxInFlightBytes, writeWait: cfg.PublishTimeout},
 		tp:        otel.GetTracerProvider(),
 		mp:        otel.GetMeterProvider(),
 	}
-	s.held = &heldBudget{limit: cfg.MaxHeldBytesPerTenant, paused: s.pausedEndpoints,
+	s.held = &heldBudget{limit: cfg.MaxHeldBytesPerTenant, paused: func(tenant string) []string { return pausedEndpoints(s.store, tenant) },
 		unended: func(tenant string, eps []string) (map[string]int64, map[int32]int64, error) {
-			return s.history.Unended(tenant, eps)
+			return s.deliveries.history.Unended(tenant, eps)
 		}}
 	s.handlers()
 	for _, o := range opts {
@@ -244,7 +255,10 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	s.keys = s.edge.keys
-	s.revocations = newSessionRevocations(s.topics.ConsoleSessions, now, s.produce)
+	s.kafka = &kafkaProducer{timeout: cfg.PublishTimeout}
+	s.urls = &urlRules{allowHTTP: cfg.AllowHTTP, dnsTimeout: cfg.DNSTimeout, guard: guard, lookup: s.lookup}
+	s.endpoints = &endpointWriter{store: s.store, kafka: s.kafka, topic: s.topics.Endpoints, publishTimeout: cfg.PublishTimeout, now: now}
+	s.revocations = newSessionRevocations(s.topics.ConsoleSessions, now, s.kafka.produce)
 	if s.console, err = newConsoleServer(cfg, s.consoleLn, consoleBackend{s}, s.revocations, s.log, now); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
@@ -253,10 +267,29 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	instanceID := ids.New("ing_", s.now())
 	s.limits = newWriteLimits(cfg, now)
 	s.longCalls = newLongCalls(cfg.MaxLongCallsPerTenant)
-	s.filters = celfilter.NewCache(celfilter.DefaultCacheSize)
-	s.transforms = transform.NewCache(transform.DefaultCacheSize)
-	if s.filterErrors, err = newFilterErrors(s.mp); err != nil {
+	filterErrors, err := newFilterErrors(s.mp)
+	if err != nil {
 		return nil, err
+	}
+	s.content = &contentRules{
+		filters:         celfilter.NewCache(celfilter.DefaultCacheSize),
+		transforms:      transform.NewCache(transform.DefaultCacheSize),
+		filterErrors:    filterErrors,
+		log:             s.log,
+		maxPayloadBytes: cfg.MaxPayloadBytes,
+		urls:            s.urls,
+		endpoints:       s.endpoints,
+	}
+	s.fanout = &fanOut{
+		store:          s.store,
+		endpoints:      s.endpoints,
+		content:        s.content,
+		held:           s.held,
+		kafka:          s.kafka,
+		keyring:        kr,
+		topic:          s.topics.Deliveries,
+		publishTimeout: cfg.PublishTimeout,
+		maxFanoutBytes: cfg.MaxFanoutBytes,
 	}
 	idem := idempotency.NewView(s.now, cfg.IdempotencyTTL)
 	s.idemFollow = hkafka.NewFollower(idem.Apply, s.topics.Idempotency)
@@ -269,15 +302,30 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		InstanceID:     instanceID,
 		Now:            now,
 		Log:            s.log,
-		Targets:        s.targets,
-		Deliver:        s.publishClaimed,
-		Produce:        s.produce,
+		Targets:        s.fanout.targets,
+		Deliver:        s.fanout.publishClaimed,
+		Produce:        s.kafka.produce,
 		KafkaOpts:      func() ([]kgo.Opt, error) { return s.cfg.Kafka.Opts() },
 		KafkaStatus:    kafkaStatus,
 	})
 	s.lanes = lanes.NewView()
 	s.laneFollow = hkafka.NewFollower(s.lanes.Apply, s.topics.Lanes)
 	s.tokens = pagetoken.New(pageTokenKey(cfg))
+	s.deliveries = &deliveryHistory{
+		dataDir:              cfg.DataDir,
+		cacheBytes:           cfg.HistoryCache,
+		topics:               s.topics,
+		retention:            cfg.Kafka.Retention,
+		holdRetention:        cfg.Kafka.HoldRetention,
+		recoverMaxWindow:     cfg.RecoverMaxWindow,
+		recoverMaxDeliveries: cfg.RecoverMaxDeliveries,
+		store:                s.store,
+		tokens:               s.tokens,
+		admission:            s.admission,
+		kafka:                s.kafka,
+		log:                  s.log,
+		now:                  now,
+	}
 	return s, nil
 }
 
@@ -308,7 +356,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("ingest: kafka client: %w", err)
 	}
 	defer cl.Close()
-	s.kafka = cl
+	s.kafka.client = cl
 	specs := append(s.cfg.Kafka.Specs(), hkafka.TopicSpec{Name: s.topics.Idempotency, Configs: map[string]string{
 		// Time retention, not compaction: compaction keeps a key's last
 		// record, which may be a losing claim. Twice the TTL keeps every
@@ -341,7 +389,7 @@ func (s *Service) Run(ctx context.Context) error {
 	// never resurrects a change that lost (platform/endpoints).
 	g.Go(supervise.Part{Name: "ingest: endpoints repair", Run: func(ctx context.Context) error {
 		return s.store.Repair(ctx, func(ctx context.Context, rs ...*kgo.Record) error {
-			err := s.produce(ctx, rs...)
+			err := s.kafka.produce(ctx, rs...)
 			if err != nil {
 				s.log.WarnContext(ctx, "endpoints: repair not written; retrying", "err", err)
 			}
@@ -349,7 +397,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}, time.Second)
 	}})
 
-	hist, err := s.openHistory()
+	hist, err := s.deliveries.openHistory()
 	if err != nil {
 		g.Stop(err)
 		return g.Wait()
@@ -363,7 +411,7 @@ func (s *Service) Run(ctx context.Context) error {
 		g.Go(supervise.Part{Name: "ingest", Run: func(ctx context.Context) error { return f.Run(ctx, s.cfg.Kafka) }})
 	}
 	g.Go(supervise.Part{Name: "ingest: history sweep", Run: func(ctx context.Context) error {
-		s.sweepHistory(ctx, hist.Writer())
+		s.deliveries.sweepHistory(ctx)
 		return nil
 	}})
 
@@ -446,7 +494,7 @@ func (s *Service) serve(ctx context.Context, ln net.Listener, srv *grpc.Server, 
 	}
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
-	if err := s.kafka.Flush(flushCtx); err != nil {
+	if err := s.kafka.client.Flush(flushCtx); err != nil {
 		return fmt.Errorf("ingest: flush: %w", err)
 	}
 	return nil
@@ -547,5 +595,5 @@ func kafkaStatus(ctx context.Context, what string, err error) error {
 
 // followers returns the topic readers Run starts.
 func (s *Service) followers() []*hkafka.Follower {
-	return []*hkafka.Follower{s.idemFollow, s.indexFollow, s.laneFollow, s.revocations.follow}
+	return []*hkafka.Follower{s.idemFollow, s.deliveries.indexFollow, s.laneFollow, s.revocations.follow}
 }

@@ -29,7 +29,7 @@ const (
 // (signed, same SSRF guard), and does not retry it.
 func (h *deliveryService) SendTestEvent(ctx context.Context, req *hooklinev1.SendTestEventRequest) (*hooklinev1.SendTestEventResponse, error) {
 	s := h.s
-	rec, err := s.owned(ctx, req.GetEndpointId())
+	rec, err := s.endpoints.owned(ctx, req.GetEndpointId())
 	if err != nil {
 		return nil, err
 	}
@@ -73,10 +73,10 @@ func (h *deliveryService) SendTestEvent(ctx context.Context, req *hooklinev1.Sen
 	// Held until Kafka confirms it, within the budget publishes share
 	// (not while the outcome is awaited: that holds no more than this).
 	n := cost(len(payload), 1)
-	if err := s.admitWrite(ctx, n); err != nil {
+	if err := s.admission.admitWrite(ctx, n); err != nil {
 		return nil, err
 	}
-	err = s.produce(ctx, r)
+	err = s.kafka.produce(ctx, r)
 	s.admission.release(ctx, n)
 	if err != nil {
 		return nil, kafkaStatus(ctx, "test event not accepted", err)
@@ -85,8 +85,8 @@ func (h *deliveryService) SendTestEvent(ctx context.Context, req *hooklinev1.Sen
 	wctx, cancel := context.WithTimeout(ctx, testEventWait)
 	defer cancel()
 	for {
-		changed := s.indexFollow.Changed()
-		if _, attempts, _, ok, err := s.history.Delivery(d.GetTenantId(), d.GetDeliveryId()); err != nil {
+		changed := s.deliveries.indexFollow.Changed()
+		if _, attempts, _, ok, err := s.deliveries.history.Delivery(d.GetTenantId(), d.GetDeliveryId()); err != nil {
 			return nil, historyStatus(err)
 		} else if ok && len(attempts) > 0 {
 			resp.Result = attempts[0]

@@ -15,7 +15,7 @@ import (
 // compile (goja's message and position), one whose top level throws or
 // runs over the time limit, one that defines no handler. They are
 // INVALID_ARGUMENT.
-func (s *Service) validateTransformation(src string) error {
+func (c *contentRules) validateTransformation(src string) error {
 	if src == "" {
 		return nil
 	}
@@ -36,12 +36,12 @@ func (s *Service) validateTransformation(src string) error {
 // delivery keeps its id and reaches exactly one terminal result through
 // the one path that writes results, and the publish's answer (the
 // delivery ids) stays true.
-func (s *Service) transformDelivery(ctx context.Context, ep *hooklinev1.Endpoint, d *hooklinev1.Delivery) {
+func (c *contentRules) transformDelivery(ctx context.Context, ep *hooklinev1.Endpoint, d *hooklinev1.Delivery) {
 	src := ep.GetTransformation()
 	if src == "" {
 		return
 	}
-	p, err := s.transforms.Get(ep.GetTenantId(), src)
+	p, err := c.transforms.Get(ep.GetTenantId(), src)
 	if err != nil { // validated at create/update: only an older record
 		d.Transformed = &hooklinev1.Transformed{Error: err.Error()}
 		return
@@ -53,8 +53,8 @@ func (s *Service) transformDelivery(ctx context.Context, ep *hooklinev1.Endpoint
 		Method:    http.MethodPost,
 		Headers:   map[string]string{},
 	}, transform.Limits{
-		MaxPayloadBytes: s.cfg.MaxPayloadBytes,
-		ValidateURL:     s.validateURL,
+		MaxPayloadBytes: c.maxPayloadBytes,
+		ValidateURL:     c.urls.validateURL,
 	})
 	switch {
 	case err != nil:

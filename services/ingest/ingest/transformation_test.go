@@ -31,25 +31,25 @@ func TestTransformDeliveryMarksTheRecord(t *testing.T) {
 	}
 
 	d := delivery()
-	s.transformDelivery(t.Context(), ep("t", ""), d)
+	s.content.transformDelivery(t.Context(), ep("t", ""), d)
 	if d.GetTransformed() != nil || string(d.GetPayload()) != `{"amount": 15}` {
 		t.Fatalf("no script: %v; want the record untouched", d)
 	}
 
 	d = delivery()
-	s.transformDelivery(t.Context(), ep("t", `function handler(w) { return {cancel: w.payload.amount < 100} }`), d)
+	s.content.transformDelivery(t.Context(), ep("t", `function handler(w) { return {cancel: w.payload.amount < 100} }`), d)
 	if !d.GetTransformed().GetCancelled() || d.GetTransformed().GetError() != "" || string(d.GetPayload()) != `{"amount": 15}` {
 		t.Fatalf("cancel: %v; want marked cancelled, payload as published", d)
 	}
 
 	d = delivery()
-	s.transformDelivery(t.Context(), ep("t", `function handler(w) { throw new Error("no customer") }`), d)
+	s.content.transformDelivery(t.Context(), ep("t", `function handler(w) { throw new Error("no customer") }`), d)
 	if e := d.GetTransformed().GetError(); !strings.Contains(e, "no customer") || d.GetTransformed().GetCancelled() || string(d.GetPayload()) != `{"amount": 15}` {
 		t.Fatalf("throw: %v; want marked with the error, payload as published", d)
 	}
 
 	d = delivery()
-	s.transformDelivery(t.Context(), ep("t", `function handler(w) {
+	s.content.transformDelivery(t.Context(), ep("t", `function handler(w) {
 		w.payload = {text: "paid " + w.payload.amount}; w.eventType = "slack.message"; w.method = "PATCH"; w.headers["X-Team"] = "billing"; return w }`), d)
 	tr := d.GetTransformed()
 	if string(d.GetPayload()) != `{"text":"paid 15"}` || d.GetEventType() != "slack.message" || tr.GetMethod() != "PATCH" || tr.GetHeaders()["X-Team"] != "billing" || tr.GetUrl() != "" || tr.GetError() != "" || tr.GetCancelled() {
@@ -72,9 +72,9 @@ func TestTransformDeliveryMarksTheRecord(t *testing.T) {
 		}
 	}
 
-	before := s.transforms.Len()
-	s.transformDelivery(t.Context(), ep("other", `function handler(w) { throw new Error("no customer") }`), delivery())
-	if s.transforms.Len() != before+1 {
-		t.Fatalf("another tenant's copy of a script shared a program (%d programs, want %d)", s.transforms.Len(), before+1)
+	before := s.content.transforms.Len()
+	s.content.transformDelivery(t.Context(), ep("other", `function handler(w) { throw new Error("no customer") }`), delivery())
+	if s.content.transforms.Len() != before+1 {
+		t.Fatalf("another tenant's copy of a script shared a program (%d programs, want %d)", s.content.transforms.Len(), before+1)
 	}
 }

@@ -40,7 +40,7 @@ func FuzzValidateURL(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.validateURL(t.Context(), raw) != nil {
+		if s.urls.validateURL(t.Context(), raw) != nil {
 			return
 		}
 		u, err := url.Parse(raw)
@@ -51,10 +51,10 @@ func FuzzValidateURL(f *testing.F) {
 			t.Fatalf("accepted %q: scheme %q host %q user %v fragment %q", raw, u.Scheme, u.Hostname(), u.User, u.Fragment)
 		}
 		if lit, err := netip.ParseAddr(u.Hostname()); err == nil {
-			if s.guard.Base().Check(lit) != nil {
+			if s.urls.guard.Base().Check(lit) != nil {
 				t.Fatalf("accepted %q, a literal address the guard refuses", raw)
 			}
-		} else if ok && s.guard.Base().Check(answer) != nil {
+		} else if ok && s.urls.guard.Base().Check(answer) != nil {
 			t.Fatalf("accepted %q, whose host resolves to %s", raw, answer)
 		}
 		if strings.ContainsAny(u.Hostname(), " \t\r\n") {

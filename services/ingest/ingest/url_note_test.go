@@ -13,15 +13,15 @@ import (
 func TestUnresolvableHostIsAcceptedWithANote(t *testing.T) {
 	dev := newURLTestService(t, func(c *Config) { c.AllowPrivate = true })
 	acme := tenantCtx(t, "acme")
-	if err := dev.validateURL(acme, "https://nowhere.acme.test/hooks"); err != nil {
+	if err := dev.urls.validateURL(acme, "https://nowhere.acme.test/hooks"); err != nil {
 		t.Fatalf("an unresolvable host in dev mode: %v, want it accepted", err)
 	}
-	note := dev.urlNote(acme, "https://nowhere.acme.test/hooks")
+	note := dev.urls.urlNote(acme, "https://nowhere.acme.test/hooks")
 	if !strings.Contains(note, "nowhere.acme.test") || !strings.Contains(note, "does not resolve") {
 		t.Fatalf("note %q: want it to say nowhere.acme.test does not resolve", note)
 	}
 	for _, u := range []string{"https://intranet.acme.test/hooks", "https://10.1.2.3/hooks"} {
-		if note := dev.urlNote(acme, u); note != "" {
+		if note := dev.urls.urlNote(acme, u); note != "" {
 			t.Errorf("%s: note %q, want none", u, note)
 		}
 	}

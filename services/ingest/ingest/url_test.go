@@ -51,21 +51,21 @@ func newURLTestService(t *testing.T, configure func(*Config)) *Service {
 func TestEndpointURLIsCheckedWithItsTenantsAllowList(t *testing.T) {
 	s := newURLTestService(t, func(c *Config) { c.TenantAllowCIDRs = []string{"acme=10.20.0.0/16"} })
 	acme, other := tenantCtx(t, "acme"), tenantCtx(t, "other")
-	if err := s.validateURL(acme, "https://intranet.acme.test/hooks"); err != nil {
+	if err := s.urls.validateURL(acme, "https://intranet.acme.test/hooks"); err != nil {
 		t.Fatalf("acme's allow-listed receiver: %v", err)
 	}
-	err := s.validateURL(other, "https://intranet.acme.test/hooks")
+	err := s.urls.validateURL(other, "https://intranet.acme.test/hooks")
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `cannot resolve "intranet.acme.test" to an allowed address`) || strings.Contains(err.Error(), "10.20.1.2") {
 		t.Fatalf("another tenant: %v, want InvalidArgument saying it does not resolve to an allowed address, without the address", err)
 	}
 	for _, u := range []string{"https://[fe80::1%25eth0]/", "https://[::1%25lo]:8443/", "https://[fd00:ec2::254%25eth0]/", "https://[64:ff9b::7f00:1]/", "https://[2002:a00:1::]/"} {
-		if err := s.validateURL(acme, u); status.Code(err) != codes.InvalidArgument {
+		if err := s.urls.validateURL(acme, u); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%s: %v, want InvalidArgument", u, err)
 		}
 	}
 	dev := newURLTestService(t, func(c *Config) { c.AllowPrivate = true })
 	for _, u := range []string{"https://169.254.169.254/latest/", "https://[::ffff:169.254.169.254]/", "https://100.100.100.200/", "https://[fd00:ec2::254]/"} {
-		if err := dev.validateURL(acme, u); status.Code(err) != codes.InvalidArgument {
+		if err := dev.urls.validateURL(acme, u); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("dev mode, %s: %v, want InvalidArgument", u, err)
 		}
 	}
