@@ -275,7 +275,19 @@ func TestSimAMemberExpelledForItsSessionCommitsNothingItNoLongerOwned(t *testing
 			if rejoin.Hits() == 0 {
 				t.Fatal("dispatcher-1's old member never heartbeated after the thaw: the scenario did not happen")
 			}
-			time.Sleep(3 * time.Second) // its rejoin, the revoke's hand-off and the commit it would make
+			// dispatcher-1 is back once the group is stable with both
+			// members: its rejoin's hand-off (and the commit it used to
+			// make) came before that.
+			for {
+				described, err := w.st.admin.DescribeGroups(t.Context(), w.dc.Group)
+				if g, ok := described[w.dc.Group]; err == nil && ok && g.State == "Stable" && len(g.Members) == 2 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the group did not settle with both dispatchers within %v: %v", waitFor, described)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 			terminal := w.terminalStates()
 			for _, m := range w.members {
 				if got := terminal[m.deliveryID]; len(got) != 1 {
