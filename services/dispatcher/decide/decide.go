@@ -43,7 +43,7 @@ type Rules struct {
 	RetryAfterMax time.Duration // --retry-after-max: the longest Retry-After honoured
 }
 
-// MaxAttempts is the endpoint's attempt budget: its retry policy's, or
+// Attempts is the endpoint's attempt budget: its retry policy's, or
 // the default.
 func (r Rules) Attempts(ep *hooklinev1.EndpointRecord) uint32 {
 	if n := ep.GetEndpoint().GetRetryPolicy().GetMaxAttempts(); n > 0 {
