@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -109,7 +110,8 @@ type stack struct {
 	newDispatcher func(drain time.Duration) *dispatcher.Service
 	// newPeer makes another dispatcher of the same group, with
 	// transactional id suffix n (the first is 1).
-	newPeer func(n int, drain time.Duration) *dispatcher.Service
+	// opts (after the stack's own) set what that one dispatcher alone has.
+	newPeer func(n int, drain time.Duration, opts ...dispatcher.Option) *dispatcher.Service
 }
 
 // vservice runs one service of a stack so a test can stop and restart it.
@@ -213,7 +215,7 @@ func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.newPeer = func(n int, drain time.Duration) *dispatcher.Service {
+	st.newPeer = func(n int, drain time.Duration, opts ...dispatcher.Option) *dispatcher.Service {
 		c := dc
 		c.DrainTimeout = drain
 		c.TransactionalID = fmt.Sprintf("%sdispatcher-%d", kc.TopicPrefix, n)
@@ -228,7 +230,7 @@ func startStack(t *testing.T, configure ...func(*stackConfig)) *stack {
 			name = fmt.Sprint("dispatcher-", n)
 		}
 		d, err := dispatcher.New(c, append([]dispatcher.Option{dispatcher.WithLogger(testLogger(t, name)),
-			dispatcher.WithTelemetry(conf.telemetryOf("dispatcher"))}, conf.dispatcherOpts...)...)
+			dispatcher.WithTelemetry(conf.telemetryOf("dispatcher"))}, append(slices.Clip(conf.dispatcherOpts), opts...)...)...)
 		if err != nil {
 			t.Fatal(err)
 		}

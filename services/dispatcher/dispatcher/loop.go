@@ -362,6 +362,7 @@ func (e *engine) end() {
 	e.settleInFlight(endGrace)
 	e.dropWindow()
 	e.cancelWork()
+	defer e.y.wait() // before the session closes (yield.go)
 	for {
 		e.takeAndDiscard()
 		if e.outstanding <= 0 {

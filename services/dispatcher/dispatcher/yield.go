@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,20 @@ import (
 //     until a partition callback ran (a poll would wait inside the
 //     client for the callback, and the loop with it).
 //
+// AllowRebalance zeroes the client's count of polls, and a callback
+// waits only while that count is above zero. franz-go follows a
+// callback with another one within a millisecond on kfake: a
+// cooperative session ends with a revoke of nothing, which is allowed
+// at once, and the revoke of the partitions the next SyncGroup moved
+// away comes as soon as the member has joined again. Were a poll
+// counted only by the loop's next poll, that revoke would run without
+// the loop whenever the loop's turn took longer than a join (1 of 3,053
+// deliveries was POSTed again, under load). So each allowed callback is
+// followed at once by a poll counted from a goroutine of its own
+// (rearmAfter): a poll with a context already over returns at once and
+// touches nothing but the count, so it is safe beside a transaction's
+// End, and the client adds it only once the allowed callback has run.
+//
 // Every step is bounded: whatever state a commit is in, the loop yields
 // at yieldHardWait (the heartbeats go on meanwhile: a commit's End is
 // answered by the session's heartbeat loop, and with KIP-447 it commits
@@ -48,8 +63,9 @@ import (
 // assignment, a lost session) is allowed at once.
 //
 // The client zeroes its count of polls only on AllowRebalance and adds
-// one per poll that returns records; re-arm keeps it from growing for
-// ever when no rebalance comes.
+// one per poll that returns records; the loop zeroes it itself every
+// rearmPolls polls (rearmed) so that it never grows past 32 bits when no
+// rebalance comes.
 
 // yieldDrainWait bounds how long a leaving partition's attempts in
 // flight are waited for before its work is committed without them (an
@@ -96,16 +112,18 @@ type handOff struct {
 	// before the hand-off yields: the one begun after the drain.
 	need  uint64
 	polls int
-	// rearm is set once an allowed callback ran: the loop's next poll
-	// first adds one back to the client's count (rearmed).
-	rearm bool
+	// rearming counts the goroutines that add a poll back to the
+	// client's count after an allowed callback (rearmAfter); the loop
+	// waits for them before its session closes (wait).
+	rearming sync.WaitGroup
 }
 
 // handOffWork is what the hand-off asks of the loop at a step: the
 // partitions the window holds that the last assignment lacks, whether
 // any of theirs has an attempt in flight, spilling their waiting
-// deliveries, the commits begun and ended (and whether one runs), and
-// letting the waiting callback run.
+// deliveries, the commits begun and ended (and whether one runs),
+// letting the waiting callback run, and counting a poll again once it
+// has run.
 type handOffWork struct {
 	leaving      func() map[tp]bool
 	inFlight     func(map[tp]bool) bool
@@ -113,6 +131,7 @@ type handOffWork struct {
 	begun, ended uint64
 	committing   bool
 	allow        func()
+	rearm        func()
 	log          *slog.Logger
 }
 
@@ -150,7 +169,7 @@ func (h *handOff) active() bool { return h.phase != yieldNone || h.blocked.Load(
 // step moves the hand-off on (the loop, each turn it is active).
 func (h *handOff) step(now time.Time, w handOffWork) {
 	if h.phase == yieldYielded && (h.ran.Swap(false) || now.Sub(h.since) >= yieldCallbackWait) {
-		h.phase, h.rearm = yieldNone, true
+		h.phase = yieldNone
 	}
 	if h.phase == yieldNone && h.blocked.Swap(false) {
 		h.ran.Store(false)
@@ -187,31 +206,59 @@ func (h *handOff) step(now time.Time, w handOffWork) {
 	}
 }
 
-// yield lets the waiting callback run.
+// yield lets the waiting callback run, and has a poll counted again as
+// soon as it has run, so that the callback franz-go may start right
+// after it waits for the loop too.
 func (h *handOff) yield(now time.Time, w handOffWork) {
+	revokes := len(h.leaving)
 	h.phase, h.since, h.leaving, h.polls = yieldYielded, now, nil, 0
 	w.allow()
+	w.rearm()
+	w.log.Debug("a partition callback is allowed", "revokes", revokes)
 }
 
+// pollCounter is the session's poll, as rearmAfter uses it.
+type pollCounter interface {
+	PollRecords(ctx context.Context, maxPollRecords int) kgo.Fetches
+}
+
+// rearmAfter adds a poll to the client's count, on a goroutine of its
+// own, once no partition callback runs: right after the callback the
+// loop just allowed (the client adds a poll only while its count is
+// zero and no callback runs). The poll's context is over, so it returns
+// at once without records and changes nothing but the count; the loop
+// does not poll until the callback ran, and this poll may overlap a
+// transaction's End (kgo's PollRecords with a context over, v1.22:
+// no uncommitted offsets are read or moved for a transactional session).
+func (h *handOff) rearmAfter(sess pollCounter) {
+	h.rearming.Add(1)
+	go func() {
+		defer h.rearming.Done()
+		over, cancel := context.WithCancel(context.Background())
+		cancel()
+		sess.PollRecords(over, 1)
+	}()
+}
+
+// wait waits for the goroutines of rearmAfter (the loop, when it ends:
+// each returns once the callbacks running when it began have, which are
+// bounded). A poll counted after the session began to close would keep
+// its leave from running (kgo's LeaveGroup waits for a zero count).
+func (h *handOff) wait() { h.rearming.Wait() }
+
 // rearmed is called before each poll, with the poll gate held (no
-// commit ends meanwhile). After an allowed callback ran, the client
-// counts no poll, and a poll adds itself to the count only once it has
-// records to return: the next callback (the revoke of the partitions a
-// SyncGroup moved away comes right after the end of a cooperative
-// session) would not wait for the loop. So one is added back at once
-// with a poll that returns at once (its context is over). Every
-// rearmPolls polls the count is zeroed and one added back the same way,
-// so that it never grows past the client's 32 bits.
+// commit ends meanwhile). The client adds one to its count of polls for
+// each poll that returns records, and zeroes it only on AllowRebalance:
+// every rearmPolls polls the loop zeroes it and adds one back with a
+// poll that returns at once (its context is over), so that it never
+// grows past the client's 32 bits.
 func (h *handOff) rearmed(sess *kgo.GroupTransactSession) {
 	h.polls++
-	switch {
-	case h.rearm:
-	case h.polls >= rearmPolls && !h.blocked.Load(): // a callback waiting now is handed off first
-		sess.AllowRebalance()
-	default:
+	if h.polls < rearmPolls || h.blocked.Load() { // a callback waiting now is handed off first
 		return
 	}
-	h.polls, h.rearm = 0, false
+	sess.AllowRebalance()
+	h.polls = 0
 	over, cancel := context.WithCancel(context.Background())
 	cancel()
 	sess.PollRecords(over, 1)
@@ -247,6 +294,7 @@ func (e *engine) handOffWork(sess *kgo.GroupTransactSession, now time.Time) hand
 		ended:      e.commitsEnded,
 		committing: e.committing,
 		allow:      sess.AllowRebalance,
+		rearm:      func() { e.y.rearmAfter(sess) },
 		log:        e.s.log,
 	}
 }
