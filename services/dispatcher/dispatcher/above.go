@@ -156,18 +156,18 @@ func (pw *partWindow) trimAbove() {
 // partition's metadata holds, and returns each partition's metadata
 // (parts gains the partitions whose outputs it added). The entries it
 // takes wait for the commit's end (aboveEnded).
-func (e *engine) commitAbove(outs []*kgo.Record, parts []hkafka.TopicPartition, marks map[string]map[int32]kgo.EpochOffset) ([]*kgo.Record, []hkafka.TopicPartition, map[tp]string) {
+func (c *committer) commitAbove(outs []*kgo.Record, parts []hkafka.TopicPartition, marks map[string]map[int32]kgo.EpochOffset) ([]*kgo.Record, []hkafka.TopicPartition, map[tp]string) {
 	byPart := map[*partWindow][]*entry{}
 	var keep []*entry
-	for _, en := range e.w.fresh {
+	for _, en := range c.w.fresh {
 		pw := en.part
-		if pw.dropped || e.w.parts[pw.k] != pw || en.state != entryDone || en.aboveTxn || en.aboveDone || en.rec.Offset < pw.watermark() {
+		if pw.dropped || c.w.parts[pw.k] != pw || en.state != entryDone || en.aboveTxn || en.aboveDone || en.rec.Offset < pw.watermark() {
 			continue // gone, popped, or taken already
 		}
 		byPart[pw] = append(byPart[pw], en)
 	}
 	metas := map[tp]string{}
-	for k, pw := range e.w.parts {
+	for k, pw := range c.w.parts {
 		pw.trimAbove()
 		ens := byPart[pw]
 		merged := slices.Clone(pw.above)
@@ -186,9 +186,9 @@ func (e *engine) commitAbove(outs []*kgo.Record, parts []hkafka.TopicPartition, 
 			}
 			outs = append(outs, en.outs...)
 			en.aboveTxn = true
-			e.txnAbove = append(e.txnAbove, en)
+			c.txnAbove = append(c.txnAbove, en)
 			if en.opKey != nil {
-				e.lanes.add(en) // its lane change commits with it (laneCommit.outputs)
+				c.lanes.add(en) // its lane change commits with it (laneCommit.outputs)
 			}
 			added = true
 		}
@@ -196,8 +196,8 @@ func (e *engine) commitAbove(outs []*kgo.Record, parts []hkafka.TopicPartition, 
 			parts = append(parts, p)
 		}
 	}
-	clear(e.w.fresh)
-	e.w.fresh = append(e.w.fresh[:0], keep...)
+	clear(c.w.fresh)
+	c.w.fresh = append(c.w.fresh[:0], keep...)
 	return outs, parts, metas
 }
 
@@ -217,16 +217,16 @@ func withAbove(req *kmsg.TxnOffsetCommitRequest, metas map[tp]string) {
 // their watermark: committed, their outputs are released and the
 // partitions' sets kept for their next windows; aborted, they are
 // candidates again (their partitions' sets lose them).
-func (e *engine) aboveEnded(committed bool) {
+func (c *committer) aboveEnded(committed bool) {
 	if committed {
-		e.s.answersCommitted(e.txnAbove)
+		c.answered(c.txnAbove)
 	}
-	for _, en := range e.txnAbove {
+	for _, en := range c.txnAbove {
 		en.aboveTxn = false
 		pw := en.part
 		if committed {
 			if en.state == entryDone { // not dropped with its partition meanwhile (sweep uncharged it)
-				e.w.placeOnly(en)
+				c.w.placeOnly(en)
 			}
 			continue
 		}
@@ -234,14 +234,14 @@ func (e *engine) aboveEnded(committed bool) {
 			pw.above = slices.Delete(pw.above, i, i+1)
 		}
 		if !pw.dropped {
-			e.w.fresh = append(e.w.fresh, en)
+			c.w.fresh = append(c.w.fresh, en)
 		}
 	}
-	clear(e.txnAbove)
-	e.txnAbove = e.txnAbove[:0]
+	clear(c.txnAbove)
+	c.txnAbove = c.txnAbove[:0]
 	if committed {
-		for k, pw := range e.w.parts {
-			e.skip.set(k, pw.above)
+		for k, pw := range c.w.parts {
+			c.skip.set(k, pw.above)
 		}
 	}
 }
@@ -263,6 +263,6 @@ func (s *Service) seedSkips(e *engine, assigned map[string][]int32, committed ka
 			s.log.Warn("offset commit metadata not understood; skipping nothing", "partition", p, "metadata", c.Metadata)
 			continue
 		}
-		e.skip.set(tp{topic, p}, offs)
+		e.c.skip.set(tp{topic, p}, offs)
 	}
 }

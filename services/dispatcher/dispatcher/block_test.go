@@ -135,8 +135,8 @@ func (e *engine) commitNow() []*kgo.Record {
 	for _, pw := range e.w.parts {
 		outs, _, _ = e.w.popDone(pw, e.s.now(), outs)
 	}
-	outs = e.lanes.outputs(outs)
-	e.lanes.ended(true)
+	outs = e.c.lanes.outputs(outs)
+	e.c.lanes.ended(true)
 	return outs
 }
 

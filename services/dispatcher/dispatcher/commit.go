@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,70 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// committer builds the loop's commits and carries the one in progress:
+// what it popped and took above the watermark, its share of the lanes
+// topic, the gate that keeps polls out of its End, and the backoff after
+// an abort. Loop goroutine only, but for what its transaction's
+// goroutine touches (gate, and the inbox it reports to).
+type committer struct {
+	// What it is given: the window it commits, the inbox its
+	// transaction reports to, the membership each offset commit is
+	// checked against, the loop's work context (a backoff ends with it),
+	// and the Service's accounting of a transaction's end (after:
+	// Service.afterTransaction; pauses: the automatic pauses its records
+	// settle; answered: Service.answersCommitted).
+	w        *window
+	in       *inbox
+	member   *hkafka.Membership
+	work     context.Context
+	cfg      *Config
+	log      *slog.Logger
+	after    func(committed, aborted bool, failed []refused, records int, produceErr error, parts []hkafka.TopicPartition) (time.Duration, map[string]string)
+	pauses   *pendingPauses
+	answered func([]*entry)
+
+	// committing is set while a commit's transaction runs: no second
+	// commit meanwhile. gate keeps polls out of its End.
+	committing bool
+	gate       pollGate
+	// lastCommit is when the last commit ended: the next starts at least
+	// CommitInterval later, so the loop polls between commits even when
+	// a commit takes longer than the interval.
+	lastCommit time.Time
+	// lanes is the lanes topic's share of the commit being built and
+	// of the one in progress: the entries with a lane change it popped,
+	// and their changes, kept or taken back at its end (lanes.go).
+	lanes laneCommit
+	// txn are the entries the commit in progress popped: an abort Kafka
+	// caused puts them back, their lane changes (lanes) with them
+	// (keepTxn). backingOff is set from an aborted commit until its
+	// backoff ends: no attempt starts meanwhile (duplicates stay bounded:
+	// docs/DESIGN.md, "What a crash, a rebalance or an outage re-POSTs").
+	txn        []*entry
+	backingOff bool
+	// txnAbove are the entries the commit in progress carries above
+	// their watermark; skip the offsets committed so (above.go).
+	txnAbove []*entry
+	skip     skips
+	// retrying is set from a commit Kafka aborted until one lands: the
+	// work it kept commits before new attempts start.
+	retrying bool
+	// commitStarted is when the commit in progress began.
+	commitStarted time.Time
+	// begun and ended count commits (the rebalance hand-off waits for
+	// one begun after it: yield.go).
+	begun, ended uint64
+}
+
+// popped takes en, which the commit being built popped (window.popDone):
+// an abort puts it back (keepTxn), its lane change with it.
+func (c *committer) popped(en *entry) {
+	c.txn = append(c.txn, en)
+	if en.opKey != nil {
+		c.lanes.add(en)
+	}
+}
 
 // commit writes, in one transaction, the outputs of every partition's
 // completed prefix and moves each partition's committed offset to its
@@ -33,18 +98,20 @@ import (
 // session does not allow a poll during End: see pollGate), and after an
 // aborted End until the loop has dropped its window and backed off, since
 // the session rewound to the committed offsets. Its end comes back
-// through the inbox (msgCommitted).
-func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now time.Time) {
+// through the inbox (msgCommitted). commit returns whether a
+// transaction began (nothing to write: none), which the loop counts as
+// outstanding until its end comes back.
+func (c *committer) commit(ctx context.Context, sess *kgo.GroupTransactSession, now time.Time) bool {
 	var outs []*kgo.Record
 	marks := map[string]map[int32]kgo.EpochOffset{}
 	var parts []hkafka.TopicPartition // whose work the transaction carries
-	clear(e.txn)
-	e.txn = e.txn[:0]
-	e.lanes.dropOps()
-	for k, pw := range e.w.parts {
+	clear(c.txn)
+	c.txn = c.txn[:0]
+	c.lanes.dropOps()
+	for k, pw := range c.w.parts {
 		var mark int64
 		var moved bool
-		outs, mark, moved = e.w.popDone(pw, now, outs) // popped entries: e.txn
+		outs, mark, moved = c.w.popDone(pw, now, outs) // popped entries: c.txn
 		if moved {
 			parts = append(parts, hkafka.TopicPartition{Topic: k.topic, Partition: k.partition})
 		}
@@ -53,30 +120,29 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		}
 		marks[k.topic][k.partition] = kgo.EpochOffset{Epoch: pw.epoch, Offset: mark}
 	}
-	e.w.done = 0
-	outs, parts, metas := e.commitAbove(outs, parts, marks)
-	outs = e.lanes.outputs(outs)
-	e.commitsBegun++
+	c.w.done = 0
+	outs, parts, metas := c.commitAbove(outs, parts, marks)
+	outs = c.lanes.outputs(outs)
+	c.begun++
 	if len(outs) == 0 {
-		e.commitsEnded++
-		e.aboveEnded(false) // no transaction: they are taken by the next
-		return
+		c.ended++
+		c.aboveEnded(false) // no transaction: they are taken by the next
+		return false
 	}
-	e.committing = true
-	e.commitStarted = now
-	e.outstanding++
+	c.committing = true
+	c.commitStarted = now
 	// The windows the commit was built from, one per partition it names
 	// an offset for: a partition whose window a revoke or a loss dropped
 	// since is no longer this commit's to write (atWatermarks).
-	built := make(map[hkafka.TopicPartition]*partWindow, len(e.w.parts))
-	for k, pw := range e.w.parts {
+	built := make(map[hkafka.TopicPartition]*partWindow, len(c.w.parts))
+	for k, pw := range c.w.parts {
 		built[hkafka.TopicPartition{Topic: k.topic, Partition: k.partition}] = pw
 	}
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
-		if err := e.member.CommitAs(req); err != nil {
+		if err := c.member.CommitAs(req); err != nil {
 			return err // the session's member was expelled since: its work is stale
 		}
-		err := atWatermarks(req, marks, parts, func(p hkafka.TopicPartition) bool { return e.w.owns(built[p]) })
+		err := atWatermarks(req, marks, parts, func(p hkafka.TopicPartition) bool { return c.w.owns(built[p]) })
 		withAbove(req, metas)
 		return err
 	})
@@ -86,30 +152,30 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 		var failed []refused
 		ending := false
 		var endBegan time.Time
-		committed, perr, err := hkafka.TransactEach(tctx, sess, e.s.cfg.TxnTimeout, outs, func() {
+		committed, perr, err := hkafka.TransactEach(tctx, sess, c.cfg.TxnTimeout, outs, func() {
 			ending = true
 			endBegan = time.Now()
-			e.gate.close(e.in)
+			c.gate.close(c.in)
 		}, func(r *kgo.Record, err error) {
 			mu.Lock()
 			failed = append(failed, refused{R: r, Err: err})
 			mu.Unlock()
 		})
 		if !ending {
-			e.gate.close(e.in) // failed before End: the loop reopens it
+			c.gate.close(c.in) // failed before End: the loop reopens it
 		}
 		if committed && err == nil {
-			e.gate.open()
+			c.gate.open()
 		}
-		e.gate.endDone()
+		c.gate.endDone()
 		aborted := !committed && err == nil
-		wait, blamed := e.s.afterTransaction(committed, aborted, failed, len(outs), perr, parts)
-		e.s.pauses.committed(ctx, outs, committed && err == nil)
+		wait, blamed := c.after(committed, aborted, failed, len(outs), perr, parts)
+		c.pauses.committed(ctx, outs, committed && err == nil)
 		var endTook time.Duration
 		if ending {
 			endTook = time.Since(endBegan)
 		}
-		e.in.post(msg{kind: msgCommitted, committed: committed, produceErr: perr, err: err, records: len(outs), took: time.Since(began), ending: endTook, blamed: blamed})
+		c.in.post(msg{kind: msgCommitted, committed: committed, produceErr: perr, err: err, records: len(outs), took: time.Since(began), ending: endTook, blamed: blamed})
 		if aborted {
 			// The window starts over; each partition's new window reads
 			// the lanes view before any of its records is placed
@@ -121,12 +187,13 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
-			case <-e.work.Done(): // the loop ended (end)
+			case <-c.work.Done(): // the loop ended (end)
 				t.Stop()
 			}
-			e.in.post(msg{kind: msgCommitted, produceErr: errBackoffEnded})
+			c.in.post(msg{kind: msgCommitted, produceErr: errBackoffEnded})
 		}
 	}()
+	return true
 }
 
 // committed takes a commit's end: an aborted transaction wrote nothing
@@ -137,34 +204,36 @@ func (e *engine) commit(ctx context.Context, sess *kgo.GroupTransactSession, now
 //
 // After an aborted commit the loop stays committing, polling nothing,
 // until the commit's goroutine has backed off (produce.go) and posts
-// errBackoffEnded.
-func (e *engine) committed(m *msg, now time.Time) error {
-	e.committing = false
+// errBackoffEnded: backoff says so, and the loop counts that message
+// and sweeps the partitions the abort dropped (the window, when
+// stopping; a blamed delivery's partitions) before it takes another.
+func (c *committer) committed(m *msg, now time.Time, stopping bool) (backoff bool, err error) {
+	c.committing = false
 	if errors.Is(m.produceErr, errBackoffEnded) {
-		e.gate.open()
-		e.backingOff = false
-		return nil
+		c.gate.open()
+		c.backingOff = false
+		return false, nil
 	}
-	e.lastCommit = now
-	e.commitsEnded++
-	e.lanes.ended(m.committed && m.err == nil)
-	e.aboveEnded(m.committed && m.err == nil)
+	c.lastCommit = now
+	c.ended++
+	c.lanes.ended(m.committed && m.err == nil)
+	c.aboveEnded(m.committed && m.err == nil)
 	if m.committed && m.err == nil {
-		e.s.answersCommitted(e.txn)
-		clear(e.txn)
-		e.txn = e.txn[:0]
-		e.retrying = false
+		c.answered(c.txn)
+		clear(c.txn)
+		c.txn = c.txn[:0]
+		c.retrying = false
 	}
-	e.s.log.Debug("commit ended", "records", m.records, "took", m.took, "end_took", m.ending, "committed", m.committed)
+	c.log.Debug("commit ended", "records", m.records, "took", m.took, "end_took", m.ending, "committed", m.committed)
 	if m.err != nil {
-		return fmt.Errorf("dispatcher: %w", m.err)
+		return false, fmt.Errorf("dispatcher: %w", m.err)
 	}
 	if !m.committed {
-		e.retrying = !e.stopping
-		if e.stopping {
+		c.retrying = !stopping
+		if stopping {
 			// The loop is stopping: what did not commit is consumed
 			// again by the next owner, and nothing is tried again here.
-			e.w.forgetAll()
+			c.w.forgetAll()
 		} else {
 			// What the kept partitions completed stays done and is
 			// committed by the next transaction, never attempted again,
@@ -175,17 +244,17 @@ func (e *engine) committed(m *msg, now time.Time) error {
 			// moved away lose their work, and those of a delivery
 			// blamed for a refused record, which must come again to be
 			// set aside (produce.go).
-			e.forgetBlamed(m.blamed)
-			e.keepTxn()
+			c.forgetBlamed(m.blamed)
+			c.keepTxn()
 		}
-		clear(e.txn)
-		e.txn = e.txn[:0]
-		e.lanes.dropOps()
-		e.sweep(now)
-		e.committing, e.outstanding = true, e.outstanding+1 // until the backoff ends
-		e.backingOff = true
+		clear(c.txn)
+		c.txn = c.txn[:0]
+		c.lanes.dropOps()
+		c.committing = true // until the backoff ends
+		c.backingOff = true
+		return true, nil
 	}
-	return nil
+	return false, nil
 }
 
 // answersCommitted forgets the receivers' answers whose settlements a
@@ -209,23 +278,23 @@ func (s *Service) answersCommitted(ens []*entry) {
 // commit did not pop (a lanes record naming a member settled earlier)
 // has no partition to name here: the whole window starts over, as every
 // refusal once did.
-func (e *engine) forgetBlamed(blamed map[string]string) {
+func (c *committer) forgetBlamed(blamed map[string]string) {
 	if len(blamed) == 0 {
 		return
 	}
 	parts := map[string][]int32{}
 	found := map[string]bool{}
-	for _, en := range e.txn {
+	for _, en := range c.txn {
 		if id := en.d.GetDeliveryId(); id != "" && blamed[id] != "" {
 			found[id] = true
 			parts[en.part.k.topic] = append(parts[en.part.k.topic], en.part.k.partition)
 		}
 	}
 	if len(found) < len(blamed) {
-		e.w.forgetAll()
+		c.w.forgetAll()
 		return
 	}
-	e.w.forget(parts)
+	c.w.forget(parts)
 }
 
 // keepTxn puts the entries an aborted commit popped back at the head of
@@ -234,10 +303,10 @@ func (e *engine) forgetBlamed(blamed map[string]string) {
 // The session rewound its fetch positions to the committed offsets: the
 // records it fetches again are below each partition's next offset and
 // skipped (window.add), so nothing the window holds is placed twice.
-func (e *engine) keepTxn() {
-	w := e.w
+func (c *committer) keepTxn() {
+	w := c.w
 	byPart := map[*partWindow][]*entry{}
-	for _, en := range e.txn {
+	for _, en := range c.txn {
 		byPart[en.part] = append(byPart[en.part], en)
 	}
 	owned := w.ownsLocked
@@ -257,7 +326,7 @@ func (e *engine) keepTxn() {
 	// The lane changes go back to their entries, popped ones and those
 	// taken above the watermark (aboveEnded made them candidates again)
 	// alike, while their partition is owned.
-	e.lanes.giveBack(owned)
+	c.lanes.giveBack(owned)
 	w.mu.Unlock()
 }
 
@@ -389,14 +458,15 @@ func (g *pollGate) closed() bool { return g.shut.Load() }
 // re-POSTs.
 const commitStall = time.Second
 
-// attemptsMayStart reports whether the loop may start attempts now: not
-// while it backs off after an aborted commit, nor until the work that
-// commit kept has committed, nor while a commit has run past
-// max(commitStall, CommitInterval), nor while a rebalance that moves
-// partitions away is handed off (yield.go; docs/DESIGN.md, "What a
-// crash, a rebalance or an outage re-POSTs").
-func (e *engine) attemptsMayStart(now time.Time) bool {
-	stalled := e.committing && now.Sub(e.commitStarted) > max(commitStall, e.s.cfg.CommitInterval)
-	kept := e.retrying && (e.committing || e.w.done > 0)
-	return !e.backingOff && !stalled && !kept && !e.y.attemptsHeld()
+// attemptsMayStart reports whether the commits let the loop start
+// attempts now: not while it backs off after an aborted commit, nor
+// until the work that commit kept has committed, nor while a commit has
+// run past max(commitStall, CommitInterval). Nor do they start while a
+// rebalance that moves partitions away is handed off (the loop's pump
+// asks handOff.attemptsHeld too: yield.go). docs/DESIGN.md, "What a
+// crash, a rebalance or an outage re-POSTs".
+func (c *committer) attemptsMayStart(now time.Time) bool {
+	stalled := c.committing && now.Sub(c.commitStarted) > max(commitStall, c.cfg.CommitInterval)
+	kept := c.retrying && (c.committing || c.w.done > 0)
+	return !c.backingOff && !stalled && !kept
 }

@@ -69,12 +69,11 @@ func TestACommitKafkaAbortedKeepsTheWorkOfThePartitionsStillOwned(t *testing.T) 
 	for _, pw := range e.w.parts {
 		first, _, _ = e.w.popDone(pw, e.s.now(), first)
 	}
-	first = e.lanes.outputs(first)
-	if err := e.committed(&msg{kind: msgCommitted}, e.s.now()); err != nil {
+	first = e.c.lanes.outputs(first)
+	if err := e.endCommit(t, msg{kind: msgCommitted}); err != nil {
 		t.Fatal(err)
 	}
-	e.outstanding-- // the backoff's end, as collect takes it
-	_ = e.committed(&msg{kind: msgCommitted, produceErr: errBackoffEnded}, e.s.now())
+	_ = e.endCommit(t, msg{kind: msgCommitted, produceErr: errBackoffEnded})
 	// The rewound session fetches both records again.
 	f.publish(t, "a", 0, 0)
 	f.publish(t, "b", 0, 1)
@@ -93,6 +92,19 @@ func TestACommitKafkaAbortedKeepsTheWorkOfThePartitionsStillOwned(t *testing.T) 
 	if a, b := topics(first), topics(again); len(first) == 0 || fmt.Sprint(a) != fmt.Sprint(b) || b[e.s.topics.Lanes] != 1 {
 		t.Fatalf("after the abort the commit writes %v, want what the aborted one wrote, %v, lane a's record included", b, a)
 	}
+}
+
+// endCommit hands the loop m, a commit's end, as the commit's goroutine
+// posts it, and has the loop take it (collect). A transaction's end was
+// counted out when the commit began (dispatch), a backoff's end when
+// collect took the abort.
+func (e *engine) endCommit(t testing.TB, m msg) error {
+	t.Helper()
+	if !errors.Is(m.produceErr, errBackoffEnded) {
+		e.outstanding++ // as dispatch counts a transaction begun
+	}
+	e.in.post(m)
+	return e.collect(e.s.now())
 }
 
 // polledTo1000 is an offset commit as the session builds it when only

@@ -21,20 +21,19 @@ func TestNoAttemptStartsUntilTheWorkAnAbortedCommitKeptHasCommitted(t *testing.T
 		for _, pw := range e.w.parts {
 			outs, _, _ = e.w.popDone(pw, e.s.now(), outs)
 		}
-		e.lanes.outputs(outs)
+		e.c.lanes.outputs(outs)
 	}
 	f.publish(t, "b", 0, 0)
 	e.runDry(t)
 	for round := range 3 { // the kept work's commit aborts three times
 		pop()
-		if err := e.committed(&msg{kind: msgCommitted}, e.s.now()); err != nil {
+		if err := e.endCommit(t, msg{kind: msgCommitted}); err != nil {
 			t.Fatal(err)
 		}
-		if !e.backingOff || e.attemptsMayStart(e.s.now()) {
+		if !e.c.backingOff || e.c.attemptsMayStart(e.s.now()) {
 			t.Fatal("attempts may start while the aborted commit backs off")
 		}
-		e.outstanding-- // the backoff's end, as collect takes it
-		_ = e.committed(&msg{kind: msgCommitted, produceErr: errBackoffEnded}, e.s.now())
+		_ = e.endCommit(t, msg{kind: msgCommitted, produceErr: errBackoffEnded})
 		f.publish(t, "c", round, int64(1+round))
 		e.runDry(t)
 		if got := f.rx.received(); slices.ContainsFunc(got, func(b string) bool { return strings.HasPrefix(b, `"c`) }) {
@@ -42,7 +41,7 @@ func TestNoAttemptStartsUntilTheWorkAnAbortedCommitKeptHasCommitted(t *testing.T
 		}
 	}
 	pop()
-	if err := e.committed(&msg{kind: msgCommitted, committed: true}, e.s.now()); err != nil {
+	if err := e.endCommit(t, msg{kind: msgCommitted, committed: true}); err != nil {
 		t.Fatal(err)
 	}
 	e.runDry(t)

@@ -32,9 +32,9 @@ import "time"
 // (the rolling upgrade's healthy p99; docs/reliability.md). Waiting for
 // the attempts instead makes the drain's last commit its only one: it
 // ends at the later of the attempts' end and a commit in progress, plus
-// one commit.
-func (e *engine) drainCommitDue(now, drainBy time.Time) bool {
-	return e.f.flying == 0 || !drainBy.IsZero() && !now.Before(drainBy)
+// one commit. flying is how many attempts are in flight (fair.flying).
+func drainCommitDue(flying int, now, drainBy time.Time) bool {
+	return flying == 0 || !drainBy.IsZero() && !now.Before(drainBy)
 }
 
 // handOff spills every delivery waiting in a lane (the loop, while it

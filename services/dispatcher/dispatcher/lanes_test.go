@@ -24,8 +24,8 @@ func (e *engine) lanesOf(t *testing.T) map[string]*hooklinev1.LaneRecord {
 	for _, pw := range e.w.parts {
 		outs, _, _ = e.w.popDone(pw, e.s.now(), outs)
 	}
-	outs = e.lanes.outputs(outs)
-	e.lanes.ended(true)
+	outs = e.c.lanes.outputs(outs)
+	e.c.lanes.ended(true)
 	got := map[string]*hooklinev1.LaneRecord{}
 	for _, r := range outs {
 		if r.Topic != e.s.topics.Lanes {

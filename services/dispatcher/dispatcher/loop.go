@@ -39,16 +39,13 @@ type engine struct {
 	cancelWork context.CancelFunc
 
 	// outstanding counts attempt and resolver goroutines not yet
-	// reported (a partition has at most one resolver: resolve.go).
+	// reported (a partition has at most one resolver: resolve.go), and
+	// a commit's transaction and its backoff (commit.go).
 	outstanding int
-	// committing is set while a commit's transaction runs: no second
-	// commit meanwhile. gate keeps polls out of its End.
-	committing bool
-	gate       pollGate
-	// lastCommit is when the last commit ended: the next starts at least
-	// CommitInterval later, so the loop polls between commits even when
-	// a commit takes longer than the interval.
-	lastCommit  time.Time
+	// c builds the commits and carries the one in progress: the entries
+	// it popped or takes above their watermark, its lanes share, the
+	// poll gate, the backoff after an abort (commit.go, above.go).
+	c           *committer
 	lastRelieve time.Time
 	lastPrune   time.Time
 	msgs        []msg
@@ -57,32 +54,12 @@ type engine struct {
 	// seeds are what assignments read of their partitions' past for it.
 	recent *recent
 	seeds  seeds
-	// lanes is the lanes topic's share of the commit being built and
-	// of the one in progress: the entries with a lane change it popped,
-	// and their changes, kept or taken back at its end (lanes.go).
-	lanes laneCommit
-	// txn are the entries the commit in progress popped: an abort Kafka
-	// caused puts them back, their lane changes (lanes) with them
-	// (keepTxn). backingOff is set from an aborted commit until its
-	// backoff ends: no attempt starts meanwhile (duplicates stay bounded:
-	// docs/DESIGN.md, "What a crash, a rebalance or an outage re-POSTs").
-	txn        []*entry
-	backingOff bool
-	// txnAbove are the entries the commit in progress carries above
-	// their watermark; skip the offsets committed so (above.go).
-	txnAbove []*entry
-	skip     skips
 	// stopping is set once the loop's context ended: it drains, and an
 	// aborted commit then drops the window instead of keeping its work
-	// for another try (committed): a stopping loop does not back off
-	// (its context is over), so a kept window would be committed and
-	// aborted again at once, for ever.
+	// for another try (committer.committed): a stopping loop does not
+	// back off (its context is over), so a kept window would be
+	// committed and aborted again at once, for ever.
 	stopping bool
-	// retrying is set from a commit Kafka aborted until one lands: the
-	// work it kept commits before new attempts start.
-	retrying bool
-	// commitStarted is when the commit in progress began.
-	commitStarted time.Time
 	// readRecord reads a record back by reference (payloadref.Read);
 	// heads hands a blocked head read back to its command (lanecmd.go).
 	readRecord func(context.Context, *hooklinev1.RecordRef) (*kgo.Record, error)
@@ -91,9 +68,8 @@ type engine struct {
 	// waiting in memory until it (early.go).
 	early earlyHolds
 	// y is the hand-off of a rebalance that moves partitions away
-	// (yield.go); commitsBegun and commitsEnded count commits.
-	y                          handOff
-	commitsBegun, commitsEnded uint64
+	// (yield.go).
+	y handOff
 	// member is the group member id the session's partitions were
 	// assigned under: another one ends the session (hkafka.Membership).
 	member hkafka.Membership
@@ -110,7 +86,12 @@ func (s *Service) newEngine() *engine {
 		cancelWork: cancel,
 		recent:     newRecent(recentDeliveries),
 		early:      earlyHolds{cfg: &s.cfg},
-		lanes:      laneCommit{topic: s.topics.Lanes, writer: s.writer},
+	}
+	e.c = &committer{
+		w: e.w, in: e.in, member: &e.member, work: work,
+		cfg: &s.cfg, log: s.log,
+		after: s.afterTransaction, pauses: &s.pauses, answered: s.answersCommitted,
+		lanes: laneCommit{topic: s.topics.Lanes, writer: s.writer},
 	}
 	e.y.synced = newSyncedBalancer(s.topics.Deliveries)
 	e.y.wake = e.in.wake
@@ -121,13 +102,8 @@ func (s *Service) newEngine() *engine {
 		}
 		return payloadref.Read(ctx, opts, ref)
 	}
-	e.w.created = func(pw *partWindow) { pw.above = e.skip.get(pw.k) }
-	e.w.popped = func(en *entry) {
-		e.txn = append(e.txn, en)
-		if en.opKey != nil {
-			e.lanes.add(en)
-		}
-	}
+	e.w.created = func(pw *partWindow) { pw.above = e.c.skip.get(pw.k) }
+	e.w.popped = e.c.popped
 	return e
 }
 
@@ -173,14 +149,15 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 		if !stopping {
 			e.turn(now)
 		}
-		due := now.Sub(e.lastCommit) >= s.cfg.CommitInterval
+		due := now.Sub(e.c.lastCommit) >= s.cfg.CommitInterval
 		if stopping {
-			due = e.drainCommitDue(now, drainBy) // drain.go
+			due = drainCommitDue(e.f.flying, now, drainBy) // drain.go
 		}
-		if !e.committing && (e.w.done > 0 || e.y.commitForced(e.commitsBegun)) && (due || e.y.commitForced(e.commitsBegun)) {
-			e.commit(ctx, sess, now)
-			if !e.committing {
-				e.lastCommit = now // nothing to write: no transaction
+		if !e.c.committing && (e.w.done > 0 || e.y.commitForced(e.c.begun)) && (due || e.y.commitForced(e.c.begun)) {
+			if e.c.commit(ctx, sess, now) {
+				e.outstanding++ // its transaction reports back (commit.go)
+			} else {
+				e.c.lastCommit = now // nothing to write: no transaction
 			}
 		}
 		if stopping {
@@ -229,7 +206,7 @@ func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now t
 	}
 	e.fetch = sess.Client()
 	e.shareFetch()
-	if e.w.full() || e.gate.closed() || e.y.pollHeld() {
+	if e.w.full() || e.c.gate.closed() || e.y.pollHeld() {
 		// No more records until commits make room (relief spills
 		// partitions whose oldest record waits in a queue), none
 		// while a transaction ends, and none while a rebalance is
@@ -242,16 +219,16 @@ func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now t
 		pctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
-	e.gate.mu.Lock()
+	e.c.gate.mu.Lock()
 	if !e.in.arm(cancel) {
-		e.gate.mu.Unlock()
+		e.c.gate.mu.Unlock()
 		return nil // messages are waiting
 	}
 	// Checked after arming: a commit that shuts the gate from now on
 	// cancels this poll.
-	if e.gate.closed() || (timeout == 0 && !e.nextDeadline(now).IsZero()) {
+	if e.c.gate.closed() || (timeout == 0 && !e.nextDeadline(now).IsZero()) {
 		e.in.disarm()
-		e.gate.mu.Unlock()
+		e.c.gate.mu.Unlock()
 		return nil // a transaction is ending, or something is due now
 	}
 	e.y.rearmed(sess)
@@ -259,7 +236,7 @@ func (e *engine) wait(ctx context.Context, sess *kgo.GroupTransactSession, now t
 	fs := sess.PollRecords(pctx, s.cfg.BatchSize)
 	s.probe.PollEnded(token)
 	e.in.disarm()
-	e.gate.mu.Unlock()
+	e.c.gate.mu.Unlock()
 	if fs.IsClientClosed() {
 		return errors.New("dispatcher: kafka client closed")
 	}
@@ -307,8 +284,8 @@ func (e *engine) nextDeadline(now time.Time) time.Time {
 	earlier(e.f.nextWake())
 	earlier(e.early.next())
 	earlier(e.y.deadline())
-	if e.w.done > 0 && !e.committing {
-		earlier(e.lastCommit.Add(e.s.cfg.CommitInterval))
+	if e.w.done > 0 && !e.c.committing {
+		earlier(e.c.lastCommit.Add(e.s.cfg.CommitInterval))
 	}
 	if e.w.records > 0 {
 		earlier(e.lastRelieve.Add(reliefTick))
@@ -437,11 +414,18 @@ func (e *engine) collect(now time.Time) error {
 		en := m.e
 		switch m.kind {
 		case msgCommitted:
-			if err := e.committed(m, now); err != nil {
+			backoff, err := e.c.committed(m, now, e.stopping)
+			if err != nil {
 				for j := i + 1; j < len(e.msgs); j++ {
 					e.discard(&e.msgs[j]) // the session failed: the loop ends (end)
 				}
 				return err
+			}
+			if backoff {
+				// Aborted: what it dropped goes now, and the
+				// backoff's end follows (commit.go).
+				e.sweep(now)
+				e.outstanding++
 			}
 		case msgDone:
 			l := en.lane
@@ -470,8 +454,8 @@ func (e *engine) collect(now time.Time) error {
 
 // pump starts attempts while the fair scheduler has a lane that can.
 func (e *engine) pump(now time.Time) {
-	if !e.attemptsMayStart(now) {
-		return // commits cannot land: what completes now would wait uncommitted
+	if !e.c.attemptsMayStart(now) || e.y.attemptsHeld() {
+		return // commits cannot land (or a rebalance is handed off): what completes now would wait uncommitted
 	}
 	for {
 		l := e.f.next()

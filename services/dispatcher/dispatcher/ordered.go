@@ -416,7 +416,7 @@ func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) []
 		}
 	}
 	if en.opMember != nil {
-		if why, ok := e.lanes.fits(k, en.opMember); !ok {
+		if why, ok := e.c.lanes.fits(k, en.opMember); !ok {
 			// Blamed on this delivery before the transaction: it ends
 			// FAILED, dead-lettered, and the lane goes on without it.
 			delete(k.outside, id)

@@ -48,11 +48,11 @@ func TestADeliveryCommittedAboveItsWatermarkHoldsOnlyItsPlace(t *testing.T) {
 	}
 
 	marks := map[string]map[int32]kgo.EpochOffset{topic: {0: {Epoch: -1, Offset: pw.watermark()}}}
-	outs, parts, metas := e.commitAbove(nil, nil, marks)
+	outs, parts, metas := e.c.commitAbove(nil, nil, marks)
 	if len(outs) != n || len(parts) != 1 || metas[pw.k] == "" {
 		t.Fatalf("commit above the watermark carries %d outputs of %d partitions (metadata %q); want %d of 1", len(outs), len(parts), metas[pw.k], n)
 	}
-	e.aboveEnded(true)
+	e.c.aboveEnded(true)
 
 	if e.w.records != 1 || pw.records != 1 {
 		t.Fatalf("window counts %d records (partition %d); want 1: only the attempt in flight is not committed", e.w.records, pw.records)
@@ -84,7 +84,7 @@ func TestADeliveryCommittedAboveItsWatermarkHoldsOnlyItsPlace(t *testing.T) {
 		t.Fatalf("after the watermark passed everything: window %d records %d bytes, partition %d records %d bytes; want nothing", e.w.records, e.w.bytes, pw.records, pw.bytes)
 	}
 	// An aborted commit puts what it popped back, charged as before.
-	e.keepTxn()
+	e.c.keepTxn()
 	if e.w.records != before.records || e.w.bytes != before.bytes || pw.records != before.pRecords || pw.bytes != before.pBytes {
 		t.Fatalf("after an aborted commit: window %d records %d bytes, partition %d records %d bytes; want %d, %d, %d, %d as before it",
 			e.w.records, e.w.bytes, pw.records, pw.bytes, before.records, before.bytes, before.pRecords, before.pBytes)

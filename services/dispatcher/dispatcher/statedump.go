@@ -63,7 +63,7 @@ func (e *engine) dumpState(now time.Time) {
 func (e *engine) describe(now time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "window: %d deliveries (%d done), %d bytes; committing %v, backing off %v, retrying %v, attempts may start %v, yield phase %d, in flight (outstanding) %d, attempt memory %d of %d\n",
-		e.w.records, e.w.done, e.w.bytes, e.committing, e.backingOff, e.retrying, e.attemptsMayStart(now), e.y.phase, e.outstanding, e.f.used, e.f.budget)
+		e.w.records, e.w.done, e.w.bytes, e.c.committing, e.c.backingOff, e.c.retrying, e.c.attemptsMayStart(now) && !e.y.attemptsHeld(), e.y.phase, e.outstanding, e.f.used, e.f.budget)
 	for _, pw := range e.w.parts {
 		fmt.Fprintf(&b, "partition %s/%d: watermark %d, next %d, %d entries, paused %v, head since %v", pw.k.topic, pw.k.partition, pw.watermark(), pw.next, len(pw.entries)-pw.head, pw.paused, now.Sub(pw.headSince).Round(time.Millisecond))
 		if h := pw.oldest(); h != nil && h.d != nil {
