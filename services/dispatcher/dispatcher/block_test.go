@@ -94,7 +94,7 @@ func (f *blockFixture) restart(t *testing.T, laneRecords []*kgo.Record) {
 		f.s.lanes.Apply(r)
 	}
 	f.e = testEngine(t, f.s)
-	f.e.readRecord = func(_ context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
+	f.e.rs.readRecord = func(_ context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
 		f.reads++
 		if r := f.log[ref.GetOffset()]; r != nil && ref.GetTopic() == r.Topic {
 			return r, nil

@@ -44,7 +44,7 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 		"command_id", d.GetLaneCommand().GetCommandId(), "op", d.GetLaneCommand().GetOp().String())
 	ep := s.store.Get(d.GetEndpointId())
 	if ep == nil && !en.synced {
-		e.resolve(en)
+		e.rs.resolve(en)
 		return
 	}
 	if ep == nil || ep.GetEndpoint().GetTenantId() != d.GetTenantId() {
@@ -68,7 +68,7 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 		l.ord.touch(k)
 		return
 	}
-	head, gone, ready := e.headDelivery(en, out.blocked)
+	head, gone, ready := e.rs.headDelivery(en, out.blocked)
 	if !ready {
 		return // its payload is being read back; en is placed again then
 	}
@@ -153,30 +153,30 @@ func (e *engine) releaseMember(en *entry, l *lane, ep *hooklinev1.EndpointRecord
 // in offset order with the partition's other resolving entries) and is
 // placed again, with the read's result, when it ends. gone says the
 // record is no longer retained: the delivery comes without its payload.
-func (e *engine) headDelivery(en *entry, b *hooklinev1.BlockedHead) (d *hooklinev1.Delivery, gone, ready bool) {
+func (rs *resolvers) headDelivery(en *entry, b *hooklinev1.BlockedHead) (d *hooklinev1.Delivery, gone, ready bool) {
 	d = b.GetDelivery()
 	if len(d.GetPayload()) > 0 || b.GetDeliveryRecord() == nil {
 		return d, false, true
 	}
-	if got, ok := e.heads.take(en); ok {
+	if got, ok := rs.heads.take(en); ok {
 		return got.d, got.gone, true
 	}
 	pw := en.part
-	e.queueResolving(en, false)
+	rs.queueResolving(en, false)
 	en.fetching = true
-	e.outstanding++
-	ctx, read := pw.ctx, e.readRecord
+	*rs.outstanding++
+	ctx, read := pw.ctx, rs.readRecord
 	go func() {
 		got, err := readHead(ctx, read, b)
 		if err == nil {
 			err = ctx.Err() // read, but the partition went away meanwhile
 		}
 		if err == nil {
-			e.heads.put(en, got)
+			rs.heads.put(en, got)
 		}
 		// With err the partition went away or the loop is stopping: the
 		// command stays uncommitted and comes again.
-		e.in.post(msg{kind: msgHeadRead, e: en, part: pw, err: err})
+		rs.in.post(msg{kind: msgHeadRead, e: en, part: pw, err: err})
 	}()
 	return nil, false, false
 }

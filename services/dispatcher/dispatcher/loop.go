@@ -60,10 +60,10 @@ type engine struct {
 	// back off (its context is over), so a kept window would be
 	// committed and aborted again at once, for ever.
 	stopping bool
-	// readRecord reads a record back by reference (payloadref.Read);
-	// heads hands a blocked head read back to its command (lanecmd.go).
-	readRecord func(context.Context, *hooklinev1.RecordRef) (*kgo.Record, error)
-	heads      fetchedHeads
+	// rs holds the entries that wait before they are placed: for their
+	// partition's views (the lanes, the endpoints) or a blocked head's
+	// payload read back for its command (resolve.go, lanecmd.go).
+	rs *resolvers
 	// early are the deliveries read a little before their due time,
 	// waiting in memory until it (early.go).
 	early earlyHolds
@@ -95,7 +95,8 @@ func (s *Service) newEngine() *engine {
 	}
 	e.y.synced = newSyncedBalancer(s.topics.Deliveries)
 	e.y.wake = e.in.wake
-	e.readRecord = func(ctx context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
+	e.rs = &resolvers{in: e.in, outstanding: &e.outstanding, read: s.readState, place: e.placeNow}
+	e.rs.readRecord = func(ctx context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
 		opts, err := s.cfg.Kafka.Opts()
 		if err != nil {
 			return nil, err
@@ -444,9 +445,9 @@ func (e *engine) collect(now time.Time) error {
 				e.w.finish(en, m.outs)
 			}
 		case msgResolved:
-			e.resolved(m, now)
+			e.rs.resolved(m, now)
 		case msgHeadRead:
-			e.headRead(m, now)
+			e.rs.headRead(m, now)
 		}
 	}
 	return nil

@@ -27,11 +27,11 @@ func (e *engine) place(en *entry, now time.Time) {
 		}
 		en.d = d
 	}
-	if e.mustWait(en) {
+	if e.rs.mustWait(en) {
 		// An endpoint the view does not know waits for the next sync
 		// of the endpoints view as well.
-		e.queueResolving(en, s.store.Get(en.d.GetEndpointId()) == nil)
-		e.kick(en.part)
+		e.rs.queueResolving(en, s.store.Get(en.d.GetEndpointId()) == nil)
+		e.rs.kick(en.part)
 		return
 	}
 	e.placeNow(en, now)
@@ -48,7 +48,7 @@ func (e *engine) placeNow(en *entry, now time.Time) {
 	switch v {
 	case toLane:
 	case needSync:
-		e.resolve(en)
+		e.rs.resolve(en)
 		return
 	case notDue:
 		if e.early.hold(en, now) { // early.go

@@ -4,7 +4,9 @@ import (
 	"context"
 	"time"
 
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Each partition of the window has one resolver: the one reader of the
@@ -28,6 +30,27 @@ import (
 // the view knows meanwhile: the members of an ordered lane are placed in
 // the order they were read.
 
+// resolvers runs the partitions' resolvers (each one's state: pw.res and
+// pw.resolving) and reads blocked heads back for their commands
+// (lanecmd.go): everything an entry waits for, in its partition's
+// resolving queue, before it is placed. Loop goroutine only, but for
+// heads.
+type resolvers struct {
+	// What it is given: the inbox its rounds and reads report to; the
+	// loop's count of goroutines out (engine.outstanding), which each
+	// one it starts adds to; read, which brings the views a round reads
+	// up to date (Service.readState); and place, which places an entry
+	// that waits for nothing more (engine.placeNow).
+	in          *inbox
+	outstanding *int
+	read        func(ctx context.Context, lanes, endpoints bool) error
+	place       func(*entry, time.Time)
+	// readRecord reads a record back by reference (payloadref.Read);
+	// heads hands a blocked head read back to its command (lanecmd.go).
+	readRecord func(context.Context, *hooklinev1.RecordRef) (*kgo.Record, error)
+	heads      fetchedHeads
+}
+
 // resolver is one partition's resolving state (loop goroutine only).
 type resolver struct {
 	lanesRead bool           // a read of the lanes view begun after the window was made succeeded
@@ -41,7 +64,7 @@ type resolver struct {
 
 // mustWait reports whether en, decoded, must wait in its partition's
 // resolving queue before it is placed.
-func (e *engine) mustWait(en *entry) bool {
+func (rs *resolvers) mustWait(en *entry) bool {
 	r := &en.part.res
 	return !r.lanesRead || r.waiting[en.d.GetEndpointId()] > 0
 }
@@ -50,7 +73,7 @@ func (e *engine) mustWait(en *entry) bool {
 // needSync it waits for a sync of the endpoints view begun from now on.
 // An entry's want is the first round begun after it was queued: any
 // round from that one on that syncs the endpoints view serves it.
-func (e *engine) queueResolving(en *entry, needSync bool) {
+func (rs *resolvers) queueResolving(en *entry, needSync bool) {
 	pw := en.part
 	r := &pw.res
 	en.state = entryResolving
@@ -68,14 +91,14 @@ func (e *engine) queueResolving(en *entry, needSync bool) {
 // resolve has en wait for a sync of the endpoints view: its endpoint is
 // not known yet. A failing sync is retried with backoff, never counted
 // as a worker fault; the record stays below the watermark meanwhile.
-func (e *engine) resolve(en *entry) {
-	e.queueResolving(en, true)
-	e.kick(en.part)
+func (rs *resolvers) resolve(en *entry) {
+	rs.queueResolving(en, true)
+	rs.kick(en.part)
 }
 
 // kick starts a round of pw's resolver if something waits for one and
 // none is out.
-func (e *engine) kick(pw *partWindow) {
+func (rs *resolvers) kick(pw *partWindow) {
 	r := &pw.res
 	if r.running || r.walking || pw.dropped {
 		return
@@ -90,17 +113,17 @@ func (e *engine) kick(pw *partWindow) {
 	r.running = true
 	r.started++
 	round := r.started
-	e.outstanding++
+	*rs.outstanding++
 	go func() {
-		err := e.s.readState(pw.ctx, lanes, endpoints)
-		e.in.post(msg{kind: msgResolved, part: pw, round: round, lanes: lanes, endpoints: endpoints, err: err})
+		err := rs.read(pw.ctx, lanes, endpoints)
+		rs.in.post(msg{kind: msgResolved, part: pw, round: round, lanes: lanes, endpoints: endpoints, err: err})
 	}()
 }
 
 // resolved takes the end of a round of pw's resolver: what it read is
 // marked read, the entries it served are placed, and the next round
 // starts if entries wait for one.
-func (e *engine) resolved(m *msg, now time.Time) {
+func (rs *resolvers) resolved(m *msg, now time.Time) {
 	pw := m.part
 	if pw.dropped {
 		return // its records come again, to a window of their own
@@ -116,27 +139,27 @@ func (e *engine) resolved(m *msg, now time.Time) {
 	if m.endpoints {
 		r.served = m.round
 	}
-	e.placeResolved(pw, now)
-	e.kick(pw)
+	rs.placeResolved(pw, now)
+	rs.kick(pw)
 }
 
 // headRead takes the end of a blocked head's read for its lane command
 // m.e (lanecmd.go): the entry waited in its partition's resolving queue
 // meanwhile, and is placed now in offset order with the others.
-func (e *engine) headRead(m *msg, now time.Time) {
+func (rs *resolvers) headRead(m *msg, now time.Time) {
 	pw := m.part
 	m.e.fetching = false
 	if pw.dropped || m.err != nil {
 		return // its records come again, to a window of their own
 	}
-	e.placeResolved(pw, now)
-	e.kick(pw)
+	rs.placeResolved(pw, now)
+	rs.kick(pw)
 }
 
 // placeResolved places, in offset order, pw's waiting entries that
 // waited for nothing more, except those behind an earlier entry of
 // their endpoint still waiting.
-func (e *engine) placeResolved(pw *partWindow, now time.Time) {
+func (rs *resolvers) placeResolved(pw *partWindow, now time.Time) {
 	r := &pw.res
 	if !r.lanesRead || len(pw.resolving) == 0 {
 		return
@@ -163,7 +186,7 @@ func (e *engine) placeResolved(pw *partWindow, now time.Time) {
 		if r.waiting[id]--; r.waiting[id] == 0 {
 			delete(r.waiting, id)
 		}
-		e.placeNow(en, now)
+		rs.place(en, now)
 		if en.state == entryResolving { // its endpoint is unknown: queued again
 			if behind == nil {
 				behind = map[string]bool{}
