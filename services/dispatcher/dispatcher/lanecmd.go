@@ -53,7 +53,7 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 		return
 	}
 	l := e.f.lane(ep.GetEndpoint().GetId(), ep.GetEndpoint().GetTenantId())
-	e.configure(l, ep, now)
+	s.cfg.configure(l, ep, now)
 	op := d.GetLaneCommand().GetOp()
 	if op == hooklinev1.LaneOp_LANE_OP_RELEASE {
 		e.releaseMember(en, l, ep, log, now)

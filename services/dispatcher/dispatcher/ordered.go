@@ -128,7 +128,7 @@ func (e *engine) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord,
 		e.spillOne(en, l, now, "behind lane head") // settledOrdered notes it outside
 		return
 	}
-	if !k.awaited(seq(en)) && (l.queued >= e.queueLimit(l) || l.qbytes+en.size > e.s.cfg.QueueBytes) {
+	if !k.awaited(seq(en)) && (l.queued >= e.s.cfg.queueLimit(l) || l.qbytes+en.size > e.s.cfg.QueueBytes) {
 		e.spillOne(en, l, now, "backlog") // settledOrdered notes it outside
 		return
 	}
@@ -202,7 +202,7 @@ func (e *engine) settlingLane(en *entry, v verdict, ep *hooklinev1.EndpointRecor
 		return nil
 	}
 	l := e.f.lane(ep.GetEndpoint().GetId(), ep.GetEndpoint().GetTenantId())
-	e.configure(l, ep, now)
+	e.s.cfg.configure(l, ep, now)
 	return e.keyLaneOf(l, en.part, laneKey(ep, d), now)
 }
 

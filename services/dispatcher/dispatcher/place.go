@@ -68,12 +68,12 @@ func (e *engine) placeNow(en *entry, now time.Time) {
 		return
 	}
 	l := e.f.lane(ep.GetEndpoint().GetId(), ep.GetEndpoint().GetTenantId())
-	e.configure(l, ep, now)
+	s.cfg.configure(l, ep, now)
 	if isOrdered(ep, en.d) {
 		e.placeOrdered(en, l, ep, now)
 		return
 	}
-	if l.queued >= e.queueLimit(l) || l.qbytes+en.size > s.cfg.QueueBytes {
+	if l.queued >= s.cfg.queueLimit(l) || l.qbytes+en.size > s.cfg.QueueBytes {
 		e.spillOne(en, l, now, "backlog")
 		return
 	}
@@ -96,8 +96,7 @@ func (e *engine) settleTriaged(en *entry, v verdict, ep *hooklinev1.EndpointReco
 }
 
 // configure applies ep's limits to its lane, within the ceilings.
-func (e *engine) configure(l *lane, ep *hooklinev1.EndpointRecord, now time.Time) {
-	cfg := &e.s.cfg
+func (cfg *Config) configure(l *lane, ep *hooklinev1.EndpointRecord, now time.Time) {
 	capacity := cfg.MaxInFlight
 	if n := ep.GetEndpoint().GetMaxInFlight(); n > 0 {
 		capacity = int(n)
@@ -119,8 +118,7 @@ func (e *engine) configure(l *lane, ep *hooklinev1.EndpointRecord, now time.Time
 // the lane's pace allows, not kept: an endpoint answering after 9 s with
 // a cap of 10 was let keep 3,000 at its default rate limit, 45 minutes
 // of them (issue 26).
-func (e *engine) queueLimit(l *lane) int {
-	cfg := &e.s.cfg
+func (cfg *Config) queueLimit(l *lane) int {
 	limit := cfg.WindowRecords
 	if l.perSec > 0 {
 		limit = max(cfg.QueueMin, int(l.perSec*cfg.QueueTime.Seconds()))
@@ -157,7 +155,7 @@ func (e *engine) start(l *lane, now time.Time) {
 		e.settle(en, func(ctx context.Context) []*kgo.Record { return s.handler.settle(ctx, v, en.rec, en.d, ep, now) })
 		return
 	}
-	e.configure(l, ep, now)
+	s.cfg.configure(l, ep, now)
 	if !l.capOK() {
 		return
 	}
