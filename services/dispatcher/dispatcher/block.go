@@ -127,11 +127,11 @@ func (e *engine) takeBlockMark(en *entry, outs []*kgo.Record) (*hooklinev1.Block
 // back until --stuck-after spilled it. It looks again like a paused
 // endpoint's delivery (from 1 s, doubling, at most --park-recheck), and
 // its hold ends at --max-hold like every hold (EXPIRED, dead-lettered).
-func (e *engine) spillBlocked(en *entry, now time.Time) {
-	s := e.s
-	at := now.Add(s.holds.parkWait(en.d, now))
-	e.settle(en, func(ctx context.Context) []*kgo.Record {
+func (sp *spiller) spillBlocked(en *entry, now time.Time) {
+	holds := sp.holds
+	at := now.Add(holds.parkWait(en.d, now))
+	sp.settle(en, func(ctx context.Context) []*kgo.Record {
 		annotate(ctx, en.d)
-		return s.holds.spillHeld(ctx, en.rec, en.d, at, "lane blocked")
+		return holds.spillHeld(ctx, en.rec, en.d, at, "lane blocked")
 	})
 }

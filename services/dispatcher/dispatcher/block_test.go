@@ -258,7 +258,7 @@ func TestResendingABlockedHeadAttemptsItAgainAndTheFollowersFollow(t *testing.T)
 	f.blockedLane(t)
 	// The followers held the partition back: spilled, in order (as
 	// relief does after --stuck-after).
-	f.e.spillLane(f.e.f.lanes["ep_1"], f.s.now())
+	f.e.sp.spillLane(f.e.f.lanes["ep_1"], f.s.now())
 	f.command(t, hooklinev1.LaneOp_LANE_OP_RESEND, "a", "dlv_a0", 5)
 	f.e.runDry(t)
 	outs := f.e.commitNow()
@@ -331,7 +331,7 @@ func TestASkipEndpointStillDeadLettersItsHead(t *testing.T) {
 func TestMembersArrivingBehindABlockedHeadWaitOutsideMemory(t *testing.T) {
 	f := newBlockFixture(t)
 	f.blockedLane(t)
-	f.e.spillLane(f.e.f.lanes["ep_1"], f.s.now())
+	f.e.sp.spillLane(f.e.f.lanes["ep_1"], f.s.now())
 	f.e.commitNow()
 	f.publish(t, "a", 3, 5)
 	f.publish(t, "b", 2, 6)
@@ -396,7 +396,7 @@ func TestAResendOfAHeadPastRetentionReleasesTheLane(t *testing.T) {
 func TestAMemberThatWouldOverflowItsLanesRecordIsSetAside(t *testing.T) {
 	f := newBlockFixture(t)
 	f.blockedLane(t)
-	f.e.spillLane(f.e.f.lanes["ep_1"], f.s.now()) // a1, a2 outside: the watermark passes them
+	f.e.sp.spillLane(f.e.f.lanes["ep_1"], f.s.now()) // a1, a2 outside: the watermark passes them
 	k := f.e.f.lanes["ep_1"].ord.keys["a"]
 	for i := range recordLimit/memberBound + 10 {
 		k.outside[fmt.Sprintf("dlv_%060d", i)] = outsider{seq: int64(1000 + i), until: f.s.now().Add(time.Hour)}

@@ -39,15 +39,15 @@ func drainCommitDue(flying int, now, drainBy time.Time) bool {
 
 // handOff spills every delivery waiting in a lane (the loop, while it
 // stops).
-func (e *engine) handOff(now time.Time) {
+func (sp *spiller) handOff(now time.Time) {
 	n := 0
-	for _, l := range e.f.lanes {
+	for _, l := range sp.f.lanes {
 		if l.queued > 0 {
 			n += l.queued
-			e.spillWaiting(l, now, "drain")
+			sp.spillWaiting(l, now, "drain")
 		}
 	}
 	if n > 0 {
-		e.s.log.Info("stopping: deliveries waiting in lanes deferred to the retry path, so what completed after them is committed", "deferred", n)
+		sp.log.Info("stopping: deliveries waiting in lanes deferred to the retry path, so what completed after them is committed", "deferred", n)
 	}
 }

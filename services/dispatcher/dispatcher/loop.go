@@ -45,11 +45,12 @@ type engine struct {
 	// c builds the commits and carries the one in progress: the entries
 	// it popped or takes above their watermark, its lanes share, the
 	// poll gate, the backoff after an abort (commit.go, above.go).
-	c           *committer
-	lastRelieve time.Time
-	lastPrune   time.Time
-	msgs        []msg
-	lag         *telemetry.Lag
+	c *committer
+	// sp spills what waits too long, and what a stop or a rebalance
+	// leaves waiting, round the retry path (spill.go).
+	sp   *spiller
+	msgs []msg
+	lag  *telemetry.Lag
 	// recent remembers the deliveries placed lately, to skip copies;
 	// seeds are what assignments read of their partitions' past for it.
 	recent *recent
@@ -95,6 +96,10 @@ func (s *Service) newEngine() *engine {
 	}
 	e.y.synced = newSyncedBalancer(s.topics.Deliveries)
 	e.y.wake = e.in.wake
+	e.sp = &spiller{
+		w: e.w, f: e.f, cfg: &s.cfg, log: s.log, holds: s.holds, signers: s.signers,
+		settle: e.settle, expire: e.expireOrdered,
+	}
 	e.rs = &resolvers{in: e.in, outstanding: &e.outstanding, read: s.readState, place: e.placeNow}
 	e.rs.readRecord = func(ctx context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
 		opts, err := s.cfg.Kafka.Opts()
@@ -145,7 +150,7 @@ func (s *Service) dispatch(ctx context.Context, sess *kgo.GroupTransactSession, 
 			e.y.step(now, e.handOffWork(sess, now)) // yield.go
 		}
 		if stopping {
-			e.handOff(now) // drain.go
+			e.sp.handOff(now) // drain.go
 		}
 		if !stopping {
 			e.turn(now)
@@ -193,7 +198,7 @@ func (e *engine) turn(now time.Time) {
 	e.f.wake(now)
 	e.early.wake(now, e.place) // early.go
 	e.pump(now)
-	e.relieve(now)
+	e.sp.relieve(now)
 }
 
 // wait blocks until there is something to do: records polled, a message
@@ -289,7 +294,7 @@ func (e *engine) nextDeadline(now time.Time) time.Time {
 		earlier(e.c.lastCommit.Add(e.s.cfg.CommitInterval))
 	}
 	if e.w.records > 0 {
-		earlier(e.lastRelieve.Add(reliefTick))
+		earlier(e.sp.lastRelieve.Add(reliefTick))
 	}
 	return at
 }

@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"math"
 	"slices"
 	"time"
 
@@ -121,15 +120,15 @@ func (e *engine) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord,
 		return
 	}
 	if k.blockedBefore(seq(en)) {
-		e.spillBlocked(en, now) // settledOrdered notes it outside
+		e.sp.spillBlocked(en, now) // settledOrdered notes it outside
 		return
 	}
 	if e.backLater(k, seq(en), now) {
-		e.spillOne(en, l, now, "behind lane head") // settledOrdered notes it outside
+		e.sp.spillOne(en, l, now, "behind lane head") // settledOrdered notes it outside
 		return
 	}
 	if !k.awaited(seq(en)) && (l.queued >= e.s.cfg.queueLimit(l) || l.qbytes+en.size > e.s.cfg.QueueBytes) {
-		e.spillOne(en, l, now, "backlog") // settledOrdered notes it outside
+		e.sp.spillOne(en, l, now, "backlog") // settledOrdered notes it outside
 		return
 	}
 	en.state, en.lane, en.queuedAt = entryQueued, l, now
@@ -470,37 +469,8 @@ func (e *engine) spillFollowers(k *keyLane, en *entry, now time.Time) {
 		spill = m.state == entryQueued && seq(m) > seq(en) && m.rec.Offset < en.rec.Offset && m.part == en.part
 	}
 	if spill {
-		e.spillKeyAfter(k, seq(en), now, "behind lane head")
+		e.sp.spillKeyAfter(k, seq(en), now, "behind lane head")
 	}
-}
-
-// spillKey spills k's waiting members, in lane_seq order; they are
-// outside once spilled (settledOrdered).
-func (e *engine) spillKey(k *keyLane, now time.Time, reason string) {
-	e.spillKeyAfter(k, math.MinInt64, now, reason)
-}
-
-// spillKeyAfter spills k's waiting members after lane_seq after, in
-// lane_seq order; the ones before it keep their places.
-func (e *engine) spillKeyAfter(k *keyLane, after int64, now time.Time, reason string) {
-	l := k.lane
-	i, _ := slices.BinarySearchFunc(k.members, after, func(m *entry, s int64) int {
-		if seq(m) <= s {
-			return -1
-		}
-		return 1
-	})
-	waiting := slices.Clone(k.members[i:])
-	clear(k.members[i:])
-	k.members = k.members[:i]
-	for _, m := range waiting {
-		if m.state != entryQueued {
-			continue
-		}
-		l.unqueue(m)
-		e.spillOne(m, l, now, reason)
-	}
-	e.f.touch(l, now)
 }
 
 // forgetOrdered drops the ordered state of the lanes fed by partition pw,

@@ -190,7 +190,7 @@ func orderedProperty(t *testing.T, seed uint64) {
 			t.Fatal(err)
 		}
 		e.f.wake(now)
-		e.relieve(now)
+		e.sp.relieve(now)
 		e.pump(now)
 		for _, pw := range e.w.parts {
 			outs, _, _ := e.w.popDone(pw, now, nil)
@@ -538,7 +538,7 @@ func TestAStuckLaneSpillsOnlyItsOwnKey(t *testing.T) {
 	e.placeAt(t, &hooklinev1.Delivery{DeliveryId: "dlv_2", EventId: "evt", TenantId: "t", EndpointId: "ep_1", EventType: "a.b",
 		Payload: []byte(`"b0"`), Attempt: 1, OrderingKey: "b"}, 2) // waits for its turn, not started yet
 	b0 := e.f.lanes["ep_1"].ord.keys["b"].members[0]
-	e.relieve(s.now().Add(s.cfg.StuckAfter + time.Second))
+	e.sp.relieve(s.now().Add(s.cfg.StuckAfter + time.Second))
 	k := e.f.lanes["ep_1"].ord.keys
 	if _, out := k["a"].outside["dlv_1"]; !out {
 		t.Fatal("a1, stuck behind a0, was not spilled")

@@ -74,7 +74,7 @@ func (e *engine) placeNow(en *entry, now time.Time) {
 		return
 	}
 	if l.queued >= s.cfg.queueLimit(l) || l.qbytes+en.size > s.cfg.QueueBytes {
-		e.spillOne(en, l, now, "backlog")
+		e.sp.spillOne(en, l, now, "backlog")
 		return
 	}
 	l.push(en, now)

@@ -279,11 +279,11 @@ func TestAnOutsiderOnALongRetryRungIsNotForgottenAtMaxHold(t *testing.T) {
 	if !outside() {
 		t.Fatal("dlv_m is not outside after its failed attempt")
 	}
-	e.relieve(clock.Now().Add(s.cfg.MaxHold + time.Hour))
+	e.sp.relieve(clock.Now().Add(s.cfg.MaxHold + time.Hour))
 	if !outside() {
 		t.Fatalf("dlv_m forgotten after --max-hold (%v) although its retry is due in 7 days", s.cfg.MaxHold)
 	}
-	e.relieve(clock.Now().Add(7*24*time.Hour + s.cfg.MaxHold + time.Hour))
+	e.sp.relieve(clock.Now().Add(7*24*time.Hour + s.cfg.MaxHold + time.Hour))
 	if l := e.f.lanes["ep_1"]; l != nil && l.ord != nil && l.ord.keys[""] != nil && outside() {
 		t.Fatal("dlv_m still outside after its retry was due and the longest hold after it ended")
 	}

@@ -2,6 +2,9 @@ package dispatcher
 
 import (
 	"context"
+	"log/slog"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -39,68 +42,122 @@ const minSpillDelay = time.Second
 // limiter, latency estimate) before it is pruned.
 const laneIdleFor = 5 * time.Minute
 
+// spiller spills (loop goroutine only): relief of the partitions held
+// back, the lanes of a stopping loop (drain.go) and of partitions a
+// rebalance moves away (yield.go), an ordered lane's waiting members
+// (ordered.go) and the members behind a blocked head (block.go).
+type spiller struct {
+	// What it is given: the window and the lanes (fair) it looks at,
+	// the config and the log; holds, which writes a spill; signers,
+	// which forgets the endpoints of pruned lanes; settle, which
+	// finishes an entry with the outputs its function returns
+	// (engine.settle); and expire, which forgets the ordered lanes'
+	// members gone for good (expireOrdered).
+	w       *window
+	f       *fair
+	cfg     *Config
+	log     *slog.Logger
+	holds   *holds
+	signers *signers
+	settle  func(*entry, func(context.Context) []*kgo.Record)
+	expire  func(cutoff, now time.Time)
+	// lastRelieve is when relieve last looked for stuck partitions,
+	// lastPrune when it last pruned idle lanes.
+	lastRelieve time.Time
+	lastPrune   time.Time
+}
+
 // relieve spills the lanes that hold a partition's watermark back.
-func (e *engine) relieve(now time.Time) {
-	if now.Sub(e.lastRelieve) < reliefTick {
+func (sp *spiller) relieve(now time.Time) {
+	if now.Sub(sp.lastRelieve) < reliefTick {
 		return
 	}
-	full := e.w.full()
-	e.lastRelieve = now
-	for _, pw := range e.w.parts {
+	full := sp.w.full()
+	sp.lastRelieve = now
+	for _, pw := range sp.w.parts {
 		head := pw.oldest()
 		if head == nil || head.state != entryQueued {
 			continue
 		}
 		switch {
-		case !full && head.key != nil && now.Sub(pw.headSince) >= e.s.cfg.StuckAfter:
+		case !full && head.key != nil && now.Sub(pw.headSince) >= sp.cfg.StuckAfter:
 			// An ordered lane waiting for its head holds only itself:
 			// the endpoint's other keys are not stuck.
-			e.s.log.Warn("ordered lane holds its partition back; spilling its waiting deliveries to the retry path",
+			sp.log.Warn("ordered lane holds its partition back; spilling its waiting deliveries to the retry path",
 				"endpoint_id", head.lane.id, "waiting", len(head.key.members))
-			e.spillKey(head.key, now, "stuck partition")
-		case full || now.Sub(pw.headSince) >= e.s.cfg.StuckAfter:
-			e.spillLane(head.lane, now)
+			sp.spillKey(head.key, now, "stuck partition")
+		case full || now.Sub(pw.headSince) >= sp.cfg.StuckAfter:
+			sp.spillLane(head.lane, now)
 		}
 	}
-	if now.Sub(e.lastPrune) >= laneIdleFor {
-		e.lastPrune = now
-		e.expireOrdered(now, now)
-		e.s.signers.forget(e.f.prune(now.Add(-laneIdleFor)))
+	if now.Sub(sp.lastPrune) >= laneIdleFor {
+		sp.lastPrune = now
+		sp.expire(now, now)
+		sp.signers.forget(sp.f.prune(now.Add(-laneIdleFor)))
 	}
 }
 
 // spillLane spills every delivery waiting in l.
-func (e *engine) spillLane(l *lane, now time.Time) {
-	e.s.log.Warn("endpoint backlog holds its partition back; spilling its waiting deliveries to the retry path",
+func (sp *spiller) spillLane(l *lane, now time.Time) {
+	sp.log.Warn("endpoint backlog holds its partition back; spilling its waiting deliveries to the retry path",
 		"endpoint_id", l.id, "waiting", l.queued, "in_flight", l.inFlight)
-	e.spillWaiting(l, now, "stuck partition")
+	sp.spillWaiting(l, now, "stuck partition")
 }
 
 // spillWaiting spills every delivery waiting in l, for reason.
-func (e *engine) spillWaiting(l *lane, now time.Time, reason string) {
+func (sp *spiller) spillWaiting(l *lane, now time.Time, reason string) {
 	if l.ord != nil {
 		for _, en := range l.ord.drain() {
 			l.queued--
 			l.qbytes -= en.size
-			e.spillOne(en, l, now, reason)
+			sp.spillOne(en, l, now, reason)
 		}
 	}
 	for en := l.pop(); en != nil; en = l.pop() {
-		e.spillOne(en, l, now, reason)
+		sp.spillOne(en, l, now, reason)
 	}
-	e.f.touch(l, now)
+	sp.f.touch(l, now)
 }
 
 // spillOne defers en, which is not (or no longer) in l's queue.
-func (e *engine) spillOne(en *entry, l *lane, now time.Time, reason string) {
+func (sp *spiller) spillOne(en *entry, l *lane, now time.Time, reason string) {
 	due := l.spillDue(now, l.queued+l.inFlight, minSpillDelay)
 	if k := en.key; k != nil {
 		// Not back before the members it waits for (ordered_return_test.go).
 		due = later(due, k.backBefore(seq(en)))
 	}
-	s := e.s
-	e.settle(en, func(ctx context.Context) []*kgo.Record {
+	holds := sp.holds
+	sp.settle(en, func(ctx context.Context) []*kgo.Record {
 		annotate(ctx, en.d)
-		return s.holds.spill(ctx, en.rec, en.d, due, reason)
+		return holds.spill(ctx, en.rec, en.d, due, reason)
 	})
+}
+
+// spillKey spills k's waiting members, in lane_seq order; they are
+// outside once spilled (settledOrdered).
+func (sp *spiller) spillKey(k *keyLane, now time.Time, reason string) {
+	sp.spillKeyAfter(k, math.MinInt64, now, reason)
+}
+
+// spillKeyAfter spills k's waiting members after lane_seq after, in
+// lane_seq order; the ones before it keep their places.
+func (sp *spiller) spillKeyAfter(k *keyLane, after int64, now time.Time, reason string) {
+	l := k.lane
+	i, _ := slices.BinarySearchFunc(k.members, after, func(m *entry, s int64) int {
+		if seq(m) <= s {
+			return -1
+		}
+		return 1
+	})
+	waiting := slices.Clone(k.members[i:])
+	clear(k.members[i:])
+	k.members = k.members[:i]
+	for _, m := range waiting {
+		if m.state != entryQueued {
+			continue
+		}
+		l.unqueue(m)
+		sp.spillOne(m, l, now, reason)
+	}
+	sp.f.touch(l, now)
 }

@@ -289,7 +289,7 @@ func (e *engine) handOffWork(sess *kgo.GroupTransactSession, now time.Time) hand
 			return e.w.leaving(assigned)
 		},
 		inFlight:   e.w.inFlightIn,
-		spill:      func(leaving map[tp]bool) int { return e.spillLeaving(leaving, now) },
+		spill:      func(leaving map[tp]bool) int { return e.sp.spillLeaving(leaving, now) },
 		begun:      e.c.begun,
 		ended:      e.c.ended,
 		committing: e.c.committing,
@@ -318,10 +318,10 @@ func (w *window) leaving(assigned map[tp]bool) map[tp]bool {
 // spillLeaving spills every delivery waiting in a lane of a leaving
 // partition (a lane is one endpoint's, and an endpoint's deliveries are
 // in one partition).
-func (e *engine) spillLeaving(leaving map[tp]bool, now time.Time) int {
+func (sp *spiller) spillLeaving(leaving map[tp]bool, now time.Time) int {
 	lanes := map[*lane]bool{}
 	for k := range leaving {
-		pw := e.w.parts[k]
+		pw := sp.w.parts[k]
 		for _, en := range pw.entries[pw.head:] {
 			if en.state == entryQueued && en.lane != nil {
 				lanes[en.lane] = true
@@ -331,7 +331,7 @@ func (e *engine) spillLeaving(leaving map[tp]bool, now time.Time) int {
 	n := 0
 	for l := range lanes {
 		n += l.queued
-		e.spillWaiting(l, now, "rebalance")
+		sp.spillWaiting(l, now, "rebalance")
 	}
 	return n
 }
