@@ -94,7 +94,7 @@ func (a *attempter) block(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 // head it blocks with. A member that is not in an ordered lane here any
 // more (its endpoint's ordering changed while it was attempted) cannot
 // block one: it is dead-lettered instead, with the result that blocked.
-func (e *engine) takeBlockMark(en *entry, outs []*kgo.Record) (*hooklinev1.BlockedHead, []*kgo.Record) {
+func (ol *orderedLanes) takeBlockMark(en *entry, outs []*kgo.Record) (*hooklinev1.BlockedHead, []*kgo.Record) {
 	if en.d == nil || en.d.LaneSeq == nil {
 		return nil, outs // not ordered: the unordered path pays nothing
 	}
@@ -115,8 +115,8 @@ func (e *engine) takeBlockMark(en *entry, outs []*kgo.Record) (*hooklinev1.Block
 		head.DeliveryRecord = payloadref.Of(en.rec)
 	}
 	if en.key == nil {
-		dl := &hooklinev1.DeadLetter{Delivery: en.d, LastResult: head.GetLastResult(), DeadAt: timestamppb.New(e.s.now())}
-		return nil, append(outs, e.s.writer.records(e.s.topics.Dead, en.d.GetEndpointId(), dl)...)
+		dl := &hooklinev1.DeadLetter{Delivery: en.d, LastResult: head.GetLastResult(), DeadAt: timestamppb.New(ol.now())}
+		return nil, append(outs, ol.writer.records(ol.topics.Dead, en.d.GetEndpointId(), dl)...)
 	}
 	return head, outs
 }

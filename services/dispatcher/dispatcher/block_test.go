@@ -193,7 +193,7 @@ func TestABlockedLaneHoldsItsFollowersWhileOtherKeysGoOn(t *testing.T) {
 		t.Fatalf("lane member %v; want dlv_a0 blocked at lane_seq 0 with its delivery (by reference: no payload) and last result", head)
 	}
 	// Blocked is until an operator acts: --max-hold does not end it.
-	f.e.expireOrdered(f.s.now().Add(time.Hour), f.s.now())
+	f.e.ord.expireOrdered(f.s.now().Add(time.Hour), f.s.now())
 	if out := f.e.f.lanes["ep_1"].ord.keys["a"].outside["dlv_a0"]; out.blocked == nil {
 		t.Fatal("expiry dropped the blocked head")
 	}

@@ -59,7 +59,7 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 		e.releaseMember(en, l, ep, log, now)
 		return
 	}
-	k := e.keyLaneOf(l, en.part, d.GetOrderingKey(), now)
+	k := e.ord.keyLaneOf(l, en.part, d.GetOrderingKey(), now)
 	id := d.GetDeliveryId()
 	out, ok := k.outside[id]
 	if !ok || out.blocked == nil || (op != hooklinev1.LaneOp_LANE_OP_SKIP && op != hooklinev1.LaneOp_LANE_OP_RESEND) {
@@ -113,7 +113,7 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 	}
 	e.settle(en, fn)
 	en.opMember = member
-	e.laneChanged(en, k, now)
+	e.ord.laneChanged(en, k, now)
 }
 
 // releaseMember applies the scheduler's release of a member it set
@@ -130,7 +130,7 @@ func (e *engine) releaseMember(en *entry, l *lane, ep *hooklinev1.EndpointRecord
 		e.w.finish(en, nil) // the endpoint is no longer ordered: nothing waits
 		return
 	}
-	k := e.keyLaneOf(l, en.part, laneKey(ep, d), now)
+	k := e.ord.keyLaneOf(l, en.part, laneKey(ep, d), now)
 	id := d.GetDeliveryId()
 	if out, ok := k.outside[id]; !ok || out.blocked != nil {
 		log.Info("release of a lane member not outside its lane; nothing to do")
@@ -142,7 +142,7 @@ func (e *engine) releaseMember(en *entry, l *lane, ep *hooklinev1.EndpointRecord
 	log.Warn("lane member set aside by the scheduler; its lane goes on without it")
 	e.settle(en, func(context.Context) []*kgo.Record { return nil })
 	en.opMember = nil
-	e.laneChanged(en, k, now)
+	e.ord.laneChanged(en, k, now)
 }
 
 // headDelivery returns a blocked head's delivery whole, payload included,

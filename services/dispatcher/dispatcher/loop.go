@@ -46,6 +46,8 @@ type engine struct {
 	// it popped or takes above their watermark, its lanes share, the
 	// poll gate, the backoff after an abort (commit.go, above.go).
 	c *committer
+	// ord keeps the ordered lanes' turns (ordered.go, block.go).
+	ord *orderedLanes
 	// sp spills what waits too long, and what a stop or a rebalance
 	// leaves waiting, round the retry path (spill.go).
 	sp   *spiller
@@ -96,10 +98,16 @@ func (s *Service) newEngine() *engine {
 	}
 	e.y.synced = newSyncedBalancer(s.topics.Deliveries)
 	e.y.wake = e.in.wake
+	e.ord = &orderedLanes{
+		w: e.w, f: e.f, cfg: &s.cfg, log: s.log, now: s.now,
+		store: s.store, view: s.lanes, writer: s.writer, topics: &s.topics,
+		fits: e.c.lanes.fits,
+	}
 	e.sp = &spiller{
 		w: e.w, f: e.f, cfg: &s.cfg, log: s.log, holds: s.holds, signers: s.signers,
-		settle: e.settle, expire: e.expireOrdered,
+		settle: e.settle, expire: e.ord.expireOrdered,
 	}
+	e.ord.sp = e.sp
 	e.rs = &resolvers{in: e.in, outstanding: &e.outstanding, read: s.readState, place: e.placeNow}
 	e.rs.readRecord = func(ctx context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
 		opts, err := s.cfg.Kafka.Opts()
@@ -319,7 +327,7 @@ func (e *engine) sweep(now time.Time) {
 			}
 		}
 		pw.entries, pw.head, pw.resolving = nil, 0, nil
-		e.forgetOrdered(pw)
+		e.ord.forgetOrdered(pw)
 	}
 }
 
@@ -440,7 +448,7 @@ func (e *engine) collect(now time.Time) error {
 				l.observe(m.latency)
 			}
 			if !en.part.dropped {
-				m.outs = e.settledOrdered(en, m.outs, now)
+				m.outs = e.ord.settledOrdered(en, m.outs, now)
 			}
 			e.f.touch(l, now)
 			e.f.requeue(l, now)

@@ -2,10 +2,13 @@ package dispatcher
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/endpoints"
+	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/lanes"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
@@ -39,6 +42,31 @@ import (
 // it.
 //
 // Unordered lanes never touch any of this (lane.ord is nil).
+
+// orderedLanes keeps the ordered lanes' turns (loop goroutine only): it
+// places a member in its keyLane, notes how each ended its turn, and
+// forgets lanes that are stale. Their state lives in the lanes it is
+// given (lane.ord, below).
+type orderedLanes struct {
+	// What it is given: the window and the lanes (fair); the config,
+	// the log and the clock; the endpoints view, the lanes topic's view
+	// that seeds a keyLane (view), the writer and the topics a
+	// settlement's records name; sp, which spills a member that must
+	// not wait in memory; and fits, which sizes a lane's record with a
+	// member outside (laneCommit.fits: the commit's share of the lanes
+	// topic).
+	w      *window
+	f      *fair
+	cfg    *Config
+	log    *slog.Logger
+	now    func() time.Time
+	store  *endpoints.Store
+	view   *lanes.View
+	writer *recordWriter
+	topics *hkafka.Topics
+	sp     *spiller
+	fits   func(*keyLane, *hooklinev1.LaneMember) (string, bool)
+}
 
 // ordering is an endpoint lane's ordered part.
 type ordering struct {
@@ -113,22 +141,22 @@ func seq(e *entry) int64 { return e.d.GetLaneSeq() }
 
 // placeOrdered puts en, of an ordered endpoint, into its keyLane of l,
 // or spills it when l is over its backlog budget (it is then outside).
-func (e *engine) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord, now time.Time) {
-	k := e.keyLaneOf(l, en.part, laneKey(ep, en.d), now)
+func (ol *orderedLanes) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord, now time.Time) {
+	k := ol.keyLaneOf(l, en.part, laneKey(ep, en.d), now)
 	o := l.ord
-	if !e.takePlace(en, k) {
+	if !ol.takePlace(en, k) {
 		return
 	}
 	if k.blockedBefore(seq(en)) {
-		e.sp.spillBlocked(en, now) // settledOrdered notes it outside
+		ol.sp.spillBlocked(en, now) // settledOrdered notes it outside
 		return
 	}
-	if e.backLater(k, seq(en), now) {
-		e.sp.spillOne(en, l, now, "behind lane head") // settledOrdered notes it outside
+	if ol.backLater(k, seq(en), now) {
+		ol.sp.spillOne(en, l, now, "behind lane head") // settledOrdered notes it outside
 		return
 	}
-	if !k.awaited(seq(en)) && (l.queued >= e.s.cfg.queueLimit(l) || l.qbytes+en.size > e.s.cfg.QueueBytes) {
-		e.sp.spillOne(en, l, now, "backlog") // settledOrdered notes it outside
+	if !k.awaited(seq(en)) && (l.queued >= ol.cfg.queueLimit(l) || l.qbytes+en.size > ol.cfg.QueueBytes) {
+		ol.sp.spillOne(en, l, now, "backlog") // settledOrdered notes it outside
 		return
 	}
 	en.state, en.lane, en.queuedAt = entryQueued, l, now
@@ -140,21 +168,21 @@ func (e *engine) placeOrdered(en *entry, l *lane, ep *hooklinev1.EndpointRecord,
 	l.qbytes += en.size
 	o.waiting++
 	o.touch(k)
-	e.f.touch(l, now)
-	e.f.ready(l, now)
+	ol.f.touch(l, now)
+	ol.f.ready(l, now)
 }
 
 // takePlace makes en, read now, k's member at its place: its lane_seq
 // given on its first read, no longer outside. It returns false when en
 // is a copy of k's blocked head, finished here.
-func (e *engine) takePlace(en *entry, k *keyLane) bool {
+func (ol *orderedLanes) takePlace(en *entry, k *keyLane) bool {
 	id := en.d.GetDeliveryId()
 	if out, ok := k.outside[id]; ok && out.blocked != nil {
 		// Only an operator's command sends a blocked head again, and it
 		// unblocks it first (lanecmd.go): this is a copy of a record
 		// written before the block. The lane keeps it blocked.
-		e.s.log.Warn("copy of a blocked lane's head; skipped", "delivery_id", id, "endpoint_id", k.lane.id, "ordering_key", k.key)
-		e.w.finish(en, nil)
+		ol.log.Warn("copy of a blocked lane's head; skipped", "delivery_id", id, "endpoint_id", k.lane.id, "ordering_key", k.key)
+		ol.w.finish(en, nil)
 		return false
 	}
 	if en.d.LaneSeq == nil {
@@ -175,11 +203,11 @@ func (e *engine) takePlace(en *entry, k *keyLane) bool {
 // (verdict v) rather than sending it to its lane, or nil: a delivery of
 // an ordered endpoint paused or not due takes its place in its lane; one
 // of a deleted endpoint leaves the lane it is remembered in, if any.
-func (e *engine) settlingLane(en *entry, v verdict, ep *hooklinev1.EndpointRecord, now time.Time) *keyLane {
+func (ol *orderedLanes) settlingLane(en *entry, v verdict, ep *hooklinev1.EndpointRecord, now time.Time) *keyLane {
 	d := en.d
 	switch v {
 	case epDeleted:
-		l := e.f.lanes[d.GetEndpointId()]
+		l := ol.f.lanes[d.GetEndpointId()]
 		if l == nil || l.ord == nil {
 			return nil
 		}
@@ -192,7 +220,7 @@ func (e *engine) settlingLane(en *entry, v verdict, ep *hooklinev1.EndpointRecor
 		}
 		return nil
 	case notDue:
-		ep = e.s.store.Get(d.GetEndpointId()) // triage did not look
+		ep = ol.store.Get(d.GetEndpointId()) // triage did not look
 	case epPaused:
 	default:
 		return nil
@@ -200,18 +228,18 @@ func (e *engine) settlingLane(en *entry, v verdict, ep *hooklinev1.EndpointRecor
 	if ep == nil || ep.GetEndpoint().GetTenantId() != d.GetTenantId() || !isOrdered(ep, d) {
 		return nil
 	}
-	l := e.f.lane(ep.GetEndpoint().GetId(), ep.GetEndpoint().GetTenantId())
-	e.s.cfg.configure(l, ep, now)
-	return e.keyLaneOf(l, en.part, laneKey(ep, d), now)
+	l := ol.f.lane(ep.GetEndpoint().GetId(), ep.GetEndpoint().GetTenantId())
+	ol.cfg.configure(l, ep, now)
+	return ol.keyLaneOf(l, en.part, laneKey(ep, d), now)
 }
 
 // keyLaneOf returns l's keyLane of key, fed by partition part, making
 // it (and l's ordering) from the lanes topic's view when this
 // dispatcher has none: the first of the endpoint's deliveries (or
 // commands) since an assignment or a rewind.
-func (e *engine) keyLaneOf(l *lane, part *partWindow, key string, now time.Time) *keyLane {
+func (ol *orderedLanes) keyLaneOf(l *lane, part *partWindow, key string, now time.Time) *keyLane {
 	if l.ord == nil {
-		l.ord = &ordering{keys: map[string]*keyLane{}, seeds: e.s.lanes.Snapshot(l.id)}
+		l.ord = &ordering{keys: map[string]*keyLane{}, seeds: ol.view.Snapshot(l.id)}
 	}
 	o := l.ord
 	o.part = part // an endpoint's deliveries come from one partition
@@ -221,11 +249,11 @@ func (e *engine) keyLaneOf(l *lane, part *partWindow, key string, now time.Time)
 		// A seeded member's way back is not known here; it is due
 		// before its give-up time, at most the endpoint's --max-age
 		// after its creation, and may then be held.
-		maxAge := e.s.cfg.MaxAge
-		if ep := e.s.store.Get(l.id); ep != nil {
-			maxAge = e.s.cfg.rules().Age(ep)
+		maxAge := ol.cfg.MaxAge
+		if ep := ol.store.Get(l.id); ep != nil {
+			maxAge = ol.cfg.rules().Age(ep)
 		}
-		until := now.Add(maxAge + e.s.cfg.MaxHold)
+		until := now.Add(maxAge + ol.cfg.MaxHold)
 		for id, m := range o.seeds[key] {
 			k.outside[id] = outsider{seq: m.GetLaneSeq(), until: until, blocked: m.GetBlocked()}
 			k.committed[id] = m
@@ -299,8 +327,8 @@ func (k *keyLane) backBefore(s int64) time.Time {
 // memory, for a member before it due back, longer than --stuck-after:
 // it waits outside memory instead, from the start, rather than hold its
 // partition until the relief spills it.
-func (e *engine) backLater(k *keyLane, s int64, now time.Time) bool {
-	return k.backBefore(s).Sub(now) > e.s.cfg.StuckAfter
+func (ol *orderedLanes) backLater(k *keyLane, s int64, now time.Time) bool {
+	return k.backBefore(s).Sub(now) > ol.cfg.StuckAfter
 }
 
 // blockedBefore reports whether a blocked head before lane_seq s holds k.
@@ -384,8 +412,8 @@ func (o *ordering) drain() []*entry {
 // they block its lane (block.go), otherwise terminal. Either way its
 // keyLane is no longer busy with it. It returns the outputs to write:
 // a block's mark is taken out of them.
-func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) []*kgo.Record {
-	blocked, outs := e.takeBlockMark(en, outs)
+func (ol *orderedLanes) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) []*kgo.Record {
+	blocked, outs := ol.takeBlockMark(en, outs)
 	k := en.key
 	if k == nil {
 		return outs
@@ -403,9 +431,9 @@ func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) []
 		en.opMember = &hooklinev1.LaneMember{DeliveryId: id, LaneSeq: seq(en), Blocked: blocked}
 	default:
 		for _, r := range outs {
-			if e.s.writer.carriesOn(r.Topic) {
-				out := outsider{seq: seq(en), until: returnDue(r, now).Add(e.s.cfg.MaxHold)}
-				if r.Topic == e.s.topics.Retries {
+			if ol.writer.carriesOn(r.Topic) {
+				out := outsider{seq: seq(en), until: returnDue(r, now).Add(ol.cfg.MaxHold)}
+				if r.Topic == ol.topics.Retries {
 					out.back = returnDue(r, now) // parked: released at a resume
 				}
 				k.outside[id] = out
@@ -415,22 +443,22 @@ func (e *engine) settledOrdered(en *entry, outs []*kgo.Record, now time.Time) []
 		}
 	}
 	if en.opMember != nil {
-		if why, ok := e.c.lanes.fits(k, en.opMember); !ok {
+		if why, ok := ol.fits(k, en.opMember); !ok {
 			// Blamed on this delivery before the transaction: it ends
 			// FAILED, dead-lettered, and the lane goes on without it.
 			delete(k.outside, id)
 			en.opMember = nil
-			outs = e.s.writer.setAside(context.Background(), en.d, outs, why)
+			outs = ol.writer.setAside(context.Background(), en.d, outs, why)
 		}
 	}
-	e.laneChanged(en, k, now)
+	ol.laneChanged(en, k, now)
 	return outs
 }
 
 // laneChanged notes that en's settlement changed k (en.opMember): the
 // lanes topic learns of it in the commit that commits en's settlement
 // (at the watermark, or above it).
-func (e *engine) laneChanged(en *entry, k *keyLane, now time.Time) {
+func (ol *orderedLanes) laneChanged(en *entry, k *keyLane, now time.Time) {
 	en.opKey = k
 	k.pending++
 	l := k.lane
@@ -438,10 +466,10 @@ func (e *engine) laneChanged(en *entry, k *keyLane, now time.Time) {
 		return
 	}
 	if en.opMember != nil { // outside or blocked: its followers wait
-		e.spillFollowers(k, en, now)
+		ol.spillFollowers(k, en, now)
 	}
 	l.ord.touch(k)
-	e.f.ready(l, now)
+	ol.f.ready(l, now)
 }
 
 // spillFollowers spills en's followers waiting in k — the members
@@ -460,8 +488,8 @@ func (e *engine) laneChanged(en *entry, k *keyLane, now time.Time) {
 // outside — over the lane's backlog budget, say — again at every return
 // (make sim seed 9: a head due for its third attempt, spilled "behind
 // lane head" every 3 s for a minute).
-func (e *engine) spillFollowers(k *keyLane, en *entry, now time.Time) {
-	spill := e.backLater(k, seq(en)+1, now)
+func (ol *orderedLanes) spillFollowers(k *keyLane, en *entry, now time.Time) {
+	spill := ol.backLater(k, seq(en)+1, now)
 	for _, m := range k.members {
 		if spill {
 			break
@@ -469,15 +497,15 @@ func (e *engine) spillFollowers(k *keyLane, en *entry, now time.Time) {
 		spill = m.state == entryQueued && seq(m) > seq(en) && m.rec.Offset < en.rec.Offset && m.part == en.part
 	}
 	if spill {
-		e.sp.spillKeyAfter(k, seq(en), now, "behind lane head")
+		ol.sp.spillKeyAfter(k, seq(en), now, "behind lane head")
 	}
 }
 
 // forgetOrdered drops the ordered state of the lanes fed by partition pw,
 // which this dispatcher no longer owns (or rewound): what it knew is
 // stale. Their waiting members were unqueued already.
-func (e *engine) forgetOrdered(pw *partWindow) {
-	for _, l := range e.f.lanes {
+func (ol *orderedLanes) forgetOrdered(pw *partWindow) {
+	for _, l := range ol.f.lanes {
 		if l.ord != nil && l.ord.part == pw {
 			l.ord = nil
 		}
@@ -490,8 +518,8 @@ func (e *engine) forgetOrdered(pw *partWindow) {
 // ladder's rung may be longer than --max-hold (7 days against 72 h):
 // each member's time is its own way back's due time, plus the longest
 // hold after it.
-func (e *engine) expireOrdered(cutoff, now time.Time) {
-	for _, l := range e.f.lanes {
+func (ol *orderedLanes) expireOrdered(cutoff, now time.Time) {
+	for _, l := range ol.f.lanes {
 		if l.ord == nil {
 			continue
 		}
@@ -504,7 +532,7 @@ func (e *engine) expireOrdered(cutoff, now time.Time) {
 			}
 			l.ord.touch(k)
 		}
-		e.f.ready(l, now)
+		ol.f.ready(l, now)
 	}
 }
 

@@ -70,7 +70,7 @@ func (e *engine) placeNow(en *entry, now time.Time) {
 	l := e.f.lane(ep.GetEndpoint().GetId(), ep.GetEndpoint().GetTenantId())
 	s.cfg.configure(l, ep, now)
 	if isOrdered(ep, en.d) {
-		e.placeOrdered(en, l, ep, now)
+		e.ord.placeOrdered(en, l, ep, now)
 		return
 	}
 	if l.queued >= s.cfg.queueLimit(l) || l.qbytes+en.size > s.cfg.QueueBytes {
@@ -89,7 +89,7 @@ func (e *engine) placeNow(en *entry, now time.Time) {
 // comes back into its first place, however the retry path reorders it.
 func (e *engine) settleTriaged(en *entry, v verdict, ep *hooklinev1.EndpointRecord, now time.Time) {
 	s := e.s
-	if k := e.settlingLane(en, v, ep, now); k != nil && !e.takePlace(en, k) {
+	if k := e.ord.settlingLane(en, v, ep, now); k != nil && !e.ord.takePlace(en, k) {
 		return
 	}
 	e.settle(en, func(ctx context.Context) []*kgo.Record { return s.handler.settle(ctx, v, en.rec, en.d, ep, now) })
@@ -134,7 +134,7 @@ func (cfg *Config) queueLimit(l *lane) int {
 // span.
 func (e *engine) settle(en *entry, fn func(context.Context) []*kgo.Record) {
 	outs := e.s.handler.process(context.Background(), en.rec, fn)
-	outs = e.settledOrdered(en, outs, e.s.now())
+	outs = e.ord.settledOrdered(en, outs, e.s.now())
 	e.w.finish(en, outs)
 }
 
