@@ -9,6 +9,8 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/endpoints"
+	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
@@ -36,39 +38,59 @@ func isLaneCommand(d *hooklinev1.Delivery) bool {
 	return d.GetKind() == hooklinev1.DeliveryKind_DELIVERY_KIND_LANE_COMMAND
 }
 
+// laneCommands applies the operators' commands on blocked heads and the
+// scheduler's releases of members it set aside (loop goroutine only).
+type laneCommands struct {
+	// What it is given: the window and the lanes (fair); the config
+	// and the log; the endpoints view, the writer and the topics a
+	// command's records name; ord, whose keyLanes the commands change;
+	// rs, which has a command wait for its endpoint or for its blocked
+	// head's payload; and settle, which finishes a command's entry with
+	// the outputs its function returns (engine.settle).
+	w      *window
+	f      *fair
+	cfg    *Config
+	log    *slog.Logger
+	store  *endpoints.Store
+	writer *recordWriter
+	topics *hkafka.Topics
+	ord    *orderedLanes
+	rs     *resolvers
+	settle func(*entry, func(context.Context) []*kgo.Record)
+}
+
 // laneCommand applies the command en carries.
-func (e *engine) laneCommand(en *entry, now time.Time) {
-	s := e.s
+func (lc *laneCommands) laneCommand(en *entry, now time.Time) {
 	d := en.d
-	log := s.log.With("endpoint_id", d.GetEndpointId(), "ordering_key", d.GetOrderingKey(), "delivery_id", d.GetDeliveryId(),
+	log := lc.log.With("endpoint_id", d.GetEndpointId(), "ordering_key", d.GetOrderingKey(), "delivery_id", d.GetDeliveryId(),
 		"command_id", d.GetLaneCommand().GetCommandId(), "op", d.GetLaneCommand().GetOp().String())
-	ep := s.store.Get(d.GetEndpointId())
+	ep := lc.store.Get(d.GetEndpointId())
 	if ep == nil && !en.synced {
-		e.rs.resolve(en)
+		lc.rs.resolve(en)
 		return
 	}
 	if ep == nil || ep.GetEndpoint().GetTenantId() != d.GetTenantId() {
 		log.Warn("lane command for an endpoint that is gone; nothing to do")
-		e.w.finish(en, nil)
+		lc.w.finish(en, nil)
 		return
 	}
-	l := e.f.lane(ep.GetEndpoint().GetId(), ep.GetEndpoint().GetTenantId())
-	s.cfg.configure(l, ep, now)
+	l := lc.f.lane(ep.GetEndpoint().GetId(), ep.GetEndpoint().GetTenantId())
+	lc.cfg.configure(l, ep, now)
 	op := d.GetLaneCommand().GetOp()
 	if op == hooklinev1.LaneOp_LANE_OP_RELEASE {
-		e.releaseMember(en, l, ep, log, now)
+		lc.releaseMember(en, l, ep, log, now)
 		return
 	}
-	k := e.ord.keyLaneOf(l, en.part, d.GetOrderingKey(), now)
+	k := lc.ord.keyLaneOf(l, en.part, d.GetOrderingKey(), now)
 	id := d.GetDeliveryId()
 	out, ok := k.outside[id]
 	if !ok || out.blocked == nil || (op != hooklinev1.LaneOp_LANE_OP_SKIP && op != hooklinev1.LaneOp_LANE_OP_RESEND) {
 		log.Warn("stale lane command: the delivery is not the lane's blocked head (any more); nothing to do")
-		e.w.finish(en, nil)
+		lc.w.finish(en, nil)
 		l.ord.touch(k)
 		return
 	}
-	head, gone, ready := e.rs.headDelivery(en, out.blocked)
+	head, gone, ready := lc.rs.headDelivery(en, out.blocked)
 	if !ready {
 		return // its payload is being read back; en is placed again then
 	}
@@ -85,7 +107,7 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 		delete(k.outside, id)
 		last := out.blocked.GetLastResult()
 		fn = func(ctx context.Context) []*kgo.Record {
-			res := s.writer.result(head, now)
+			res := lc.writer.result(head, now)
 			res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 			res.Reason = fmt.Sprintf("skipped by an operator while it blocked its ordered lane; its last attempt (%d): %s",
 				last.GetAttempt(), last.GetReason())
@@ -94,10 +116,10 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 			}
 			log.Info("blocked head skipped; dead-lettered, lane released")
 			setOutcome(ctx, "lane_skipped")
-			return s.writer.deadLetter(ctx, head, res)
+			return lc.writer.deadLetter(ctx, head, res)
 		}
 	} else {
-		k.outside[id] = outsider{seq: out.seq, until: now.Add(s.cfg.MaxHold)} // due at once
+		k.outside[id] = outsider{seq: out.seq, until: now.Add(lc.cfg.MaxHold)} // due at once
 		member = &hooklinev1.LaneMember{DeliveryId: id, LaneSeq: out.seq}
 		fresh := proto.Clone(head).(*hooklinev1.Delivery)
 		fresh.Attempt = 1
@@ -108,12 +130,12 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 		fn = func(ctx context.Context) []*kgo.Record {
 			log.Info("blocked head resent with a fresh attempt budget; the lane stays behind it")
 			setOutcome(ctx, "lane_resent")
-			return s.writer.records(s.topics.Deliveries, d.GetEndpointId(), fresh)
+			return lc.writer.records(lc.topics.Deliveries, d.GetEndpointId(), fresh)
 		}
 	}
-	e.settle(en, fn)
+	lc.settle(en, fn)
 	en.opMember = member
-	e.ord.laneChanged(en, k, now)
+	lc.ord.laneChanged(en, k, now)
 }
 
 // releaseMember applies the scheduler's release of a member it set
@@ -124,25 +146,25 @@ func (e *engine) laneCommand(en *entry, now time.Time) {
 // the command's offset, like a skip's; a release of a member the lane
 // does not hold outside (or holds blocked: blocked heads do not travel
 // through the scheduler) does nothing.
-func (e *engine) releaseMember(en *entry, l *lane, ep *hooklinev1.EndpointRecord, log *slog.Logger, now time.Time) {
+func (lc *laneCommands) releaseMember(en *entry, l *lane, ep *hooklinev1.EndpointRecord, log *slog.Logger, now time.Time) {
 	d := en.d
 	if !isOrdered(ep, d) {
-		e.w.finish(en, nil) // the endpoint is no longer ordered: nothing waits
+		lc.w.finish(en, nil) // the endpoint is no longer ordered: nothing waits
 		return
 	}
-	k := e.ord.keyLaneOf(l, en.part, laneKey(ep, d), now)
+	k := lc.ord.keyLaneOf(l, en.part, laneKey(ep, d), now)
 	id := d.GetDeliveryId()
 	if out, ok := k.outside[id]; !ok || out.blocked != nil {
 		log.Info("release of a lane member not outside its lane; nothing to do")
-		e.w.finish(en, nil)
+		lc.w.finish(en, nil)
 		l.ord.touch(k)
 		return
 	}
 	delete(k.outside, id)
 	log.Warn("lane member set aside by the scheduler; its lane goes on without it")
-	e.settle(en, func(context.Context) []*kgo.Record { return nil })
+	lc.settle(en, func(context.Context) []*kgo.Record { return nil })
 	en.opMember = nil
-	e.ord.laneChanged(en, k, now)
+	lc.ord.laneChanged(en, k, now)
 }
 
 // headDelivery returns a blocked head's delivery whole, payload included,

@@ -48,6 +48,8 @@ type engine struct {
 	c *committer
 	// ord keeps the ordered lanes' turns (ordered.go, block.go).
 	ord *orderedLanes
+	// cmds applies operators' commands on blocked lanes (lanecmd.go).
+	cmds *laneCommands
 	// sp spills what waits too long, and what a stop or a rebalance
 	// leaves waiting, round the retry path (spill.go).
 	sp   *spiller
@@ -98,6 +100,14 @@ func (s *Service) newEngine() *engine {
 	}
 	e.y.synced = newSyncedBalancer(s.topics.Deliveries)
 	e.y.wake = e.in.wake
+	e.rs = &resolvers{in: e.in, outstanding: &e.outstanding, read: s.readState, place: e.placeNow}
+	e.rs.readRecord = func(ctx context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
+		opts, err := s.cfg.Kafka.Opts()
+		if err != nil {
+			return nil, err
+		}
+		return payloadref.Read(ctx, opts, ref)
+	}
 	e.ord = &orderedLanes{
 		w: e.w, f: e.f, cfg: &s.cfg, log: s.log, now: s.now,
 		store: s.store, view: s.lanes, writer: s.writer, topics: &s.topics,
@@ -108,13 +118,10 @@ func (s *Service) newEngine() *engine {
 		settle: e.settle, expire: e.ord.expireOrdered,
 	}
 	e.ord.sp = e.sp
-	e.rs = &resolvers{in: e.in, outstanding: &e.outstanding, read: s.readState, place: e.placeNow}
-	e.rs.readRecord = func(ctx context.Context, ref *hooklinev1.RecordRef) (*kgo.Record, error) {
-		opts, err := s.cfg.Kafka.Opts()
-		if err != nil {
-			return nil, err
-		}
-		return payloadref.Read(ctx, opts, ref)
+	e.cmds = &laneCommands{
+		w: e.w, f: e.f, cfg: &s.cfg, log: s.log,
+		store: s.store, writer: s.writer, topics: &s.topics,
+		ord: e.ord, rs: e.rs, settle: e.settle,
 	}
 	e.w.created = func(pw *partWindow) { pw.above = e.c.skip.get(pw.k) }
 	e.w.popped = e.c.popped

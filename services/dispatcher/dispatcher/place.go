@@ -41,7 +41,7 @@ func (e *engine) place(en *entry, now time.Time) {
 func (e *engine) placeNow(en *entry, now time.Time) {
 	s := e.s
 	if isLaneCommand(en.d) {
-		e.laneCommand(en, now)
+		e.cmds.laneCommand(en, now)
 		return
 	}
 	v, ep := s.handler.triage(en.d, now, en.synced)
