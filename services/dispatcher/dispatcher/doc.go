@@ -39,8 +39,9 @@
 //     endpoint and lane state read first; early.go: not due yet), the
 //     fair shares of attempt memory and starts (fair.go, lane.go:
 //     one endpoint's cap and rate), spilling what waits too long to the
-//     retry path (spill.go), and committing (commit.go, produce.go:
-//     the records checked against Kafka's limits, an abort's blame);
+//     retry path (spill.go), and committing (commit.go, above.go;
+//     produce.go: the records checked against Kafka's limits, an
+//     abort's blame);
 //   - ordered lanes and blocked heads: ordered.go (a lane's members in
 //     sequence, who may start), lanes.go (the lanes topic: laneCommit,
 //     its share of a commit), block.go (a head that blocks its lane),
@@ -58,6 +59,32 @@
 //     (transformations; a run that ended is settled at triage), early.go
 //     (a record read too early, sent back: the handler's notYetDue);
 //   - telemetry.go, memory.go, statedump.go: what an operator sees.
+//
+// The loop's parts are types of their own, each holding its state and
+// given what else it uses (a few fields of the Service, the window, the
+// lanes, function fields) when the engine (loop.go) wires them together.
+// The engine keeps the loop itself: polling, collecting the inbox,
+// sweeping dropped partitions, placing and starting (place.go), the
+// fetch share, the end of a session, and what an operator sees.
+//
+//   - committer (commit.go, above.go): the commit being built and the
+//     one in flight: the entries it popped or takes above their
+//     watermark, the skips for a partition's next window, its share of
+//     the lanes topic (laneCommit), the poll gate, the backoff and
+//     retry after an abort, the commits begun and ended;
+//   - resolvers (resolve.go; lanecmd.go's headDelivery): what an entry
+//     waits for before it is placed — its partition's resolver rounds
+//     (each partition's state in its partWindow) and a blocked head's
+//     payload read back for its command; placed entries go back through
+//     the engine's placeNow;
+//   - orderedLanes (ordered.go; block.go's takeBlockMark): the ordered
+//     lanes' turns — a member's place, how its turn ended, stale lanes
+//     forgotten; their state stays in each lane's ordering;
+//   - laneCommands (lanecmd.go): operators' resend and skip of a blocked
+//     head, the scheduler's release of a member it set aside;
+//   - spiller (spill.go; block.go's spillBlocked, drain.go's handOff,
+//     yield.go's spillLeaving): every spill to the retry path, and
+//     relief's clocks.
 //
 // The flow of one polled record: loop (poll) → place (triage, lane) →
 // fair pick → attempt goroutine → decide → outcome records → inbox →

@@ -226,7 +226,7 @@ func (h *handler) handle(ctx context.Context, r *kgo.Record) []*kgo.Record {
 		return []*kgo.Record{h.workerFault(ctx, r, err.Error())}
 	}
 	if isLaneCommand(d) {
-		return nil // only the engine's lanes apply one (lanecmd.go)
+		return nil // only the loop's laneCommands applies one (lanecmd.go)
 	}
 	now := h.now()
 	v, ep := h.triage(d, now, false)

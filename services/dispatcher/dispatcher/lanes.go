@@ -16,8 +16,8 @@ import (
 // watermark, its blocked head by reference (block.go). A lane's record
 // is sized before the transaction: a member whose going outside would
 // take it over recordLimit is set aside instead (laneCommit.fits), so
-// no lanes record can abort a commit. The engine writes a lane's record
-// in the commit whose prefix changed it (laneCommit.outputs);
+// no lanes record can abort a commit. The committer writes a lane's
+// record in the commit whose prefix changed it (laneCommit.outputs);
 // every dispatcher follows the topic (platform/lanes.View) and seeds an
 // endpoint's lanes from it the first time it places one of the
 // endpoint's deliveries after an assignment.
