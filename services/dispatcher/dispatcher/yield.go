@@ -322,6 +322,9 @@ func (sp *spiller) spillLeaving(leaving map[tp]bool, now time.Time) int {
 	lanes := map[*lane]bool{}
 	for k := range leaving {
 		pw := sp.w.parts[k]
+		if pw == nil || pw.dropped {
+			continue // gone since the leaving set was taken: nothing of it waits
+		}
 		for _, en := range pw.entries[pw.head:] {
 			if en.state == entryQueued && en.lane != nil {
 				lanes[en.lane] = true
