@@ -169,44 +169,23 @@ func rollingUpgrade(t *testing.T, join bool) {
 
 	// The load: one event every 40 ms until stopped, each to every
 	// endpoint, over four ordering keys.
-	var published atomic.Int64
-	stop := make(chan struct{})
-	loadDone := make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		tick := time.NewTicker(40 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-st.failed.Done():
-				return
-			case <-tick.C:
-			}
-			body, _ := json.Marshal(laneEvent{Lane: fmt.Sprint("k", i%4), I: i})
-			typ := "a.b"
-			if i%4 == 0 {
-				typ = "a.slow"
-			}
-			began := time.Now()
-			resp, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: typ, Payload: body, OrderingKey: fmt.Sprint("k", i%4)})
-			if err != nil {
-				t.Errorf("publish %d: %v", i, err)
-				return
-			}
-			rx.mu.Lock()
-			rx.published[resp.GetEventId()] = began
-			rx.mu.Unlock()
-			published.Add(1)
+	load := startSteadyLoad(st, 40*time.Millisecond, func(i int) error {
+		body, _ := json.Marshal(laneEvent{Lane: fmt.Sprint("k", i%4), I: i})
+		typ := "a.b"
+		if i%4 == 0 {
+			typ = "a.slow"
 		}
-	}()
-	// more waits until the load has published n more events.
-	more := func(n int64) {
-		t.Helper()
-		target := published.Load() + n
-		st.until(fmt.Sprintf("%d events published", target), func() bool { return published.Load() >= target })
-	}
+		began := time.Now()
+		resp, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: typ, Payload: body, OrderingKey: fmt.Sprint("k", i%4)})
+		if err != nil {
+			return err
+		}
+		rx.mu.Lock()
+		rx.published[resp.GetEventId()] = began
+		rx.mu.Unlock()
+		return nil
+	})
+	more := load.more
 
 	more(100)
 	for _, n := range []int{1, 2} {
@@ -227,10 +206,7 @@ func rollingUpgrade(t *testing.T, join bool) {
 		rx.enter("load")
 		more(100)
 	}
-	close(stop)
-	<-loadDone
-
-	events := int(published.Load())
+	events := load.end()
 	deliveries := events*endpoints + (events+3)/4
 	quiet := time.Now()
 	st.until(fmt.Sprintf("%d deliveries answered 2xx", deliveries), func() bool {

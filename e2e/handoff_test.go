@@ -58,34 +58,12 @@ func TestARevokeThatFollowsAnEmptyOneWaitsForTheLoop(t *testing.T) {
 		st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: fmt.Sprint(srv.URL, "/healthy/", i), EventTypes: []string{"a.*"}, OutageModeDisabled: true})
 	}
 
-	var published atomic.Int64
-	stop := make(chan struct{})
-	loadDone := make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-st.failed.Done():
-				return
-			case <-tick.C:
-			}
-			body, _ := json.Marshal(laneEvent{Lane: "k", I: i})
-			if _, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: body}); err != nil {
-				t.Errorf("publish %d: %v", i, err)
-				return
-			}
-			published.Add(1)
-		}
-	}()
-	more := func(n int64) {
-		t.Helper()
-		target := published.Load() + n
-		st.until(fmt.Sprintf("%d events published", target), func() bool { return published.Load() >= target })
-	}
+	load := startSteadyLoad(st, 10*time.Millisecond, func(i int) error {
+		body, _ := json.Marshal(laneEvent{Lane: "k", I: i})
+		_, err := st.events().PublishEvent(st.ctx(), &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: body})
+		return err
+	})
+	more := load.more
 	more(100)
 
 	t.Log("dispatcher 2 joins; dispatcher 1's loop is held after it allows its empty revoke")
@@ -97,10 +75,7 @@ func TestARevokeThatFollowsAnEmptyOneWaitsForTheLoop(t *testing.T) {
 	st.waitSharedBy(2, time.Now().Add(waitFor))
 	rx.enter("load")
 	more(100)
-	close(stop)
-	<-loadDone
-
-	deliveries := int(published.Load()) * endpoints
+	deliveries := load.end() * endpoints
 	st.until(fmt.Sprintf("%d deliveries answered 2xx", deliveries), func() bool {
 		ok, _ := rx.delivered()
 		return ok == deliveries
@@ -150,4 +125,52 @@ func (h allowHold) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h allowHold) WithGroup(name string) slog.Handler {
 	return allowHold{h.Handler.WithGroup(name), h.hold, h.revoked}
+}
+
+// steadyLoad publishes one event every period (publish(i) for the i-th)
+// until end, or until the stack fails; a publish error fails the test and
+// ends the load.
+type steadyLoad struct {
+	st        *stack
+	published atomic.Int64
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+func startSteadyLoad(st *stack, period time.Duration, publish func(i int) error) *steadyLoad {
+	l := &steadyLoad{st: st, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-l.stop:
+				return
+			case <-st.failed.Done():
+				return
+			case <-tick.C:
+			}
+			if err := publish(i); err != nil {
+				st.t.Errorf("publish %d: %v", i, err)
+				return
+			}
+			l.published.Add(1)
+		}
+	}()
+	return l
+}
+
+// more waits until the load has published n more events.
+func (l *steadyLoad) more(n int64) {
+	l.st.t.Helper()
+	target := l.published.Load() + n
+	l.st.until(fmt.Sprintf("%d events published", target), func() bool { return l.published.Load() >= target })
+}
+
+// end stops the load and returns how many events it published.
+func (l *steadyLoad) end() int {
+	close(l.stop)
+	<-l.done
+	return int(l.published.Load())
 }
