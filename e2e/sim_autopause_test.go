@@ -162,7 +162,7 @@ func (w *simWorld) beforeAttempt(s *simSlot, now func() time.Time) func(*hooklin
 // dispatcherLogger is slot s's logger: the test's, and, in a world that
 // freezes on pauses, the trigger of that fault.
 func (w *simWorld) dispatcherLogger(s *simSlot, name string) *slog.Logger {
-	l := testLogger(w.t, name)
+	l := w.slowAllowLogger(testLogger(w.t, name))
 	if w.pauseFreezes.Load() == 0 {
 		return l
 	}

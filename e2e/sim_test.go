@@ -190,6 +190,10 @@ type simWorld struct {
 	// (sim_autopause_test.go); faulting is true during the fault phase.
 	pauseFreezes   atomic.Int32
 	pauseFreezeFor time.Duration
+	// slowAllowFor, when set, holds each dispatcher's loop that long
+	// after it allowed a callback that revokes nothing, in the fault
+	// phase (sim_slowallow_test.go).
+	slowAllowFor time.Duration
 	// refusing is the auto-pause world's refusing endpoint;
 	// thresholdAborts how many of its threshold attempts may still stall
 	// and refuse their dispatcher's commit (sim_autopause_test.go).
@@ -362,6 +366,7 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	w.drawQueue(seed)
 	w.drawJournal(seed)
 	w.drawStatic(seed)
+	w.drawSlowAllow(seed)
 	sched := append(append(w.drawSchedule(rng), w.drawRefusals(seed)...), w.drawGroupLost(seed)...)
 	sched = append(sched, w.drawSchedulerPause(seed)...)
 	// Endpoints created and deleted mid-run come last: the draws above
