@@ -95,6 +95,10 @@ func TestARevokeThatFollowsAnEmptyOneWaitsForTheLoop(t *testing.T) {
 	}
 }
 
+// loopAllowed is the loop's debug line once it allowed a partition
+// callback (yield.go), with the partitions it revokes.
+const loopAllowed = "a partition callback is allowed"
+
 // allowHold holds the logging goroutine in hold when a dispatcher's loop
 // logs that it allowed a partition callback that revokes nothing, and
 // calls revoked when a revoke of delivery partitions is logged.
@@ -106,7 +110,7 @@ type allowHold struct {
 func (h allowHold) Handle(ctx context.Context, r slog.Record) error {
 	err := h.Handler.Handle(ctx, r)
 	switch r.Message {
-	case "a partition callback is allowed":
+	case loopAllowed:
 		r.Attrs(func(a slog.Attr) bool {
 			if a.Key == "revokes" && a.Value.Int64() == 0 {
 				h.hold()

@@ -20,10 +20,6 @@ import (
 // nothing (`slow-allow`), so every rebalance of the fault schedule
 // meets a slow loop at that step.
 
-// simAllowed is the loop's debug line once it allowed a partition
-// callback (yield.go), with the partitions it revokes.
-const simAllowed = "a partition callback is allowed"
-
 // drawSlowAllow draws whether and for how long the dispatchers' loops
 // are held after an allowed callback that revokes nothing.
 func (w *simWorld) drawSlowAllow(seed uint64) {
