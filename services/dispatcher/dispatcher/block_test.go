@@ -28,6 +28,7 @@ type scriptedReceiver struct {
 	mu    sync.Mutex
 	codes map[string]int
 	got   []string
+	holds map[string]chan struct{} // bodies answered only once released (hold)
 }
 
 func (rx *scriptedReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -35,7 +36,14 @@ func (rx *scriptedReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rx.mu.Lock()
 	rx.got = append(rx.got, string(raw))
 	code, ok := rx.codes[string(raw)]
+	held := rx.holds[string(raw)]
 	rx.mu.Unlock()
+	if held != nil {
+		select {
+		case <-held:
+		case <-r.Context().Done():
+		}
+	}
 	if !ok {
 		code = http.StatusOK
 	}
@@ -46,6 +54,18 @@ func (rx *scriptedReceiver) set(body string, code int) {
 	rx.mu.Lock()
 	defer rx.mu.Unlock()
 	rx.codes[body] = code
+}
+
+// hold keeps the answers to body until the function it returns is called.
+func (rx *scriptedReceiver) hold(body string) (release func()) {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	if rx.holds == nil {
+		rx.holds = map[string]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	rx.holds[body] = ch
+	return sync.OnceFunc(func() { close(ch) })
 }
 
 func (rx *scriptedReceiver) received() []string {

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"log/slog"
+	"math"
 	"slices"
 	"time"
 
@@ -285,6 +286,16 @@ func (k *keyLane) outsideBefore(s int64) bool {
 		}
 	}
 	return false
+}
+
+// firstOutside returns the smallest lane_seq of k's members outside
+// memory, if any: every member after it waits for it.
+func (k *keyLane) firstOutside() (int64, bool) {
+	first, ok := int64(math.MaxInt64), false
+	for _, out := range k.outside {
+		first, ok = min(first, out.seq), true
+	}
+	return first, ok
 }
 
 // awaited reports whether a member at lane_seq s is the one k waits

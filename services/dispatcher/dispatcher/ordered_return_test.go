@@ -53,7 +53,7 @@ func newReturnFixture(t *testing.T) *returnFixture {
 
 // dues returns the due time of each delivery written to the retries
 // topic in outs, by delivery id.
-func (f *returnFixture) dues(t *testing.T, outs []*kgo.Record) map[string]time.Time {
+func (f *headAwayFixture) dues(t *testing.T, outs []*kgo.Record) map[string]time.Time {
 	t.Helper()
 	due := map[string]time.Time{}
 	for _, d := range kafkatest.DecodeTopic(t, outs, f.s.topics.Retries, newDelivery) {

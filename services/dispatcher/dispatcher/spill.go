@@ -25,7 +25,11 @@ import (
 //     endpoints go on (their completed deliveries can be committed); of
 //     an ordered endpoint stuck for StuckAfter, only the stuck key's;
 //   - behind an ordered lane's head: a head that goes out again from
-//     above its waiting followers spills them (ordered.go).
+//     above its waiting followers spills them (ordered.go);
+//   - behind a member outside, in a partition over its share of the
+//     window: members that wait for a member outside memory wait for a
+//     record of their own partition, which reads no more (shareFetch)
+//     until what it holds leaves (spillBehindOutside).
 //
 // A delivery whose attempt is in flight is never spilled; one hanging
 // receiver holds its partition's watermark at most for its attempt
@@ -75,6 +79,9 @@ func (sp *spiller) relieve(now time.Time) {
 	full := sp.w.full()
 	sp.lastRelieve = now
 	for _, pw := range sp.w.parts {
+		if sp.w.overShare(pw) {
+			sp.spillBehindOutside(pw, now)
+		}
 		head := pw.oldest()
 		if head == nil || head.state != entryQueued {
 			continue
@@ -94,6 +101,34 @@ func (sp *spiller) relieve(now time.Time) {
 		sp.lastPrune = now
 		sp.expire(now, now)
 		sp.signers.forget(sp.f.prune(now.Add(-laneIdleFor)))
+	}
+}
+
+// spillBehindOutside spills, of pw, which is over its share of the
+// window, the ordered members that wait for a member outside memory.
+// That member's way back (its retry, its spill, its release) is written
+// to its endpoint's partition, pw, behind them, and pw reads no more
+// until what it holds leaves: kept until --stuck-after, one key at a
+// time, such members held back the very record they waited for (make
+// sim seed 48: a partition paused 181 records behind its end, its share
+// filled by members waiting for members whose way back was among them;
+// relief_share_test.go). What waits for a head in flight or may start
+// stays: it leaves by itself.
+func (sp *spiller) spillBehindOutside(pw *partWindow, now time.Time) {
+	var done []*keyLane
+	for _, en := range pw.entries[pw.head:] {
+		k := en.key
+		if en.state != entryQueued || k == nil || slices.Contains(done, k) {
+			continue
+		}
+		done = append(done, k)
+		first, ok := k.firstOutside()
+		if !ok || !slices.ContainsFunc(k.members, func(m *entry) bool { return m.state == entryQueued && seq(m) > first }) {
+			continue
+		}
+		sp.log.Warn("ordered members wait for a member outside in a partition over its window share; spilling them to the retry path",
+			"endpoint_id", k.lane.id, "ordering_key", k.key, "partition", pw.k.partition)
+		sp.spillKeyAfter(k, first, now, "behind lane head")
 	}
 }
 
