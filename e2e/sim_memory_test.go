@@ -17,9 +17,9 @@ import (
 // the window's budget is reached under the faults; every dispatcher's
 // Memory report is sampled through the run and checked against what
 // docs/DESIGN.md "Simulation" derives:
-//   - the window's records stay within twice its budget plus one poll:
-//     the budget, one poll past it, and what an aborted commit had popped
-//     and puts back (keepTxn), which polls may have refilled meanwhile;
+//   - the window's records stay within its budget plus one poll: what a
+//     commit in flight popped counts until the commit ends (holdTxn), so
+//     an aborted commit puts back (keepTxn) only what no poll replaced;
 //   - at most one resolver round is out per partition window (O6's one
 //     resolver per partition: a goroutine per delivery was issue 24
 //     item 9);
@@ -92,7 +92,7 @@ func (sm *simMemory) sample(name string, m dispatcher.Memory) {
 			sm.breaches = append(sm.breaches, name+": "+fmt.Sprintf(format, args...))
 		}
 	}
-	if bound := 2*m.WindowMaxRecords + m.PollRecords; m.WindowRecords > bound {
+	if bound := m.WindowMaxRecords + m.PollRecords; m.WindowRecords > bound {
 		breach("window holds %d deliveries, bound %d (budget %d, poll %d)", m.WindowRecords, bound, m.WindowMaxRecords, m.PollRecords)
 	}
 	if m.Resolving > m.Partitions {

@@ -79,6 +79,34 @@ func (c *committer) popped(en *entry) {
 	}
 }
 
+// popAll pops every partition's completed prefix for the commit being
+// built (c.txn), held by the window until the commit ends (holdTxn): the
+// outputs to write, each partition's watermark, and the partitions whose
+// work they carry.
+func (c *committer) popAll(now time.Time) ([]*kgo.Record, map[string]map[int32]kgo.EpochOffset, []hkafka.TopicPartition) {
+	var outs []*kgo.Record
+	marks := map[string]map[int32]kgo.EpochOffset{}
+	var parts []hkafka.TopicPartition
+	clear(c.txn)
+	c.txn = c.txn[:0]
+	c.lanes.dropOps()
+	for k, pw := range c.w.parts {
+		var mark int64
+		var moved bool
+		outs, mark, moved = c.w.popDone(pw, now, outs) // popped entries: c.txn
+		if moved {
+			parts = append(parts, hkafka.TopicPartition{Topic: k.topic, Partition: k.partition})
+		}
+		if marks[k.topic] == nil {
+			marks[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		marks[k.topic][k.partition] = kgo.EpochOffset{Epoch: pw.epoch, Offset: mark}
+	}
+	c.w.done = 0
+	c.w.holdTxn(c.txn)
+	return outs, marks, parts
+}
+
 // commit writes, in one transaction, the outputs of every partition's
 // completed prefix and moves each partition's committed offset to its
 // watermark.
@@ -102,30 +130,13 @@ func (c *committer) popped(en *entry) {
 // transaction began (nothing to write: none), which the loop counts as
 // outstanding until its end comes back.
 func (c *committer) commit(ctx context.Context, sess *kgo.GroupTransactSession, now time.Time) bool {
-	var outs []*kgo.Record
-	marks := map[string]map[int32]kgo.EpochOffset{}
-	var parts []hkafka.TopicPartition // whose work the transaction carries
-	clear(c.txn)
-	c.txn = c.txn[:0]
-	c.lanes.dropOps()
-	for k, pw := range c.w.parts {
-		var mark int64
-		var moved bool
-		outs, mark, moved = c.w.popDone(pw, now, outs) // popped entries: c.txn
-		if moved {
-			parts = append(parts, hkafka.TopicPartition{Topic: k.topic, Partition: k.partition})
-		}
-		if marks[k.topic] == nil {
-			marks[k.topic] = map[int32]kgo.EpochOffset{}
-		}
-		marks[k.topic][k.partition] = kgo.EpochOffset{Epoch: pw.epoch, Offset: mark}
-	}
-	c.w.done = 0
+	outs, marks, parts := c.popAll(now)
 	outs, parts, metas := c.commitAbove(outs, parts, marks)
 	outs = c.lanes.outputs(outs)
 	c.begun++
 	if len(outs) == 0 {
 		c.ended++
+		c.w.endTxn()
 		c.aboveEnded(false) // no transaction: they are taken by the next
 		return false
 	}
@@ -216,6 +227,7 @@ func (c *committer) committed(m *msg, now time.Time, stopping bool) (backoff boo
 	}
 	c.lastCommit = now
 	c.ended++
+	c.w.endTxn()
 	c.lanes.ended(m.committed && m.err == nil)
 	c.aboveEnded(m.committed && m.err == nil)
 	if m.committed && m.err == nil {

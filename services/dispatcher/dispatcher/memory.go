@@ -62,9 +62,10 @@ func (e *engine) reportMemory(now time.Time) {
 	if last := e.s.mem.last.Load(); last != nil && now.Sub(last.At) < memoryEvery && !now.Before(last.At) {
 		return
 	}
+	records, bytes := e.w.held()
 	m := &Memory{
-		WindowRecords: e.w.records, WindowMaxRecords: e.w.maxRecords,
-		WindowBytes: e.w.bytes, WindowMaxBytes: e.w.maxBytes,
+		WindowRecords: records, WindowMaxRecords: e.w.maxRecords,
+		WindowBytes: bytes, WindowMaxBytes: e.w.maxBytes,
 		PollRecords: e.s.cfg.BatchSize,
 		Partitions:  len(e.w.parts),
 		At:          now,
