@@ -224,8 +224,9 @@ type pollCounter interface {
 
 // rearmAfter adds a poll to the client's count, on a goroutine of its
 // own, once no partition callback runs: right after the callback the
-// loop just allowed (the client adds a poll only while its count is
-// zero and no callback runs). The poll's context is over, so it returns
+// loop just allowed (the client counts a poll at once while its count
+// is above zero; at zero, as after an allowed callback, only once no
+// callback runs). The poll's context is over, so it returns
 // at once without records and changes nothing but the count; the loop
 // does not poll until the callback ran, and this poll may overlap a
 // transaction's End (kgo's PollRecords with a context over, v1.22:
@@ -234,10 +235,16 @@ func (h *handOff) rearmAfter(sess pollCounter) {
 	h.rearming.Add(1)
 	go func() {
 		defer h.rearming.Done()
-		over, cancel := context.WithCancel(context.Background())
-		cancel()
-		sess.PollRecords(over, 1)
+		countPoll(sess)
 	}()
+}
+
+// countPoll makes a poll that returns at once (its context is over): it
+// reads and moves nothing, and the client only counts it.
+func countPoll(sess pollCounter) {
+	over, cancel := context.WithCancel(context.Background())
+	cancel()
+	sess.PollRecords(over, 1)
 }
 
 // wait waits for the goroutines of rearmAfter (the loop, when it ends:
@@ -259,9 +266,7 @@ func (h *handOff) rearmed(sess *kgo.GroupTransactSession) {
 	}
 	sess.AllowRebalance()
 	h.polls = 0
-	over, cancel := context.WithCancel(context.Background())
-	cancel()
-	sess.PollRecords(over, 1)
+	countPoll(sess)
 }
 
 // deadline is when the hand-off moves on by itself (zero: never).
