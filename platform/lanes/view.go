@@ -148,3 +148,17 @@ func (v *View) Blocked(endpoint string, after *string) []Blocked {
 	slices.SortFunc(out, func(a, b Blocked) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
+
+// BlockedBefore reports whether endpoint's lane key has a blocked head
+// before lane_seq seq: a member at seq waits for an operator's command
+// (the scheduler holds such members parked until it reports false).
+func (v *View) BlockedBefore(endpoint, key string, seq int64) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, m := range v.m[endpoint][key] {
+		if m.GetBlocked() != nil && m.GetLaneSeq() < seq {
+			return true
+		}
+	}
+	return false
+}

@@ -73,3 +73,28 @@ func TestTheViewHoldsNoPayloadOfAHeadKeptByReference(t *testing.T) {
 		t.Fatalf("held %d payload bytes, reference %v; want none, offset 7", len(head.GetDelivery().GetPayload()), head.GetDeliveryRecord())
 	}
 }
+
+func TestBlockedBeforeSaysWhetherABlockedHeadPrecedesASeq(t *testing.T) {
+	v := NewView()
+	if v.BlockedBefore("ep_1", "k", 10) {
+		t.Fatal("a lane the view does not hold is blocked")
+	}
+	v.Apply(record(t, &hooklinev1.LaneRecord{EndpointId: "ep_1", OrderingKey: "k", Outside: []*hooklinev1.LaneMember{
+		{DeliveryId: "dlv_head", LaneSeq: 5, Blocked: &hooklinev1.BlockedHead{}},
+		{DeliveryId: "dlv_f", LaneSeq: 7},
+	}}))
+	for _, c := range []struct {
+		key  string
+		seq  int64
+		want bool
+	}{{"k", 7, true}, {"k", 5, false}, {"k", 3, false}, {"other", 7, false}} {
+		if got := v.BlockedBefore("ep_1", c.key, c.seq); got != c.want {
+			t.Errorf("BlockedBefore(ep_1, %q, %d) = %v, want %v", c.key, c.seq, got, c.want)
+		}
+	}
+	// The operator skips the head: the lane record lists the follower only.
+	v.Apply(record(t, &hooklinev1.LaneRecord{EndpointId: "ep_1", OrderingKey: "k", Outside: []*hooklinev1.LaneMember{{DeliveryId: "dlv_f", LaneSeq: 7}}}))
+	if v.BlockedBefore("ep_1", "k", 7) {
+		t.Fatal("a lane whose head was skipped is still blocked")
+	}
+}

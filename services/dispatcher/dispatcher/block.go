@@ -121,17 +121,21 @@ func (ol *orderedLanes) takeBlockMark(en *entry, outs []*kgo.Record) (*hooklinev
 	return head, outs
 }
 
-// spillBlocked sends en, a member that arrived behind its lane's blocked
-// head, round the retry path at once: the block lasts until an operator
-// acts, so waiting in memory would only hold the partition's watermark
-// back until --stuck-after spilled it. It looks again like a paused
-// endpoint's delivery (from 1 s, doubling, at most --park-recheck), and
-// its hold ends at --max-hold like every hold (EXPIRED, dead-lettered).
+// spillBlocked parks en, a member that arrived behind its lane's blocked
+// head, at once: the block lasts until an operator acts, so waiting in
+// memory would only hold the partition's watermark back until
+// --stuck-after spilled it. It waits in the parked topic, once, until the
+// scheduler sees the lane unblocked in the lanes topic (holds.parkBehind),
+// and its hold ends at --max-hold like every hold (EXPIRED,
+// dead-lettered). Until 2026-12-07 it went round the retry path every
+// --park-recheck while the block lasted: two records per member every
+// 5 s for as long as no operator acted (make sim seed 48: 12 members,
+// 120 records every 10 s with a 1 s recheck).
 func (sp *spiller) spillBlocked(en *entry, now time.Time) {
 	holds := sp.holds
-	at := now.Add(holds.parkWait(en.d, now))
+	key := en.key.key
 	sp.settle(en, func(ctx context.Context) []*kgo.Record {
 		annotate(ctx, en.d)
-		return holds.spillHeld(ctx, en.rec, en.d, at, "lane blocked")
+		return holds.parkBehind(ctx, en.rec, en.d, key, now)
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/hookline/hookline/sdk/sign"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -346,8 +347,11 @@ func TestASkipEndpointStillDeadLettersItsHead(t *testing.T) {
 }
 
 // TestMembersArrivingBehindABlockedHeadWaitOutsideMemory: a member that
-// arrives behind a blocked head is sent round the retry path at once (a
-// deferral with its place), so it never holds the partition's watermark.
+// arrives behind a blocked head is parked at once (in the parked topic,
+// with its place, marked with its lane for the scheduler, which releases
+// it when the lane is unblocked), so it never holds the partition's
+// watermark, and it is written once for the whole block, not once every
+// --park-recheck.
 func TestMembersArrivingBehindABlockedHeadWaitOutsideMemory(t *testing.T) {
 	f := newBlockFixture(t)
 	f.blockedLane(t)
@@ -357,10 +361,27 @@ func TestMembersArrivingBehindABlockedHeadWaitOutsideMemory(t *testing.T) {
 	f.publish(t, "b", 2, 6)
 	f.e.runDry(t)
 	outs := f.e.commitNow()
-	deferred := kafkatest.DecodeTopic(t, outs, f.s.topics.Retries, func() *hooklinev1.Delivery { return new(hooklinev1.Delivery) })
-	if len(deferred) != 1 || deferred[0].GetDeliveryId() != "dlv_a3" || deferred[0].GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED ||
-		deferred[0].GetLaneSeq() != 5 || !deferred[0].GetDueAt().AsTime().After(f.s.now()) {
-		t.Fatalf("deferred %v; want dlv_a3 deferred at once with lane_seq 5", deferred)
+	if retried := kafkatest.DecodeTopic(t, outs, f.s.topics.Retries, newDelivery); len(retried) != 0 {
+		t.Fatalf("written to the retries topic: %v; want nothing (a member behind a blocked head waits parked)", retried)
+	}
+	var parked []*kgo.Record
+	for _, r := range outs {
+		if r.Topic == f.s.topics.Parked {
+			parked = append(parked, r)
+		}
+	}
+	if len(parked) != 1 {
+		t.Fatalf("%d parked records; want dlv_a3's", len(parked))
+	}
+	var d hooklinev1.Delivery
+	if err := proto.Unmarshal(parked[0].Value, &d); err != nil {
+		t.Fatal(err)
+	}
+	key, behind := lanes.ParkedBehind(parked[0])
+	if d.GetDeliveryId() != "dlv_a3" || d.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED || d.GetLaneSeq() != 5 ||
+		!behind || key != "a" || d.GetParkedAt() != nil || len(d.GetPayload()) != 0 || d.GetPayloadRecord() == nil ||
+		!d.GetDueAt().AsTime().Equal(d.GetHeldSince().AsTime().Add(f.s.cfg.MaxHold)) {
+		t.Fatalf("parked %v (behind lane %q: %v); want dlv_a3, deferred with lane_seq 5, by reference, behind lane \"a\", due at the end of its hold", &d, key, behind)
 	}
 	if got := f.rx.received(); got[len(got)-1] != `"b2"` || slices.Contains(got, `"a3"`) {
 		t.Fatalf("receiver got %v; want b2 delivered and a3 held", got)

@@ -10,6 +10,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/keyring"
+	"github.com/hookline/hookline/platform/lanes"
 	"github.com/hookline/hookline/platform/payloadref"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
@@ -48,7 +49,8 @@ import (
 // holds holds deliveries without an attempt, and ends their holds: a
 // paused endpoint's delivery parked (park), one in outage mode (hold) or
 // behind an unusable secret (holdUnsigned), a lane's waiting delivery
-// spilled (spill, spillHeld), and a held delivery whose payload could not
+// spilled (spill) or waiting behind its lane's blocked head
+// (parkBehind), and a held delivery whose payload could not
 // be read back (unreadHeld); it reads that payload back before the
 // attempt (readHeld). It decides whether and until when a delivery is
 // held, or that its hold is over (endHold), and asks the writer for the
@@ -168,11 +170,6 @@ func (h *holds) unreadHeld(ctx context.Context, r *kgo.Record, d *hooklinev1.Del
 	return h.writer.deferTo(r, d, h.holdUntil(d, now, now.Add(h.cfg.ParkRecheck)))
 }
 
-// minParkWait is a paused endpoint's held delivery's first recheck; each
-// recheck waits as long as the hold has lasted so far (doubling), at most
-// ParkRecheck.
-const minParkWait = time.Second
-
 // heldSince returns when d's current hold began, or zero when it is not
 // being held.
 func heldSince(d *hooklinev1.Delivery) time.Time {
@@ -257,8 +254,33 @@ func (h *holds) park(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery,
 	held.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
 	h.writer.deferred(ctx, d, "endpoint paused")
 	parked := h.writer.records(h.parked, d.GetDeliveryId(), held)
-	parked[0].Headers = append(parked[0].Headers, r.Headers...)
+	parked[0].Headers = append(parked[0].Headers, lanes.WithoutParkedBehind(r.Headers)...)
 	return append(out, parked...)
+}
+
+// parkBehind holds d, a member of ordered lane key waiting behind the
+// lane's blocked head, in the parked topic like a paused endpoint's
+// delivery (park): once, by reference, marked with its lane
+// (lanes.MarkParkedBehind), due at the end of its hold (its give-up time
+// or held_since + --max-hold, whichever is first: a block moves neither).
+// The scheduler releases it once the lanes topic says the lane is no
+// longer blocked before it, or the endpoint is gone, or the hold is over
+// (then endHold ends it EXPIRED). No PARKED result: the member is
+// waiting for its lane, as a spilled one is; parked_at stays unset, so
+// the release adds nothing to its paused time.
+func (h *holds) parkBehind(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, key string, now time.Time) []*kgo.Record {
+	if end := h.endHold(ctx, d, now); end != nil {
+		return end
+	}
+	held := heldCopy(r, d) // by reference (hold.go)
+	held.HeldSince = holdStart(d, now)
+	held.DueAt = timestamppb.New(h.holdUntil(held, now, now.Add(h.cfg.MaxHold)))
+	held.Kind = hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED
+	h.writer.deferred(ctx, d, "lane blocked")
+	parked := h.writer.records(h.parked, d.GetDeliveryId(), held)
+	parked[0].Headers = append(parked[0].Headers, r.Headers...)
+	lanes.MarkParkedBehind(parked[0], key)
+	return parked
 }
 
 // hold defers d while its endpoint is in outage mode: no attempt spent.
@@ -290,19 +312,6 @@ func (h *holds) holdUnsigned(ctx context.Context, r *kgo.Record, d *hooklinev1.D
 	return h.writer.deferTo(r, d, h.holdUntil(d, now, now.Add(h.cfg.OutageRecheck)))
 }
 
-// parkWait is how long a paused endpoint's delivery waits before it looks
-// again: as long as it has been held so far, at least minParkWait, at
-// most ParkRecheck. A resume therefore reaches every held delivery within
-// ParkRecheck (plus the scheduler's lateness), and a short pause costs
-// only a few short waits.
-func (h *holds) parkWait(d *hooklinev1.Delivery, now time.Time) time.Duration {
-	wait := minParkWait
-	if since := heldSince(d); !since.IsZero() {
-		wait = max(wait, now.Sub(since))
-	}
-	return min(wait, max(h.cfg.ParkRecheck, minParkWait))
-}
-
 // spill defers d, waiting for its lane, through the scheduler due at,
 // unless its hold is over. A spill is one hop, due when the lane will
 // have room, not a recheck that repeats while a hold lasts, so d goes as
@@ -311,13 +320,6 @@ func (h *holds) parkWait(d *hooklinev1.Delivery, now time.Time) time.Duration {
 // client per read, meant for rare reads, and a backlog spills thousands).
 func (h *holds) spill(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, at time.Time, reason string) []*kgo.Record {
 	return h.spillAs(ctx, r, d, proto.Clone(d).(*hooklinev1.Delivery), at, reason)
-}
-
-// spillHeld spills d by reference (heldCopy): for a member behind a
-// blocked head, which goes round the retry path again and again while
-// the block lasts, as a held delivery does.
-func (h *holds) spillHeld(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, at time.Time, reason string) []*kgo.Record {
-	return h.spillAs(ctx, r, d, heldCopy(r, d), at, reason)
 }
 
 func (h *holds) spillAs(ctx context.Context, r *kgo.Record, d, later *hooklinev1.Delivery, at time.Time, reason string) []*kgo.Record {

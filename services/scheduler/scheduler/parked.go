@@ -25,8 +25,18 @@ type parkedEntry struct {
 	offset   int64
 	endpoint string
 	due      time.Time // the end of its hold: released then whatever the endpoint says
+	// lane is set for a member parked behind its lane's blocked head
+	// (lanes.ParkedBehindHeader): released when the lane is no longer
+	// blocked before it, not when the endpoint resumes.
+	lane *parkedLane
 	// releasing is set while a hop that releases it is in flight.
 	releasing bool
+}
+
+// parkedLane is the lane a parked member waits in, and its place there.
+type parkedLane struct {
+	key string // the lane's ordering key ("" for a per_endpoint lane)
+	seq int64  // the member's lane_seq
 }
 
 // parkedPartition is the index of one owned parked partition.
@@ -130,13 +140,15 @@ func (pp *parkedPartition) remove(e *parkedEntry) {
 }
 
 // endpointState is what the endpoints view says of an endpoint for the
-// parked deliveries: hold them (paused) or release them (gone, or no
-// longer paused).
+// parked deliveries: hold them (paused), release them (no longer
+// paused), or release them all, the members behind a blocked head
+// included (gone).
 type endpointState int
 
 const (
 	endpointPaused endpointState = iota
 	endpointReleased
+	endpointGone
 )
 
 // parkedPick is an entry chosen for release and the partition it is in.
@@ -151,11 +163,17 @@ type parkedPick struct {
 // pick chooses, in caught-up partitions only, at most limit entries not
 // already releasing: every entry of an endpoint that state says is no
 // longer held (state is nil while the endpoints view is not synced:
-// then only expiries), and every entry whose hold is over (due ≤ now).
-// Then, while the index is over maxEntries, the overflow. Deterministic:
-// partitions, endpoints and keys in sorted order.
-func (x *parkedIndex) pick(now time.Time, state func(endpoint string) endpointState, limit, maxEntries int) []parkedPick {
+// then only expiries), every entry whose hold is over (due ≤ now), and
+// every member parked behind a blocked head that blocked says is no
+// longer blocked (blocked is nil while the lanes view is not synced),
+// or whose endpoint is gone. Then, while the index is over maxEntries,
+// the overflow. Deterministic: partitions, endpoints and keys in sorted
+// order.
+func (x *parkedIndex) pick(now time.Time, state func(endpoint string) endpointState, blocked func(endpoint string, l *parkedLane) bool, limit, maxEntries int) []parkedPick {
 	var out []parkedPick
+	if state == nil {
+		blocked = nil // the lanes view is read with the endpoints view's ordering modes
+	}
 	parts := make([]int32, 0, len(x.parts))
 	for p := range x.parts {
 		parts = append(parts, p)
@@ -173,30 +191,22 @@ func (x *parkedIndex) pick(now time.Time, state func(endpoint string) endpointSt
 		}
 		slices.Sort(eps)
 		for _, ep := range eps {
-			all := state != nil && state(ep) == endpointReleased
-			keys := pp.byEndpoint[ep]
-			var order []string
-			if all {
-				order = sortedKeys(keys)
-			} else {
-				// Only the due ones of a paused endpoint: no sort for the
-				// scan of every key (it runs every parkedTick).
-				for k := range keys {
-					if e := pp.byKey[k]; !e.releasing && !e.due.After(now) {
-						order = append(order, k)
-					}
-				}
-				slices.Sort(order)
+			st := endpointPaused
+			if state != nil {
+				st = state(ep)
 			}
+			var order []string
+			for k := range pp.byEndpoint[ep] {
+				if e := pp.byKey[k]; !e.releasing && e.free(ep, st, blocked, now) {
+					order = append(order, k)
+				}
+			}
+			slices.Sort(order)
 			for _, k := range order {
 				if len(out) >= limit {
 					return out
 				}
-				e := pp.byKey[k]
-				if e.releasing || (!all && e.due.After(now)) {
-					continue
-				}
-				out = append(out, parkedPick{p: p, e: e})
+				out = append(out, parkedPick{p: p, e: pp.byKey[k]})
 				picked++
 			}
 		}
@@ -222,6 +232,19 @@ func (x *parkedIndex) pick(now time.Time, state func(endpoint string) endpointSt
 		}
 	}
 	return out
+}
+
+// free reports whether e, parked for endpoint ep (whose state is st),
+// may go now.
+func (e *parkedEntry) free(ep string, st endpointState, blocked func(string, *parkedLane) bool, now time.Time) bool {
+	switch {
+	case !e.due.After(now), st == endpointGone:
+		return true
+	case e.lane != nil:
+		return blocked != nil && !blocked(ep, e.lane)
+	default:
+		return st == endpointReleased
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -13,6 +13,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/config"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/lanes"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -363,5 +364,61 @@ func TestNoParkedDeliveryIsReleasedBeforeItsMarkerIsReadBack(t *testing.T) {
 	s.parked.done(h, false)
 	if h := s.parked.work(now, false); len(h.rel) != 0 || len(h.out) != 0 || len(h.sync) != 1 {
 		t.Fatalf("an unfenced hop wrote %d records and %d markers with releases %v; want one marker", len(h.out), len(h.sync), released(h))
+	}
+}
+
+// TestAMemberParkedBehindABlockedHeadIsReleasedWhenItsLaneIsUnblocked:
+// a member the dispatcher parked behind its lane's blocked head stays
+// parked while the lanes topic says the head is blocked — though its
+// endpoint is active all along — and is released, once, when the
+// operator's skip or resend leaves the lane unblocked.
+func TestAMemberParkedBehindABlockedHeadIsReleasedWhenItsLaneIsUnblocked(t *testing.T) {
+	r := newParkedRig(t)
+	rec, err := hkafka.Record(r.tp.Endpoints, "ep_o", &hooklinev1.EndpointRecord{Version: 1,
+		Endpoint: &hooklinev1.Endpoint{Id: "ep_o", TenantId: "t", Url: "https://example.com/h",
+			Status: hooklinev1.EndpointStatus_ENDPOINT_STATUS_ACTIVE, Ordering: hooklinev1.Ordering_ORDERING_PER_KEY}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.produce(rec)
+	lane := func(outside ...*hooklinev1.LaneMember) {
+		l, err := hkafka.Record(r.tp.Lanes, lanes.RecordKey("ep_o", "k"), &hooklinev1.LaneRecord{EndpointId: "ep_o", OrderingKey: "k", Outside: outside})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.produce(l)
+	}
+	follower := &hooklinev1.LaneMember{DeliveryId: "dlv_f", LaneSeq: 5}
+	lane(&hooklinev1.LaneMember{DeliveryId: "dlv_head", LaneSeq: 3, Blocked: &hooklinev1.BlockedHead{}}, follower)
+	now := time.Now()
+	park, err := hkafka.Record(r.tp.Parked, "dlv_f", &hooklinev1.Delivery{DeliveryId: "dlv_f", EndpointId: "ep_o", TenantId: "t",
+		Kind: hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED, HeldSince: timestamppb.New(now), OrderingKey: "k", LaneSeq: &follower.LaneSeq,
+		DueAt: timestamppb.New(now.Add(time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lanes.MarkParkedBehind(park, "k")
+	// dlv_free waits in lane j, which nothing blocks: its release shows
+	// the scheduler has read the lanes topic and decided on every parked
+	// member (one partition: a hop decides on all of them at once).
+	free, err := hkafka.Record(r.tp.Parked, "dlv_free", &hooklinev1.Delivery{DeliveryId: "dlv_free", EndpointId: "ep_o", TenantId: "t",
+		Kind: hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED, HeldSince: timestamppb.New(now), OrderingKey: "j", LaneSeq: &follower.LaneSeq,
+		DueAt: timestamppb.New(now.Add(time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lanes.MarkParkedBehind(free, "j")
+	r.produce(park, free)
+	stop := r.start()
+	defer stop()
+	r.until("a member of an unblocked lane released", func(seen map[string]int) bool { return seen["dlv_free"] == 1 })
+	if n := r.seen["dlv_f"]; n != 0 {
+		t.Fatalf("dlv_f released %d times while its lane's head is blocked (its endpoint is active)", n)
+	}
+	lane(follower) // the operator skipped the head
+	r.until("dlv_f released once its lane is unblocked", func(seen map[string]int) bool { return seen["dlv_f"] == 1 })
+	r.drained()
+	if n := r.seen["dlv_f"]; n != 1 {
+		t.Fatalf("dlv_f released %d times, want once", n)
 	}
 }

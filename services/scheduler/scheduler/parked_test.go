@@ -68,14 +68,14 @@ func TestParkedIndexReleasesNothingBeforeItIsCaughtUp(t *testing.T) {
 	x.assign(0)
 	x.add(0, entry("d1", "ep_1", 1, now.Add(-time.Hour)))
 	resumed := func(string) endpointState { return endpointReleased }
-	if got := x.pick(now, resumed, 100, 100); len(got) != 0 {
+	if got := x.pick(now, resumed, nil, 100, 100); len(got) != 0 {
 		t.Fatalf("picked %v before the partition caught up", keysOf(got))
 	}
 	if !x.pending() {
 		t.Fatal("a partition catching up is not pending: the loop would not wake")
 	}
 	x.parts[0].caughtUp = true
-	if got := keysOf(x.pick(now, resumed, 100, 100)); len(got) != 1 || got[0] != "d1" {
+	if got := keysOf(x.pick(now, resumed, nil, 100, 100)); len(got) != 1 || got[0] != "d1" {
 		t.Fatalf("picked %v once caught up, want d1", got)
 	}
 }
@@ -107,17 +107,17 @@ func TestParkedIndexPicksResumedEndpointsAndOverHolds(t *testing.T) {
 		{"view not synced: expiries only", nil, 100, []string{"a2"}},
 	}
 	for _, tt := range tests {
-		got := keysOf(x.pick(now, tt.state, tt.limit, 100))
+		got := keysOf(x.pick(now, tt.state, nil, tt.limit, 100))
 		if !equal(got, tt.want) {
 			t.Errorf("%s: picked %v, want %v", tt.name, got, tt.want)
 		}
 	}
 	// Entries in flight are not picked again; released ones leave.
-	picks := x.pick(now, state, 100, 100)
+	picks := x.pick(now, state, nil, 100, 100)
 	for _, p := range picks {
 		p.e.releasing = true
 	}
-	if got := x.pick(now, state, 100, 100); len(got) != 0 {
+	if got := x.pick(now, state, nil, 100, 100); len(got) != 0 {
 		t.Fatalf("picked %v while releasing", keysOf(got))
 	}
 	for _, p := range picks {
@@ -138,12 +138,12 @@ func TestParkedIndexOverItsBoundForwardsTheOverflow(t *testing.T) {
 		x.add(0, entry(k, "ep_1", int64(i), now.Add(time.Hour)))
 	}
 	paused := func(string) endpointState { return endpointPaused }
-	if got := keysOf(x.pick(now, paused, 100, 2)); !equal(got, []string{"d1!", "d2!"}) {
+	if got := keysOf(x.pick(now, paused, nil, 100, 2)); !equal(got, []string{"d1!", "d2!"}) {
 		t.Fatalf("picked %v over a bound of 2, want two overflows", got)
 	}
 	// An expiry counts towards the bound: one overflow only.
 	x.parts[0].byKey["d4"].due = now
-	if got := keysOf(x.pick(now, paused, 100, 2)); !equal(got, []string{"d4", "d1!"}) {
+	if got := keysOf(x.pick(now, paused, nil, 100, 2)); !equal(got, []string{"d4", "d1!"}) {
 		t.Fatalf("picked %v, want the expiry d4 and one overflow", got)
 	}
 }
@@ -171,4 +171,50 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestParkedIndexReleasesMembersBehindABlockedHeadWhenTheLaneIsFree:
+// a member parked behind its lane's blocked head goes when the lanes
+// view says the lane is no longer blocked before it, or its endpoint is
+// gone, or its hold is over — not when its endpoint is active (it is,
+// all along: a block is not a pause). Before, such a member went round
+// the retry path every --park-recheck while the block lasted.
+func TestParkedIndexReleasesMembersBehindABlockedHeadWhenTheLaneIsFree(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	x := newParkedIndex()
+	x.assign(0)
+	x.parts[0].caughtUp = true
+	behind := func(key, ep, lane string, seq int64, due time.Time) *parkedEntry {
+		e := entry(key, ep, seq, due)
+		e.lane = &parkedLane{key: lane, seq: seq}
+		return e
+	}
+	x.add(0, behind("a5", "ep_a", "k", 5, now.Add(time.Hour)))    // behind the head at 3
+	x.add(0, behind("a9", "ep_a", "j", 9, now.Add(time.Hour)))    // lane j: not blocked
+	x.add(0, behind("a7", "ep_a", "k", 7, now.Add(-time.Second))) // hold over
+	x.add(0, behind("g1", "ep_gone", "", 1, now.Add(time.Hour)))  // endpoint deleted
+	x.add(0, entry("p1", "ep_a", 10, now.Add(time.Hour)))         // an ordinary park: ep_a is active
+	state := func(ep string) endpointState {
+		if ep == "ep_gone" {
+			return endpointGone
+		}
+		return endpointReleased
+	}
+	blockedAt3 := func(ep string, l *parkedLane) bool { return ep == "ep_a" && l.key == "k" && l.seq > 3 }
+	tests := []struct {
+		name    string
+		state   func(string) endpointState
+		blocked func(string, *parkedLane) bool
+		want    []string
+	}{
+		{"lane k blocked", state, blockedAt3, []string{"a7", "a9", "p1", "g1"}},
+		{"lanes view not synced: expiries and deletions", state, nil, []string{"a7", "p1", "g1"}},
+		{"lane k unblocked", state, func(string, *parkedLane) bool { return false }, []string{"a5", "a7", "a9", "p1", "g1"}},
+		{"endpoints view not synced: expiries only", nil, blockedAt3, []string{"a7"}},
+	}
+	for _, tt := range tests {
+		if got := keysOf(x.pick(now, tt.state, tt.blocked, 100, 100)); !equal(got, tt.want) {
+			t.Errorf("%s: picked %v, want %v", tt.name, got, tt.want)
+		}
+	}
 }

@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/endpoints"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/lanes"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/metric"
@@ -49,12 +51,16 @@ const (
 // knows the Service only through what it is given (the endpoints view,
 // the set-aside of a record Kafka refuses, the loop's wake-up).
 type parkedView struct {
-	topics   hkafka.Topics
-	txnID    string        // the scheduler's transactional id: the markers' tokens name it
-	recheck  time.Duration // --park-recheck: an overflow's next look
-	max      int           // --max-parked
-	log      *slog.Logger
-	store    *endpoints.Store // which parked deliveries may go (nil: all)
+	topics  hkafka.Topics
+	txnID   string        // the scheduler's transactional id: the markers' tokens name it
+	recheck time.Duration // --park-recheck: an overflow's next look
+	max     int           // --max-parked
+	log     *slog.Logger
+	store   *endpoints.Store // which parked deliveries may go (nil: all)
+	// lanes says which members parked behind a blocked head may go: the
+	// lanes topic's view, set once it has read the topic (nil until
+	// then: such members only expire).
+	lanes    atomic.Pointer[lanes.View]
 	overflow metric.Int64Counter
 	// unwritable are deliveries a broker refused a release of (shared
 	// with the Service's tier moves); setAside dead-letters one.
@@ -194,10 +200,14 @@ func (v *parkedView) apply(fp kgo.FetchTopicPartition) {
 		if d.GetDueAt() != nil {
 			due = d.GetDueAt().AsTime()
 		}
-		v.idx.add(fp.Partition, &parkedEntry{
+		e := &parkedEntry{
 			key: string(r.Key), rec: detach([]*kgo.Record{r})[0], offset: r.Offset,
 			endpoint: d.GetEndpointId(), due: due,
-		})
+		}
+		if key, ok := lanes.ParkedBehind(r); ok {
+			e.lane = &parkedLane{key: key, seq: d.GetLaneSeq()}
+		}
+		v.idx.add(fp.Partition, e)
 	}
 }
 
@@ -219,6 +229,38 @@ type parkedHop struct {
 	rel     []release
 	picks   []parkedPick
 	markers map[int32]string
+}
+
+// lanesRetry is the wait before the lanes view's first sync is tried
+// again.
+const lanesRetry = time.Second
+
+// syncLanes hands view to the parked view once f has read the lanes
+// topic up to where it stood (Sync, tried again until ctx ends): from
+// then on a member parked behind a blocked head goes when its lane is
+// unblocked. Before, such members only expire: released on a view that
+// had read nothing yet, every one of them would come back to its
+// dispatcher only to be parked again.
+func (v *parkedView) syncLanes(ctx context.Context, f *hkafka.Follower, view *lanes.View) {
+	for {
+		err := f.Sync(ctx, v.topics.Lanes)
+		if err == nil {
+			v.lanes.Store(view)
+			if v.wake != nil {
+				v.wake()
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		v.log.Warn("lanes view not synced; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(lanesRetry):
+		}
+	}
 }
 
 // busy reports whether the parked topic may have work for a hop.
@@ -279,13 +321,25 @@ func (v *parkedView) work(now time.Time, fenced bool) parkedHop {
 	if v.store != nil {
 		state = func(ep string) endpointState {
 			rec := v.store.Get(ep)
-			if rec == nil || rec.GetEndpoint().GetStatus() != hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED {
+			switch {
+			case rec == nil:
+				return endpointGone
+			case rec.GetEndpoint().GetStatus() != hooklinev1.EndpointStatus_ENDPOINT_STATUS_PAUSED:
 				return endpointReleased
 			}
 			return endpointPaused
 		}
 	}
-	picks := v.idx.pick(now, state, parkedReleasesPerHop, v.max)
+	var blocked func(string, *parkedLane) bool
+	if view := v.lanes.Load(); view != nil && v.store != nil {
+		blocked = func(ep string, l *parkedLane) bool {
+			// An endpoint no longer ordered has no lanes to wait in.
+			o := v.store.Get(ep).GetEndpoint().GetOrdering()
+			ordered := o == hooklinev1.Ordering_ORDERING_PER_ENDPOINT || o == hooklinev1.Ordering_ORDERING_PER_KEY
+			return ordered && view.BlockedBefore(ep, l.key, l.seq)
+		}
+	}
+	picks := v.idx.pick(now, state, blocked, parkedReleasesPerHop, v.max)
 	if len(picks) > 0 && !fenced {
 		if len(h.sync) == 0 {
 			r, _ := v.marker(picks[0].p, now)
@@ -339,7 +393,7 @@ func (v *parkedView) unpark(pk parkedPick, now time.Time) ([]*kgo.Record, *relea
 		panic(err) // a message the scheduler built: a bug
 	}
 	out.Timestamp = now
-	out.Headers = append(out.Headers, pk.e.rec.Headers...)
+	out.Headers = append(out.Headers, lanes.WithoutParkedBehind(pk.e.rec.Headers)...)
 	tomb := &kgo.Record{Topic: v.topics.Parked, Key: []byte(pk.e.key), Timestamp: now,
 		Headers: []kgo.RecordHeader{{Key: headerReleased, Value: []byte(strconv.FormatInt(pk.e.offset, 10))}}}
 	if pk.overflow {

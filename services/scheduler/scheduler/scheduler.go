@@ -26,6 +26,7 @@ import (
 	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/health"
 	hkafka "github.com/hookline/hookline/platform/kafka"
+	"github.com/hookline/hookline/platform/lanes"
 	"github.com/hookline/hookline/platform/supervise"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/sdk/ids"
@@ -253,6 +254,17 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return g.Wait()
 	}
 	defer stopStore()
+	// The lanes view says which members parked behind a blocked head may
+	// go (lanes.ParkedBehindHeader); until it has read the topic they
+	// only expire.
+	laneView := lanes.NewView()
+	laneFollow := hkafka.NewFollower(laneView.Apply, s.topics.Lanes)
+	g.Go(supervise.Part{Name: "scheduler: lanes", Run: func(ctx context.Context) error { return laneFollow.Run(ctx, s.cfg.Kafka) }})
+	g.Go(supervise.Part{Name: "scheduler: lanes sync", Run: func(ctx context.Context) error {
+		s.parked.syncLanes(ctx, laneFollow, laneView)
+		<-ctx.Done()
+		return nil
+	}})
 	lag, err := telemetry.NewLag(s.mp, s.cfg.Group)
 	if err != nil {
 		g.Stop(fmt.Errorf("scheduler: metrics: %w", err))
