@@ -40,9 +40,9 @@ func TestEndpointSecrets(t *testing.T) {
 }
 
 // endpointsTopicHoldsNoSecretBytes creates, rotates and signs with
-// endpoint secrets of both schemes through the API, then reads the raw
-// endpoints topic with a plain Kafka client: no record holds any secret,
-// neither as given nor as its key bytes.
+// endpoint secrets of both schemes and a secret custom header through
+// the API, then reads the raw endpoints topic with a plain Kafka client:
+// no record holds any secret, neither as given nor as its key bytes.
 func endpointsTopicHoldsNoSecretBytes(t *testing.T, st *stack) {
 	rx := newReceiver(t, http.StatusOK)
 	v1 := sign.GenerateSecret()
@@ -56,12 +56,15 @@ func endpointsTopicHoldsNoSecretBytes(t *testing.T, st *stack) {
 	if v1a.GetSecret() != "" || !strings.HasPrefix(v1a.GetPublicKey(), sign.PublicKeyPrefix) {
 		t.Fatalf("v1a create answered secret %q, public key %q: want no secret, a whpk_ key", v1a.GetSecret(), v1a.GetPublicKey())
 	}
+	// A secret header's value is sealed like the signing secrets.
+	const headerSecret = "hdr-value-b81d6e0c"
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"none.ever"}, Headers: []*hooklinev1.EndpointHeader{{Name: "X-Api-Key", Value: headerSecret, Secret: true}}})
 	got, err := st.endpoints().GetEndpoint(st.ctx(), &hooklinev1.GetEndpointRequest{Id: created.GetEndpoint().GetId()})
 	if err != nil || got.GetSecret() != rotated {
 		t.Fatalf("GetEndpoint opened %q, %v; want the rotated secret", got.GetSecret(), err)
 	}
 
-	var needles [][]byte
+	needles := [][]byte{[]byte(headerSecret)}
 	for _, s := range []string{v1, rotated} {
 		key, _ := sign.ParseSecret(s)
 		needles = append(needles, []byte(s), key, []byte(strings.TrimPrefix(s, sign.SecretPrefix)))
@@ -72,8 +75,8 @@ func endpointsTopicHoldsNoSecretBytes(t *testing.T, st *stack) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) < 3 {
-		t.Fatalf("read %d endpoint records, want at least 3", len(recs))
+	if len(recs) < 4 {
+		t.Fatalf("read %d endpoint records, want at least 4", len(recs))
 	}
 	for _, r := range recs {
 		for _, n := range needles {

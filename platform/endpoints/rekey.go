@@ -71,7 +71,8 @@ func Rekey(ctx context.Context, store *Store, keys *keyring.Keyring, topic strin
 }
 
 // resealed returns cur's next version with every secret still signing at
-// now sealed under keys' current key, and whether anything changed.
+// now, and every credential (credential.go in keyring), sealed under
+// keys' current key, and whether anything changed.
 func resealed(cur *hooklinev1.EndpointRecord, keys *keyring.Keyring, now time.Time) (*hooklinev1.EndpointRecord, bool, error) {
 	rec := proto.Clone(cur).(*hooklinev1.EndpointRecord)
 	ep := rec.GetEndpoint()
@@ -90,6 +91,14 @@ func resealed(cur *hooklinev1.EndpointRecord, keys *keyring.Keyring, now time.Ti
 		changed = changed || ch
 	}
 	rec.Secrets = kept
+	for i, c := range rec.GetCredentials() {
+		re, ch, err := keys.ResealCredential(ep.GetTenantId(), ep.GetId(), c)
+		if err != nil {
+			return nil, false, err
+		}
+		rec.Credentials[i] = re
+		changed = changed || ch
+	}
 	rec.Version = cur.GetVersion() + 1
 	return rec, changed, nil
 }

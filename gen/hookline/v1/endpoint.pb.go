@@ -301,7 +301,7 @@ func (x RetryPolicy_Jitter) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryPolicy_Jitter.Descriptor instead.
 func (RetryPolicy_Jitter) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1, 0}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2, 0}
 }
 
 // Endpoint is an HTTP receiver of a tenant's events.
@@ -373,8 +373,16 @@ type Endpoint struct {
 	// is delivered as published. Applies to events published after the
 	// change.
 	Transformation string `protobuf:"bytes,22,opt,name=transformation,proto3" json:"transformation,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Headers sent with every attempt, after a transformation's and before
+	// Hookline's own (signature, content type, tracing): at most 20, names
+	// and values at most 8 KiB in all. Reserved names are refused:
+	// webhook-*, content-type, content-length, host, traceparent,
+	// tracestate, baggage, hop-by-hop headers, and authorization when auth
+	// is set. A secret header's value is sealed at rest and never
+	// returned: value is then empty and value_set true.
+	Headers       []*EndpointHeader `protobuf:"bytes,23,rep,name=headers,proto3" json:"headers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Endpoint) Reset() {
@@ -561,6 +569,87 @@ func (x *Endpoint) GetTransformation() string {
 	return ""
 }
 
+func (x *Endpoint) GetHeaders() []*EndpointHeader {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+// EndpointHeader is one custom header of an endpoint.
+type EndpointHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The header name, an HTTP token (case-insensitive; names are unique).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The value. Write-only when secret: on an update, an empty value of a
+	// secret header keeps the value it had under the same name.
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// Seal the value at rest and never return it.
+	Secret bool `protobuf:"varint,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	// Output only: a secret header has a value (which is never returned).
+	ValueSet      bool `protobuf:"varint,4,opt,name=value_set,json=valueSet,proto3" json:"value_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndpointHeader) Reset() {
+	*x = EndpointHeader{}
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndpointHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndpointHeader) ProtoMessage() {}
+
+func (x *EndpointHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndpointHeader.ProtoReflect.Descriptor instead.
+func (*EndpointHeader) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *EndpointHeader) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EndpointHeader) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *EndpointHeader) GetSecret() bool {
+	if x != nil {
+		return x.Secret
+	}
+	return false
+}
+
+func (x *EndpointHeader) GetValueSet() bool {
+	if x != nil {
+		return x.ValueSet
+	}
+	return false
+}
+
 // RetryPolicy says when a failed delivery is tried again and when it gives up.
 type RetryPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -582,7 +671,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +683,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +696,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RetryPolicy) GetSchedule() isRetryPolicy_Schedule {
@@ -695,13 +784,15 @@ type CreateEndpointRequest struct {
 	Filter string `protobuf:"bytes,14,opt,name=filter,proto3" json:"filter,omitempty"`
 	// Optional transformation, see Endpoint.transformation.
 	Transformation string `protobuf:"bytes,15,opt,name=transformation,proto3" json:"transformation,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Optional custom headers, see Endpoint.headers.
+	Headers       []*EndpointHeader `protobuf:"bytes,16,rep,name=headers,proto3" json:"headers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateEndpointRequest) Reset() {
 	*x = CreateEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +804,7 @@ func (x *CreateEndpointRequest) String() string {
 func (*CreateEndpointRequest) ProtoMessage() {}
 
 func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +817,7 @@ func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateEndpointRequest) GetUrl() string {
@@ -834,6 +925,13 @@ func (x *CreateEndpointRequest) GetTransformation() string {
 	return ""
 }
 
+func (x *CreateEndpointRequest) GetHeaders() []*EndpointHeader {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
 type CreateEndpointResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Endpoint *Endpoint              `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
@@ -848,7 +946,7 @@ type CreateEndpointResponse struct {
 
 func (x *CreateEndpointResponse) Reset() {
 	*x = CreateEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +958,7 @@ func (x *CreateEndpointResponse) String() string {
 func (*CreateEndpointResponse) ProtoMessage() {}
 
 func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +971,7 @@ func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateEndpointResponse) GetEndpoint() *Endpoint {
@@ -906,7 +1004,7 @@ type GetEndpointRequest struct {
 
 func (x *GetEndpointRequest) Reset() {
 	*x = GetEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1016,7 @@ func (x *GetEndpointRequest) String() string {
 func (*GetEndpointRequest) ProtoMessage() {}
 
 func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1029,7 @@ func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{4}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetEndpointRequest) GetId() string {
@@ -959,7 +1057,7 @@ type GetEndpointResponse struct {
 
 func (x *GetEndpointResponse) Reset() {
 	*x = GetEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1069,7 @@ func (x *GetEndpointResponse) String() string {
 func (*GetEndpointResponse) ProtoMessage() {}
 
 func (x *GetEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1082,7 @@ func (x *GetEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointResponse.ProtoReflect.Descriptor instead.
 func (*GetEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{5}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetEndpointResponse) GetEndpoint() *Endpoint {
@@ -1027,7 +1125,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1137,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1150,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListEndpointsRequest) GetPageSize() uint32 {
@@ -1080,7 +1178,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1190,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1203,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListEndpointsResponse) GetEndpoints() []*Endpoint {
@@ -1133,7 +1231,7 @@ type UpdateEndpointRequest struct {
 	// Fields to change: url, description, event_types, timeout,
 	// max_in_flight, rate_limit_per_second, retry_policy, metadata,
 	// outage_mode_disabled, ordering, on_head_failure, filter,
-	// transformation.
+	// transformation, headers.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1141,7 +1239,7 @@ type UpdateEndpointRequest struct {
 
 func (x *UpdateEndpointRequest) Reset() {
 	*x = UpdateEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1251,7 @@ func (x *UpdateEndpointRequest) String() string {
 func (*UpdateEndpointRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1264,7 @@ func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpdateEndpointRequest) GetEndpoint() *Endpoint {
@@ -1192,7 +1290,7 @@ type UpdateEndpointResponse struct {
 
 func (x *UpdateEndpointResponse) Reset() {
 	*x = UpdateEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1302,7 @@ func (x *UpdateEndpointResponse) String() string {
 func (*UpdateEndpointResponse) ProtoMessage() {}
 
 func (x *UpdateEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1315,7 @@ func (x *UpdateEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateEndpointResponse) GetEndpoint() *Endpoint {
@@ -1236,7 +1334,7 @@ type DeleteEndpointRequest struct {
 
 func (x *DeleteEndpointRequest) Reset() {
 	*x = DeleteEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1346,7 @@ func (x *DeleteEndpointRequest) String() string {
 func (*DeleteEndpointRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1359,7 @@ func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteEndpointRequest) GetId() string {
@@ -1279,7 +1377,7 @@ type DeleteEndpointResponse struct {
 
 func (x *DeleteEndpointResponse) Reset() {
 	*x = DeleteEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1389,7 @@ func (x *DeleteEndpointResponse) String() string {
 func (*DeleteEndpointResponse) ProtoMessage() {}
 
 func (x *DeleteEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1402,7 @@ func (x *DeleteEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{12}
 }
 
 type PauseEndpointRequest struct {
@@ -1318,7 +1416,7 @@ type PauseEndpointRequest struct {
 
 func (x *PauseEndpointRequest) Reset() {
 	*x = PauseEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1428,7 @@ func (x *PauseEndpointRequest) String() string {
 func (*PauseEndpointRequest) ProtoMessage() {}
 
 func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1441,7 @@ func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseEndpointRequest.ProtoReflect.Descriptor instead.
 func (*PauseEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PauseEndpointRequest) GetId() string {
@@ -1369,7 +1467,7 @@ type PauseEndpointResponse struct {
 
 func (x *PauseEndpointResponse) Reset() {
 	*x = PauseEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1479,7 @@ func (x *PauseEndpointResponse) String() string {
 func (*PauseEndpointResponse) ProtoMessage() {}
 
 func (x *PauseEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1492,7 @@ func (x *PauseEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseEndpointResponse.ProtoReflect.Descriptor instead.
 func (*PauseEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PauseEndpointResponse) GetEndpoint() *Endpoint {
@@ -1413,7 +1511,7 @@ type ResumeEndpointRequest struct {
 
 func (x *ResumeEndpointRequest) Reset() {
 	*x = ResumeEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1523,7 @@ func (x *ResumeEndpointRequest) String() string {
 func (*ResumeEndpointRequest) ProtoMessage() {}
 
 func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1536,7 @@ func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeEndpointRequest.ProtoReflect.Descriptor instead.
 func (*ResumeEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResumeEndpointRequest) GetId() string {
@@ -1457,7 +1555,7 @@ type ResumeEndpointResponse struct {
 
 func (x *ResumeEndpointResponse) Reset() {
 	*x = ResumeEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1567,7 @@ func (x *ResumeEndpointResponse) String() string {
 func (*ResumeEndpointResponse) ProtoMessage() {}
 
 func (x *ResumeEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1580,7 @@ func (x *ResumeEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeEndpointResponse.ProtoReflect.Descriptor instead.
 func (*ResumeEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResumeEndpointResponse) GetEndpoint() *Endpoint {
@@ -1508,7 +1606,7 @@ type RotateEndpointSecretRequest struct {
 
 func (x *RotateEndpointSecretRequest) Reset() {
 	*x = RotateEndpointSecretRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1618,7 @@ func (x *RotateEndpointSecretRequest) String() string {
 func (*RotateEndpointSecretRequest) ProtoMessage() {}
 
 func (x *RotateEndpointSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1631,7 @@ func (x *RotateEndpointSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateEndpointSecretRequest.ProtoReflect.Descriptor instead.
 func (*RotateEndpointSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RotateEndpointSecretRequest) GetId() string {
@@ -1577,7 +1675,7 @@ type RotateEndpointSecretResponse struct {
 
 func (x *RotateEndpointSecretResponse) Reset() {
 	*x = RotateEndpointSecretResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1687,7 @@ func (x *RotateEndpointSecretResponse) String() string {
 func (*RotateEndpointSecretResponse) ProtoMessage() {}
 
 func (x *RotateEndpointSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1700,7 @@ func (x *RotateEndpointSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateEndpointSecretResponse.ProtoReflect.Descriptor instead.
 func (*RotateEndpointSecretResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RotateEndpointSecretResponse) GetEndpoint() *Endpoint {
@@ -1652,7 +1750,7 @@ type TestFilterAndTransformationRequest struct {
 
 func (x *TestFilterAndTransformationRequest) Reset() {
 	*x = TestFilterAndTransformationRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1762,7 @@ func (x *TestFilterAndTransformationRequest) String() string {
 func (*TestFilterAndTransformationRequest) ProtoMessage() {}
 
 func (x *TestFilterAndTransformationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1775,7 @@ func (x *TestFilterAndTransformationRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use TestFilterAndTransformationRequest.ProtoReflect.Descriptor instead.
 func (*TestFilterAndTransformationRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TestFilterAndTransformationRequest) GetFilter() string {
@@ -1740,7 +1838,7 @@ type TestFilterAndTransformationResponse struct {
 
 func (x *TestFilterAndTransformationResponse) Reset() {
 	*x = TestFilterAndTransformationResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +1850,7 @@ func (x *TestFilterAndTransformationResponse) String() string {
 func (*TestFilterAndTransformationResponse) ProtoMessage() {}
 
 func (x *TestFilterAndTransformationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +1863,7 @@ func (x *TestFilterAndTransformationResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use TestFilterAndTransformationResponse.ProtoReflect.Descriptor instead.
 func (*TestFilterAndTransformationResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TestFilterAndTransformationResponse) GetFilter() *FilterResult {
@@ -1801,7 +1899,7 @@ type TransformationResult struct {
 
 func (x *TransformationResult) Reset() {
 	*x = TransformationResult{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1813,7 +1911,7 @@ func (x *TransformationResult) String() string {
 func (*TransformationResult) ProtoMessage() {}
 
 func (x *TransformationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1826,7 +1924,7 @@ func (x *TransformationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformationResult.ProtoReflect.Descriptor instead.
 func (*TransformationResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TransformationResult) GetWebhook() *TransformedWebhook {
@@ -1872,7 +1970,7 @@ type TransformedWebhook struct {
 
 func (x *TransformedWebhook) Reset() {
 	*x = TransformedWebhook{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +1982,7 @@ func (x *TransformedWebhook) String() string {
 func (*TransformedWebhook) ProtoMessage() {}
 
 func (x *TransformedWebhook) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +1995,7 @@ func (x *TransformedWebhook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformedWebhook.ProtoReflect.Descriptor instead.
 func (*TransformedWebhook) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TransformedWebhook) GetEventType() string {
@@ -1952,7 +2050,7 @@ type FilterResult struct {
 
 func (x *FilterResult) Reset() {
 	*x = FilterResult{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1964,7 +2062,7 @@ func (x *FilterResult) String() string {
 func (*FilterResult) ProtoMessage() {}
 
 func (x *FilterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1977,7 +2075,7 @@ func (x *FilterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterResult.ProtoReflect.Descriptor instead.
 func (*FilterResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FilterResult) GetMatched() bool {
@@ -2014,7 +2112,7 @@ type RetryPolicy_ExponentialBackoff struct {
 
 func (x *RetryPolicy_ExponentialBackoff) Reset() {
 	*x = RetryPolicy_ExponentialBackoff{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[24]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2124,7 @@ func (x *RetryPolicy_ExponentialBackoff) String() string {
 func (*RetryPolicy_ExponentialBackoff) ProtoMessage() {}
 
 func (x *RetryPolicy_ExponentialBackoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[24]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2137,7 @@ func (x *RetryPolicy_ExponentialBackoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy_ExponentialBackoff.ProtoReflect.Descriptor instead.
 func (*RetryPolicy_ExponentialBackoff) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1, 0}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2, 0}
 }
 
 func (x *RetryPolicy_ExponentialBackoff) GetInitial() *durationpb.Duration {
@@ -2076,7 +2174,7 @@ type RetryPolicy_DelayLadder struct {
 
 func (x *RetryPolicy_DelayLadder) Reset() {
 	*x = RetryPolicy_DelayLadder{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[25]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2088,7 +2186,7 @@ func (x *RetryPolicy_DelayLadder) String() string {
 func (*RetryPolicy_DelayLadder) ProtoMessage() {}
 
 func (x *RetryPolicy_DelayLadder) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[25]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2101,7 +2199,7 @@ func (x *RetryPolicy_DelayLadder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy_DelayLadder.ProtoReflect.Descriptor instead.
 func (*RetryPolicy_DelayLadder) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1, 1}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2, 1}
 }
 
 func (x *RetryPolicy_DelayLadder) GetDelays() []*durationpb.Duration {
@@ -2115,7 +2213,7 @@ var File_hookline_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17hookline/v1/rules.proto\"\x8e\t\n" +
+	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17hookline/v1/rules.proto\"\xcf\t\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x1b\n" +
@@ -2145,10 +2243,16 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\bordering\x18\x13 \x01(\x0e2\x15.hookline.v1.OrderingB\b\xbaH\x05\x82\x01\x02\x10\x01R\bordering\x12J\n" +
 	"\x0fon_head_failure\x18\x14 \x01(\x0e2\x18.hookline.v1.HeadFailureB\b\xbaH\x05\x82\x01\x02\x10\x01R\ronHeadFailure\x12\x16\n" +
 	"\x06filter\x18\x15 \x01(\tR\x06filter\x12&\n" +
-	"\x0etransformation\x18\x16 \x01(\tR\x0etransformation\x1a;\n" +
+	"\x0etransformation\x18\x16 \x01(\tR\x0etransformation\x12?\n" +
+	"\aheaders\x18\x17 \x03(\v2\x1b.hookline.v1.EndpointHeaderB\b\xbaH\x05\x92\x01\x02\x10\x14R\aheaders\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfb\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"o\n" +
+	"\x0eEndpointHeader\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\bR\x06secret\x12\x1b\n" +
+	"\tvalue_set\x18\x04 \x01(\bR\bvalueSet\"\xfb\a\n" +
 	"\vRetryPolicy\x12O\n" +
 	"\vexponential\x18\x01 \x01(\v2+.hookline.v1.RetryPolicy.ExponentialBackoffH\x00R\vexponential\x12>\n" +
 	"\x06ladder\x18\x02 \x01(\v2$.hookline.v1.RetryPolicy.DelayLadderH\x00R\x06ladder\x12A\n" +
@@ -2171,7 +2275,7 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\vJITTER_FULL\x10\x02\x12\x0f\n" +
 	"\vJITTER_NONE\x10\x03B\n" +
 	"\n" +
-	"\bschedule\"\xf8\x06\n" +
+	"\bschedule\"\xb9\a\n" +
 	"\x15CreateEndpointRequest\x12\x1d\n" +
 	"\x03url\x18\x01 \x01(\tB\v\xbaH\br\x06\xa0\x88'\x01\x10\x01R\x03url\x12+\n" +
 	"\vdescription\x18\x02 \x01(\tB\t\xbaH\x06r\x04\xa8\x88'\x01R\vdescription\x12+\n" +
@@ -2192,7 +2296,8 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\bordering\x18\f \x01(\x0e2\x15.hookline.v1.OrderingB\b\xbaH\x05\x82\x01\x02\x10\x01R\bordering\x12J\n" +
 	"\x0fon_head_failure\x18\r \x01(\x0e2\x18.hookline.v1.HeadFailureB\b\xbaH\x05\x82\x01\x02\x10\x01R\ronHeadFailure\x12\x16\n" +
 	"\x06filter\x18\x0e \x01(\tR\x06filter\x12&\n" +
-	"\x0etransformation\x18\x0f \x01(\tR\x0etransformation\x1a;\n" +
+	"\x0etransformation\x18\x0f \x01(\tR\x0etransformation\x12?\n" +
+	"\aheaders\x18\x10 \x03(\v2\x1b.hookline.v1.EndpointHeaderB\b\xbaH\x05\x92\x01\x02\x10\x14R\aheaders\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
@@ -2323,7 +2428,7 @@ func file_hookline_v1_endpoint_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_endpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hookline_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_hookline_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_hookline_v1_endpoint_proto_goTypes = []any{
 	(EndpointStatus)(0),                         // 0: hookline.v1.EndpointStatus
 	(SignatureScheme)(0),                        // 1: hookline.v1.SignatureScheme
@@ -2331,103 +2436,106 @@ var file_hookline_v1_endpoint_proto_goTypes = []any{
 	(HeadFailure)(0),                            // 3: hookline.v1.HeadFailure
 	(RetryPolicy_Jitter)(0),                     // 4: hookline.v1.RetryPolicy.Jitter
 	(*Endpoint)(nil),                            // 5: hookline.v1.Endpoint
-	(*RetryPolicy)(nil),                         // 6: hookline.v1.RetryPolicy
-	(*CreateEndpointRequest)(nil),               // 7: hookline.v1.CreateEndpointRequest
-	(*CreateEndpointResponse)(nil),              // 8: hookline.v1.CreateEndpointResponse
-	(*GetEndpointRequest)(nil),                  // 9: hookline.v1.GetEndpointRequest
-	(*GetEndpointResponse)(nil),                 // 10: hookline.v1.GetEndpointResponse
-	(*ListEndpointsRequest)(nil),                // 11: hookline.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),               // 12: hookline.v1.ListEndpointsResponse
-	(*UpdateEndpointRequest)(nil),               // 13: hookline.v1.UpdateEndpointRequest
-	(*UpdateEndpointResponse)(nil),              // 14: hookline.v1.UpdateEndpointResponse
-	(*DeleteEndpointRequest)(nil),               // 15: hookline.v1.DeleteEndpointRequest
-	(*DeleteEndpointResponse)(nil),              // 16: hookline.v1.DeleteEndpointResponse
-	(*PauseEndpointRequest)(nil),                // 17: hookline.v1.PauseEndpointRequest
-	(*PauseEndpointResponse)(nil),               // 18: hookline.v1.PauseEndpointResponse
-	(*ResumeEndpointRequest)(nil),               // 19: hookline.v1.ResumeEndpointRequest
-	(*ResumeEndpointResponse)(nil),              // 20: hookline.v1.ResumeEndpointResponse
-	(*RotateEndpointSecretRequest)(nil),         // 21: hookline.v1.RotateEndpointSecretRequest
-	(*RotateEndpointSecretResponse)(nil),        // 22: hookline.v1.RotateEndpointSecretResponse
-	(*TestFilterAndTransformationRequest)(nil),  // 23: hookline.v1.TestFilterAndTransformationRequest
-	(*TestFilterAndTransformationResponse)(nil), // 24: hookline.v1.TestFilterAndTransformationResponse
-	(*TransformationResult)(nil),                // 25: hookline.v1.TransformationResult
-	(*TransformedWebhook)(nil),                  // 26: hookline.v1.TransformedWebhook
-	(*FilterResult)(nil),                        // 27: hookline.v1.FilterResult
-	nil,                                         // 28: hookline.v1.Endpoint.MetadataEntry
-	(*RetryPolicy_ExponentialBackoff)(nil),      // 29: hookline.v1.RetryPolicy.ExponentialBackoff
-	(*RetryPolicy_DelayLadder)(nil),             // 30: hookline.v1.RetryPolicy.DelayLadder
-	nil,                                         // 31: hookline.v1.CreateEndpointRequest.MetadataEntry
-	nil,                                         // 32: hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
-	nil,                                         // 33: hookline.v1.TransformedWebhook.HeadersEntry
-	(*durationpb.Duration)(nil),                 // 34: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),               // 35: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),               // 36: google.protobuf.FieldMask
+	(*EndpointHeader)(nil),                      // 6: hookline.v1.EndpointHeader
+	(*RetryPolicy)(nil),                         // 7: hookline.v1.RetryPolicy
+	(*CreateEndpointRequest)(nil),               // 8: hookline.v1.CreateEndpointRequest
+	(*CreateEndpointResponse)(nil),              // 9: hookline.v1.CreateEndpointResponse
+	(*GetEndpointRequest)(nil),                  // 10: hookline.v1.GetEndpointRequest
+	(*GetEndpointResponse)(nil),                 // 11: hookline.v1.GetEndpointResponse
+	(*ListEndpointsRequest)(nil),                // 12: hookline.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),               // 13: hookline.v1.ListEndpointsResponse
+	(*UpdateEndpointRequest)(nil),               // 14: hookline.v1.UpdateEndpointRequest
+	(*UpdateEndpointResponse)(nil),              // 15: hookline.v1.UpdateEndpointResponse
+	(*DeleteEndpointRequest)(nil),               // 16: hookline.v1.DeleteEndpointRequest
+	(*DeleteEndpointResponse)(nil),              // 17: hookline.v1.DeleteEndpointResponse
+	(*PauseEndpointRequest)(nil),                // 18: hookline.v1.PauseEndpointRequest
+	(*PauseEndpointResponse)(nil),               // 19: hookline.v1.PauseEndpointResponse
+	(*ResumeEndpointRequest)(nil),               // 20: hookline.v1.ResumeEndpointRequest
+	(*ResumeEndpointResponse)(nil),              // 21: hookline.v1.ResumeEndpointResponse
+	(*RotateEndpointSecretRequest)(nil),         // 22: hookline.v1.RotateEndpointSecretRequest
+	(*RotateEndpointSecretResponse)(nil),        // 23: hookline.v1.RotateEndpointSecretResponse
+	(*TestFilterAndTransformationRequest)(nil),  // 24: hookline.v1.TestFilterAndTransformationRequest
+	(*TestFilterAndTransformationResponse)(nil), // 25: hookline.v1.TestFilterAndTransformationResponse
+	(*TransformationResult)(nil),                // 26: hookline.v1.TransformationResult
+	(*TransformedWebhook)(nil),                  // 27: hookline.v1.TransformedWebhook
+	(*FilterResult)(nil),                        // 28: hookline.v1.FilterResult
+	nil,                                         // 29: hookline.v1.Endpoint.MetadataEntry
+	(*RetryPolicy_ExponentialBackoff)(nil),      // 30: hookline.v1.RetryPolicy.ExponentialBackoff
+	(*RetryPolicy_DelayLadder)(nil),             // 31: hookline.v1.RetryPolicy.DelayLadder
+	nil,                                         // 32: hookline.v1.CreateEndpointRequest.MetadataEntry
+	nil,                                         // 33: hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
+	nil,                                         // 34: hookline.v1.TransformedWebhook.HeadersEntry
+	(*durationpb.Duration)(nil),                 // 35: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),               // 36: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),               // 37: google.protobuf.FieldMask
 }
 var file_hookline_v1_endpoint_proto_depIdxs = []int32{
 	0,  // 0: hookline.v1.Endpoint.status:type_name -> hookline.v1.EndpointStatus
-	34, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
-	6,  // 2: hookline.v1.Endpoint.retry_policy:type_name -> hookline.v1.RetryPolicy
-	35, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	35, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	35, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
-	28, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
+	35, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
+	7,  // 2: hookline.v1.Endpoint.retry_policy:type_name -> hookline.v1.RetryPolicy
+	36, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	36, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
+	29, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
 	1,  // 7: hookline.v1.Endpoint.signature_scheme:type_name -> hookline.v1.SignatureScheme
 	2,  // 8: hookline.v1.Endpoint.ordering:type_name -> hookline.v1.Ordering
 	3,  // 9: hookline.v1.Endpoint.on_head_failure:type_name -> hookline.v1.HeadFailure
-	29, // 10: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
-	30, // 11: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
-	4,  // 12: hookline.v1.RetryPolicy.jitter:type_name -> hookline.v1.RetryPolicy.Jitter
-	34, // 13: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
-	34, // 14: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
-	6,  // 15: hookline.v1.CreateEndpointRequest.retry_policy:type_name -> hookline.v1.RetryPolicy
-	31, // 16: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
-	1,  // 17: hookline.v1.CreateEndpointRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
-	2,  // 18: hookline.v1.CreateEndpointRequest.ordering:type_name -> hookline.v1.Ordering
-	3,  // 19: hookline.v1.CreateEndpointRequest.on_head_failure:type_name -> hookline.v1.HeadFailure
-	5,  // 20: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 21: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 22: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
-	5,  // 23: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
-	36, // 24: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	5,  // 25: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 26: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 27: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	34, // 28: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
-	1,  // 29: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
-	5,  // 30: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	32, // 31: hookline.v1.TestFilterAndTransformationRequest.metadata:type_name -> hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
-	27, // 32: hookline.v1.TestFilterAndTransformationResponse.filter:type_name -> hookline.v1.FilterResult
-	25, // 33: hookline.v1.TestFilterAndTransformationResponse.transformation:type_name -> hookline.v1.TransformationResult
-	26, // 34: hookline.v1.TransformationResult.webhook:type_name -> hookline.v1.TransformedWebhook
-	34, // 35: hookline.v1.TransformationResult.duration:type_name -> google.protobuf.Duration
-	33, // 36: hookline.v1.TransformedWebhook.headers:type_name -> hookline.v1.TransformedWebhook.HeadersEntry
-	34, // 37: hookline.v1.FilterResult.duration:type_name -> google.protobuf.Duration
-	34, // 38: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
-	34, // 39: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
-	34, // 40: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
-	7,  // 41: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	9,  // 42: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	11, // 43: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	13, // 44: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	15, // 45: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	17, // 46: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	19, // 47: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	21, // 48: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
-	23, // 49: hookline.v1.EndpointService.TestFilterAndTransformation:input_type -> hookline.v1.TestFilterAndTransformationRequest
-	8,  // 50: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	10, // 51: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
-	12, // 52: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	14, // 53: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
-	16, // 54: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
-	18, // 55: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
-	20, // 56: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
-	22, // 57: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
-	24, // 58: hookline.v1.EndpointService.TestFilterAndTransformation:output_type -> hookline.v1.TestFilterAndTransformationResponse
-	50, // [50:59] is the sub-list for method output_type
-	41, // [41:50] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	6,  // 10: hookline.v1.Endpoint.headers:type_name -> hookline.v1.EndpointHeader
+	30, // 11: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
+	31, // 12: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
+	4,  // 13: hookline.v1.RetryPolicy.jitter:type_name -> hookline.v1.RetryPolicy.Jitter
+	35, // 14: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
+	35, // 15: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
+	7,  // 16: hookline.v1.CreateEndpointRequest.retry_policy:type_name -> hookline.v1.RetryPolicy
+	32, // 17: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
+	1,  // 18: hookline.v1.CreateEndpointRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
+	2,  // 19: hookline.v1.CreateEndpointRequest.ordering:type_name -> hookline.v1.Ordering
+	3,  // 20: hookline.v1.CreateEndpointRequest.on_head_failure:type_name -> hookline.v1.HeadFailure
+	6,  // 21: hookline.v1.CreateEndpointRequest.headers:type_name -> hookline.v1.EndpointHeader
+	5,  // 22: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 23: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 24: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
+	5,  // 25: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
+	37, // 26: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	5,  // 27: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 28: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 29: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	35, // 30: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
+	1,  // 31: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
+	5,  // 32: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
+	33, // 33: hookline.v1.TestFilterAndTransformationRequest.metadata:type_name -> hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
+	28, // 34: hookline.v1.TestFilterAndTransformationResponse.filter:type_name -> hookline.v1.FilterResult
+	26, // 35: hookline.v1.TestFilterAndTransformationResponse.transformation:type_name -> hookline.v1.TransformationResult
+	27, // 36: hookline.v1.TransformationResult.webhook:type_name -> hookline.v1.TransformedWebhook
+	35, // 37: hookline.v1.TransformationResult.duration:type_name -> google.protobuf.Duration
+	34, // 38: hookline.v1.TransformedWebhook.headers:type_name -> hookline.v1.TransformedWebhook.HeadersEntry
+	35, // 39: hookline.v1.FilterResult.duration:type_name -> google.protobuf.Duration
+	35, // 40: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
+	35, // 41: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
+	35, // 42: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
+	8,  // 43: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	10, // 44: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	12, // 45: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	14, // 46: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	16, // 47: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	18, // 48: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	20, // 49: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	22, // 50: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
+	24, // 51: hookline.v1.EndpointService.TestFilterAndTransformation:input_type -> hookline.v1.TestFilterAndTransformationRequest
+	9,  // 52: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	11, // 53: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
+	13, // 54: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	15, // 55: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
+	17, // 56: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
+	19, // 57: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
+	21, // 58: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
+	23, // 59: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
+	25, // 60: hookline.v1.EndpointService.TestFilterAndTransformation:output_type -> hookline.v1.TestFilterAndTransformationResponse
+	52, // [52:61] is the sub-list for method output_type
+	43, // [43:52] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_endpoint_proto_init() }
@@ -2436,7 +2544,7 @@ func file_hookline_v1_endpoint_proto_init() {
 		return
 	}
 	file_hookline_v1_rules_proto_init()
-	file_hookline_v1_endpoint_proto_msgTypes[1].OneofWrappers = []any{
+	file_hookline_v1_endpoint_proto_msgTypes[2].OneofWrappers = []any{
 		(*RetryPolicy_Exponential)(nil),
 		(*RetryPolicy_Ladder)(nil),
 	}
@@ -2446,7 +2554,7 @@ func file_hookline_v1_endpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_endpoint_proto_rawDesc), len(file_hookline_v1_endpoint_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

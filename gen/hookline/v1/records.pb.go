@@ -1156,7 +1156,11 @@ type EndpointRecord struct {
 	// expires_at during a rotation, and both sign.
 	Secrets []*EndpointSecret `protobuf:"bytes,2,rep,name=secrets,proto3" json:"secrets,omitempty"`
 	// Bumped on every change; a consumer ignores an older version.
-	Version       uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Version uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// The endpoint's credentials other than its signing secrets (secret
+	// header values, receiver auth secrets), sealed like them; the
+	// endpoint itself holds none of their values.
+	Credentials   []*EndpointCredential `protobuf:"bytes,4,rep,name=credentials,proto3" json:"credentials,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1212,6 +1216,81 @@ func (x *EndpointRecord) GetVersion() uint64 {
 	return 0
 }
 
+func (x *EndpointRecord) GetCredentials() []*EndpointCredential {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
+// EndpointCredential is one secret value an endpoint sends to its
+// receiver, sealed (see SealedSecret); the additional authenticated data
+// also binds it to its name, so a sealed value does not open under
+// another name.
+type EndpointCredential struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the value is: "header:<lower-case header name>" for a secret
+	// header.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The value in the clear; empty when sealed is set (only with
+	// --insecure-plaintext-secrets).
+	Secret        string        `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	Sealed        *SealedSecret `protobuf:"bytes,3,opt,name=sealed,proto3" json:"sealed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndpointCredential) Reset() {
+	*x = EndpointCredential{}
+	mi := &file_hookline_v1_records_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndpointCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndpointCredential) ProtoMessage() {}
+
+func (x *EndpointCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_records_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndpointCredential.ProtoReflect.Descriptor instead.
+func (*EndpointCredential) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *EndpointCredential) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EndpointCredential) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *EndpointCredential) GetSealed() *SealedSecret {
+	if x != nil {
+		return x.Sealed
+	}
+	return nil
+}
+
 // EndpointSecret is one signing secret of an endpoint: an HMAC secret
 // ("whsec_…", signature scheme v1) or an ed25519 private key ("whsk_…",
 // v1a). It is kept sealed (see SealedSecret); secret holds it in the
@@ -1234,7 +1313,7 @@ type EndpointSecret struct {
 
 func (x *EndpointSecret) Reset() {
 	*x = EndpointSecret{}
-	mi := &file_hookline_v1_records_proto_msgTypes[7]
+	mi := &file_hookline_v1_records_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1325,7 @@ func (x *EndpointSecret) String() string {
 func (*EndpointSecret) ProtoMessage() {}
 
 func (x *EndpointSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[7]
+	mi := &file_hookline_v1_records_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1338,7 @@ func (x *EndpointSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSecret.ProtoReflect.Descriptor instead.
 func (*EndpointSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EndpointSecret) GetSecret() string {
@@ -1315,7 +1394,7 @@ type SealedSecret struct {
 
 func (x *SealedSecret) Reset() {
 	*x = SealedSecret{}
-	mi := &file_hookline_v1_records_proto_msgTypes[8]
+	mi := &file_hookline_v1_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1406,7 @@ func (x *SealedSecret) String() string {
 func (*SealedSecret) ProtoMessage() {}
 
 func (x *SealedSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[8]
+	mi := &file_hookline_v1_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1419,7 @@ func (x *SealedSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedSecret.ProtoReflect.Descriptor instead.
 func (*SealedSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SealedSecret) GetKeyId() string {
@@ -1393,7 +1472,7 @@ type Notice struct {
 
 func (x *Notice) Reset() {
 	*x = Notice{}
-	mi := &file_hookline_v1_records_proto_msgTypes[9]
+	mi := &file_hookline_v1_records_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1484,7 @@ func (x *Notice) String() string {
 func (*Notice) ProtoMessage() {}
 
 func (x *Notice) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[9]
+	mi := &file_hookline_v1_records_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1497,7 @@ func (x *Notice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notice.ProtoReflect.Descriptor instead.
 func (*Notice) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Notice) GetNoticeId() string {
@@ -1536,7 +1615,7 @@ type IdempotencyRecord struct {
 
 func (x *IdempotencyRecord) Reset() {
 	*x = IdempotencyRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[10]
+	mi := &file_hookline_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1627,7 @@ func (x *IdempotencyRecord) String() string {
 func (*IdempotencyRecord) ProtoMessage() {}
 
 func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[10]
+	mi := &file_hookline_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1640,7 @@ func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
 func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *IdempotencyRecord) GetTenantId() string {
@@ -1658,7 +1737,7 @@ type LaneRecord struct {
 
 func (x *LaneRecord) Reset() {
 	*x = LaneRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[11]
+	mi := &file_hookline_v1_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1670,7 +1749,7 @@ func (x *LaneRecord) String() string {
 func (*LaneRecord) ProtoMessage() {}
 
 func (x *LaneRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[11]
+	mi := &file_hookline_v1_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1683,7 +1762,7 @@ func (x *LaneRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneRecord.ProtoReflect.Descriptor instead.
 func (*LaneRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LaneRecord) GetEndpointId() string {
@@ -1723,7 +1802,7 @@ type LaneMember struct {
 
 func (x *LaneMember) Reset() {
 	*x = LaneMember{}
-	mi := &file_hookline_v1_records_proto_msgTypes[12]
+	mi := &file_hookline_v1_records_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1814,7 @@ func (x *LaneMember) String() string {
 func (*LaneMember) ProtoMessage() {}
 
 func (x *LaneMember) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[12]
+	mi := &file_hookline_v1_records_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1827,7 @@ func (x *LaneMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneMember.ProtoReflect.Descriptor instead.
 func (*LaneMember) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LaneMember) GetDeliveryId() string {
@@ -1793,7 +1872,7 @@ type BlockedHead struct {
 
 func (x *BlockedHead) Reset() {
 	*x = BlockedHead{}
-	mi := &file_hookline_v1_records_proto_msgTypes[13]
+	mi := &file_hookline_v1_records_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1884,7 @@ func (x *BlockedHead) String() string {
 func (*BlockedHead) ProtoMessage() {}
 
 func (x *BlockedHead) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[13]
+	mi := &file_hookline_v1_records_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1897,7 @@ func (x *BlockedHead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockedHead.ProtoReflect.Descriptor instead.
 func (*BlockedHead) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BlockedHead) GetDelivery() *Delivery {
@@ -1863,7 +1942,7 @@ type RecordRef struct {
 
 func (x *RecordRef) Reset() {
 	*x = RecordRef{}
-	mi := &file_hookline_v1_records_proto_msgTypes[14]
+	mi := &file_hookline_v1_records_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +1954,7 @@ func (x *RecordRef) String() string {
 func (*RecordRef) ProtoMessage() {}
 
 func (x *RecordRef) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[14]
+	mi := &file_hookline_v1_records_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +1967,7 @@ func (x *RecordRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRef.ProtoReflect.Descriptor instead.
 func (*RecordRef) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RecordRef) GetTopic() string {
@@ -1997,11 +2076,16 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\bdelivery\x18\x01 \x01(\v2\x15.hookline.v1.DeliveryR\bdelivery\x12;\n" +
 	"\vlast_result\x18\x02 \x01(\v2\x1a.hookline.v1.AttemptResultR\n" +
 	"lastResult\x123\n" +
-	"\adead_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06deadAt\"\x94\x01\n" +
+	"\adead_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06deadAt\"\xd7\x01\n" +
 	"\x0eEndpointRecord\x121\n" +
 	"\bendpoint\x18\x01 \x01(\v2\x15.hookline.v1.EndpointR\bendpoint\x125\n" +
 	"\asecrets\x18\x02 \x03(\v2\x1b.hookline.v1.EndpointSecretR\asecrets\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x04R\aversion\"\xf0\x01\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12A\n" +
+	"\vcredentials\x18\x04 \x03(\v2\x1f.hookline.v1.EndpointCredentialR\vcredentials\"s\n" +
+	"\x12EndpointCredential\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\x121\n" +
+	"\x06sealed\x18\x03 \x01(\v2\x19.hookline.v1.SealedSecretR\x06sealed\"\xf0\x01\n" +
 	"\x0eEndpointSecret\x12\x16\n" +
 	"\x06secret\x18\x01 \x01(\tR\x06secret\x129\n" +
 	"\n" +
@@ -2131,7 +2215,7 @@ func file_hookline_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_hookline_v1_records_proto_goTypes = []any{
 	(DeliveryKind)(0),             // 0: hookline.v1.DeliveryKind
 	(LaneOp)(0),                   // 1: hookline.v1.LaneOp
@@ -2146,66 +2230,69 @@ var file_hookline_v1_records_proto_goTypes = []any{
 	(*AttemptResult)(nil),         // 10: hookline.v1.AttemptResult
 	(*DeadLetter)(nil),            // 11: hookline.v1.DeadLetter
 	(*EndpointRecord)(nil),        // 12: hookline.v1.EndpointRecord
-	(*EndpointSecret)(nil),        // 13: hookline.v1.EndpointSecret
-	(*SealedSecret)(nil),          // 14: hookline.v1.SealedSecret
-	(*Notice)(nil),                // 15: hookline.v1.Notice
-	(*IdempotencyRecord)(nil),     // 16: hookline.v1.IdempotencyRecord
-	(*LaneRecord)(nil),            // 17: hookline.v1.LaneRecord
-	(*LaneMember)(nil),            // 18: hookline.v1.LaneMember
-	(*BlockedHead)(nil),           // 19: hookline.v1.BlockedHead
-	(*RecordRef)(nil),             // 20: hookline.v1.RecordRef
-	nil,                           // 21: hookline.v1.Transformed.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
-	(*Endpoint)(nil),              // 24: hookline.v1.Endpoint
-	(*DeliveryRef)(nil),           // 25: hookline.v1.DeliveryRef
+	(*EndpointCredential)(nil),    // 13: hookline.v1.EndpointCredential
+	(*EndpointSecret)(nil),        // 14: hookline.v1.EndpointSecret
+	(*SealedSecret)(nil),          // 15: hookline.v1.SealedSecret
+	(*Notice)(nil),                // 16: hookline.v1.Notice
+	(*IdempotencyRecord)(nil),     // 17: hookline.v1.IdempotencyRecord
+	(*LaneRecord)(nil),            // 18: hookline.v1.LaneRecord
+	(*LaneMember)(nil),            // 19: hookline.v1.LaneMember
+	(*BlockedHead)(nil),           // 20: hookline.v1.BlockedHead
+	(*RecordRef)(nil),             // 21: hookline.v1.RecordRef
+	nil,                           // 22: hookline.v1.Transformed.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*Endpoint)(nil),              // 25: hookline.v1.Endpoint
+	(*DeliveryRef)(nil),           // 26: hookline.v1.DeliveryRef
 }
 var file_hookline_v1_records_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.LaneCommand.op:type_name -> hookline.v1.LaneOp
-	22, // 1: hookline.v1.LaneCommand.at:type_name -> google.protobuf.Timestamp
-	22, // 2: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
-	22, // 3: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
-	22, // 4: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
-	22, // 5: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
+	23, // 1: hookline.v1.LaneCommand.at:type_name -> google.protobuf.Timestamp
+	23, // 2: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
+	23, // 3: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
+	23, // 4: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
+	23, // 5: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: hookline.v1.Delivery.kind:type_name -> hookline.v1.DeliveryKind
-	23, // 7: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
-	22, // 8: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
+	24, // 7: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
+	23, // 8: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
 	6,  // 9: hookline.v1.Delivery.lane_command:type_name -> hookline.v1.LaneCommand
-	20, // 10: hookline.v1.Delivery.payload_record:type_name -> hookline.v1.RecordRef
+	21, // 10: hookline.v1.Delivery.payload_record:type_name -> hookline.v1.RecordRef
 	9,  // 11: hookline.v1.Delivery.record_mac:type_name -> hookline.v1.RecordMac
 	8,  // 12: hookline.v1.Delivery.transformed:type_name -> hookline.v1.Transformed
-	22, // 13: hookline.v1.Delivery.parked_at:type_name -> google.protobuf.Timestamp
-	21, // 14: hookline.v1.Transformed.headers:type_name -> hookline.v1.Transformed.HeadersEntry
+	23, // 13: hookline.v1.Delivery.parked_at:type_name -> google.protobuf.Timestamp
+	22, // 14: hookline.v1.Transformed.headers:type_name -> hookline.v1.Transformed.HeadersEntry
 	2,  // 15: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
-	23, // 16: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
-	22, // 17: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
+	24, // 16: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
+	23, // 17: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
 	3,  // 18: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
-	22, // 19: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
+	23, // 19: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
 	7,  // 20: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
 	10, // 21: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
-	22, // 22: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	24, // 23: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
-	13, // 24: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
-	22, // 25: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
-	22, // 26: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 27: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
-	4,  // 28: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
-	22, // 29: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	5,  // 30: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
-	25, // 31: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
-	22, // 32: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
-	22, // 33: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
-	18, // 34: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
-	19, // 35: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
-	7,  // 36: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
-	10, // 37: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
-	22, // 38: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
-	20, // 39: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	23, // 22: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	25, // 23: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
+	14, // 24: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
+	13, // 25: hookline.v1.EndpointRecord.credentials:type_name -> hookline.v1.EndpointCredential
+	15, // 26: hookline.v1.EndpointCredential.sealed:type_name -> hookline.v1.SealedSecret
+	23, // 27: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
+	23, // 28: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 29: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
+	4,  // 30: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
+	23, // 31: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	5,  // 32: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
+	26, // 33: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
+	23, // 34: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
+	23, // 35: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
+	19, // 36: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
+	20, // 37: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
+	7,  // 38: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
+	10, // 39: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
+	23, // 40: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
+	21, // 41: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }
@@ -2222,7 +2309,7 @@ func file_hookline_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_records_proto_rawDesc), len(file_hookline_v1_records_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -173,8 +173,10 @@ type Request struct {
 	Signer    *sign.Signer
 	// Timeout bounds the whole attempt, connect to last byte.
 	Timeout time.Duration
-	// Header holds extra headers.
+	// Header holds extra headers (a transformation's).
 	Header http.Header
+	// Credentials are the endpoint's custom headers (nil: none).
+	Credentials *Credentials
 	// Attributes are added to the attempt's span (hookline.event_id …).
 	Attributes []attribute.KeyValue
 }
@@ -224,6 +226,7 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	}
 	started := c.now()
 	h := req.Header
+	r.Credentials.apply(h)
 	for k, v := range r.Header {
 		h[k] = v
 	}

@@ -73,6 +73,9 @@ type Service struct {
 	// applied.
 	handler *handler
 	signers *signers
+	// creds are the endpoints' custom headers and receiver auth
+	// (credentials.go); built by New once the attempt client is.
+	creds *credentials
 	// notices seeds endpoint health across rebalances; noticeFollow
 	// feeds it.
 	notices      *health.NoticeView
@@ -249,7 +252,8 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	// After the options (WithClock, WithLogger, WithRandSeed,
 	// WithTelemetry, WithAttemptOptions, WithBeforeAttempt), the writer
 	// and the holds; the config by pointer, as for the holds.
-	att := &attempter{cfg: &s.cfg, client: client, signers: s.signers, answered: s.answered, rcv: s.rcv, holds: s.holds,
+	s.creds = newCredentials(s.signers.keys, client)
+	att := &attempter{cfg: &s.cfg, client: client, signers: s.signers, creds: s.creds, answered: s.answered, rcv: s.rcv, holds: s.holds,
 		writer: s.writer, streaks: s.streaks, topics: s.topics, metrics: s.metrics, log: s.log, now: s.now, rand: s.rand,
 		trackPause: s.pauses.track, beforeAttempt: s.beforeAttempt}
 	s.handler = &handler{cfg: &s.cfg, store: s.store, keys: s.signers.keys, rcv: s.rcv, holds: s.holds, writer: s.writer,

@@ -295,6 +295,7 @@ type attempter struct {
 	cfg      *Config
 	client   *attempt.Client
 	signers  *signers
+	creds    *credentials
 	answered *answered
 	rcv      *health.Receivers
 	holds    *holds
@@ -340,6 +341,12 @@ func (a *attempter) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.De
 	if err != nil {
 		panic(fmt.Sprintf("endpoint %s has no usable secret: %v", id, err))
 	}
+	creds, err := a.creds.get(ep)
+	if err != nil {
+		// A credential that does not open: held like an unusable
+		// signing secret, until the operator fixes the key file.
+		return a.holds.holdUnsigned(ctx, r, d, id, err)
+	}
 	// A record fetched again after its settlement was lost (answered.go)
 	// settles from the 2xx its receiver already gave.
 	key, url := answerKeyOf(r, d), ep.GetEndpoint().GetUrl()
@@ -363,15 +370,16 @@ func (a *attempter) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.De
 		a.metrics.flight(ctx, id, 1)
 		var err error
 		ar, err = a.client.Do(ctx, transformed(attempt.Request{
-			URL:        url,
-			Tenant:     ep.GetEndpoint().GetTenantId(),
-			EventID:    d.GetEventId(),
-			EventType:  d.GetEventType(),
-			Payload:    d.GetPayload(),
-			Signer:     signer,
-			Timeout:    timeout,
-			Header:     http.Header{},
-			Attributes: attrs,
+			URL:         url,
+			Tenant:      ep.GetEndpoint().GetTenantId(),
+			EventID:     d.GetEventId(),
+			EventType:   d.GetEventType(),
+			Payload:     d.GetPayload(),
+			Signer:      signer,
+			Timeout:     timeout,
+			Header:      http.Header{},
+			Credentials: creds,
+			Attributes:  attrs,
 		}, d.GetTransformed()))
 		a.metrics.flight(ctx, id, -1)
 		if err != nil {

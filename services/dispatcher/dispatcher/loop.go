@@ -114,7 +114,7 @@ func (s *Service) newEngine() *engine {
 		fits: e.c.lanes.fits,
 	}
 	e.sp = &spiller{
-		w: e.w, f: e.f, cfg: &s.cfg, log: s.log, holds: s.holds, signers: s.signers,
+		w: e.w, f: e.f, cfg: &s.cfg, log: s.log, holds: s.holds, signers: s.signers, creds: s.creds,
 		settle: e.settle, expire: e.ord.expireOrdered,
 	}
 	e.ord.sp = e.sp

@@ -52,8 +52,8 @@ const laneIdleFor = 5 * time.Minute
 // (ordered.go) and the members behind a blocked head (block.go).
 type spiller struct {
 	// What it is given: the window and the lanes (fair) it looks at,
-	// the config and the log; holds, which writes a spill; signers,
-	// which forgets the endpoints of pruned lanes; settle, which
+	// the config and the log; holds, which writes a spill; signers and
+	// creds, which forget the endpoints of pruned lanes; settle, which
 	// finishes an entry with the outputs its function returns
 	// (engine.settle); and expire, which forgets the ordered lanes'
 	// members gone for good (expireOrdered).
@@ -63,6 +63,7 @@ type spiller struct {
 	log     *slog.Logger
 	holds   *holds
 	signers *signers
+	creds   *credentials
 	settle  func(*entry, func(context.Context) []*kgo.Record)
 	expire  func(cutoff, now time.Time)
 	// lastRelieve is when relieve last looked for stuck partitions,
@@ -100,7 +101,9 @@ func (sp *spiller) relieve(now time.Time) {
 	if now.Sub(sp.lastPrune) >= laneIdleFor {
 		sp.lastPrune = now
 		sp.expire(now, now)
-		sp.signers.forget(sp.f.prune(now.Add(-laneIdleFor)))
+		pruned := sp.f.prune(now.Add(-laneIdleFor))
+		sp.signers.forget(pruned)
+		sp.creds.forget(pruned)
 	}
 }
 

@@ -80,6 +80,9 @@ func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.Cr
 		return nil, err
 	}
 	rec.Secrets = []*hooklinev1.EndpointSecret{es}
+	if err := s.secrets.setHeaders(rec, req.GetHeaders()); err != nil {
+		return nil, err
+	}
 	rec.Endpoint.SignatureScheme = schemeOf(es)
 	if err := s.endpoints.writeEndpoint(ctx, rec.GetEndpoint().GetId(), rec); err != nil {
 		if errors.Is(err, endpoints.ErrLost) { // a fresh id cannot lose
@@ -188,8 +191,10 @@ func (h *endpointService) UpdateEndpoint(ctx context.Context, req *hooklinev1.Up
 				err, ep.Filter = s.content.validateFilter(in.GetFilter()), in.GetFilter()
 			case "transformation":
 				err, ep.Transformation = s.content.validateTransformation(in.GetTransformation()), in.GetTransformation()
+			case "headers":
+				err = s.secrets.setHeaders(rec, in.GetHeaders())
 			default:
-				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure, filter, transformation (status and secret have their own calls)", p)
+				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure, filter, transformation, headers (status and secret have their own calls)", p)
 			}
 			if err != nil {
 				return err

@@ -91,6 +91,17 @@ func (x *endpointSecrets) open(rec *hooklinev1.EndpointRecord, es *hooklinev1.En
 	return secret, nil
 }
 
+// openCredential returns the value of c, one of rec's credentials.
+func (x *endpointSecrets) openCredential(rec *hooklinev1.EndpointRecord, c *hooklinev1.EndpointCredential) (string, error) {
+	ep := rec.GetEndpoint()
+	v, err := x.keyring.OpenCredential(ep.GetTenantId(), ep.GetId(), c)
+	if err != nil {
+		x.log.Error("endpoint credential does not open", "endpoint_id", ep.GetId(), "credential", c.GetName(), "err", err)
+		return "", status.Errorf(codes.Internal, "the endpoint's credential %s cannot be read by this server (its operator must fix --secrets-key-file): %v", c.GetName(), err)
+	}
+	return v, nil
+}
+
 // shown is what a caller is shown of a secret: the secret itself for V1,
 // the public key for V1A.
 func shown(es *hooklinev1.EndpointSecret, secret string) (shownSecret, publicKey string) {

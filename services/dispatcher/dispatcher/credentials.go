@@ -1,0 +1,91 @@
+package dispatcher
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/keyring"
+	"github.com/hookline/hookline/services/dispatcher/attempt"
+)
+
+// credentials caches each endpoint's attempt.Credentials (its custom
+// headers, secret values opened), made again only when the endpoint's
+// record changes (its version: every change bumps it, a rekey too), so
+// an attempt opens nothing. Safe for concurrent use.
+type credentials struct {
+	keys   *keyring.Keyring
+	client *attempt.Client
+	mu     sync.Mutex
+	m      map[string]cachedCredentials
+}
+
+type cachedCredentials struct {
+	version uint64
+	creds   *attempt.Credentials
+}
+
+func newCredentials(keys *keyring.Keyring, client *attempt.Client) *credentials {
+	return &credentials{keys: keys, client: client, m: map[string]cachedCredentials{}}
+}
+
+// get returns the Credentials of ep (nil when it has none). An error (a
+// credential that does not open, see keyring) says what the operator
+// must fix; it never holds a value.
+func (c *credentials) get(ep *hooklinev1.EndpointRecord) (*attempt.Credentials, error) {
+	e := ep.GetEndpoint()
+	if len(e.GetHeaders()) == 0 {
+		return nil, nil
+	}
+	id := e.GetId()
+	c.mu.Lock()
+	cc, ok := c.m[id]
+	c.mu.Unlock()
+	if ok && cc.version == ep.GetVersion() {
+		return cc.creds, nil
+	}
+	spec, err := c.spec(ep)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := c.client.Credentials(e.GetTenantId(), spec)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.m[id] = cachedCredentials{version: ep.GetVersion(), creds: creds}
+	c.mu.Unlock()
+	return creds, nil
+}
+
+// spec opens ep's credentials into what attempt.Credentials are made of.
+func (c *credentials) spec(ep *hooklinev1.EndpointRecord) (attempt.CredentialSpec, error) {
+	e := ep.GetEndpoint()
+	opened := map[string]string{}
+	for _, cr := range ep.GetCredentials() {
+		v, err := c.keys.OpenCredential(e.GetTenantId(), e.GetId(), cr)
+		if err != nil {
+			return attempt.CredentialSpec{}, err
+		}
+		opened[cr.GetName()] = v
+	}
+	spec := attempt.CredentialSpec{Header: http.Header{}}
+	for _, h := range e.GetHeaders() {
+		v := h.GetValue()
+		if h.GetSecret() {
+			v = opened["header:"+strings.ToLower(h.GetName())]
+		}
+		spec.Header.Set(h.GetName(), v)
+	}
+	return spec, nil
+}
+
+// forget drops the Credentials of endpoints no longer served.
+func (c *credentials) forget(ids []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		delete(c.m, id)
+	}
+}
