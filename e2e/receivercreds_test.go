@@ -1,11 +1,18 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/sdk/sign"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,7 +28,24 @@ func TestReceiverCredentials(t *testing.T) {
 	st := startStack(t)
 	t.Run("CustomHeadersReachTheReceiverAndSecretValuesAreNeverAnswered", func(t *testing.T) { customHeadersReachTheReceiver(t, st) })
 	t.Run("ReservedHeaderNamesAreRefusedSayingWhatToFix", func(t *testing.T) { reservedHeadersAreRefused(t, st) })
+	t.Run("BasicAndBearerReachTheReceiverAndAuthorizationCannotBeOverridden", func(t *testing.T) { basicAndBearerReachTheReceiver(t, st) })
+	t.Run("OAuth2OneTokenSharedBy100DeliveriesAndA401RefreshesWithinTheAttempt", func(t *testing.T) { oauth2SharedTokenAndRefresh(t, st) })
+	t.Run("OAuth2TokenEndpointDownIsRetriedOnTheLadderWithItsCause", func(t *testing.T) { oauth2TokenEndpointDown(t, st) })
+	// Last: it searches what the others wrote.
+	t.Run("NoTopicHoldsACredential", func(t *testing.T) { noTopicHoldsACredential(t, st, credentialNeedles) })
 }
+
+// credentialNeedles are every credential value the subtests use: none
+// may appear in any topic.
+var credentialNeedles = []string{hdrSecret, hdrSecretRotated, basicPassword, bearerToken, oauth2ClientSecret, "tok-1", "tok-2", "tok-3"}
+
+const (
+	hdrSecret          = "hdr-secret-7f3a9c"
+	hdrSecretRotated   = "hdr-secret-rotated-91be"
+	basicPassword      = "basic-pw-0c4e2a"
+	bearerToken        = "bearer-tok-6d2f81"
+	oauth2ClientSecret = "oauth2-cs-e4b7a3"
+)
 
 // resultsOf reads the first n results of endpoint id's deliveries.
 func (st *stack) resultsOf(id string, n int) []*hooklinev1.AttemptResult {
@@ -58,10 +82,9 @@ func (st *stack) deliveredOf(id string, n int) []*hooklinev1.AttemptResult {
 // value.
 func customHeadersReachTheReceiver(t *testing.T, st *stack) {
 	rx := newReceiver(t, http.StatusOK)
-	const secretValue = "hdr-secret-7f3a9c"
 	created := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"hdr.test"}, Headers: []*hooklinev1.EndpointHeader{
 		{Name: "X-Tenant-Route", Value: "eu-1"},
-		{Name: "X-Api-Key", Value: secretValue, Secret: true},
+		{Name: "X-Api-Key", Value: hdrSecret, Secret: true},
 	}})
 	id := created.GetEndpoint().GetId()
 	checkAnswered := func(ep *hooklinev1.Endpoint) {
@@ -87,7 +110,7 @@ func customHeadersReachTheReceiver(t *testing.T, st *stack) {
 	st.publish("hdr.test", `{"n":1}`)
 	st.deliveredOf(id, 1)
 	p := rx.got()[0]
-	if p.header.Get("X-Tenant-Route") != "eu-1" || p.header.Get("X-Api-Key") != secretValue {
+	if p.header.Get("X-Tenant-Route") != "eu-1" || p.header.Get("X-Api-Key") != hdrSecret {
 		t.Fatalf("receiver got X-Tenant-Route %q, X-Api-Key %q", p.header.Get("X-Tenant-Route"), p.header.Get("X-Api-Key"))
 	}
 	if p.header.Get(sign.HeaderID) == "" || p.header.Get(sign.HeaderSignature) == "" || p.header.Get("Content-Type") != "application/json" {
@@ -96,14 +119,14 @@ func customHeadersReachTheReceiver(t *testing.T, st *stack) {
 
 	// A new secret value replaces the old.
 	ep := upd.GetEndpoint()
-	ep.Headers = []*hooklinev1.EndpointHeader{{Name: "X-Api-Key", Value: "hdr-secret-rotated", Secret: true}}
+	ep.Headers = []*hooklinev1.EndpointHeader{{Name: "X-Api-Key", Value: hdrSecretRotated, Secret: true}}
 	if _, err := st.endpoints().UpdateEndpoint(st.ctx(), &hooklinev1.UpdateEndpointRequest{Endpoint: ep, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"headers"}}}); err != nil {
 		t.Fatal(err)
 	}
 	st.publish("hdr.test", `{"n":2}`)
 	st.deliveredOf(id, 2)
 	p = rx.got()[1]
-	if p.header.Get("X-Api-Key") != "hdr-secret-rotated" || p.header.Get("X-Tenant-Route") != "" {
+	if p.header.Get("X-Api-Key") != hdrSecretRotated || p.header.Get("X-Tenant-Route") != "" {
 		t.Fatalf("after the update the receiver got X-Api-Key %q, X-Tenant-Route %q; want the new value and no removed header", p.header.Get("X-Api-Key"), p.header.Get("X-Tenant-Route"))
 	}
 }
@@ -151,5 +174,211 @@ func reservedHeadersAreRefused(t *testing.T, st *stack) {
 				t.Fatalf("update: %v; want INVALID_ARGUMENT saying %q", err, tt.wantMsg)
 			}
 		})
+	}
+}
+
+// basicAndBearerReachTheReceiver: a basic and a bearer endpoint's
+// attempts carry their Authorization header, answers never their
+// secrets; a custom authorization header beside auth is refused, and an
+// update that sends the auth back as read keeps its secret.
+func basicAndBearerReachTheReceiver(t *testing.T, st *stack) {
+	rx := newReceiver(t, http.StatusOK)
+	basic := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"auth.basic"}, Auth: &hooklinev1.ReceiverAuth{
+		Method: &hooklinev1.ReceiverAuth_Basic_{Basic: &hooklinev1.ReceiverAuth_Basic{Username: "hookline", Password: basicPassword}}}})
+	bearer := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"auth.bearer"}, Auth: &hooklinev1.ReceiverAuth{
+		Method: &hooklinev1.ReceiverAuth_Bearer_{Bearer: &hooklinev1.ReceiverAuth_Bearer{Token: bearerToken}}}})
+	if b := basic.GetEndpoint().GetAuth().GetBasic(); b.GetPassword() != "" || !b.GetPasswordSet() || b.GetUsername() != "hookline" {
+		t.Fatalf("basic auth answered as %v", b)
+	}
+	got, err := st.endpoints().GetEndpoint(st.ctx(), &hooklinev1.GetEndpointRequest{Id: bearer.GetEndpoint().GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := got.GetEndpoint().GetAuth().GetBearer(); b.GetToken() != "" || !b.GetTokenSet() {
+		t.Fatalf("bearer auth answered as %v", b)
+	}
+	// Sent back as read (token empty): the token is kept.
+	if _, err := st.endpoints().UpdateEndpoint(st.ctx(), &hooklinev1.UpdateEndpointRequest{Endpoint: got.GetEndpoint(), UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"auth", "headers"}}}); err != nil {
+		t.Fatal(err)
+	}
+	st.publish("auth.basic", `{"n":1}`)
+	st.deliveredOf(basic.GetEndpoint().GetId(), 1)
+	st.publish("auth.bearer", `{"n":1}`)
+	st.deliveredOf(bearer.GetEndpoint().GetId(), 1)
+	posts := rx.got()
+	if a := posts[0].header.Get("Authorization"); a != "Basic "+base64.StdEncoding.EncodeToString([]byte("hookline:"+basicPassword)) {
+		t.Fatalf("basic endpoint sent Authorization %q", a)
+	}
+	if a := posts[1].header.Get("Authorization"); a != "Bearer "+bearerToken {
+		t.Fatalf("bearer endpoint sent Authorization %q", a)
+	}
+	// Authorization is auth's: a custom one beside it is refused, on
+	// create and on update.
+	_, err = st.endpoints().CreateEndpoint(st.ctx(), &hooklinev1.CreateEndpointRequest{Url: rx.URL, Auth: &hooklinev1.ReceiverAuth{
+		Method: &hooklinev1.ReceiverAuth_Bearer_{Bearer: &hooklinev1.ReceiverAuth_Bearer{Token: bearerToken}}},
+		Headers: []*hooklinev1.EndpointHeader{{Name: "Authorization", Value: "Bearer other"}}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "reserved while the endpoint has auth") {
+		t.Fatalf("authorization header beside auth: %v; want INVALID_ARGUMENT saying it is reserved while auth is set", err)
+	}
+	ep := got.GetEndpoint()
+	ep.Etag = "" // updated since
+	ep.Headers = []*hooklinev1.EndpointHeader{{Name: "authorization", Value: "Bearer other"}}
+	_, err = st.endpoints().UpdateEndpoint(st.ctx(), &hooklinev1.UpdateEndpointRequest{Endpoint: ep, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"headers"}}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "reserved while the endpoint has auth") {
+		t.Fatalf("update adding an authorization header beside auth: %v", err)
+	}
+	// A method without its secret is refused.
+	_, err = st.endpoints().CreateEndpoint(st.ctx(), &hooklinev1.CreateEndpointRequest{Url: rx.URL, Auth: &hooklinev1.ReceiverAuth{
+		Method: &hooklinev1.ReceiverAuth_Basic_{Basic: &hooklinev1.ReceiverAuth_Basic{Username: "u"}}}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "auth.basic.password: is required") {
+		t.Fatalf("basic without a password: %v", err)
+	}
+}
+
+// countingTokenEndpoint is an OAuth2 token endpoint that counts its
+// calls and issues "tok-<n>" for the n-th, valid for an hour; the first
+// failFirst calls are answered 503.
+type countingTokenEndpoint struct {
+	*httptest.Server
+	calls     atomic.Int32
+	failFirst int32
+}
+
+func newCountingTokenEndpoint(t *testing.T, failFirst int32) *countingTokenEndpoint {
+	te := &countingTokenEndpoint{failFirst: failFirst}
+	te.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := te.calls.Add(1)
+		if id, secret, ok := r.BasicAuth(); !ok || id != "hookline" || secret != oauth2ClientSecret {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if n <= te.failFirst {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"access_token":"tok-%d","token_type":"Bearer","expires_in":3600}`, n-te.failFirst)
+	}))
+	t.Cleanup(te.Close)
+	return te
+}
+
+func (te *countingTokenEndpoint) auth() *hooklinev1.ReceiverAuth {
+	return &hooklinev1.ReceiverAuth{Method: &hooklinev1.ReceiverAuth_Oauth2ClientCredentials{Oauth2ClientCredentials: &hooklinev1.ReceiverAuth_OAuth2ClientCredentials{
+		TokenUrl: te.URL + "/oauth/token", ClientId: "hookline", ClientSecret: oauth2ClientSecret, Scopes: []string{"webhooks"}}}}
+}
+
+// bearerReceiver answers 204 to "Bearer <valid>" and 401 otherwise.
+type bearerReceiver struct {
+	*httptest.Server
+	valid atomic.Value
+	hits  atomic.Int32
+}
+
+func newBearerReceiver(t *testing.T, valid string) *bearerReceiver {
+	rx := &bearerReceiver{}
+	rx.valid.Store(valid)
+	rx.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rx.hits.Add(1)
+		if r.Header.Get("Authorization") != "Bearer "+rx.valid.Load().(string) {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(rx.Close)
+	return rx
+}
+
+// oauth2SharedTokenAndRefresh: 100 deliveries to an OAuth2 endpoint are
+// delivered at attempt 1 with one token; once the receiver revokes it,
+// the next delivery's attempt gets one fresh token and is delivered at
+// attempt 1.
+func oauth2SharedTokenAndRefresh(t *testing.T, st *stack) {
+	te := newCountingTokenEndpoint(t, 0)
+	rx := newBearerReceiver(t, "tok-1")
+	ep := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"auth.oauth2"}, MaxInFlight: 50, Auth: te.auth()})
+	if o := ep.GetEndpoint().GetAuth().GetOauth2ClientCredentials(); o.GetClientSecret() != "" || !o.GetClientSecretSet() || o.GetTokenUrl() != te.URL+"/oauth/token" {
+		t.Fatalf("oauth2 auth answered as %v", o)
+	}
+	id := ep.GetEndpoint().GetId()
+	for i := range 100 {
+		st.publish("auth.oauth2", fmt.Sprintf(`{"n":%d}`, i))
+	}
+	for _, r := range st.deliveredOf(id, 100) {
+		if r.GetAttempt() != 1 {
+			t.Fatalf("delivered at attempt %d: %v", r.GetAttempt(), r)
+		}
+	}
+	if n := te.calls.Load(); n != 1 {
+		t.Fatalf("100 deliveries took %d token requests, want 1", n)
+	}
+	rx.valid.Store("tok-2") // tok-1 revoked
+	st.publish("auth.oauth2", `{"n":100}`)
+	res := st.deliveredOf(id, 101)
+	if last := res[100]; last.GetAttempt() != 1 {
+		t.Fatalf("after revocation: %v; want delivered at attempt 1 (the refresh is within the attempt)", last)
+	}
+	if te.calls.Load() != 2 || rx.hits.Load() != 102 {
+		t.Fatalf("%d token requests, %d receiver requests; want 2 and 102", te.calls.Load(), rx.hits.Load())
+	}
+}
+
+// oauth2TokenEndpointDown: a token endpoint answering 503 fails the
+// attempt as transient with its cause on the results topic; the retry on
+// the ladder gets a token and is delivered.
+func oauth2TokenEndpointDown(t *testing.T, st *stack) {
+	te := newCountingTokenEndpoint(t, 1)
+	rx := newBearerReceiver(t, "tok-1")
+	ep := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"auth.oauth2down"}, Auth: te.auth(),
+		RetryPolicy: ladderPolicy(3, 100*time.Millisecond)})
+	st.publish("auth.oauth2down", `{"n":1}`)
+	res := st.resultsOf(ep.GetEndpoint().GetId(), 2)
+	first, second := res[0], res[1]
+	if first.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_RETRY_SCHEDULED || first.GetClass() != hooklinev1.OutcomeClass_OUTCOME_CLASS_TRANSIENT ||
+		!strings.Contains(first.GetError(), "oauth2 token endpoint answered HTTP 503") {
+		t.Fatalf("first attempt: %v; want RETRY_SCHEDULED, transient, the token endpoint's 503 as its error", first)
+	}
+	if second.GetState() != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED || second.GetAttempt() != 2 {
+		t.Fatalf("second attempt: %v; want delivered at attempt 2", second)
+	}
+	if rx.hits.Load() != 1 {
+		t.Fatalf("receiver got %d requests, want 1 (none without a token)", rx.hits.Load())
+	}
+}
+
+// noTopicHoldsACredential reads every topic of the stack raw: no record
+// (value, key or header) holds any credential value.
+func noTopicHoldsACredential(t *testing.T, st *stack, needles []string) {
+	topics, err := st.admin.ListTopics(st.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for _, name := range topics.Names() {
+		if !strings.HasPrefix(name, st.kafka.TopicPrefix) {
+			continue
+		}
+		recs, err := hkafka.ReadAll(st.ctx(), st.kafka, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			read++
+			hay := [][]byte{r.Key, r.Value}
+			for _, h := range r.Headers {
+				hay = append(hay, h.Value)
+			}
+			for _, n := range needles {
+				for _, b := range hay {
+					if bytes.Contains(b, []byte(n)) {
+						t.Fatalf("record %s@%d of %s holds credential %q", r.Key, r.Offset, name, n)
+					}
+				}
+			}
+		}
+	}
+	if read < 200 {
+		t.Fatalf("read %d records in all topics; the subtests wrote more", read)
 	}
 }

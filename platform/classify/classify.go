@@ -14,11 +14,17 @@ import (
 // outcome is permanent: retrying cannot make the address acceptable.
 var ErrRefusedDestination = errors.New("destination address refused")
 
+// ErrCredentialsRefused marks an attempt whose credentials were refused
+// before the receiver was reached: an OAuth2 token endpoint that
+// answered 400 or 401 to the endpoint's client. Permanent: the client id
+// or secret must be fixed.
+var ErrCredentialsRefused = errors.New("receiver credentials refused")
+
 // Outcome classifies an attempt from its HTTP status code (0 when no
 // response arrived) and its transport error (nil when a response arrived).
 func Outcome(status int, err error) hooklinev1.OutcomeClass {
 	if err != nil {
-		if errors.Is(err, ErrRefusedDestination) {
+		if errors.Is(err, ErrRefusedDestination) || errors.Is(err, ErrCredentialsRefused) {
 			return hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT
 		}
 		// Connect refused, DNS, TLS, reset, timeout (R-CLASS-2): all transient.

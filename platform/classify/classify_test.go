@@ -121,3 +121,10 @@ func TestRetryable(t *testing.T) {
 		}
 	}
 }
+
+func TestRefusedCredentialsArePermanent(t *testing.T) {
+	err := fmt.Errorf("oauth2 token endpoint answered HTTP 401: %w", ErrCredentialsRefused)
+	if got := Outcome(0, err); got != permanent {
+		t.Fatalf("got %v, want permanent", got)
+	}
+}

@@ -301,7 +301,7 @@ func (x RetryPolicy_Jitter) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryPolicy_Jitter.Descriptor instead.
 func (RetryPolicy_Jitter) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2, 0}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3, 0}
 }
 
 // Endpoint is an HTTP receiver of a tenant's events.
@@ -380,7 +380,11 @@ type Endpoint struct {
 	// tracestate, baggage, hop-by-hop headers, and authorization when auth
 	// is set. A secret header's value is sealed at rest and never
 	// returned: value is then empty and value_set true.
-	Headers       []*EndpointHeader `protobuf:"bytes,23,rep,name=headers,proto3" json:"headers,omitempty"`
+	Headers []*EndpointHeader `protobuf:"bytes,23,rep,name=headers,proto3" json:"headers,omitempty"`
+	// How attempts authenticate to the receiver besides the signature
+	// (which they always carry); unset: the signature only. Its secrets
+	// are sealed at rest and never returned.
+	Auth          *ReceiverAuth `protobuf:"bytes,24,opt,name=auth,proto3" json:"auth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -576,6 +580,115 @@ func (x *Endpoint) GetHeaders() []*EndpointHeader {
 	return nil
 }
 
+func (x *Endpoint) GetAuth() *ReceiverAuth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+// ReceiverAuth is one way to authenticate to a receiver; it sets the
+// Authorization header of every attempt. Secret fields are write-only:
+// answers leave them empty and say whether they are set; on an update,
+// an empty secret keeps the one the same method had.
+type ReceiverAuth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Method:
+	//
+	//	*ReceiverAuth_Basic_
+	//	*ReceiverAuth_Bearer_
+	//	*ReceiverAuth_Oauth2ClientCredentials
+	Method        isReceiverAuth_Method `protobuf_oneof:"method"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiverAuth) Reset() {
+	*x = ReceiverAuth{}
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiverAuth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiverAuth) ProtoMessage() {}
+
+func (x *ReceiverAuth) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiverAuth.ProtoReflect.Descriptor instead.
+func (*ReceiverAuth) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReceiverAuth) GetMethod() isReceiverAuth_Method {
+	if x != nil {
+		return x.Method
+	}
+	return nil
+}
+
+func (x *ReceiverAuth) GetBasic() *ReceiverAuth_Basic {
+	if x != nil {
+		if x, ok := x.Method.(*ReceiverAuth_Basic_); ok {
+			return x.Basic
+		}
+	}
+	return nil
+}
+
+func (x *ReceiverAuth) GetBearer() *ReceiverAuth_Bearer {
+	if x != nil {
+		if x, ok := x.Method.(*ReceiverAuth_Bearer_); ok {
+			return x.Bearer
+		}
+	}
+	return nil
+}
+
+func (x *ReceiverAuth) GetOauth2ClientCredentials() *ReceiverAuth_OAuth2ClientCredentials {
+	if x != nil {
+		if x, ok := x.Method.(*ReceiverAuth_Oauth2ClientCredentials); ok {
+			return x.Oauth2ClientCredentials
+		}
+	}
+	return nil
+}
+
+type isReceiverAuth_Method interface {
+	isReceiverAuth_Method()
+}
+
+type ReceiverAuth_Basic_ struct {
+	Basic *ReceiverAuth_Basic `protobuf:"bytes,1,opt,name=basic,proto3,oneof"`
+}
+
+type ReceiverAuth_Bearer_ struct {
+	Bearer *ReceiverAuth_Bearer `protobuf:"bytes,2,opt,name=bearer,proto3,oneof"`
+}
+
+type ReceiverAuth_Oauth2ClientCredentials struct {
+	Oauth2ClientCredentials *ReceiverAuth_OAuth2ClientCredentials `protobuf:"bytes,3,opt,name=oauth2_client_credentials,json=oauth2ClientCredentials,proto3,oneof"`
+}
+
+func (*ReceiverAuth_Basic_) isReceiverAuth_Method() {}
+
+func (*ReceiverAuth_Bearer_) isReceiverAuth_Method() {}
+
+func (*ReceiverAuth_Oauth2ClientCredentials) isReceiverAuth_Method() {}
+
 // EndpointHeader is one custom header of an endpoint.
 type EndpointHeader struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -594,7 +707,7 @@ type EndpointHeader struct {
 
 func (x *EndpointHeader) Reset() {
 	*x = EndpointHeader{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +719,7 @@ func (x *EndpointHeader) String() string {
 func (*EndpointHeader) ProtoMessage() {}
 
 func (x *EndpointHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +732,7 @@ func (x *EndpointHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointHeader.ProtoReflect.Descriptor instead.
 func (*EndpointHeader) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *EndpointHeader) GetName() string {
@@ -671,7 +784,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +796,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +809,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RetryPolicy) GetSchedule() isRetryPolicy_Schedule {
@@ -785,14 +898,16 @@ type CreateEndpointRequest struct {
 	// Optional transformation, see Endpoint.transformation.
 	Transformation string `protobuf:"bytes,15,opt,name=transformation,proto3" json:"transformation,omitempty"`
 	// Optional custom headers, see Endpoint.headers.
-	Headers       []*EndpointHeader `protobuf:"bytes,16,rep,name=headers,proto3" json:"headers,omitempty"`
+	Headers []*EndpointHeader `protobuf:"bytes,16,rep,name=headers,proto3" json:"headers,omitempty"`
+	// Optional receiver authentication, see Endpoint.auth.
+	Auth          *ReceiverAuth `protobuf:"bytes,17,opt,name=auth,proto3" json:"auth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateEndpointRequest) Reset() {
 	*x = CreateEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +919,7 @@ func (x *CreateEndpointRequest) String() string {
 func (*CreateEndpointRequest) ProtoMessage() {}
 
 func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +932,7 @@ func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateEndpointRequest) GetUrl() string {
@@ -932,6 +1047,13 @@ func (x *CreateEndpointRequest) GetHeaders() []*EndpointHeader {
 	return nil
 }
 
+func (x *CreateEndpointRequest) GetAuth() *ReceiverAuth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
 type CreateEndpointResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Endpoint *Endpoint              `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
@@ -946,7 +1068,7 @@ type CreateEndpointResponse struct {
 
 func (x *CreateEndpointResponse) Reset() {
 	*x = CreateEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1080,7 @@ func (x *CreateEndpointResponse) String() string {
 func (*CreateEndpointResponse) ProtoMessage() {}
 
 func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1093,7 @@ func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{4}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateEndpointResponse) GetEndpoint() *Endpoint {
@@ -1004,7 +1126,7 @@ type GetEndpointRequest struct {
 
 func (x *GetEndpointRequest) Reset() {
 	*x = GetEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1138,7 @@ func (x *GetEndpointRequest) String() string {
 func (*GetEndpointRequest) ProtoMessage() {}
 
 func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1151,7 @@ func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{5}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetEndpointRequest) GetId() string {
@@ -1057,7 +1179,7 @@ type GetEndpointResponse struct {
 
 func (x *GetEndpointResponse) Reset() {
 	*x = GetEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1191,7 @@ func (x *GetEndpointResponse) String() string {
 func (*GetEndpointResponse) ProtoMessage() {}
 
 func (x *GetEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1204,7 @@ func (x *GetEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointResponse.ProtoReflect.Descriptor instead.
 func (*GetEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetEndpointResponse) GetEndpoint() *Endpoint {
@@ -1125,7 +1247,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1259,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1272,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListEndpointsRequest) GetPageSize() uint32 {
@@ -1178,7 +1300,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1312,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1325,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListEndpointsResponse) GetEndpoints() []*Endpoint {
@@ -1231,7 +1353,7 @@ type UpdateEndpointRequest struct {
 	// Fields to change: url, description, event_types, timeout,
 	// max_in_flight, rate_limit_per_second, retry_policy, metadata,
 	// outage_mode_disabled, ordering, on_head_failure, filter,
-	// transformation, headers.
+	// transformation, headers, auth.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1239,7 +1361,7 @@ type UpdateEndpointRequest struct {
 
 func (x *UpdateEndpointRequest) Reset() {
 	*x = UpdateEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1373,7 @@ func (x *UpdateEndpointRequest) String() string {
 func (*UpdateEndpointRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1386,7 @@ func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateEndpointRequest) GetEndpoint() *Endpoint {
@@ -1290,7 +1412,7 @@ type UpdateEndpointResponse struct {
 
 func (x *UpdateEndpointResponse) Reset() {
 	*x = UpdateEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1424,7 @@ func (x *UpdateEndpointResponse) String() string {
 func (*UpdateEndpointResponse) ProtoMessage() {}
 
 func (x *UpdateEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1437,7 @@ func (x *UpdateEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateEndpointResponse) GetEndpoint() *Endpoint {
@@ -1334,7 +1456,7 @@ type DeleteEndpointRequest struct {
 
 func (x *DeleteEndpointRequest) Reset() {
 	*x = DeleteEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1468,7 @@ func (x *DeleteEndpointRequest) String() string {
 func (*DeleteEndpointRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1481,7 @@ func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteEndpointRequest) GetId() string {
@@ -1377,7 +1499,7 @@ type DeleteEndpointResponse struct {
 
 func (x *DeleteEndpointResponse) Reset() {
 	*x = DeleteEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1389,7 +1511,7 @@ func (x *DeleteEndpointResponse) String() string {
 func (*DeleteEndpointResponse) ProtoMessage() {}
 
 func (x *DeleteEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1402,7 +1524,7 @@ func (x *DeleteEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{13}
 }
 
 type PauseEndpointRequest struct {
@@ -1416,7 +1538,7 @@ type PauseEndpointRequest struct {
 
 func (x *PauseEndpointRequest) Reset() {
 	*x = PauseEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1550,7 @@ func (x *PauseEndpointRequest) String() string {
 func (*PauseEndpointRequest) ProtoMessage() {}
 
 func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1563,7 @@ func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseEndpointRequest.ProtoReflect.Descriptor instead.
 func (*PauseEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PauseEndpointRequest) GetId() string {
@@ -1467,7 +1589,7 @@ type PauseEndpointResponse struct {
 
 func (x *PauseEndpointResponse) Reset() {
 	*x = PauseEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1601,7 @@ func (x *PauseEndpointResponse) String() string {
 func (*PauseEndpointResponse) ProtoMessage() {}
 
 func (x *PauseEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1614,7 @@ func (x *PauseEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseEndpointResponse.ProtoReflect.Descriptor instead.
 func (*PauseEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PauseEndpointResponse) GetEndpoint() *Endpoint {
@@ -1511,7 +1633,7 @@ type ResumeEndpointRequest struct {
 
 func (x *ResumeEndpointRequest) Reset() {
 	*x = ResumeEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1645,7 @@ func (x *ResumeEndpointRequest) String() string {
 func (*ResumeEndpointRequest) ProtoMessage() {}
 
 func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1658,7 @@ func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeEndpointRequest.ProtoReflect.Descriptor instead.
 func (*ResumeEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResumeEndpointRequest) GetId() string {
@@ -1555,7 +1677,7 @@ type ResumeEndpointResponse struct {
 
 func (x *ResumeEndpointResponse) Reset() {
 	*x = ResumeEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1689,7 @@ func (x *ResumeEndpointResponse) String() string {
 func (*ResumeEndpointResponse) ProtoMessage() {}
 
 func (x *ResumeEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1702,7 @@ func (x *ResumeEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeEndpointResponse.ProtoReflect.Descriptor instead.
 func (*ResumeEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResumeEndpointResponse) GetEndpoint() *Endpoint {
@@ -1606,7 +1728,7 @@ type RotateEndpointSecretRequest struct {
 
 func (x *RotateEndpointSecretRequest) Reset() {
 	*x = RotateEndpointSecretRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1740,7 @@ func (x *RotateEndpointSecretRequest) String() string {
 func (*RotateEndpointSecretRequest) ProtoMessage() {}
 
 func (x *RotateEndpointSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1753,7 @@ func (x *RotateEndpointSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateEndpointSecretRequest.ProtoReflect.Descriptor instead.
 func (*RotateEndpointSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RotateEndpointSecretRequest) GetId() string {
@@ -1675,7 +1797,7 @@ type RotateEndpointSecretResponse struct {
 
 func (x *RotateEndpointSecretResponse) Reset() {
 	*x = RotateEndpointSecretResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1809,7 @@ func (x *RotateEndpointSecretResponse) String() string {
 func (*RotateEndpointSecretResponse) ProtoMessage() {}
 
 func (x *RotateEndpointSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1822,7 @@ func (x *RotateEndpointSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateEndpointSecretResponse.ProtoReflect.Descriptor instead.
 func (*RotateEndpointSecretResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RotateEndpointSecretResponse) GetEndpoint() *Endpoint {
@@ -1750,7 +1872,7 @@ type TestFilterAndTransformationRequest struct {
 
 func (x *TestFilterAndTransformationRequest) Reset() {
 	*x = TestFilterAndTransformationRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +1884,7 @@ func (x *TestFilterAndTransformationRequest) String() string {
 func (*TestFilterAndTransformationRequest) ProtoMessage() {}
 
 func (x *TestFilterAndTransformationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +1897,7 @@ func (x *TestFilterAndTransformationRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use TestFilterAndTransformationRequest.ProtoReflect.Descriptor instead.
 func (*TestFilterAndTransformationRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TestFilterAndTransformationRequest) GetFilter() string {
@@ -1838,7 +1960,7 @@ type TestFilterAndTransformationResponse struct {
 
 func (x *TestFilterAndTransformationResponse) Reset() {
 	*x = TestFilterAndTransformationResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +1972,7 @@ func (x *TestFilterAndTransformationResponse) String() string {
 func (*TestFilterAndTransformationResponse) ProtoMessage() {}
 
 func (x *TestFilterAndTransformationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +1985,7 @@ func (x *TestFilterAndTransformationResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use TestFilterAndTransformationResponse.ProtoReflect.Descriptor instead.
 func (*TestFilterAndTransformationResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TestFilterAndTransformationResponse) GetFilter() *FilterResult {
@@ -1899,7 +2021,7 @@ type TransformationResult struct {
 
 func (x *TransformationResult) Reset() {
 	*x = TransformationResult{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +2033,7 @@ func (x *TransformationResult) String() string {
 func (*TransformationResult) ProtoMessage() {}
 
 func (x *TransformationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +2046,7 @@ func (x *TransformationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformationResult.ProtoReflect.Descriptor instead.
 func (*TransformationResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TransformationResult) GetWebhook() *TransformedWebhook {
@@ -1970,7 +2092,7 @@ type TransformedWebhook struct {
 
 func (x *TransformedWebhook) Reset() {
 	*x = TransformedWebhook{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2104,7 @@ func (x *TransformedWebhook) String() string {
 func (*TransformedWebhook) ProtoMessage() {}
 
 func (x *TransformedWebhook) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2117,7 @@ func (x *TransformedWebhook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformedWebhook.ProtoReflect.Descriptor instead.
 func (*TransformedWebhook) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TransformedWebhook) GetEventType() string {
@@ -2050,7 +2172,7 @@ type FilterResult struct {
 
 func (x *FilterResult) Reset() {
 	*x = FilterResult{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2184,7 @@ func (x *FilterResult) String() string {
 func (*FilterResult) ProtoMessage() {}
 
 func (x *FilterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2197,7 @@ func (x *FilterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterResult.ProtoReflect.Descriptor instead.
 func (*FilterResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FilterResult) GetMatched() bool {
@@ -2099,6 +2221,222 @@ func (x *FilterResult) GetDuration() *durationpb.Duration {
 	return nil
 }
 
+// HTTP basic authentication.
+type ReceiverAuth_Basic struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user name, without ':'.
+	Username string `protobuf:"bytes,1,opt,name=username,proto3" json:"username,omitempty"`
+	// Write-only.
+	Password string `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	// Output only: the password is set.
+	PasswordSet   bool `protobuf:"varint,3,opt,name=password_set,json=passwordSet,proto3" json:"password_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiverAuth_Basic) Reset() {
+	*x = ReceiverAuth_Basic{}
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiverAuth_Basic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiverAuth_Basic) ProtoMessage() {}
+
+func (x *ReceiverAuth_Basic) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiverAuth_Basic.ProtoReflect.Descriptor instead.
+func (*ReceiverAuth_Basic) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1, 0}
+}
+
+func (x *ReceiverAuth_Basic) GetUsername() string {
+	if x != nil {
+		return x.Username
+	}
+	return ""
+}
+
+func (x *ReceiverAuth_Basic) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
+func (x *ReceiverAuth_Basic) GetPasswordSet() bool {
+	if x != nil {
+		return x.PasswordSet
+	}
+	return false
+}
+
+// A static bearer token.
+type ReceiverAuth_Bearer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Write-only.
+	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// Output only: the token is set.
+	TokenSet      bool `protobuf:"varint,2,opt,name=token_set,json=tokenSet,proto3" json:"token_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiverAuth_Bearer) Reset() {
+	*x = ReceiverAuth_Bearer{}
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiverAuth_Bearer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiverAuth_Bearer) ProtoMessage() {}
+
+func (x *ReceiverAuth_Bearer) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiverAuth_Bearer.ProtoReflect.Descriptor instead.
+func (*ReceiverAuth_Bearer) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1, 1}
+}
+
+func (x *ReceiverAuth_Bearer) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *ReceiverAuth_Bearer) GetTokenSet() bool {
+	if x != nil {
+		return x.TokenSet
+	}
+	return false
+}
+
+// OAuth 2.0 client credentials (RFC 6749 section 4.4): Hookline gets a
+// token from token_url with the client id and secret (HTTP basic
+// authentication), shares it between the endpoint's attempts until
+// shortly before it expires, and sends it as a bearer token. A 401
+// from the receiver fetches a fresh token and sends once more within
+// the attempt. A token endpoint that fails is a transient failure of
+// the attempt; one that refuses the client (400, 401) a permanent one.
+type ReceiverAuth_OAuth2ClientCredentials struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An absolute http(s) URL the destination guard accepts, like the
+	// endpoint's.
+	TokenUrl string `protobuf:"bytes,1,opt,name=token_url,json=tokenUrl,proto3" json:"token_url,omitempty"`
+	ClientId string `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// Write-only.
+	ClientSecret string `protobuf:"bytes,3,opt,name=client_secret,json=clientSecret,proto3" json:"client_secret,omitempty"`
+	// Output only: the client secret is set.
+	ClientSecretSet bool `protobuf:"varint,4,opt,name=client_secret_set,json=clientSecretSet,proto3" json:"client_secret_set,omitempty"`
+	// Scopes requested, at most 32.
+	Scopes []string `protobuf:"bytes,5,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// Optional "audience" parameter of the token request.
+	Audience      string `protobuf:"bytes,6,opt,name=audience,proto3" json:"audience,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiverAuth_OAuth2ClientCredentials) Reset() {
+	*x = ReceiverAuth_OAuth2ClientCredentials{}
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiverAuth_OAuth2ClientCredentials) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiverAuth_OAuth2ClientCredentials) ProtoMessage() {}
+
+func (x *ReceiverAuth_OAuth2ClientCredentials) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiverAuth_OAuth2ClientCredentials.ProtoReflect.Descriptor instead.
+func (*ReceiverAuth_OAuth2ClientCredentials) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1, 2}
+}
+
+func (x *ReceiverAuth_OAuth2ClientCredentials) GetTokenUrl() string {
+	if x != nil {
+		return x.TokenUrl
+	}
+	return ""
+}
+
+func (x *ReceiverAuth_OAuth2ClientCredentials) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ReceiverAuth_OAuth2ClientCredentials) GetClientSecret() string {
+	if x != nil {
+		return x.ClientSecret
+	}
+	return ""
+}
+
+func (x *ReceiverAuth_OAuth2ClientCredentials) GetClientSecretSet() bool {
+	if x != nil {
+		return x.ClientSecretSet
+	}
+	return false
+}
+
+func (x *ReceiverAuth_OAuth2ClientCredentials) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *ReceiverAuth_OAuth2ClientCredentials) GetAudience() string {
+	if x != nil {
+		return x.Audience
+	}
+	return ""
+}
+
 // Exponential backoff: initial, doubling by factor, capped. Delays are
 // 0 to 7 days; the factor 1 to 10 (0: the default).
 type RetryPolicy_ExponentialBackoff struct {
@@ -2112,7 +2450,7 @@ type RetryPolicy_ExponentialBackoff struct {
 
 func (x *RetryPolicy_ExponentialBackoff) Reset() {
 	*x = RetryPolicy_ExponentialBackoff{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[25]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2462,7 @@ func (x *RetryPolicy_ExponentialBackoff) String() string {
 func (*RetryPolicy_ExponentialBackoff) ProtoMessage() {}
 
 func (x *RetryPolicy_ExponentialBackoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[25]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2475,7 @@ func (x *RetryPolicy_ExponentialBackoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy_ExponentialBackoff.ProtoReflect.Descriptor instead.
 func (*RetryPolicy_ExponentialBackoff) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2, 0}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3, 0}
 }
 
 func (x *RetryPolicy_ExponentialBackoff) GetInitial() *durationpb.Duration {
@@ -2174,7 +2512,7 @@ type RetryPolicy_DelayLadder struct {
 
 func (x *RetryPolicy_DelayLadder) Reset() {
 	*x = RetryPolicy_DelayLadder{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[26]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2524,7 @@ func (x *RetryPolicy_DelayLadder) String() string {
 func (*RetryPolicy_DelayLadder) ProtoMessage() {}
 
 func (x *RetryPolicy_DelayLadder) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[26]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2537,7 @@ func (x *RetryPolicy_DelayLadder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy_DelayLadder.ProtoReflect.Descriptor instead.
 func (*RetryPolicy_DelayLadder) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2, 1}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3, 1}
 }
 
 func (x *RetryPolicy_DelayLadder) GetDelays() []*durationpb.Duration {
@@ -2213,7 +2551,7 @@ var File_hookline_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17hookline/v1/rules.proto\"\xcf\t\n" +
+	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17hookline/v1/rules.proto\"\xfe\t\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x1b\n" +
@@ -2244,10 +2582,30 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\x0fon_head_failure\x18\x14 \x01(\x0e2\x18.hookline.v1.HeadFailureB\b\xbaH\x05\x82\x01\x02\x10\x01R\ronHeadFailure\x12\x16\n" +
 	"\x06filter\x18\x15 \x01(\tR\x06filter\x12&\n" +
 	"\x0etransformation\x18\x16 \x01(\tR\x0etransformation\x12?\n" +
-	"\aheaders\x18\x17 \x03(\v2\x1b.hookline.v1.EndpointHeaderB\b\xbaH\x05\x92\x01\x02\x10\x14R\aheaders\x1a;\n" +
+	"\aheaders\x18\x17 \x03(\v2\x1b.hookline.v1.EndpointHeaderB\b\xbaH\x05\x92\x01\x02\x10\x14R\aheaders\x12-\n" +
+	"\x04auth\x18\x18 \x01(\v2\x19.hookline.v1.ReceiverAuthR\x04auth\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"o\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa3\x05\n" +
+	"\fReceiverAuth\x127\n" +
+	"\x05basic\x18\x01 \x01(\v2\x1f.hookline.v1.ReceiverAuth.BasicH\x00R\x05basic\x12:\n" +
+	"\x06bearer\x18\x02 \x01(\v2 .hookline.v1.ReceiverAuth.BearerH\x00R\x06bearer\x12o\n" +
+	"\x19oauth2_client_credentials\x18\x03 \x01(\v21.hookline.v1.ReceiverAuth.OAuth2ClientCredentialsH\x00R\x17oauth2ClientCredentials\x1ab\n" +
+	"\x05Basic\x12\x1a\n" +
+	"\busername\x18\x01 \x01(\tR\busername\x12\x1a\n" +
+	"\bpassword\x18\x02 \x01(\tR\bpassword\x12!\n" +
+	"\fpassword_set\x18\x03 \x01(\bR\vpasswordSet\x1a;\n" +
+	"\x06Bearer\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1b\n" +
+	"\ttoken_set\x18\x02 \x01(\bR\btokenSet\x1a\x81\x02\n" +
+	"\x17OAuth2ClientCredentials\x12&\n" +
+	"\ttoken_url\x18\x01 \x01(\tB\t\xbaH\x06r\x04\xa0\x88'\x01R\btokenUrl\x12%\n" +
+	"\tclient_id\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\bclientId\x12#\n" +
+	"\rclient_secret\x18\x03 \x01(\tR\fclientSecret\x12*\n" +
+	"\x11client_secret_set\x18\x04 \x01(\bR\x0fclientSecretSet\x12 \n" +
+	"\x06scopes\x18\x05 \x03(\tB\b\xbaH\x05\x92\x01\x02\x10 R\x06scopes\x12$\n" +
+	"\baudience\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\baudienceB\b\n" +
+	"\x06method\"o\n" +
 	"\x0eEndpointHeader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
@@ -2275,7 +2633,7 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\vJITTER_FULL\x10\x02\x12\x0f\n" +
 	"\vJITTER_NONE\x10\x03B\n" +
 	"\n" +
-	"\bschedule\"\xb9\a\n" +
+	"\bschedule\"\xe8\a\n" +
 	"\x15CreateEndpointRequest\x12\x1d\n" +
 	"\x03url\x18\x01 \x01(\tB\v\xbaH\br\x06\xa0\x88'\x01\x10\x01R\x03url\x12+\n" +
 	"\vdescription\x18\x02 \x01(\tB\t\xbaH\x06r\x04\xa8\x88'\x01R\vdescription\x12+\n" +
@@ -2297,7 +2655,8 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\x0fon_head_failure\x18\r \x01(\x0e2\x18.hookline.v1.HeadFailureB\b\xbaH\x05\x82\x01\x02\x10\x01R\ronHeadFailure\x12\x16\n" +
 	"\x06filter\x18\x0e \x01(\tR\x06filter\x12&\n" +
 	"\x0etransformation\x18\x0f \x01(\tR\x0etransformation\x12?\n" +
-	"\aheaders\x18\x10 \x03(\v2\x1b.hookline.v1.EndpointHeaderB\b\xbaH\x05\x92\x01\x02\x10\x14R\aheaders\x1a;\n" +
+	"\aheaders\x18\x10 \x03(\v2\x1b.hookline.v1.EndpointHeaderB\b\xbaH\x05\x92\x01\x02\x10\x14R\aheaders\x12-\n" +
+	"\x04auth\x18\x11 \x01(\v2\x19.hookline.v1.ReceiverAuthR\x04auth\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
@@ -2428,114 +2787,123 @@ func file_hookline_v1_endpoint_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_endpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hookline_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_hookline_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_hookline_v1_endpoint_proto_goTypes = []any{
-	(EndpointStatus)(0),                         // 0: hookline.v1.EndpointStatus
-	(SignatureScheme)(0),                        // 1: hookline.v1.SignatureScheme
-	(Ordering)(0),                               // 2: hookline.v1.Ordering
-	(HeadFailure)(0),                            // 3: hookline.v1.HeadFailure
-	(RetryPolicy_Jitter)(0),                     // 4: hookline.v1.RetryPolicy.Jitter
-	(*Endpoint)(nil),                            // 5: hookline.v1.Endpoint
-	(*EndpointHeader)(nil),                      // 6: hookline.v1.EndpointHeader
-	(*RetryPolicy)(nil),                         // 7: hookline.v1.RetryPolicy
-	(*CreateEndpointRequest)(nil),               // 8: hookline.v1.CreateEndpointRequest
-	(*CreateEndpointResponse)(nil),              // 9: hookline.v1.CreateEndpointResponse
-	(*GetEndpointRequest)(nil),                  // 10: hookline.v1.GetEndpointRequest
-	(*GetEndpointResponse)(nil),                 // 11: hookline.v1.GetEndpointResponse
-	(*ListEndpointsRequest)(nil),                // 12: hookline.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),               // 13: hookline.v1.ListEndpointsResponse
-	(*UpdateEndpointRequest)(nil),               // 14: hookline.v1.UpdateEndpointRequest
-	(*UpdateEndpointResponse)(nil),              // 15: hookline.v1.UpdateEndpointResponse
-	(*DeleteEndpointRequest)(nil),               // 16: hookline.v1.DeleteEndpointRequest
-	(*DeleteEndpointResponse)(nil),              // 17: hookline.v1.DeleteEndpointResponse
-	(*PauseEndpointRequest)(nil),                // 18: hookline.v1.PauseEndpointRequest
-	(*PauseEndpointResponse)(nil),               // 19: hookline.v1.PauseEndpointResponse
-	(*ResumeEndpointRequest)(nil),               // 20: hookline.v1.ResumeEndpointRequest
-	(*ResumeEndpointResponse)(nil),              // 21: hookline.v1.ResumeEndpointResponse
-	(*RotateEndpointSecretRequest)(nil),         // 22: hookline.v1.RotateEndpointSecretRequest
-	(*RotateEndpointSecretResponse)(nil),        // 23: hookline.v1.RotateEndpointSecretResponse
-	(*TestFilterAndTransformationRequest)(nil),  // 24: hookline.v1.TestFilterAndTransformationRequest
-	(*TestFilterAndTransformationResponse)(nil), // 25: hookline.v1.TestFilterAndTransformationResponse
-	(*TransformationResult)(nil),                // 26: hookline.v1.TransformationResult
-	(*TransformedWebhook)(nil),                  // 27: hookline.v1.TransformedWebhook
-	(*FilterResult)(nil),                        // 28: hookline.v1.FilterResult
-	nil,                                         // 29: hookline.v1.Endpoint.MetadataEntry
-	(*RetryPolicy_ExponentialBackoff)(nil),      // 30: hookline.v1.RetryPolicy.ExponentialBackoff
-	(*RetryPolicy_DelayLadder)(nil),             // 31: hookline.v1.RetryPolicy.DelayLadder
-	nil,                                         // 32: hookline.v1.CreateEndpointRequest.MetadataEntry
-	nil,                                         // 33: hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
-	nil,                                         // 34: hookline.v1.TransformedWebhook.HeadersEntry
-	(*durationpb.Duration)(nil),                 // 35: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),               // 36: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),               // 37: google.protobuf.FieldMask
+	(EndpointStatus)(0),                          // 0: hookline.v1.EndpointStatus
+	(SignatureScheme)(0),                         // 1: hookline.v1.SignatureScheme
+	(Ordering)(0),                                // 2: hookline.v1.Ordering
+	(HeadFailure)(0),                             // 3: hookline.v1.HeadFailure
+	(RetryPolicy_Jitter)(0),                      // 4: hookline.v1.RetryPolicy.Jitter
+	(*Endpoint)(nil),                             // 5: hookline.v1.Endpoint
+	(*ReceiverAuth)(nil),                         // 6: hookline.v1.ReceiverAuth
+	(*EndpointHeader)(nil),                       // 7: hookline.v1.EndpointHeader
+	(*RetryPolicy)(nil),                          // 8: hookline.v1.RetryPolicy
+	(*CreateEndpointRequest)(nil),                // 9: hookline.v1.CreateEndpointRequest
+	(*CreateEndpointResponse)(nil),               // 10: hookline.v1.CreateEndpointResponse
+	(*GetEndpointRequest)(nil),                   // 11: hookline.v1.GetEndpointRequest
+	(*GetEndpointResponse)(nil),                  // 12: hookline.v1.GetEndpointResponse
+	(*ListEndpointsRequest)(nil),                 // 13: hookline.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),                // 14: hookline.v1.ListEndpointsResponse
+	(*UpdateEndpointRequest)(nil),                // 15: hookline.v1.UpdateEndpointRequest
+	(*UpdateEndpointResponse)(nil),               // 16: hookline.v1.UpdateEndpointResponse
+	(*DeleteEndpointRequest)(nil),                // 17: hookline.v1.DeleteEndpointRequest
+	(*DeleteEndpointResponse)(nil),               // 18: hookline.v1.DeleteEndpointResponse
+	(*PauseEndpointRequest)(nil),                 // 19: hookline.v1.PauseEndpointRequest
+	(*PauseEndpointResponse)(nil),                // 20: hookline.v1.PauseEndpointResponse
+	(*ResumeEndpointRequest)(nil),                // 21: hookline.v1.ResumeEndpointRequest
+	(*ResumeEndpointResponse)(nil),               // 22: hookline.v1.ResumeEndpointResponse
+	(*RotateEndpointSecretRequest)(nil),          // 23: hookline.v1.RotateEndpointSecretRequest
+	(*RotateEndpointSecretResponse)(nil),         // 24: hookline.v1.RotateEndpointSecretResponse
+	(*TestFilterAndTransformationRequest)(nil),   // 25: hookline.v1.TestFilterAndTransformationRequest
+	(*TestFilterAndTransformationResponse)(nil),  // 26: hookline.v1.TestFilterAndTransformationResponse
+	(*TransformationResult)(nil),                 // 27: hookline.v1.TransformationResult
+	(*TransformedWebhook)(nil),                   // 28: hookline.v1.TransformedWebhook
+	(*FilterResult)(nil),                         // 29: hookline.v1.FilterResult
+	nil,                                          // 30: hookline.v1.Endpoint.MetadataEntry
+	(*ReceiverAuth_Basic)(nil),                   // 31: hookline.v1.ReceiverAuth.Basic
+	(*ReceiverAuth_Bearer)(nil),                  // 32: hookline.v1.ReceiverAuth.Bearer
+	(*ReceiverAuth_OAuth2ClientCredentials)(nil), // 33: hookline.v1.ReceiverAuth.OAuth2ClientCredentials
+	(*RetryPolicy_ExponentialBackoff)(nil),       // 34: hookline.v1.RetryPolicy.ExponentialBackoff
+	(*RetryPolicy_DelayLadder)(nil),              // 35: hookline.v1.RetryPolicy.DelayLadder
+	nil,                                          // 36: hookline.v1.CreateEndpointRequest.MetadataEntry
+	nil,                                          // 37: hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
+	nil,                                          // 38: hookline.v1.TransformedWebhook.HeadersEntry
+	(*durationpb.Duration)(nil),                  // 39: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),                // 40: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),                // 41: google.protobuf.FieldMask
 }
 var file_hookline_v1_endpoint_proto_depIdxs = []int32{
 	0,  // 0: hookline.v1.Endpoint.status:type_name -> hookline.v1.EndpointStatus
-	35, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
-	7,  // 2: hookline.v1.Endpoint.retry_policy:type_name -> hookline.v1.RetryPolicy
-	36, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	36, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	36, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
-	29, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
+	39, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
+	8,  // 2: hookline.v1.Endpoint.retry_policy:type_name -> hookline.v1.RetryPolicy
+	40, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	40, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	40, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
+	30, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
 	1,  // 7: hookline.v1.Endpoint.signature_scheme:type_name -> hookline.v1.SignatureScheme
 	2,  // 8: hookline.v1.Endpoint.ordering:type_name -> hookline.v1.Ordering
 	3,  // 9: hookline.v1.Endpoint.on_head_failure:type_name -> hookline.v1.HeadFailure
-	6,  // 10: hookline.v1.Endpoint.headers:type_name -> hookline.v1.EndpointHeader
-	30, // 11: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
-	31, // 12: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
-	4,  // 13: hookline.v1.RetryPolicy.jitter:type_name -> hookline.v1.RetryPolicy.Jitter
-	35, // 14: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
-	35, // 15: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
-	7,  // 16: hookline.v1.CreateEndpointRequest.retry_policy:type_name -> hookline.v1.RetryPolicy
-	32, // 17: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
-	1,  // 18: hookline.v1.CreateEndpointRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
-	2,  // 19: hookline.v1.CreateEndpointRequest.ordering:type_name -> hookline.v1.Ordering
-	3,  // 20: hookline.v1.CreateEndpointRequest.on_head_failure:type_name -> hookline.v1.HeadFailure
-	6,  // 21: hookline.v1.CreateEndpointRequest.headers:type_name -> hookline.v1.EndpointHeader
-	5,  // 22: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 23: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 24: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
-	5,  // 25: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
-	37, // 26: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	5,  // 27: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 28: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 29: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	35, // 30: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
-	1,  // 31: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
-	5,  // 32: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	33, // 33: hookline.v1.TestFilterAndTransformationRequest.metadata:type_name -> hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
-	28, // 34: hookline.v1.TestFilterAndTransformationResponse.filter:type_name -> hookline.v1.FilterResult
-	26, // 35: hookline.v1.TestFilterAndTransformationResponse.transformation:type_name -> hookline.v1.TransformationResult
-	27, // 36: hookline.v1.TransformationResult.webhook:type_name -> hookline.v1.TransformedWebhook
-	35, // 37: hookline.v1.TransformationResult.duration:type_name -> google.protobuf.Duration
-	34, // 38: hookline.v1.TransformedWebhook.headers:type_name -> hookline.v1.TransformedWebhook.HeadersEntry
-	35, // 39: hookline.v1.FilterResult.duration:type_name -> google.protobuf.Duration
-	35, // 40: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
-	35, // 41: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
-	35, // 42: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
-	8,  // 43: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	10, // 44: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	12, // 45: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	14, // 46: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	16, // 47: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	18, // 48: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	20, // 49: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	22, // 50: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
-	24, // 51: hookline.v1.EndpointService.TestFilterAndTransformation:input_type -> hookline.v1.TestFilterAndTransformationRequest
-	9,  // 52: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	11, // 53: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
-	13, // 54: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	15, // 55: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
-	17, // 56: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
-	19, // 57: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
-	21, // 58: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
-	23, // 59: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
-	25, // 60: hookline.v1.EndpointService.TestFilterAndTransformation:output_type -> hookline.v1.TestFilterAndTransformationResponse
-	52, // [52:61] is the sub-list for method output_type
-	43, // [43:52] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	7,  // 10: hookline.v1.Endpoint.headers:type_name -> hookline.v1.EndpointHeader
+	6,  // 11: hookline.v1.Endpoint.auth:type_name -> hookline.v1.ReceiverAuth
+	31, // 12: hookline.v1.ReceiverAuth.basic:type_name -> hookline.v1.ReceiverAuth.Basic
+	32, // 13: hookline.v1.ReceiverAuth.bearer:type_name -> hookline.v1.ReceiverAuth.Bearer
+	33, // 14: hookline.v1.ReceiverAuth.oauth2_client_credentials:type_name -> hookline.v1.ReceiverAuth.OAuth2ClientCredentials
+	34, // 15: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
+	35, // 16: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
+	4,  // 17: hookline.v1.RetryPolicy.jitter:type_name -> hookline.v1.RetryPolicy.Jitter
+	39, // 18: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
+	39, // 19: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
+	8,  // 20: hookline.v1.CreateEndpointRequest.retry_policy:type_name -> hookline.v1.RetryPolicy
+	36, // 21: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
+	1,  // 22: hookline.v1.CreateEndpointRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
+	2,  // 23: hookline.v1.CreateEndpointRequest.ordering:type_name -> hookline.v1.Ordering
+	3,  // 24: hookline.v1.CreateEndpointRequest.on_head_failure:type_name -> hookline.v1.HeadFailure
+	7,  // 25: hookline.v1.CreateEndpointRequest.headers:type_name -> hookline.v1.EndpointHeader
+	6,  // 26: hookline.v1.CreateEndpointRequest.auth:type_name -> hookline.v1.ReceiverAuth
+	5,  // 27: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 28: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 29: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
+	5,  // 30: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
+	41, // 31: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	5,  // 32: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 33: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 34: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	39, // 35: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
+	1,  // 36: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
+	5,  // 37: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
+	37, // 38: hookline.v1.TestFilterAndTransformationRequest.metadata:type_name -> hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
+	29, // 39: hookline.v1.TestFilterAndTransformationResponse.filter:type_name -> hookline.v1.FilterResult
+	27, // 40: hookline.v1.TestFilterAndTransformationResponse.transformation:type_name -> hookline.v1.TransformationResult
+	28, // 41: hookline.v1.TransformationResult.webhook:type_name -> hookline.v1.TransformedWebhook
+	39, // 42: hookline.v1.TransformationResult.duration:type_name -> google.protobuf.Duration
+	38, // 43: hookline.v1.TransformedWebhook.headers:type_name -> hookline.v1.TransformedWebhook.HeadersEntry
+	39, // 44: hookline.v1.FilterResult.duration:type_name -> google.protobuf.Duration
+	39, // 45: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
+	39, // 46: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
+	39, // 47: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
+	9,  // 48: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	11, // 49: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	13, // 50: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	15, // 51: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	17, // 52: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	19, // 53: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	21, // 54: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	23, // 55: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
+	25, // 56: hookline.v1.EndpointService.TestFilterAndTransformation:input_type -> hookline.v1.TestFilterAndTransformationRequest
+	10, // 57: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	12, // 58: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
+	14, // 59: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	16, // 60: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
+	18, // 61: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
+	20, // 62: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
+	22, // 63: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
+	24, // 64: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
+	26, // 65: hookline.v1.EndpointService.TestFilterAndTransformation:output_type -> hookline.v1.TestFilterAndTransformationResponse
+	57, // [57:66] is the sub-list for method output_type
+	48, // [48:57] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_endpoint_proto_init() }
@@ -2544,7 +2912,12 @@ func file_hookline_v1_endpoint_proto_init() {
 		return
 	}
 	file_hookline_v1_rules_proto_init()
-	file_hookline_v1_endpoint_proto_msgTypes[2].OneofWrappers = []any{
+	file_hookline_v1_endpoint_proto_msgTypes[1].OneofWrappers = []any{
+		(*ReceiverAuth_Basic_)(nil),
+		(*ReceiverAuth_Bearer_)(nil),
+		(*ReceiverAuth_Oauth2ClientCredentials)(nil),
+	}
+	file_hookline_v1_endpoint_proto_msgTypes[3].OneofWrappers = []any{
 		(*RetryPolicy_Exponential)(nil),
 		(*RetryPolicy_Ladder)(nil),
 	}
@@ -2554,7 +2927,7 @@ func file_hookline_v1_endpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_endpoint_proto_rawDesc), len(file_hookline_v1_endpoint_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   30,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1230,7 +1230,8 @@ func (x *EndpointRecord) GetCredentials() []*EndpointCredential {
 type EndpointCredential struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What the value is: "header:<lower-case header name>" for a secret
-	// header.
+	// header; "auth:password", "auth:token" or "auth:client_secret" for
+	// the receiver auth's secret.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// The value in the clear; empty when sealed is set (only with
 	// --insecure-plaintext-secrets).

@@ -242,8 +242,27 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	// the producer's trace context only what is allow-listed goes along.
 	telemetry.Propagator.Inject(c.forwarded(ctx, span.SpanContext()), propagation.HeaderCarrier(h))
 
-	resp, err := c.forHTTP(r.Tenant).Do(req)
+	hc := c.forHTTP(r.Tenant)
 	res := Result{Started: started, SpanContext: span.SpanContext()}
+	gen, fresh, err := r.Credentials.authorize(actx, h, 0)
+	if err != nil {
+		return c.unauthorized(ctx, span, res, err)
+	}
+	resp, err := hc.Do(req)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && gen != 0 && !fresh {
+		// The receiver refused a token cached from an earlier attempt
+		// (revoked, or expired early): one fresh token, one more send,
+		// within this attempt.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainBytes))
+		_ = resp.Body.Close()
+		again := req.Clone(actx)
+		again.Body, _ = req.GetBody() // a bytes.Reader's: never fails
+		if _, _, err := r.Credentials.authorize(actx, again.Header, gen); err != nil {
+			return c.unauthorized(ctx, span, res, err)
+		}
+		req = again
+		resp, err = hc.Do(req)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			// Shut down before the receiver answered: not the receiver's
@@ -300,6 +319,25 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	if res.Class != hooklinev1.OutcomeClass_OUTCOME_CLASS_SUCCESS {
 		span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
 		span.SetStatus(codes.Error, "HTTP "+strconv.Itoa(resp.StatusCode))
+	}
+	return res, nil
+}
+
+// unauthorized is the result of an attempt whose receiver auth failed
+// before the request was sent: an OAuth2 token endpoint that failed
+// (transient) or refused the client (permanent). It returns ctx's error,
+// and no Result, when ctx ended first (not an attempt).
+func (c *Client) unauthorized(ctx context.Context, span trace.Span, res Result, err error) (Result, error) {
+	if ctx.Err() != nil {
+		span.SetStatus(codes.Error, "shut down before the receiver answered; not counted as an attempt")
+		return Result{}, ctx.Err()
+	}
+	res.Err = err
+	res.Latency = c.now().Sub(res.Started)
+	res.Class = classify.Outcome(0, err)
+	if span.IsRecording() {
+		span.SetAttributes(semconv.ErrorTypeKey.String("oauth2_token"), attribute.String("hookline.outcome.class", classify.Label(res.Class)))
+		span.SetStatus(codes.Error, err.Error())
 	}
 	return res, nil
 }

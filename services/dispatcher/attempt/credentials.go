@@ -1,28 +1,52 @@
 package attempt
 
-import "net/http"
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+)
 
 // Credentials are what an endpoint's attempts carry besides the
-// signature: its custom headers, secret values opened. The values are
-// never logged, traced nor written to a result. Immutable once made, and
-// safe for concurrent use.
+// signature: its custom headers (secret values opened) and its receiver
+// auth (a fixed Authorization header, or OAuth2 tokens fetched and
+// shared between attempts). The values are never logged, traced nor
+// written to a result. Safe for concurrent use.
 type Credentials struct {
 	header http.Header
+	// authorization is the fixed Authorization header (basic, bearer).
+	authorization []string
+	tokens        *tokenSource
 }
 
 // CredentialSpec is what Credentials are made of: the opened values.
 type CredentialSpec struct {
 	// Header holds the endpoint's custom headers (canonical names).
 	Header http.Header
+	// At most one of Basic, Bearer and OAuth2 is set.
+	Basic  *BasicAuth
+	Bearer string
+	OAuth2 *OAuth2
 }
 
-// Credentials returns the Credentials of spec for an endpoint of tenant.
-// A nil result means none: nothing but the signature is sent.
-func (c *Client) Credentials(_ string, spec CredentialSpec) (*Credentials, error) {
-	if len(spec.Header) == 0 {
+// BasicAuth is HTTP basic authentication's user and password.
+type BasicAuth struct{ Username, Password string }
+
+// Credentials returns the Credentials of spec for an endpoint of tenant:
+// its tokens are fetched through tenant's guard. A nil result means
+// none: nothing but the signature is sent.
+func (c *Client) Credentials(tenant string, spec CredentialSpec) (*Credentials, error) {
+	cr := &Credentials{header: spec.Header}
+	switch {
+	case spec.Basic != nil:
+		cr.authorization = []string{"Basic " + base64.StdEncoding.EncodeToString([]byte(spec.Basic.Username+":"+spec.Basic.Password))}
+	case spec.Bearer != "":
+		cr.authorization = []string{"Bearer " + spec.Bearer}
+	case spec.OAuth2 != nil:
+		cr.tokens = newTokenSource(spec.OAuth2, c.forHTTP(tenant), c.now)
+	case len(spec.Header) == 0:
 		return nil, nil
 	}
-	return &Credentials{header: spec.Header}, nil
+	return cr, nil
 }
 
 // apply sets cr's headers on h. They come before a transformation's and
@@ -34,4 +58,25 @@ func (cr *Credentials) apply(h http.Header) {
 	for k, v := range cr.header {
 		h[k] = v
 	}
+}
+
+// authorize sets h's Authorization header, when cr has auth, and says
+// which OAuth2 token it sent (zero: none) and whether that token was
+// fetched for this attempt. An error is the token endpoint's failure.
+func (cr *Credentials) authorize(ctx context.Context, h http.Header, stale uint64) (gen uint64, fresh bool, err error) {
+	switch {
+	case cr == nil:
+		return 0, false, nil
+	case cr.authorization != nil:
+		h["Authorization"] = cr.authorization
+		return 0, false, nil
+	case cr.tokens != nil:
+		t, fresh, err := cr.tokens.token(ctx, stale)
+		if err != nil {
+			return 0, false, err
+		}
+		h["Authorization"] = t.header
+		return t.gen, fresh, nil
+	}
+	return 0, false, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/classify"
 	"github.com/hookline/hookline/platform/telemetry"
 	"github.com/hookline/hookline/sdk/sign"
@@ -73,35 +74,54 @@ func BenchmarkInstrumentationOff(b *testing.B) {
 }
 
 // BenchmarkInnerLoop is the dispatcher's own work per delivered attempt,
-// without the network: decode the record, triage it, sign the attempt,
-// classify a 204 and encode the result record, with telemetry off.
+// without the network: decode the record, triage it, look up the
+// endpoint's credentials, sign the attempt, classify a 204 and encode
+// the result record, with telemetry off: for an endpoint with the
+// signature only ("plain") and for one with two custom headers (one
+// sealed) and OAuth2 auth ("headers+oauth2"; what sending its cached
+// token costs is attempt's BenchmarkCredentialsWithCachedToken).
 //
 //	go test -run '^$' -bench InnerLoop -benchmem ./dispatcher
 func BenchmarkInnerLoop(b *testing.B) {
-	s := newTestService(b, WithTelemetry(tracenoop.NewTracerProvider(), metricnoop.NewMeterProvider()))
 	secret := sign.GenerateSecret()
-	s.store.Put(endpoint("http://127.0.0.1:9/", secret))
-	r := deliveryRecord(b, s)
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		d, err := decodeDelivery(r)
-		if err != nil {
-			b.Fatal(err)
-		}
-		v, ep := s.handler.triage(d, s.now(), false)
-		if v != toLane {
-			b.Fatalf("verdict %v", v)
-		}
-		signer, err := s.signers.get(ep, s.now())
-		if err != nil {
-			b.Fatal(err)
-		}
-		started := s.now()
-		_ = signer.Sign(d.GetEventId(), started, d.GetPayload())
-		ar := attempt.Result{Class: classify.Outcome(http.StatusNoContent, nil), StatusCode: http.StatusNoContent, Started: started, Latency: time.Millisecond}
-		if out := s.handler.attempter.outcome(ctx, d, ep, ar); len(out) != 1 {
-			b.Fatalf("%d records", len(out))
+	run := func(b *testing.B, rec *hooklinev1.EndpointRecord) {
+		s := newTestService(b, WithTelemetry(tracenoop.NewTracerProvider(), metricnoop.NewMeterProvider()))
+		s.store.Put(rec)
+		r := deliveryRecord(b, s)
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			d, err := decodeDelivery(r)
+			if err != nil {
+				b.Fatal(err)
+			}
+			v, ep := s.handler.triage(d, s.now(), false)
+			if v != toLane {
+				b.Fatalf("verdict %v", v)
+			}
+			if _, err := s.creds.get(ep); err != nil {
+				b.Fatal(err)
+			}
+			signer, err := s.signers.get(ep, s.now())
+			if err != nil {
+				b.Fatal(err)
+			}
+			started := s.now()
+			_ = signer.Sign(d.GetEventId(), started, d.GetPayload())
+			ar := attempt.Result{Class: classify.Outcome(http.StatusNoContent, nil), StatusCode: http.StatusNoContent, Started: started, Latency: time.Millisecond}
+			if out := s.handler.attempter.outcome(ctx, d, ep, ar); len(out) != 1 {
+				b.Fatalf("%d records", len(out))
+			}
 		}
 	}
+	b.Run("plain", func(b *testing.B) { run(b, endpoint("http://127.0.0.1:9/", secret)) })
+	b.Run("headers+oauth2", func(b *testing.B) {
+		rec := endpoint("http://127.0.0.1:9/", secret)
+		rec.Endpoint.Headers = []*hooklinev1.EndpointHeader{{Name: "X-Route", Value: "eu-1"}, {Name: "X-Api-Key", Secret: true, ValueSet: true}}
+		rec.Credentials = []*hooklinev1.EndpointCredential{testKeys.SealCredential("t", "ep_1", "header:x-api-key", "k-1")}
+		rec.Endpoint.Auth = &hooklinev1.ReceiverAuth{Method: &hooklinev1.ReceiverAuth_Oauth2ClientCredentials{Oauth2ClientCredentials: &hooklinev1.ReceiverAuth_OAuth2ClientCredentials{
+			TokenUrl: "http://127.0.0.1:9/token", ClientId: "c", ClientSecretSet: true}}}
+		rec.Credentials = append(rec.Credentials, testKeys.SealCredential("t", "ep_1", "auth:client_secret", "cs"))
+		run(b, rec)
+	})
 }

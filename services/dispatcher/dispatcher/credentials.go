@@ -11,8 +11,8 @@ import (
 )
 
 // credentials caches each endpoint's attempt.Credentials (its custom
-// headers, secret values opened), made again only when the endpoint's
-// record changes (its version: every change bumps it, a rekey too), so
+// headers and receiver auth, secret values opened; its OAuth2 token),
+// made again only when the endpoint's record changes (its version: every change bumps it, a rekey too), so
 // an attempt opens nothing. Safe for concurrent use.
 type credentials struct {
 	keys   *keyring.Keyring
@@ -35,7 +35,7 @@ func newCredentials(keys *keyring.Keyring, client *attempt.Client) *credentials 
 // must fix; it never holds a value.
 func (c *credentials) get(ep *hooklinev1.EndpointRecord) (*attempt.Credentials, error) {
 	e := ep.GetEndpoint()
-	if len(e.GetHeaders()) == 0 {
+	if len(e.GetHeaders()) == 0 && e.GetAuth().GetMethod() == nil {
 		return nil, nil
 	}
 	id := e.GetId()
@@ -77,6 +77,15 @@ func (c *credentials) spec(ep *hooklinev1.EndpointRecord) (attempt.CredentialSpe
 			v = opened["header:"+strings.ToLower(h.GetName())]
 		}
 		spec.Header.Set(h.GetName(), v)
+	}
+	switch a := e.GetAuth(); {
+	case a.GetBasic() != nil:
+		spec.Basic = &attempt.BasicAuth{Username: a.GetBasic().GetUsername(), Password: opened["auth:password"]}
+	case a.GetBearer() != nil:
+		spec.Bearer = opened["auth:token"]
+	case a.GetOauth2ClientCredentials() != nil:
+		o := a.GetOauth2ClientCredentials()
+		spec.OAuth2 = &attempt.OAuth2{TokenURL: o.GetTokenUrl(), ClientID: o.GetClientId(), ClientSecret: opened["auth:client_secret"], Scopes: o.GetScopes(), Audience: o.GetAudience()}
 	}
 	return spec, nil
 }

@@ -133,7 +133,3 @@ func headerTokenChar(c byte) bool {
 	}
 	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
-
-// hasAuth reports whether ep authenticates to its receiver (which sets
-// the authorization header).
-func hasAuth(*hooklinev1.Endpoint) bool { return false }

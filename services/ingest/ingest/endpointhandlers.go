@@ -25,6 +25,9 @@ func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.Cr
 		return nil, err
 	}
 	s.urls.noteURL(ctx, req.GetUrl())
+	if err := s.urls.validateAuthURL(ctx, req.GetAuth()); err != nil {
+		return nil, err
+	}
 	// The fields' static rules are the proto's (fieldrules.go).
 	for _, err := range []error{
 		validateEventTypes(req.GetEventTypes()),
@@ -80,6 +83,9 @@ func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.Cr
 		return nil, err
 	}
 	rec.Secrets = []*hooklinev1.EndpointSecret{es}
+	if err := s.secrets.setAuth(rec, req.GetAuth()); err != nil {
+		return nil, err
+	}
 	if err := s.secrets.setHeaders(rec, req.GetHeaders()); err != nil {
 		return nil, err
 	}
@@ -158,6 +164,11 @@ func (h *endpointService) UpdateEndpoint(ctx context.Context, req *hooklinev1.Up
 			}
 			s.urls.noteURL(ctx, in.GetUrl())
 		}
+		if p == "auth" {
+			if err := s.urls.validateAuthURL(ctx, in.GetAuth()); err != nil {
+				return nil, err
+			}
+		}
 	}
 	rec, err := s.endpoints.change(ctx, in.GetId(), in.GetEtag(), func(rec *hooklinev1.EndpointRecord) error {
 		ep := rec.Endpoint
@@ -193,14 +204,17 @@ func (h *endpointService) UpdateEndpoint(ctx context.Context, req *hooklinev1.Up
 				err, ep.Transformation = s.content.validateTransformation(in.GetTransformation()), in.GetTransformation()
 			case "headers":
 				err = s.secrets.setHeaders(rec, in.GetHeaders())
+			case "auth":
+				err = s.secrets.setAuth(rec, in.GetAuth())
 			default:
-				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure, filter, transformation, headers (status and secret have their own calls)", p)
+				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure, filter, transformation, headers, auth (status and secret have their own calls)", p)
 			}
 			if err != nil {
 				return err
 			}
 		}
-		return nil
+		// Whichever of headers and auth the mask named first.
+		return checkAuthHeaders(ep)
 	})
 	if err != nil {
 		return nil, err
