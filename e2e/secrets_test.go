@@ -40,9 +40,10 @@ func TestEndpointSecrets(t *testing.T) {
 }
 
 // endpointsTopicHoldsNoSecretBytes creates, rotates and signs with
-// endpoint secrets of both schemes and a secret custom header through
-// the API, then reads the raw endpoints topic with a plain Kafka client:
-// no record holds any secret, neither as given nor as its key bytes.
+// endpoint secrets of both schemes, a secret custom header, basic,
+// bearer and OAuth2 auth and a client certificate through the API, then
+// reads the raw endpoints topic with a plain Kafka client: no record
+// holds any secret, neither as given nor as its key bytes.
 func endpointsTopicHoldsNoSecretBytes(t *testing.T, st *stack) {
 	rx := newReceiver(t, http.StatusOK)
 	v1 := sign.GenerateSecret()
@@ -56,15 +57,26 @@ func endpointsTopicHoldsNoSecretBytes(t *testing.T, st *stack) {
 	if v1a.GetSecret() != "" || !strings.HasPrefix(v1a.GetPublicKey(), sign.PublicKeyPrefix) {
 		t.Fatalf("v1a create answered secret %q, public key %q: want no secret, a whpk_ key", v1a.GetSecret(), v1a.GetPublicKey())
 	}
-	// A secret header's value is sealed like the signing secrets.
-	const headerSecret = "hdr-value-b81d6e0c"
-	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"none.ever"}, Headers: []*hooklinev1.EndpointHeader{{Name: "X-Api-Key", Value: headerSecret, Secret: true}}})
+	// A secret header's value, the receiver auth's secrets and a client
+	// certificate's key are sealed like the signing secrets.
+	const headerSecret, password, token, clientSecret = "hdr-value-b81d6e0c", "pw-3e9a1d", "tok-a70c55", "cs-d18f2b"
+	ca := newTestCA(t, "secrets-ca")
+	certPEM, keyPEM := ca.client(t, time.Now().Add(time.Hour))
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"none.ever"},
+		Headers:   []*hooklinev1.EndpointHeader{{Name: "X-Api-Key", Value: headerSecret, Secret: true}},
+		Auth:      &hooklinev1.ReceiverAuth{Method: &hooklinev1.ReceiverAuth_Basic_{Basic: &hooklinev1.ReceiverAuth_Basic{Username: "u", Password: password}}},
+		ClientTls: &hooklinev1.ClientTLS{Certificate: certPEM, PrivateKey: keyPEM}})
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"none.ever"},
+		Auth: &hooklinev1.ReceiverAuth{Method: &hooklinev1.ReceiverAuth_Bearer_{Bearer: &hooklinev1.ReceiverAuth_Bearer{Token: token}}}})
+	st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"none.ever"},
+		Auth: &hooklinev1.ReceiverAuth{Method: &hooklinev1.ReceiverAuth_Oauth2ClientCredentials{Oauth2ClientCredentials: &hooklinev1.ReceiverAuth_OAuth2ClientCredentials{
+			TokenUrl: rx.URL + "/token", ClientId: "c", ClientSecret: clientSecret}}}})
 	got, err := st.endpoints().GetEndpoint(st.ctx(), &hooklinev1.GetEndpointRequest{Id: created.GetEndpoint().GetId()})
 	if err != nil || got.GetSecret() != rotated {
 		t.Fatalf("GetEndpoint opened %q, %v; want the rotated secret", got.GetSecret(), err)
 	}
 
-	needles := [][]byte{[]byte(headerSecret)}
+	needles := [][]byte{[]byte(headerSecret), []byte(password), []byte(token), []byte(clientSecret), []byte(keyPEM), []byte(strings.Split(keyPEM, "\n")[1])}
 	for _, s := range []string{v1, rotated} {
 		key, _ := sign.ParseSecret(s)
 		needles = append(needles, []byte(s), key, []byte(strings.TrimPrefix(s, sign.SecretPrefix)))
@@ -75,8 +87,8 @@ func endpointsTopicHoldsNoSecretBytes(t *testing.T, st *stack) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) < 4 {
-		t.Fatalf("read %d endpoint records, want at least 4", len(recs))
+	if len(recs) < 6 {
+		t.Fatalf("read %d endpoint records, want at least 6", len(recs))
 	}
 	for _, r := range recs {
 		for _, n := range needles {

@@ -301,7 +301,7 @@ func (x RetryPolicy_Jitter) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryPolicy_Jitter.Descriptor instead.
 func (RetryPolicy_Jitter) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3, 0}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{4, 0}
 }
 
 // Endpoint is an HTTP receiver of a tenant's events.
@@ -384,7 +384,12 @@ type Endpoint struct {
 	// How attempts authenticate to the receiver besides the signature
 	// (which they always carry); unset: the signature only. Its secrets
 	// are sealed at rest and never returned.
-	Auth          *ReceiverAuth `protobuf:"bytes,24,opt,name=auth,proto3" json:"auth,omitempty"`
+	Auth *ReceiverAuth `protobuf:"bytes,24,opt,name=auth,proto3" json:"auth,omitempty"`
+	// Mutual TLS to the receiver: the client certificate attempts present,
+	// and optionally the CA bundle the receiver's certificate is checked
+	// against; unset: no client certificate, the system's roots. Its
+	// private key is sealed at rest and never returned.
+	ClientTls     *ClientTLS `protobuf:"bytes,25,opt,name=client_tls,json=clientTls,proto3" json:"client_tls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -587,6 +592,98 @@ func (x *Endpoint) GetAuth() *ReceiverAuth {
 	return nil
 }
 
+func (x *Endpoint) GetClientTls() *ClientTLS {
+	if x != nil {
+		return x.ClientTls
+	}
+	return nil
+}
+
+// ClientTLS is an endpoint's client certificate for mutual TLS.
+type ClientTLS struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The PEM certificate chain, leaf first, at most 64 KiB.
+	Certificate string `protobuf:"bytes,1,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	// The leaf's PEM private key, at most 16 KiB. Write-only: on an
+	// update, an empty key keeps the one the endpoint had.
+	PrivateKey string `protobuf:"bytes,2,opt,name=private_key,json=privateKey,proto3" json:"private_key,omitempty"`
+	// Output only: the private key is set.
+	PrivateKeySet bool `protobuf:"varint,3,opt,name=private_key_set,json=privateKeySet,proto3" json:"private_key_set,omitempty"`
+	// Optional PEM CA certificates the receiver's certificate must chain
+	// to (a receiver with a private CA), at most 256 KiB; empty: the
+	// system's roots.
+	CaBundle string `protobuf:"bytes,4,opt,name=ca_bundle,json=caBundle,proto3" json:"ca_bundle,omitempty"`
+	// Output only: when the client certificate (its leaf) expires.
+	NotAfter      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=not_after,json=notAfter,proto3" json:"not_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientTLS) Reset() {
+	*x = ClientTLS{}
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientTLS) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientTLS) ProtoMessage() {}
+
+func (x *ClientTLS) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientTLS.ProtoReflect.Descriptor instead.
+func (*ClientTLS) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ClientTLS) GetCertificate() string {
+	if x != nil {
+		return x.Certificate
+	}
+	return ""
+}
+
+func (x *ClientTLS) GetPrivateKey() string {
+	if x != nil {
+		return x.PrivateKey
+	}
+	return ""
+}
+
+func (x *ClientTLS) GetPrivateKeySet() bool {
+	if x != nil {
+		return x.PrivateKeySet
+	}
+	return false
+}
+
+func (x *ClientTLS) GetCaBundle() string {
+	if x != nil {
+		return x.CaBundle
+	}
+	return ""
+}
+
+func (x *ClientTLS) GetNotAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotAfter
+	}
+	return nil
+}
+
 // ReceiverAuth is one way to authenticate to a receiver; it sets the
 // Authorization header of every attempt. Secret fields are write-only:
 // answers leave them empty and say whether they are set; on an update,
@@ -605,7 +702,7 @@ type ReceiverAuth struct {
 
 func (x *ReceiverAuth) Reset() {
 	*x = ReceiverAuth{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +714,7 @@ func (x *ReceiverAuth) String() string {
 func (*ReceiverAuth) ProtoMessage() {}
 
 func (x *ReceiverAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +727,7 @@ func (x *ReceiverAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiverAuth.ProtoReflect.Descriptor instead.
 func (*ReceiverAuth) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ReceiverAuth) GetMethod() isReceiverAuth_Method {
@@ -707,7 +804,7 @@ type EndpointHeader struct {
 
 func (x *EndpointHeader) Reset() {
 	*x = EndpointHeader{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +816,7 @@ func (x *EndpointHeader) String() string {
 func (*EndpointHeader) ProtoMessage() {}
 
 func (x *EndpointHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +829,7 @@ func (x *EndpointHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointHeader.ProtoReflect.Descriptor instead.
 func (*EndpointHeader) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EndpointHeader) GetName() string {
@@ -784,7 +881,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +893,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +906,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RetryPolicy) GetSchedule() isRetryPolicy_Schedule {
@@ -900,14 +997,16 @@ type CreateEndpointRequest struct {
 	// Optional custom headers, see Endpoint.headers.
 	Headers []*EndpointHeader `protobuf:"bytes,16,rep,name=headers,proto3" json:"headers,omitempty"`
 	// Optional receiver authentication, see Endpoint.auth.
-	Auth          *ReceiverAuth `protobuf:"bytes,17,opt,name=auth,proto3" json:"auth,omitempty"`
+	Auth *ReceiverAuth `protobuf:"bytes,17,opt,name=auth,proto3" json:"auth,omitempty"`
+	// Optional client certificate, see Endpoint.client_tls.
+	ClientTls     *ClientTLS `protobuf:"bytes,18,opt,name=client_tls,json=clientTls,proto3" json:"client_tls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateEndpointRequest) Reset() {
 	*x = CreateEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1018,7 @@ func (x *CreateEndpointRequest) String() string {
 func (*CreateEndpointRequest) ProtoMessage() {}
 
 func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1031,7 @@ func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{4}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateEndpointRequest) GetUrl() string {
@@ -1054,6 +1153,13 @@ func (x *CreateEndpointRequest) GetAuth() *ReceiverAuth {
 	return nil
 }
 
+func (x *CreateEndpointRequest) GetClientTls() *ClientTLS {
+	if x != nil {
+		return x.ClientTls
+	}
+	return nil
+}
+
 type CreateEndpointResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Endpoint *Endpoint              `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
@@ -1068,7 +1174,7 @@ type CreateEndpointResponse struct {
 
 func (x *CreateEndpointResponse) Reset() {
 	*x = CreateEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1186,7 @@ func (x *CreateEndpointResponse) String() string {
 func (*CreateEndpointResponse) ProtoMessage() {}
 
 func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1199,7 @@ func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{5}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateEndpointResponse) GetEndpoint() *Endpoint {
@@ -1126,7 +1232,7 @@ type GetEndpointRequest struct {
 
 func (x *GetEndpointRequest) Reset() {
 	*x = GetEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1244,7 @@ func (x *GetEndpointRequest) String() string {
 func (*GetEndpointRequest) ProtoMessage() {}
 
 func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1257,7 @@ func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetEndpointRequest) GetId() string {
@@ -1179,7 +1285,7 @@ type GetEndpointResponse struct {
 
 func (x *GetEndpointResponse) Reset() {
 	*x = GetEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1297,7 @@ func (x *GetEndpointResponse) String() string {
 func (*GetEndpointResponse) ProtoMessage() {}
 
 func (x *GetEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1310,7 @@ func (x *GetEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointResponse.ProtoReflect.Descriptor instead.
 func (*GetEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetEndpointResponse) GetEndpoint() *Endpoint {
@@ -1247,7 +1353,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1365,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1378,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListEndpointsRequest) GetPageSize() uint32 {
@@ -1300,7 +1406,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1418,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1431,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListEndpointsResponse) GetEndpoints() []*Endpoint {
@@ -1353,7 +1459,7 @@ type UpdateEndpointRequest struct {
 	// Fields to change: url, description, event_types, timeout,
 	// max_in_flight, rate_limit_per_second, retry_policy, metadata,
 	// outage_mode_disabled, ordering, on_head_failure, filter,
-	// transformation, headers, auth.
+	// transformation, headers, auth, client_tls.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1361,7 +1467,7 @@ type UpdateEndpointRequest struct {
 
 func (x *UpdateEndpointRequest) Reset() {
 	*x = UpdateEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1479,7 @@ func (x *UpdateEndpointRequest) String() string {
 func (*UpdateEndpointRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1492,7 @@ func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateEndpointRequest) GetEndpoint() *Endpoint {
@@ -1412,7 +1518,7 @@ type UpdateEndpointResponse struct {
 
 func (x *UpdateEndpointResponse) Reset() {
 	*x = UpdateEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1530,7 @@ func (x *UpdateEndpointResponse) String() string {
 func (*UpdateEndpointResponse) ProtoMessage() {}
 
 func (x *UpdateEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1543,7 @@ func (x *UpdateEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateEndpointResponse) GetEndpoint() *Endpoint {
@@ -1456,7 +1562,7 @@ type DeleteEndpointRequest struct {
 
 func (x *DeleteEndpointRequest) Reset() {
 	*x = DeleteEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1574,7 @@ func (x *DeleteEndpointRequest) String() string {
 func (*DeleteEndpointRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1587,7 @@ func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteEndpointRequest) GetId() string {
@@ -1499,7 +1605,7 @@ type DeleteEndpointResponse struct {
 
 func (x *DeleteEndpointResponse) Reset() {
 	*x = DeleteEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1511,7 +1617,7 @@ func (x *DeleteEndpointResponse) String() string {
 func (*DeleteEndpointResponse) ProtoMessage() {}
 
 func (x *DeleteEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1524,7 +1630,7 @@ func (x *DeleteEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{14}
 }
 
 type PauseEndpointRequest struct {
@@ -1538,7 +1644,7 @@ type PauseEndpointRequest struct {
 
 func (x *PauseEndpointRequest) Reset() {
 	*x = PauseEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1656,7 @@ func (x *PauseEndpointRequest) String() string {
 func (*PauseEndpointRequest) ProtoMessage() {}
 
 func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1669,7 @@ func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseEndpointRequest.ProtoReflect.Descriptor instead.
 func (*PauseEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PauseEndpointRequest) GetId() string {
@@ -1589,7 +1695,7 @@ type PauseEndpointResponse struct {
 
 func (x *PauseEndpointResponse) Reset() {
 	*x = PauseEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1707,7 @@ func (x *PauseEndpointResponse) String() string {
 func (*PauseEndpointResponse) ProtoMessage() {}
 
 func (x *PauseEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1720,7 @@ func (x *PauseEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseEndpointResponse.ProtoReflect.Descriptor instead.
 func (*PauseEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PauseEndpointResponse) GetEndpoint() *Endpoint {
@@ -1633,7 +1739,7 @@ type ResumeEndpointRequest struct {
 
 func (x *ResumeEndpointRequest) Reset() {
 	*x = ResumeEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1751,7 @@ func (x *ResumeEndpointRequest) String() string {
 func (*ResumeEndpointRequest) ProtoMessage() {}
 
 func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1764,7 @@ func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeEndpointRequest.ProtoReflect.Descriptor instead.
 func (*ResumeEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResumeEndpointRequest) GetId() string {
@@ -1677,7 +1783,7 @@ type ResumeEndpointResponse struct {
 
 func (x *ResumeEndpointResponse) Reset() {
 	*x = ResumeEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1795,7 @@ func (x *ResumeEndpointResponse) String() string {
 func (*ResumeEndpointResponse) ProtoMessage() {}
 
 func (x *ResumeEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1808,7 @@ func (x *ResumeEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeEndpointResponse.ProtoReflect.Descriptor instead.
 func (*ResumeEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResumeEndpointResponse) GetEndpoint() *Endpoint {
@@ -1728,7 +1834,7 @@ type RotateEndpointSecretRequest struct {
 
 func (x *RotateEndpointSecretRequest) Reset() {
 	*x = RotateEndpointSecretRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1846,7 @@ func (x *RotateEndpointSecretRequest) String() string {
 func (*RotateEndpointSecretRequest) ProtoMessage() {}
 
 func (x *RotateEndpointSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1859,7 @@ func (x *RotateEndpointSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateEndpointSecretRequest.ProtoReflect.Descriptor instead.
 func (*RotateEndpointSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RotateEndpointSecretRequest) GetId() string {
@@ -1797,7 +1903,7 @@ type RotateEndpointSecretResponse struct {
 
 func (x *RotateEndpointSecretResponse) Reset() {
 	*x = RotateEndpointSecretResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1915,7 @@ func (x *RotateEndpointSecretResponse) String() string {
 func (*RotateEndpointSecretResponse) ProtoMessage() {}
 
 func (x *RotateEndpointSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1928,7 @@ func (x *RotateEndpointSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateEndpointSecretResponse.ProtoReflect.Descriptor instead.
 func (*RotateEndpointSecretResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RotateEndpointSecretResponse) GetEndpoint() *Endpoint {
@@ -1872,7 +1978,7 @@ type TestFilterAndTransformationRequest struct {
 
 func (x *TestFilterAndTransformationRequest) Reset() {
 	*x = TestFilterAndTransformationRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +1990,7 @@ func (x *TestFilterAndTransformationRequest) String() string {
 func (*TestFilterAndTransformationRequest) ProtoMessage() {}
 
 func (x *TestFilterAndTransformationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +2003,7 @@ func (x *TestFilterAndTransformationRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use TestFilterAndTransformationRequest.ProtoReflect.Descriptor instead.
 func (*TestFilterAndTransformationRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TestFilterAndTransformationRequest) GetFilter() string {
@@ -1960,7 +2066,7 @@ type TestFilterAndTransformationResponse struct {
 
 func (x *TestFilterAndTransformationResponse) Reset() {
 	*x = TestFilterAndTransformationResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2078,7 @@ func (x *TestFilterAndTransformationResponse) String() string {
 func (*TestFilterAndTransformationResponse) ProtoMessage() {}
 
 func (x *TestFilterAndTransformationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2091,7 @@ func (x *TestFilterAndTransformationResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use TestFilterAndTransformationResponse.ProtoReflect.Descriptor instead.
 func (*TestFilterAndTransformationResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TestFilterAndTransformationResponse) GetFilter() *FilterResult {
@@ -2021,7 +2127,7 @@ type TransformationResult struct {
 
 func (x *TransformationResult) Reset() {
 	*x = TransformationResult{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2139,7 @@ func (x *TransformationResult) String() string {
 func (*TransformationResult) ProtoMessage() {}
 
 func (x *TransformationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2152,7 @@ func (x *TransformationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformationResult.ProtoReflect.Descriptor instead.
 func (*TransformationResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TransformationResult) GetWebhook() *TransformedWebhook {
@@ -2092,7 +2198,7 @@ type TransformedWebhook struct {
 
 func (x *TransformedWebhook) Reset() {
 	*x = TransformedWebhook{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2210,7 @@ func (x *TransformedWebhook) String() string {
 func (*TransformedWebhook) ProtoMessage() {}
 
 func (x *TransformedWebhook) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2223,7 @@ func (x *TransformedWebhook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformedWebhook.ProtoReflect.Descriptor instead.
 func (*TransformedWebhook) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TransformedWebhook) GetEventType() string {
@@ -2172,7 +2278,7 @@ type FilterResult struct {
 
 func (x *FilterResult) Reset() {
 	*x = FilterResult{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[24]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2290,7 @@ func (x *FilterResult) String() string {
 func (*FilterResult) ProtoMessage() {}
 
 func (x *FilterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[24]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2303,7 @@ func (x *FilterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterResult.ProtoReflect.Descriptor instead.
 func (*FilterResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FilterResult) GetMatched() bool {
@@ -2236,7 +2342,7 @@ type ReceiverAuth_Basic struct {
 
 func (x *ReceiverAuth_Basic) Reset() {
 	*x = ReceiverAuth_Basic{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[26]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2354,7 @@ func (x *ReceiverAuth_Basic) String() string {
 func (*ReceiverAuth_Basic) ProtoMessage() {}
 
 func (x *ReceiverAuth_Basic) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[26]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2367,7 @@ func (x *ReceiverAuth_Basic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiverAuth_Basic.ProtoReflect.Descriptor instead.
 func (*ReceiverAuth_Basic) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1, 0}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2, 0}
 }
 
 func (x *ReceiverAuth_Basic) GetUsername() string {
@@ -2298,7 +2404,7 @@ type ReceiverAuth_Bearer struct {
 
 func (x *ReceiverAuth_Bearer) Reset() {
 	*x = ReceiverAuth_Bearer{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[27]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2416,7 @@ func (x *ReceiverAuth_Bearer) String() string {
 func (*ReceiverAuth_Bearer) ProtoMessage() {}
 
 func (x *ReceiverAuth_Bearer) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[27]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2429,7 @@ func (x *ReceiverAuth_Bearer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiverAuth_Bearer.ProtoReflect.Descriptor instead.
 func (*ReceiverAuth_Bearer) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1, 1}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2, 1}
 }
 
 func (x *ReceiverAuth_Bearer) GetToken() string {
@@ -2367,7 +2473,7 @@ type ReceiverAuth_OAuth2ClientCredentials struct {
 
 func (x *ReceiverAuth_OAuth2ClientCredentials) Reset() {
 	*x = ReceiverAuth_OAuth2ClientCredentials{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[28]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2485,7 @@ func (x *ReceiverAuth_OAuth2ClientCredentials) String() string {
 func (*ReceiverAuth_OAuth2ClientCredentials) ProtoMessage() {}
 
 func (x *ReceiverAuth_OAuth2ClientCredentials) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[28]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2498,7 @@ func (x *ReceiverAuth_OAuth2ClientCredentials) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use ReceiverAuth_OAuth2ClientCredentials.ProtoReflect.Descriptor instead.
 func (*ReceiverAuth_OAuth2ClientCredentials) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1, 2}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2, 2}
 }
 
 func (x *ReceiverAuth_OAuth2ClientCredentials) GetTokenUrl() string {
@@ -2450,7 +2556,7 @@ type RetryPolicy_ExponentialBackoff struct {
 
 func (x *RetryPolicy_ExponentialBackoff) Reset() {
 	*x = RetryPolicy_ExponentialBackoff{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[29]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2568,7 @@ func (x *RetryPolicy_ExponentialBackoff) String() string {
 func (*RetryPolicy_ExponentialBackoff) ProtoMessage() {}
 
 func (x *RetryPolicy_ExponentialBackoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[29]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2581,7 @@ func (x *RetryPolicy_ExponentialBackoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy_ExponentialBackoff.ProtoReflect.Descriptor instead.
 func (*RetryPolicy_ExponentialBackoff) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3, 0}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{4, 0}
 }
 
 func (x *RetryPolicy_ExponentialBackoff) GetInitial() *durationpb.Duration {
@@ -2512,7 +2618,7 @@ type RetryPolicy_DelayLadder struct {
 
 func (x *RetryPolicy_DelayLadder) Reset() {
 	*x = RetryPolicy_DelayLadder{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[30]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2630,7 @@ func (x *RetryPolicy_DelayLadder) String() string {
 func (*RetryPolicy_DelayLadder) ProtoMessage() {}
 
 func (x *RetryPolicy_DelayLadder) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[30]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2643,7 @@ func (x *RetryPolicy_DelayLadder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy_DelayLadder.ProtoReflect.Descriptor instead.
 func (*RetryPolicy_DelayLadder) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3, 1}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{4, 1}
 }
 
 func (x *RetryPolicy_DelayLadder) GetDelays() []*durationpb.Duration {
@@ -2551,7 +2657,8 @@ var File_hookline_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17hookline/v1/rules.proto\"\xfe\t\n" +
+	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17hookline/v1/rules.proto\"\xb5\n" +
+	"\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x1b\n" +
@@ -2583,10 +2690,19 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\x06filter\x18\x15 \x01(\tR\x06filter\x12&\n" +
 	"\x0etransformation\x18\x16 \x01(\tR\x0etransformation\x12?\n" +
 	"\aheaders\x18\x17 \x03(\v2\x1b.hookline.v1.EndpointHeaderB\b\xbaH\x05\x92\x01\x02\x10\x14R\aheaders\x12-\n" +
-	"\x04auth\x18\x18 \x01(\v2\x19.hookline.v1.ReceiverAuthR\x04auth\x1a;\n" +
+	"\x04auth\x18\x18 \x01(\v2\x19.hookline.v1.ReceiverAuthR\x04auth\x125\n" +
+	"\n" +
+	"client_tls\x18\x19 \x01(\v2\x16.hookline.v1.ClientTLSR\tclientTls\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa3\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xed\x01\n" +
+	"\tClientTLS\x12+\n" +
+	"\vcertificate\x18\x01 \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x04R\vcertificate\x12*\n" +
+	"\vprivate_key\x18\x02 \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x01R\n" +
+	"privateKey\x12&\n" +
+	"\x0fprivate_key_set\x18\x03 \x01(\bR\rprivateKeySet\x12&\n" +
+	"\tca_bundle\x18\x04 \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x10R\bcaBundle\x127\n" +
+	"\tnot_after\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\xa3\x05\n" +
 	"\fReceiverAuth\x127\n" +
 	"\x05basic\x18\x01 \x01(\v2\x1f.hookline.v1.ReceiverAuth.BasicH\x00R\x05basic\x12:\n" +
 	"\x06bearer\x18\x02 \x01(\v2 .hookline.v1.ReceiverAuth.BearerH\x00R\x06bearer\x12o\n" +
@@ -2633,7 +2749,7 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\vJITTER_FULL\x10\x02\x12\x0f\n" +
 	"\vJITTER_NONE\x10\x03B\n" +
 	"\n" +
-	"\bschedule\"\xe8\a\n" +
+	"\bschedule\"\x9f\b\n" +
 	"\x15CreateEndpointRequest\x12\x1d\n" +
 	"\x03url\x18\x01 \x01(\tB\v\xbaH\br\x06\xa0\x88'\x01\x10\x01R\x03url\x12+\n" +
 	"\vdescription\x18\x02 \x01(\tB\t\xbaH\x06r\x04\xa8\x88'\x01R\vdescription\x12+\n" +
@@ -2656,7 +2772,9 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\x06filter\x18\x0e \x01(\tR\x06filter\x12&\n" +
 	"\x0etransformation\x18\x0f \x01(\tR\x0etransformation\x12?\n" +
 	"\aheaders\x18\x10 \x03(\v2\x1b.hookline.v1.EndpointHeaderB\b\xbaH\x05\x92\x01\x02\x10\x14R\aheaders\x12-\n" +
-	"\x04auth\x18\x11 \x01(\v2\x19.hookline.v1.ReceiverAuthR\x04auth\x1a;\n" +
+	"\x04auth\x18\x11 \x01(\v2\x19.hookline.v1.ReceiverAuthR\x04auth\x125\n" +
+	"\n" +
+	"client_tls\x18\x12 \x01(\v2\x16.hookline.v1.ClientTLSR\tclientTls\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
@@ -2787,7 +2905,7 @@ func file_hookline_v1_endpoint_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_endpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hookline_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_hookline_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_hookline_v1_endpoint_proto_goTypes = []any{
 	(EndpointStatus)(0),                          // 0: hookline.v1.EndpointStatus
 	(SignatureScheme)(0),                         // 1: hookline.v1.SignatureScheme
@@ -2795,115 +2913,119 @@ var file_hookline_v1_endpoint_proto_goTypes = []any{
 	(HeadFailure)(0),                             // 3: hookline.v1.HeadFailure
 	(RetryPolicy_Jitter)(0),                      // 4: hookline.v1.RetryPolicy.Jitter
 	(*Endpoint)(nil),                             // 5: hookline.v1.Endpoint
-	(*ReceiverAuth)(nil),                         // 6: hookline.v1.ReceiverAuth
-	(*EndpointHeader)(nil),                       // 7: hookline.v1.EndpointHeader
-	(*RetryPolicy)(nil),                          // 8: hookline.v1.RetryPolicy
-	(*CreateEndpointRequest)(nil),                // 9: hookline.v1.CreateEndpointRequest
-	(*CreateEndpointResponse)(nil),               // 10: hookline.v1.CreateEndpointResponse
-	(*GetEndpointRequest)(nil),                   // 11: hookline.v1.GetEndpointRequest
-	(*GetEndpointResponse)(nil),                  // 12: hookline.v1.GetEndpointResponse
-	(*ListEndpointsRequest)(nil),                 // 13: hookline.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),                // 14: hookline.v1.ListEndpointsResponse
-	(*UpdateEndpointRequest)(nil),                // 15: hookline.v1.UpdateEndpointRequest
-	(*UpdateEndpointResponse)(nil),               // 16: hookline.v1.UpdateEndpointResponse
-	(*DeleteEndpointRequest)(nil),                // 17: hookline.v1.DeleteEndpointRequest
-	(*DeleteEndpointResponse)(nil),               // 18: hookline.v1.DeleteEndpointResponse
-	(*PauseEndpointRequest)(nil),                 // 19: hookline.v1.PauseEndpointRequest
-	(*PauseEndpointResponse)(nil),                // 20: hookline.v1.PauseEndpointResponse
-	(*ResumeEndpointRequest)(nil),                // 21: hookline.v1.ResumeEndpointRequest
-	(*ResumeEndpointResponse)(nil),               // 22: hookline.v1.ResumeEndpointResponse
-	(*RotateEndpointSecretRequest)(nil),          // 23: hookline.v1.RotateEndpointSecretRequest
-	(*RotateEndpointSecretResponse)(nil),         // 24: hookline.v1.RotateEndpointSecretResponse
-	(*TestFilterAndTransformationRequest)(nil),   // 25: hookline.v1.TestFilterAndTransformationRequest
-	(*TestFilterAndTransformationResponse)(nil),  // 26: hookline.v1.TestFilterAndTransformationResponse
-	(*TransformationResult)(nil),                 // 27: hookline.v1.TransformationResult
-	(*TransformedWebhook)(nil),                   // 28: hookline.v1.TransformedWebhook
-	(*FilterResult)(nil),                         // 29: hookline.v1.FilterResult
-	nil,                                          // 30: hookline.v1.Endpoint.MetadataEntry
-	(*ReceiverAuth_Basic)(nil),                   // 31: hookline.v1.ReceiverAuth.Basic
-	(*ReceiverAuth_Bearer)(nil),                  // 32: hookline.v1.ReceiverAuth.Bearer
-	(*ReceiverAuth_OAuth2ClientCredentials)(nil), // 33: hookline.v1.ReceiverAuth.OAuth2ClientCredentials
-	(*RetryPolicy_ExponentialBackoff)(nil),       // 34: hookline.v1.RetryPolicy.ExponentialBackoff
-	(*RetryPolicy_DelayLadder)(nil),              // 35: hookline.v1.RetryPolicy.DelayLadder
-	nil,                                          // 36: hookline.v1.CreateEndpointRequest.MetadataEntry
-	nil,                                          // 37: hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
-	nil,                                          // 38: hookline.v1.TransformedWebhook.HeadersEntry
-	(*durationpb.Duration)(nil),                  // 39: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),                // 40: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),                // 41: google.protobuf.FieldMask
+	(*ClientTLS)(nil),                            // 6: hookline.v1.ClientTLS
+	(*ReceiverAuth)(nil),                         // 7: hookline.v1.ReceiverAuth
+	(*EndpointHeader)(nil),                       // 8: hookline.v1.EndpointHeader
+	(*RetryPolicy)(nil),                          // 9: hookline.v1.RetryPolicy
+	(*CreateEndpointRequest)(nil),                // 10: hookline.v1.CreateEndpointRequest
+	(*CreateEndpointResponse)(nil),               // 11: hookline.v1.CreateEndpointResponse
+	(*GetEndpointRequest)(nil),                   // 12: hookline.v1.GetEndpointRequest
+	(*GetEndpointResponse)(nil),                  // 13: hookline.v1.GetEndpointResponse
+	(*ListEndpointsRequest)(nil),                 // 14: hookline.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),                // 15: hookline.v1.ListEndpointsResponse
+	(*UpdateEndpointRequest)(nil),                // 16: hookline.v1.UpdateEndpointRequest
+	(*UpdateEndpointResponse)(nil),               // 17: hookline.v1.UpdateEndpointResponse
+	(*DeleteEndpointRequest)(nil),                // 18: hookline.v1.DeleteEndpointRequest
+	(*DeleteEndpointResponse)(nil),               // 19: hookline.v1.DeleteEndpointResponse
+	(*PauseEndpointRequest)(nil),                 // 20: hookline.v1.PauseEndpointRequest
+	(*PauseEndpointResponse)(nil),                // 21: hookline.v1.PauseEndpointResponse
+	(*ResumeEndpointRequest)(nil),                // 22: hookline.v1.ResumeEndpointRequest
+	(*ResumeEndpointResponse)(nil),               // 23: hookline.v1.ResumeEndpointResponse
+	(*RotateEndpointSecretRequest)(nil),          // 24: hookline.v1.RotateEndpointSecretRequest
+	(*RotateEndpointSecretResponse)(nil),         // 25: hookline.v1.RotateEndpointSecretResponse
+	(*TestFilterAndTransformationRequest)(nil),   // 26: hookline.v1.TestFilterAndTransformationRequest
+	(*TestFilterAndTransformationResponse)(nil),  // 27: hookline.v1.TestFilterAndTransformationResponse
+	(*TransformationResult)(nil),                 // 28: hookline.v1.TransformationResult
+	(*TransformedWebhook)(nil),                   // 29: hookline.v1.TransformedWebhook
+	(*FilterResult)(nil),                         // 30: hookline.v1.FilterResult
+	nil,                                          // 31: hookline.v1.Endpoint.MetadataEntry
+	(*ReceiverAuth_Basic)(nil),                   // 32: hookline.v1.ReceiverAuth.Basic
+	(*ReceiverAuth_Bearer)(nil),                  // 33: hookline.v1.ReceiverAuth.Bearer
+	(*ReceiverAuth_OAuth2ClientCredentials)(nil), // 34: hookline.v1.ReceiverAuth.OAuth2ClientCredentials
+	(*RetryPolicy_ExponentialBackoff)(nil),       // 35: hookline.v1.RetryPolicy.ExponentialBackoff
+	(*RetryPolicy_DelayLadder)(nil),              // 36: hookline.v1.RetryPolicy.DelayLadder
+	nil,                                          // 37: hookline.v1.CreateEndpointRequest.MetadataEntry
+	nil,                                          // 38: hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
+	nil,                                          // 39: hookline.v1.TransformedWebhook.HeadersEntry
+	(*durationpb.Duration)(nil),                  // 40: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),                // 41: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),                // 42: google.protobuf.FieldMask
 }
 var file_hookline_v1_endpoint_proto_depIdxs = []int32{
 	0,  // 0: hookline.v1.Endpoint.status:type_name -> hookline.v1.EndpointStatus
-	39, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
-	8,  // 2: hookline.v1.Endpoint.retry_policy:type_name -> hookline.v1.RetryPolicy
-	40, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	40, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	40, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
-	30, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
+	40, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
+	9,  // 2: hookline.v1.Endpoint.retry_policy:type_name -> hookline.v1.RetryPolicy
+	41, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	41, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	41, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
+	31, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
 	1,  // 7: hookline.v1.Endpoint.signature_scheme:type_name -> hookline.v1.SignatureScheme
 	2,  // 8: hookline.v1.Endpoint.ordering:type_name -> hookline.v1.Ordering
 	3,  // 9: hookline.v1.Endpoint.on_head_failure:type_name -> hookline.v1.HeadFailure
-	7,  // 10: hookline.v1.Endpoint.headers:type_name -> hookline.v1.EndpointHeader
-	6,  // 11: hookline.v1.Endpoint.auth:type_name -> hookline.v1.ReceiverAuth
-	31, // 12: hookline.v1.ReceiverAuth.basic:type_name -> hookline.v1.ReceiverAuth.Basic
-	32, // 13: hookline.v1.ReceiverAuth.bearer:type_name -> hookline.v1.ReceiverAuth.Bearer
-	33, // 14: hookline.v1.ReceiverAuth.oauth2_client_credentials:type_name -> hookline.v1.ReceiverAuth.OAuth2ClientCredentials
-	34, // 15: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
-	35, // 16: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
-	4,  // 17: hookline.v1.RetryPolicy.jitter:type_name -> hookline.v1.RetryPolicy.Jitter
-	39, // 18: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
-	39, // 19: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
-	8,  // 20: hookline.v1.CreateEndpointRequest.retry_policy:type_name -> hookline.v1.RetryPolicy
-	36, // 21: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
-	1,  // 22: hookline.v1.CreateEndpointRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
-	2,  // 23: hookline.v1.CreateEndpointRequest.ordering:type_name -> hookline.v1.Ordering
-	3,  // 24: hookline.v1.CreateEndpointRequest.on_head_failure:type_name -> hookline.v1.HeadFailure
-	7,  // 25: hookline.v1.CreateEndpointRequest.headers:type_name -> hookline.v1.EndpointHeader
-	6,  // 26: hookline.v1.CreateEndpointRequest.auth:type_name -> hookline.v1.ReceiverAuth
-	5,  // 27: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 28: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 29: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
-	5,  // 30: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
-	41, // 31: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	5,  // 32: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 33: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 34: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	39, // 35: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
-	1,  // 36: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
-	5,  // 37: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	37, // 38: hookline.v1.TestFilterAndTransformationRequest.metadata:type_name -> hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
-	29, // 39: hookline.v1.TestFilterAndTransformationResponse.filter:type_name -> hookline.v1.FilterResult
-	27, // 40: hookline.v1.TestFilterAndTransformationResponse.transformation:type_name -> hookline.v1.TransformationResult
-	28, // 41: hookline.v1.TransformationResult.webhook:type_name -> hookline.v1.TransformedWebhook
-	39, // 42: hookline.v1.TransformationResult.duration:type_name -> google.protobuf.Duration
-	38, // 43: hookline.v1.TransformedWebhook.headers:type_name -> hookline.v1.TransformedWebhook.HeadersEntry
-	39, // 44: hookline.v1.FilterResult.duration:type_name -> google.protobuf.Duration
-	39, // 45: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
-	39, // 46: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
-	39, // 47: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
-	9,  // 48: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	11, // 49: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	13, // 50: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	15, // 51: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	17, // 52: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	19, // 53: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	21, // 54: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	23, // 55: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
-	25, // 56: hookline.v1.EndpointService.TestFilterAndTransformation:input_type -> hookline.v1.TestFilterAndTransformationRequest
-	10, // 57: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	12, // 58: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
-	14, // 59: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	16, // 60: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
-	18, // 61: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
-	20, // 62: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
-	22, // 63: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
-	24, // 64: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
-	26, // 65: hookline.v1.EndpointService.TestFilterAndTransformation:output_type -> hookline.v1.TestFilterAndTransformationResponse
-	57, // [57:66] is the sub-list for method output_type
-	48, // [48:57] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	8,  // 10: hookline.v1.Endpoint.headers:type_name -> hookline.v1.EndpointHeader
+	7,  // 11: hookline.v1.Endpoint.auth:type_name -> hookline.v1.ReceiverAuth
+	6,  // 12: hookline.v1.Endpoint.client_tls:type_name -> hookline.v1.ClientTLS
+	41, // 13: hookline.v1.ClientTLS.not_after:type_name -> google.protobuf.Timestamp
+	32, // 14: hookline.v1.ReceiverAuth.basic:type_name -> hookline.v1.ReceiverAuth.Basic
+	33, // 15: hookline.v1.ReceiverAuth.bearer:type_name -> hookline.v1.ReceiverAuth.Bearer
+	34, // 16: hookline.v1.ReceiverAuth.oauth2_client_credentials:type_name -> hookline.v1.ReceiverAuth.OAuth2ClientCredentials
+	35, // 17: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
+	36, // 18: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
+	4,  // 19: hookline.v1.RetryPolicy.jitter:type_name -> hookline.v1.RetryPolicy.Jitter
+	40, // 20: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
+	40, // 21: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
+	9,  // 22: hookline.v1.CreateEndpointRequest.retry_policy:type_name -> hookline.v1.RetryPolicy
+	37, // 23: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
+	1,  // 24: hookline.v1.CreateEndpointRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
+	2,  // 25: hookline.v1.CreateEndpointRequest.ordering:type_name -> hookline.v1.Ordering
+	3,  // 26: hookline.v1.CreateEndpointRequest.on_head_failure:type_name -> hookline.v1.HeadFailure
+	8,  // 27: hookline.v1.CreateEndpointRequest.headers:type_name -> hookline.v1.EndpointHeader
+	7,  // 28: hookline.v1.CreateEndpointRequest.auth:type_name -> hookline.v1.ReceiverAuth
+	6,  // 29: hookline.v1.CreateEndpointRequest.client_tls:type_name -> hookline.v1.ClientTLS
+	5,  // 30: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 31: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 32: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
+	5,  // 33: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
+	42, // 34: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	5,  // 35: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 36: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 37: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	40, // 38: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
+	1,  // 39: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
+	5,  // 40: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
+	38, // 41: hookline.v1.TestFilterAndTransformationRequest.metadata:type_name -> hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
+	30, // 42: hookline.v1.TestFilterAndTransformationResponse.filter:type_name -> hookline.v1.FilterResult
+	28, // 43: hookline.v1.TestFilterAndTransformationResponse.transformation:type_name -> hookline.v1.TransformationResult
+	29, // 44: hookline.v1.TransformationResult.webhook:type_name -> hookline.v1.TransformedWebhook
+	40, // 45: hookline.v1.TransformationResult.duration:type_name -> google.protobuf.Duration
+	39, // 46: hookline.v1.TransformedWebhook.headers:type_name -> hookline.v1.TransformedWebhook.HeadersEntry
+	40, // 47: hookline.v1.FilterResult.duration:type_name -> google.protobuf.Duration
+	40, // 48: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
+	40, // 49: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
+	40, // 50: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
+	10, // 51: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	12, // 52: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	14, // 53: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	16, // 54: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	18, // 55: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	20, // 56: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	22, // 57: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	24, // 58: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
+	26, // 59: hookline.v1.EndpointService.TestFilterAndTransformation:input_type -> hookline.v1.TestFilterAndTransformationRequest
+	11, // 60: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	13, // 61: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
+	15, // 62: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	17, // 63: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
+	19, // 64: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
+	21, // 65: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
+	23, // 66: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
+	25, // 67: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
+	27, // 68: hookline.v1.EndpointService.TestFilterAndTransformation:output_type -> hookline.v1.TestFilterAndTransformationResponse
+	60, // [60:69] is the sub-list for method output_type
+	51, // [51:60] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_endpoint_proto_init() }
@@ -2912,12 +3034,12 @@ func file_hookline_v1_endpoint_proto_init() {
 		return
 	}
 	file_hookline_v1_rules_proto_init()
-	file_hookline_v1_endpoint_proto_msgTypes[1].OneofWrappers = []any{
+	file_hookline_v1_endpoint_proto_msgTypes[2].OneofWrappers = []any{
 		(*ReceiverAuth_Basic_)(nil),
 		(*ReceiverAuth_Bearer_)(nil),
 		(*ReceiverAuth_Oauth2ClientCredentials)(nil),
 	}
-	file_hookline_v1_endpoint_proto_msgTypes[3].OneofWrappers = []any{
+	file_hookline_v1_endpoint_proto_msgTypes[4].OneofWrappers = []any{
 		(*RetryPolicy_Exponential)(nil),
 		(*RetryPolicy_Ladder)(nil),
 	}
@@ -2927,7 +3049,7 @@ func file_hookline_v1_endpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_endpoint_proto_rawDesc), len(file_hookline_v1_endpoint_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1231,7 +1231,8 @@ type EndpointCredential struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What the value is: "header:<lower-case header name>" for a secret
 	// header; "auth:password", "auth:token" or "auth:client_secret" for
-	// the receiver auth's secret.
+	// the receiver auth's secret; "tls:private_key" for the client
+	// certificate's key.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// The value in the clear; empty when sealed is set (only with
 	// --insecure-plaintext-secrets).

@@ -7,6 +7,7 @@ package attempt
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,7 @@ const maxIdlePerHost = 8192
 // own get a pool of their own, so no tenant's request rides a connection
 // another tenant's guard admitted — and is safe for concurrent use.
 type Client struct {
+	policy  *netguard.Policy
 	base    *http.Client
 	tenants map[string]*http.Client
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -105,6 +107,7 @@ func WithForwardedTraceContext(traceStateKeys, baggageKeys []string) Option {
 // gives each request's tenant.
 func New(policy *netguard.Policy, opts ...Option) *Client {
 	c := &Client{
+		policy:    policy,
 		userAgent: "Hookline/1",
 		now:       time.Now,
 		tracer:    otel.GetTracerProvider().Tracer("github.com/hookline/hookline/services/dispatcher/attempt"),
@@ -112,16 +115,17 @@ func New(policy *netguard.Policy, opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
-	c.base = c.newHTTP(policy.Base())
+	c.base = c.newHTTP(policy.Base(), nil)
 	c.tenants = map[string]*http.Client{}
 	for _, t := range policy.Tenants() {
-		c.tenants[t] = c.newHTTP(policy.For(t))
+		c.tenants[t] = c.newHTTP(policy.For(t), nil)
 	}
 	return c
 }
 
-// newHTTP returns an HTTP client whose connections guard admits.
-func (c *Client) newHTTP(guard *netguard.Guard) *http.Client {
+// newHTTP returns an HTTP client whose connections guard admits, with
+// tlsConf's client certificate and roots (nil: none, the system's).
+func (c *Client) newHTTP(guard *netguard.Guard, tlsConf *tls.Config) *http.Client {
 	dial := c.dial
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: guard.Control}).DialContext
@@ -143,6 +147,7 @@ func (c *Client) newHTTP(guard *netguard.Guard) *http.Client {
 		TLSHandshakeTimeout:    10 * time.Second,
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
+		TLSClientConfig:        tlsConf,
 	}
 	return &http.Client{
 		Transport: tr,
@@ -243,6 +248,9 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	telemetry.Propagator.Inject(c.forwarded(ctx, span.SpanContext()), propagation.HeaderCarrier(h))
 
 	hc := c.forHTTP(r.Tenant)
+	if tc := r.Credentials.tlsClient(); tc != nil {
+		hc = tc // the endpoint's client certificate: a pool of its own
+	}
 	res := Result{Started: started, SpanContext: span.SpanContext()}
 	gen, fresh, err := r.Credentials.authorize(actx, h, 0)
 	if err != nil {

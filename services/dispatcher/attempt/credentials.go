@@ -2,6 +2,8 @@ package attempt
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"net/http"
 )
@@ -16,6 +18,10 @@ type Credentials struct {
 	// authorization is the fixed Authorization header (basic, bearer).
 	authorization []string
 	tokens        *tokenSource
+	// tls, for an endpoint with a client certificate, is an HTTP client
+	// of its own (its connection pool carries that certificate), whose
+	// dials the tenant's guard checks.
+	tls *http.Client
 }
 
 // CredentialSpec is what Credentials are made of: the opened values.
@@ -26,6 +32,11 @@ type CredentialSpec struct {
 	Basic  *BasicAuth
 	Bearer string
 	OAuth2 *OAuth2
+	// ClientCert, if set, is presented to the receiver (mutual TLS);
+	// RootCAs, if set, replaces the system's roots for the receiver's
+	// certificate.
+	ClientCert *tls.Certificate
+	RootCAs    *x509.CertPool
 }
 
 // BasicAuth is HTTP basic authentication's user and password.
@@ -36,6 +47,13 @@ type BasicAuth struct{ Username, Password string }
 // none: nothing but the signature is sent.
 func (c *Client) Credentials(tenant string, spec CredentialSpec) (*Credentials, error) {
 	cr := &Credentials{header: spec.Header}
+	if spec.ClientCert != nil || spec.RootCAs != nil {
+		conf := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: spec.RootCAs}
+		if spec.ClientCert != nil {
+			conf.Certificates = []tls.Certificate{*spec.ClientCert}
+		}
+		cr.tls = c.newHTTP(c.policy.For(tenant), conf)
+	}
 	switch {
 	case spec.Basic != nil:
 		cr.authorization = []string{"Basic " + base64.StdEncoding.EncodeToString([]byte(spec.Basic.Username+":"+spec.Basic.Password))}
@@ -43,10 +61,27 @@ func (c *Client) Credentials(tenant string, spec CredentialSpec) (*Credentials, 
 		cr.authorization = []string{"Bearer " + spec.Bearer}
 	case spec.OAuth2 != nil:
 		cr.tokens = newTokenSource(spec.OAuth2, c.forHTTP(tenant), c.now)
-	case len(spec.Header) == 0:
+	case len(spec.Header) == 0 && cr.tls == nil:
 		return nil, nil
 	}
 	return cr, nil
+}
+
+// tlsClient returns the endpoint's own HTTP client (nil: it has no
+// client certificate nor CA bundle, the tenant's client serves it).
+func (cr *Credentials) tlsClient() *http.Client {
+	if cr == nil {
+		return nil
+	}
+	return cr.tls
+}
+
+// Close closes the idle connections of cr's own HTTP client, if any:
+// call it once cr is no longer used (the endpoint changed or is gone).
+func (cr *Credentials) Close() {
+	if cr.tlsClient() != nil {
+		cr.tls.CloseIdleConnections()
+	}
 }
 
 // apply sets cr's headers on h. They come before a transformation's and

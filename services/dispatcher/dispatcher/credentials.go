@@ -1,6 +1,9 @@
 package dispatcher
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,7 +14,8 @@ import (
 )
 
 // credentials caches each endpoint's attempt.Credentials (its custom
-// headers and receiver auth, secret values opened; its OAuth2 token),
+// headers, receiver auth and client certificate, secret values opened;
+// its OAuth2 token),
 // made again only when the endpoint's record changes (its version: every change bumps it, a rekey too), so
 // an attempt opens nothing. Safe for concurrent use.
 type credentials struct {
@@ -35,7 +39,7 @@ func newCredentials(keys *keyring.Keyring, client *attempt.Client) *credentials 
 // must fix; it never holds a value.
 func (c *credentials) get(ep *hooklinev1.EndpointRecord) (*attempt.Credentials, error) {
 	e := ep.GetEndpoint()
-	if len(e.GetHeaders()) == 0 && e.GetAuth().GetMethod() == nil {
+	if len(e.GetHeaders()) == 0 && e.GetAuth().GetMethod() == nil && e.GetClientTls() == nil {
 		return nil, nil
 	}
 	id := e.GetId()
@@ -54,8 +58,19 @@ func (c *credentials) get(ep *hooklinev1.EndpointRecord) (*attempt.Credentials, 
 		return nil, err
 	}
 	c.mu.Lock()
+	prev := c.m[id]
+	if prev.version == ep.GetVersion() && prev.creds != nil {
+		// Another attempt made them meanwhile: one set per version, so
+		// the endpoint's attempts share one OAuth2 token.
+		c.mu.Unlock()
+		creds.Close()
+		return prev.creds, nil
+	}
 	c.m[id] = cachedCredentials{version: ep.GetVersion(), creds: creds}
 	c.mu.Unlock()
+	if prev.creds != nil {
+		prev.creds.Close() // attempts still using it finish on their connections
+	}
 	return creds, nil
 }
 
@@ -87,6 +102,17 @@ func (c *credentials) spec(ep *hooklinev1.EndpointRecord) (attempt.CredentialSpe
 		o := a.GetOauth2ClientCredentials()
 		spec.OAuth2 = &attempt.OAuth2{TokenURL: o.GetTokenUrl(), ClientID: o.GetClientId(), ClientSecret: opened["auth:client_secret"], Scopes: o.GetScopes(), Audience: o.GetAudience()}
 	}
+	if t := e.GetClientTls(); t != nil {
+		pair, err := tls.X509KeyPair([]byte(t.GetCertificate()), []byte(opened["tls:private_key"]))
+		if err != nil {
+			return attempt.CredentialSpec{}, fmt.Errorf("endpoint %s: client certificate: %w", e.GetId(), err)
+		}
+		spec.ClientCert = &pair
+		if ca := t.GetCaBundle(); ca != "" {
+			spec.RootCAs = x509.NewCertPool()
+			spec.RootCAs.AppendCertsFromPEM([]byte(ca))
+		}
+	}
 	return spec, nil
 }
 
@@ -95,6 +121,9 @@ func (c *credentials) forget(ids []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range ids {
+		if cc, ok := c.m[id]; ok && cc.creds != nil {
+			cc.creds.Close()
+		}
 		delete(c.m, id)
 	}
 }

@@ -89,6 +89,9 @@ func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.Cr
 	if err := s.secrets.setHeaders(rec, req.GetHeaders()); err != nil {
 		return nil, err
 	}
+	if err := s.secrets.setClientTLS(rec, req.GetClientTls(), s.now()); err != nil {
+		return nil, err
+	}
 	rec.Endpoint.SignatureScheme = schemeOf(es)
 	if err := s.endpoints.writeEndpoint(ctx, rec.GetEndpoint().GetId(), rec); err != nil {
 		if errors.Is(err, endpoints.ErrLost) { // a fresh id cannot lose
@@ -206,8 +209,10 @@ func (h *endpointService) UpdateEndpoint(ctx context.Context, req *hooklinev1.Up
 				err = s.secrets.setHeaders(rec, in.GetHeaders())
 			case "auth":
 				err = s.secrets.setAuth(rec, in.GetAuth())
+			case "client_tls":
+				err = s.secrets.setClientTLS(rec, in.GetClientTls(), s.now())
 			default:
-				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure, filter, transformation, headers, auth (status and secret have their own calls)", p)
+				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure, filter, transformation, headers, auth, client_tls (status and secret have their own calls)", p)
 			}
 			if err != nil {
 				return err
