@@ -119,6 +119,12 @@ type endpointFlags struct {
 	HeadFailure string   `flag:"on-head-failure" usage:"what an ordered lane does when its head fails for good: skip (dead-letter it, go on; default) or block (hold the lane until hookline lanes resend or skip)"`
 	Filter      string   `flag:"filter" usage:"content filter in CEL, e.g. 'payload.amount > 1000 && metadata.region == \"eu\"' (default: none; update with \"\" to remove)"`
 	Script      string   `flag:"transformation-file" usage:"file holding the endpoint's transformation (JavaScript defining handler(webhook)), - for stdin (default: none; update with an empty file to remove)"`
+	CredentialFlags
+	// headers are the repeatable --header and --header-secret
+	// (endpointcreds.go), taken out of the arguments before parsing;
+	// headersGiven says whether any was given.
+	headers      []*hooklinev1.EndpointHeader
+	headersGiven bool
 }
 
 // headFailureFlag maps --on-head-failure to the API's enum.
@@ -169,7 +175,20 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 		return runEndpointTry(ctx, args[1:], out, getenv)
 	}
 	var f endpointFlags
-	rest, err := parse("endpoint "+sub, &f, args[1:], out, getenv)
+	flagArgs, hs, given, err := takeHeaders(args[1:])
+	if err != nil {
+		return err
+	}
+	f.headers, f.headersGiven = hs, given
+	rest, err := parse("endpoint "+sub, &f, flagArgs, out, getenv)
+	if err != nil {
+		return err
+	}
+	auth, err := f.auth()
+	if err != nil {
+		return err
+	}
+	clientTLS, err := f.clientTLS()
 	if err != nil {
 		return err
 	}
@@ -211,7 +230,8 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 			return herr
 		}
 		resp, err = api.CreateEndpoint(cctx, &hooklinev1.CreateEndpointRequest{Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Secret: f.Secret,
-			SignatureScheme: scheme, Ordering: ord, OnHeadFailure: hf, Filter: f.Filter, Transformation: script}, grpc.Header(&hdr))
+			SignatureScheme: scheme, Ordering: ord, OnHeadFailure: hf, Filter: f.Filter, Transformation: script,
+			Headers: f.headers, Auth: auth, ClientTls: clientTLS}, grpc.Header(&hdr))
 	case "get":
 		var eid string
 		if eid, err = id(); err == nil {
@@ -267,7 +287,8 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 	case "update":
 		var eid string
 		if eid, err = id(); err == nil {
-			resp, err = updateEndpoint(cctx, api, eid, f, script, args[1:], grpc.Header(&hdr))
+			ep := &hooklinev1.Endpoint{Id: eid, Headers: f.headers, Auth: auth, ClientTls: clientTLS}
+			resp, err = updateEndpoint(cctx, api, ep, f, script, flagArgs, grpc.Header(&hdr))
 		}
 	default:
 		return fmt.Errorf("unknown endpoint command %q; use create, get, list, update, pause, resume, delete, rotate-secret or test", sub)
@@ -301,7 +322,8 @@ func testOutcome(r *hooklinev1.AttemptResult) error {
 
 // updateEndpoint sends the fields given as flags, and only those.
 // script is the content of --transformation-file.
-func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, id string, f endpointFlags, script string, args []string, opts ...grpc.CallOption) (proto.Message, error) {
+// ep holds the id and the receiver credentials the flags give.
+func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, ep *hooklinev1.Endpoint, f endpointFlags, script string, args []string, opts ...grpc.CallOption) (proto.Message, error) {
 	ord, err := orderingFlag(f.Ordering)
 	if err != nil {
 		return nil, err
@@ -310,8 +332,11 @@ func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, i
 	if err != nil {
 		return nil, err
 	}
-	ep := &hooklinev1.Endpoint{Id: id, Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Ordering: ord, OnHeadFailure: hf, Filter: f.Filter, Transformation: script}
+	ep.Url, ep.EventTypes, ep.Description, ep.Ordering, ep.OnHeadFailure, ep.Filter, ep.Transformation = f.URL, f.EventTypes, f.Description, ord, hf, f.Filter, script
 	var paths []string
+	if f.headersGiven {
+		paths = append(paths, "headers")
+	}
 	for _, a := range args {
 		name := strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-")
 		switch name {
@@ -323,10 +348,14 @@ func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, i
 			paths = append(paths, "on_head_failure")
 		case "transformation-file":
 			paths = append(paths, "transformation")
+		case "auth":
+			paths = append(paths, "auth")
+		case "client-cert-file":
+			paths = append(paths, "client_tls")
 		}
 	}
 	if len(paths) == 0 {
-		return nil, errors.New("nothing to update: give --url, --description, --event-types, --ordering, --on-head-failure, --filter or --transformation-file")
+		return nil, errors.New("nothing to update: give --url, --description, --event-types, --ordering, --on-head-failure, --filter, --transformation-file, --header/--header-secret, --auth or --client-cert-file")
 	}
 	return api.UpdateEndpoint(ctx, &hooklinev1.UpdateEndpointRequest{Endpoint: ep, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}}, opts...)
 }

@@ -19,6 +19,10 @@ const usage = `hookline — webhook delivery platform tool
 Usage:
   hookline dev [flags]                      run ingest and dispatcher on an embedded Kafka
   hookline endpoint create --url URL [flags] create an endpoint (prints it with its secret)
+  hookline endpoint update ID [flags]       change the fields given as flags
+                        create and update: [--header K=V]... [--header-secret K=V]... (repeatable)
+                        [--auth none|basic|bearer|oauth2 --auth-…/--oauth2-…] [--client-cert-file F --client-key-file F]
+                                            what the receiver gets besides the signature (-h lists the flags)
   hookline endpoint get ID                  show an endpoint
   hookline endpoint list                    list endpoints
   hookline endpoint pause ID [--reason R]   hold deliveries without burning attempts
