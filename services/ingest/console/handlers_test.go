@@ -15,6 +15,7 @@ import (
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/services/ingest/apikey"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // fakeBackend answers for tenant "acme"; key "admin-key" may act,
@@ -294,5 +295,35 @@ func TestConsoleSessionIsServedByAnyReplicaAndEndsWithItsKey(t *testing.T) {
 	be.revoked["admin-key"] = true
 	if signedIn(a) || signedIn(b) {
 		t.Fatal("a session outlived the revocation of its API key")
+	}
+}
+
+// TestEndpointsPageShowsWhichCredentialsAreSetNeverTheirValues: the
+// endpoints page names an endpoint's custom headers (secret ones as set
+// or unset), its auth method and its client certificate's expiry, and
+// no header value, password, token or certificate.
+func TestEndpointsPageShowsWhichCredentialsAreSetNeverTheirValues(t *testing.T) {
+	notAfter := time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC)
+	srv := httptest.NewServer(New(&fakeBackend{eps: []EndpointHealth{
+		{Endpoint: &hooklinev1.Endpoint{Id: "ep_1", Url: "https://a.example/h",
+			Headers:   []*hooklinev1.EndpointHeader{{Name: "X-Route", Value: "route-value-eu"}, {Name: "X-Api-Key", Secret: true, ValueSet: true}},
+			Auth:      &hooklinev1.ReceiverAuth{Method: &hooklinev1.ReceiverAuth_Basic_{Basic: &hooklinev1.ReceiverAuth_Basic{Username: "user-name-x", PasswordSet: true}}},
+			ClientTls: &hooklinev1.ClientTLS{Certificate: "-----BEGIN CERTIFICATE-----", PrivateKeySet: true, NotAfter: timestamppb.New(notAfter)}}, Health: HealthActive},
+		{Endpoint: &hooklinev1.Endpoint{Id: "ep_2", Url: "https://b.example/h"}, Health: HealthActive},
+	}}).Handler())
+	defer srv.Close()
+	_, page := signIn(t, srv, "reader-key")
+	for _, want := range []string{"<code>X-Route</code>", "<code>X-Api-Key</code> <small>(secret, set)</small>", "Auth: basic", "Client certificate (mutual TLS), expires 2027-01-02 03:04:05.000Z"} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("the endpoints page lacks %q:\n%s", want, page)
+		}
+	}
+	for _, never := range []string{"route-value-eu", "user-name-x", "BEGIN CERTIFICATE"} {
+		if strings.Contains(page, never) {
+			t.Fatalf("the endpoints page shows %q", never)
+		}
+	}
+	if n := strings.Count(page, `<tr class="credentials">`); n != 1 {
+		t.Fatalf("%d credential rows, want 1 (ep_2 has none)", n)
 	}
 }

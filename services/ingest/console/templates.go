@@ -33,6 +33,18 @@ var funcs = template.FuncMap{
 	"class": func(c hooklinev1.OutcomeClass) string {
 		return strings.ToLower(strings.TrimPrefix(c.String(), "OUTCOME_CLASS_"))
 	},
+	// authMethod names an endpoint's receiver auth, never its values.
+	"authMethod": func(a *hooklinev1.ReceiverAuth) string {
+		switch {
+		case a.GetBasic() != nil:
+			return "basic"
+		case a.GetBearer() != nil:
+			return "bearer token"
+		case a.GetOauth2ClientCredentials() != nil:
+			return "OAuth2 client credentials"
+		}
+		return ""
+	},
 	"held":    Held,
 	"headers": requestHeaders,
 	"excerpt": func(b []byte) string {
