@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -31,15 +32,18 @@ func TestReceiverCredentials(t *testing.T) {
 	t.Run("BasicAndBearerReachTheReceiverAndAuthorizationCannotBeOverridden", func(t *testing.T) { basicAndBearerReachTheReceiver(t, st) })
 	t.Run("OAuth2OneTokenSharedBy100DeliveriesAndA401RefreshesWithinTheAttempt", func(t *testing.T) { oauth2SharedTokenAndRefresh(t, st) })
 	t.Run("OAuth2TokenEndpointDownIsRetriedOnTheLadderWithItsCause", func(t *testing.T) { oauth2TokenEndpointDown(t, st) })
+	t.Run("HTTPJSONSetsHeadersAndAuthAndAnswersNoSecret", func(t *testing.T) { httpJSONSetsHeadersAndAuth(t, st) })
 	// Last: it searches what the others wrote.
 	t.Run("NoTopicHoldsACredential", func(t *testing.T) { noTopicHoldsACredential(t, st, credentialNeedles, 200) })
 }
 
 // credentialNeedles are every credential value the subtests use: none
 // may appear in any topic.
-var credentialNeedles = []string{hdrSecret, hdrSecretRotated, basicPassword, bearerToken, oauth2ClientSecret, "tok-1", "tok-2", "tok-3"}
+var credentialNeedles = []string{httpHeaderSecret, httpClientSecret, hdrSecret, hdrSecretRotated, basicPassword, bearerToken, oauth2ClientSecret, "tok-1", "tok-2", "tok-3"}
 
 const (
+	httpHeaderSecret   = "http-hdr-2b7e51"
+	httpClientSecret   = "http-cs-90aa4c"
 	hdrSecret          = "hdr-secret-7f3a9c"
 	hdrSecretRotated   = "hdr-secret-rotated-91be"
 	basicPassword      = "basic-pw-0c4e2a"
@@ -381,5 +385,28 @@ func noTopicHoldsACredential(t *testing.T, st *stack, needles []string, minRecor
 	}
 	if read < minRecords {
 		t.Fatalf("read %d records in all topics, want at least %d", read, minRecords)
+	}
+}
+
+// httpJSONSetsHeadersAndAuth: over HTTP/JSON (the gateway, snake_case)
+// an endpoint is created with a secret header and OAuth2 auth; the
+// answer says both are set and holds neither secret; a reserved header
+// is HTTP 400 with the gRPC code and the message naming the field.
+func httpJSONSetsHeadersAndAuth(t *testing.T, st *stack) {
+	body := `{"url":"http://127.0.0.1:9/hooks","event_types":["none.ever"],
+	  "headers":[{"name":"X-Api-Key","value":"` + httpHeaderSecret + `","secret":true}],
+	  "auth":{"oauth2_client_credentials":{"token_url":"http://127.0.0.1:9/token","client_id":"c","client_secret":"` + httpClientSecret + `","scopes":["a","b"]}}}`
+	code, out := st.httpCall("POST", "/v1/endpoints", st.apiKey, body)
+	if code != http.StatusOK {
+		t.Fatalf("POST /v1/endpoints = %d %v", code, out)
+	}
+	raw, _ := json.Marshal(out)
+	if bytes.Contains(raw, []byte(httpHeaderSecret)) || bytes.Contains(raw, []byte(httpClientSecret)) ||
+		!bytes.Contains(raw, []byte(`"value_set":true`)) || !bytes.Contains(raw, []byte(`"client_secret_set":true`)) {
+		t.Fatalf("POST /v1/endpoints answered %s: want the secrets set, not shown", raw)
+	}
+	code, out = st.httpCall("POST", "/v1/endpoints", st.apiKey, `{"url":"http://127.0.0.1:9/hooks","headers":[{"name":"Webhook-Signature","value":"v1,x"}]}`)
+	if msg, _ := out["message"].(string); code != http.StatusBadRequest || out["code"] != float64(codes.InvalidArgument) || !strings.Contains(msg, "headers[0].name") {
+		t.Fatalf("reserved header over HTTP = %d %v; want 400, code 3, naming headers[0].name", code, out)
 	}
 }
