@@ -19,8 +19,8 @@ import (
 )
 
 // TestRekeyRewritesEveryEndpointUnderTheNewKeyWithoutLosingAConcurrentChange
-// seals endpoints under an old key (and one in the clear, as written
-// before sealing existed), rotates the key file, and runs rekey while
+// seals endpoints (their signing secrets and receiver credentials) under
+// an old key (and one in the clear, as written before sealing existed), rotates the key file, and runs rekey while
 // another writer changes an endpoint in between: every endpoint ends
 // under the new key, opens with the new key alone, and the concurrent
 // change survives.
@@ -76,6 +76,8 @@ func TestRekeyRewritesEveryEndpointUnderTheNewKeyWithoutLosingAConcurrentChange(
 			t.Fatal(err)
 		}
 		rec.Secrets = []*hooklinev1.EndpointSecret{es}
+		// A receiver credential (a secret header's value) is resealed too.
+		rec.Credentials = []*hooklinev1.EndpointCredential{ring.SealCredential("acme", id, "header:x-api-key", "hdr-"+id)}
 		if id == "ep_rotating" {
 			expired, _ := oldKeys.Seal("acme", id, sign.GenerateSecret(), now.Add(-48*time.Hour))
 			expired.ExpiresAt = timestamppb.New(now.Add(-time.Hour))
@@ -118,6 +120,13 @@ func TestRekeyRewritesEveryEndpointUnderTheNewKeyWithoutLosingAConcurrentChange(
 		}
 		if got, err := newOnly.Open("acme", id, es); err != nil || got != want {
 			t.Fatalf("%s: with the new key alone, Open = %q, %v", id, got, err)
+		}
+		cr := rec.GetCredentials()
+		if len(cr) != 1 || cr[0].GetSecret() != "" || cr[0].GetSealed().GetKeyId() != newKeys.Current() {
+			t.Fatalf("%s: credential not sealed under the new key: %v", id, cr)
+		}
+		if got, err := newOnly.OpenCredential("acme", id, cr[0]); err != nil || got != "hdr-"+id {
+			t.Fatalf("%s: with the new key alone, OpenCredential = %q, %v", id, got, err)
 		}
 	}
 	if d := last["ep_sealed"].GetEndpoint().GetDescription(); d != "changed concurrently" {
