@@ -54,6 +54,9 @@ type Client struct {
 	base    *http.Client
 	tenants map[string]*http.Client
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	// egress, when set, tunnels every connection through a proxy
+	// (WithEgressProxy).
+	egress *egress
 	// traceState and baggage are the tracestate list-members and baggage
 	// members forwarded to receivers, by key ("*": all).
 	traceState, baggage map[string]bool
@@ -127,7 +130,11 @@ func New(policy *netguard.Policy, opts ...Option) *Client {
 // tlsConf's client certificate and roots (nil: none, the system's).
 func (c *Client) newHTTP(guard *netguard.Guard, tlsConf *tls.Config) *http.Client {
 	dial := c.dial
-	if dial == nil {
+	switch {
+	case dial != nil:
+	case c.egress != nil:
+		dial = c.egress.dialer(guard)
+	default:
 		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: guard.Control}).DialContext
 	}
 	tr := &http.Transport{
