@@ -42,6 +42,10 @@ $(TOOLS)/protoc-gen-grpc-gateway:
 	GOBIN=$(TOOLS) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION)
 $(TOOLS)/protoc-gen-openapiv2:
 	GOBIN=$(TOOLS) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
+# smokescreen: the egress proxy e2e's real CONNECT proxy (HOOKLINE_SMOKESCREEN).
+SMOKESCREEN_VERSION   := v0.1.0
+$(TOOLS)/smokescreen:
+	GOBIN=$(TOOLS) go install github.com/stripe/smokescreen@$(SMOKESCREEN_VERSION)
 # helm: helm lint in make lint, helm template in the chart's tests.
 $(TOOLS)/helm:
 	GOBIN=$(TOOLS) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
@@ -142,10 +146,10 @@ chromium: ## install Debian's chromium for the console's browser test, when miss
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver; }; }
 
 .PHONY: test-unit
-test-unit: $(TOOLS)/helm node chromium ## unit tests and the integration suite on kfake, with -race (the chart's tests run helm template; the console's Chromium test writes bin/console-timeline.png)
+test-unit: $(TOOLS)/helm $(TOOLS)/smokescreen node chromium ## unit tests and the integration suite on kfake, with -race (the chart's tests run helm template; the console's Chromium test writes bin/console-timeline.png)
 	@mkdir -p $(TEST_LOG)
 	@for m in $(MODULES); do echo "go test -race: $$m (kafka: kfake)"; \
-	  (cd $$m && HOOKLINE_TEST_KAFKA=kfake HOOKLINE_REQUIRE_CHROMIUM=1 go test -race -count=1 -timeout 30m ./...); done
+	  (cd $$m && HOOKLINE_TEST_KAFKA=kfake HOOKLINE_REQUIRE_CHROMIUM=1 HOOKLINE_SMOKESCREEN=$(TOOLS)/smokescreen go test -race -count=1 -timeout 30m ./...); done
 	@echo "go test: e2e virtual-time tests (testing/synctest; without -race, see e2e/virtual_test.go)"
 	@cd e2e && HOOKLINE_TEST_KAFKA=kfake go test -count=1 -timeout 30m ./...
 
