@@ -15,6 +15,8 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/classify"
 	"github.com/hookline/hookline/platform/netguard"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 const clientSecret = "cs-5ad1f0e2"
@@ -240,4 +242,60 @@ func mustPolicy(t testing.TB) *netguard.Policy {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// TestCredentialsReachNoSpanNorResult: an attempt with a secret header,
+// a refused cached OAuth2 token and its refresh, and one whose token
+// endpoint refuses the client, are recorded as spans; no span name,
+// status, attribute or event, and no result error or excerpt, holds a
+// header value, the client secret or a token.
+func TestCredentialsReachNoSpanNorResult(t *testing.T) {
+	te := newTokenEndpoint(t)
+	rx := newTokenReceiver(t, "tok-1")
+	rec := tracetest.NewSpanRecorder()
+	c := New(mustPolicy(t), WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))))
+	cr := te.creds(t, c, clientSecret)
+	cr.header = http.Header{"X-Api-Key": {"hdr-value-41c9"}}
+	r := request(t, rx.URL)
+	r.Credentials = cr
+	var results []Result
+	for _, valid := range []string{"tok-1", "tok-2"} {
+		rx.valid.Store(valid)
+		res, err := c.Do(t.Context(), r)
+		if err != nil || res.StatusCode != http.StatusNoContent {
+			t.Fatalf("%d, %v", res.StatusCode, err)
+		}
+		results = append(results, res)
+	}
+	r.Credentials = te.creds(t, c, "wrong-"+clientSecret)
+	res, _ := c.Do(t.Context(), r)
+	results = append(results, res)
+	var hay []string
+	for _, s := range rec.Ended() {
+		hay = append(hay, s.Name(), s.Status().Description)
+		for _, a := range s.Attributes() {
+			hay = append(hay, a.Value.Emit())
+		}
+		for _, e := range s.Events() {
+			for _, a := range e.Attributes {
+				hay = append(hay, a.Value.Emit())
+			}
+		}
+	}
+	for _, res := range results {
+		hay = append(hay, string(res.Excerpt))
+		if res.Err != nil {
+			hay = append(hay, res.Err.Error())
+		}
+	}
+	if len(rec.Ended()) != 3 {
+		t.Fatalf("%d spans, want 3", len(rec.Ended()))
+	}
+	for _, h := range hay {
+		for _, secret := range []string{"hdr-value-41c9", clientSecret, "tok-1", "tok-2"} {
+			if strings.Contains(h, secret) {
+				t.Fatalf("a span or result holds %q: %q", secret, h)
+			}
+		}
+	}
 }
