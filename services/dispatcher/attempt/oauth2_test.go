@@ -274,11 +274,11 @@ func TestCredentialsReachNoSpanNorResult(t *testing.T) {
 	for _, s := range rec.Ended() {
 		hay = append(hay, s.Name(), s.Status().Description)
 		for _, a := range s.Attributes() {
-			hay = append(hay, a.Value.Emit())
+			hay = append(hay, a.Value.String())
 		}
 		for _, e := range s.Events() {
 			for _, a := range e.Attributes {
-				hay = append(hay, a.Value.Emit())
+				hay = append(hay, a.Value.String())
 			}
 		}
 	}
