@@ -55,8 +55,10 @@ type Client struct {
 	tenants map[string]*http.Client
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	// egress, when set, tunnels every connection through a proxy
-	// (WithEgressProxy).
-	egress *egress
+	// (WithEgressProxy); tenantEgress overrides it per tenant (nil
+	// value: direct) (WithTenantEgressProxies).
+	egress       *egress
+	tenantEgress map[string]*egress
 	// traceState and baggage are the tracestate list-members and baggage
 	// members forwarded to receivers, by key ("*": all).
 	traceState, baggage map[string]bool
@@ -118,22 +120,28 @@ func New(policy *netguard.Policy, opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
-	c.base = c.newHTTP(policy.Base(), nil)
+	c.base = c.newHTTP(policy.Base(), c.egress, nil)
 	c.tenants = map[string]*http.Client{}
 	for _, t := range policy.Tenants() {
-		c.tenants[t] = c.newHTTP(policy.For(t), nil)
+		c.tenants[t] = c.newHTTP(policy.For(t), c.egressFor(t), nil)
+	}
+	for t := range c.tenantEgress {
+		if c.tenants[t] == nil {
+			c.tenants[t] = c.newHTTP(policy.For(t), c.egressFor(t), nil)
+		}
 	}
 	return c
 }
 
-// newHTTP returns an HTTP client whose connections guard admits, with
-// tlsConf's client certificate and roots (nil: none, the system's).
-func (c *Client) newHTTP(guard *netguard.Guard, tlsConf *tls.Config) *http.Client {
+// newHTTP returns an HTTP client whose connections guard admits,
+// through eg (nil: direct), with tlsConf's client certificate and roots
+// (nil: none, the system's).
+func (c *Client) newHTTP(guard *netguard.Guard, eg *egress, tlsConf *tls.Config) *http.Client {
 	dial := c.dial
 	switch {
 	case dial != nil:
-	case c.egress != nil:
-		dial = c.egress.dialer(guard)
+	case eg != nil:
+		dial = eg.dialer(guard)
 	default:
 		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: guard.Control}).DialContext
 	}

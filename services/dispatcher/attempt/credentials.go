@@ -52,7 +52,7 @@ func (c *Client) Credentials(tenant string, spec CredentialSpec) (*Credentials, 
 		if spec.ClientCert != nil {
 			conf.Certificates = []tls.Certificate{*spec.ClientCert}
 		}
-		cr.tls = c.newHTTP(c.policy.For(tenant), conf)
+		cr.tls = c.newHTTP(c.policy.For(tenant), c.egressFor(tenant), conf)
 	}
 	switch {
 	case spec.Basic != nil:

@@ -29,6 +29,29 @@ func WithEgressProxy(proxy *url.URL) Option {
 	return func(c *Client) { c.egress = &egress{proxy: proxy, lookup: net.DefaultResolver.LookupNetIP} }
 }
 
+// WithTenantEgressProxies overrides WithEgressProxy for the tenants
+// named: each tenant's connections go through its proxy, or directly
+// when its proxy is nil. Default: every tenant as WithEgressProxy says.
+func WithTenantEgressProxies(proxies map[string]*url.URL) Option {
+	return func(c *Client) {
+		c.tenantEgress = map[string]*egress{}
+		for t, u := range proxies {
+			c.tenantEgress[t] = nil
+			if u != nil {
+				c.tenantEgress[t] = &egress{proxy: u, lookup: net.DefaultResolver.LookupNetIP}
+			}
+		}
+	}
+}
+
+// egressFor returns the proxy of tenant's connections (nil: direct).
+func (c *Client) egressFor(tenant string) *egress {
+	if eg, ok := c.tenantEgress[tenant]; ok {
+		return eg
+	}
+	return c.egress
+}
+
 // egress dials through an HTTP CONNECT proxy. Safe for concurrent use.
 type egress struct {
 	proxy *url.URL

@@ -133,3 +133,22 @@ func TestEgressProxyCannotReachWhatTheGuardRefuses(t *testing.T) {
 		t.Fatalf("the proxy was asked for %q; want nothing (refused before it)", got)
 	}
 }
+
+func TestTenantEgressProxiesOverrideTheDispatchersProxy(t *testing.T) {
+	global, acmes := newConnectProxy(t), newConnectProxy(t)
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	defer rx.Close()
+	gu, _ := url.Parse(global.URL)
+	au, _ := url.Parse(acmes.URL)
+	c := New(mustPolicy(t), WithEgressProxy(gu), WithTenantEgressProxies(map[string]*url.URL{"acme": au, "direct-co": nil}))
+	for _, tenant := range []string{"other", "acme", "direct-co"} {
+		r := request(t, rx.URL)
+		r.Tenant = tenant
+		if res, err := c.Do(t.Context(), r); err != nil || res.StatusCode != http.StatusNoContent {
+			t.Fatalf("tenant %s: %d %v, %v", tenant, res.StatusCode, res.Err, err)
+		}
+	}
+	if g, a := global.seen(), acmes.seen(); len(g) != 1 || len(a) != 1 {
+		t.Fatalf("the dispatcher's proxy saw %q, acme's %q; want one tunnel each (other, acme), none for direct-co", g, a)
+	}
+}

@@ -84,6 +84,7 @@ type Config struct {
 	NoticeWebhookSecret string   `flag:"notice-webhook-secret" env:"HOOKLINE_NOTICE_WEBHOOK_SECRET" usage:"whsec_… secret that signs notices sent to --notice-webhook-url"`
 	NoticeWebhookCIDRs  []string `flag:"notice-webhook-allow-cidrs" env:"HOOKLINE_NOTICE_WEBHOOK_ALLOW_CIDRS" usage:"CIDRs --notice-webhook-url may resolve to despite being private, comma-separated (its own list: --allow-cidrs and --tenant-allow-cidrs do not apply to it); never the cloud metadata addresses"`
 	EgressProxy         string   `flag:"egress-proxy" env:"HOOKLINE_EGRESS_PROXY" usage:"HTTP proxy (http://[user:password@]host:port) every connection to receivers, OAuth2 token endpoints and --notice-webhook-url goes through with CONNECT, for static egress IPs; the destination guard still checks the resolved address, and the proxy is asked for that IP (default: direct)"`
+	TenantEgressProxies []string `flag:"tenant-egress-proxy" env:"HOOKLINE_TENANT_EGRESS_PROXY" usage:"per-tenant override of --egress-proxy, comma-separated tenant=http://host:port, or tenant=direct for no proxy (e.g. acme=http://10.1.0.5:4750)"`
 
 	ForwardTraceState []string `flag:"forward-tracestate" env:"HOOKLINE_FORWARD_TRACESTATE" usage:"keys of a producer's W3C tracestate list-members that receivers get, comma-separated (* for all; default: none, receivers get traceparent only)"`
 	ForwardBaggage    []string `flag:"forward-baggage" env:"HOOKLINE_FORWARD_BAGGAGE" usage:"keys of a producer's W3C baggage members that receivers get, comma-separated (* for all; default: none)"`

@@ -184,6 +184,10 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: --egress-proxy: %w", err)
 	}
+	tenantEgress, err := tenantEgressProxies(cfg.TenantEgressProxies)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: --tenant-egress-proxy: %w", err)
+	}
 	if cfg.BatchSize < 1 || cfg.WindowRecords < 1 || cfg.WindowBytes < 1 || cfg.AttemptMemory < attemptOverhead {
 		return nil, errors.New("dispatcher: --batch-size, --window-records and --window-bytes must be at least 1, --attempt-memory at least 32768")
 	}
@@ -238,7 +242,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.laneFollow = hkafka.NewFollower(s.lanes.Apply, s.topics.Lanes)
 	s.cfg.Kafka.ClientOpts = append(slices.Clip(s.cfg.Kafka.ClientOpts), telemetry.KafkaClientMetrics(s.mp)...)
 	common := append([]attempt.Option{attempt.WithClock(s.now), attempt.WithTracerProvider(s.tp)}, egress...)
-	client := attempt.New(guard, slices.Concat(common,
+	client := attempt.New(guard, slices.Concat(common, tenantEgress,
 		[]attempt.Option{attempt.WithForwardedTraceContext(cfg.ForwardTraceState, cfg.ForwardBaggage)}, s.attemptOpts)...)
 	// The operator's notice webhook has a guard of its own: tenants'
 	// allow-lists never reach it, nor its list theirs.

@@ -28,3 +28,14 @@ func TestEgressProxyFlagTakesAnHTTPHostAndPortOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestTenantEgressProxyFlagTakesTenantEqualsURLOrDirect(t *testing.T) {
+	if opts, err := tenantEgressProxies([]string{"acme=http://10.1.0.5:4750", "beta=direct"}); err != nil || len(opts) != 1 {
+		t.Fatalf("valid entries: %d options, %v", len(opts), err)
+	}
+	for _, bad := range [][]string{{"acme"}, {"=http://p:1"}, {"acme=https://p:1"}, {"acme=direct", "acme=http://p:1"}, {"acme=http://u:s3cret@p"}} {
+		if _, err := tenantEgressProxies(bad); err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("tenantEgressProxies(%q) = %v; want an error without the password", bad, err)
+		}
+	}
+}
