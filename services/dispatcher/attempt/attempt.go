@@ -1,7 +1,9 @@
 // Package attempt makes one signed HTTP attempt of a webhook delivery:
 // fresh timestamp and signature per attempt, no redirects followed, a
 // bounded response read, a per-attempt timeout, and the SSRF guard on
-// the resolved address at dial time.
+// the resolved address at dial time (through an egress proxy too); with
+// the endpoint's credentials (custom headers, basic, bearer or OAuth2
+// auth, a client certificate) when it has any.
 package attempt
 
 import (
@@ -195,7 +197,8 @@ type Request struct {
 	Timeout time.Duration
 	// Header holds extra headers (a transformation's).
 	Header http.Header
-	// Credentials are the endpoint's custom headers (nil: none).
+	// Credentials are the endpoint's custom headers, receiver auth and
+	// client certificate (nil: none).
 	Credentials *Credentials
 	// Attributes are added to the attempt's span (hookline.event_id …).
 	Attributes []attribute.KeyValue
