@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +18,8 @@ import (
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/kafkatest"
 	"github.com/hookline/hookline/sdk/sign"
+	"github.com/hookline/hookline/services/dispatcher/dispatcher"
+	"github.com/hookline/hookline/services/ingest/ingest"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -26,7 +30,15 @@ import (
 // receivers besides the signature (custom headers, receiver auth) on one
 // stack; each has its own endpoints and event types.
 func TestReceiverCredentials(t *testing.T) {
-	st := startStack(t)
+	// Every service's log lines, at debug level, kept for the last check.
+	logs := &lockedBuffer{}
+	logger := func(service string) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), logs), &slog.HandlerOptions{Level: slog.LevelDebug})).With("service", service)
+	}
+	st := startStack(t, func(c *stackConfig) {
+		c.ingestOpts = append(c.ingestOpts, ingest.WithLogger(logger("ingest")))
+		c.dispatcherOpts = append(c.dispatcherOpts, dispatcher.WithLogger(logger("dispatcher")))
+	})
 	t.Run("CustomHeadersReachTheReceiverAndSecretValuesAreNeverAnswered", func(t *testing.T) { customHeadersReachTheReceiver(t, st) })
 	t.Run("ReservedHeaderNamesAreRefusedSayingWhatToFix", func(t *testing.T) { reservedHeadersAreRefused(t, st) })
 	t.Run("BasicAndBearerReachTheReceiverAndAuthorizationCannotBeOverridden", func(t *testing.T) { basicAndBearerReachTheReceiver(t, st) })
@@ -35,6 +47,17 @@ func TestReceiverCredentials(t *testing.T) {
 	t.Run("HTTPJSONSetsHeadersAndAuthAndAnswersNoSecret", func(t *testing.T) { httpJSONSetsHeadersAndAuth(t, st) })
 	// Last: it searches what the others wrote.
 	t.Run("NoTopicHoldsACredential", func(t *testing.T) { noTopicHoldsACredential(t, st, credentialNeedles, 200) })
+	t.Run("NoLogLineHoldsACredential", func(t *testing.T) {
+		out := logs.String()
+		if !strings.Contains(out, "oauth2 token endpoint answered HTTP 503") {
+			t.Fatal("the logs lack the token endpoint's failure: they are not the services' logs")
+		}
+		for _, n := range credentialNeedles {
+			if strings.Contains(out, n) {
+				t.Fatalf("a log line holds credential %q", n)
+			}
+		}
+	})
 }
 
 // credentialNeedles are every credential value the subtests use: none
