@@ -390,24 +390,24 @@ func TestAMemberParkedBehindABlockedHeadIsReleasedWhenItsLaneIsUnblocked(t *test
 	}
 	follower := &hooklinev1.LaneMember{DeliveryId: "dlv_f", LaneSeq: 5}
 	lane(&hooklinev1.LaneMember{DeliveryId: "dlv_head", LaneSeq: 3, Blocked: &hooklinev1.BlockedHead{}}, follower)
+	// behind is what the dispatcher parks for a member at lane_seq 5 of
+	// lane key of ep_o, behind that lane's blocked head.
 	now := time.Now()
-	park, err := hkafka.Record(r.tp.Parked, "dlv_f", &hooklinev1.Delivery{DeliveryId: "dlv_f", EndpointId: "ep_o", TenantId: "t",
-		Kind: hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED, HeldSince: timestamppb.New(now), OrderingKey: "k", LaneSeq: &follower.LaneSeq,
-		DueAt: timestamppb.New(now.Add(time.Hour))})
-	if err != nil {
-		t.Fatal(err)
+	behind := func(id, key string) *kgo.Record {
+		rec, err := hkafka.Record(r.tp.Parked, id, &hooklinev1.Delivery{DeliveryId: id, EndpointId: "ep_o", TenantId: "t",
+			Kind: hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED, HeldSince: timestamppb.New(now), OrderingKey: key, LaneSeq: &follower.LaneSeq,
+			DueAt: timestamppb.New(now.Add(time.Hour))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lanes.MarkParkedBehind(rec, key)
+		return rec
 	}
-	lanes.MarkParkedBehind(park, "k")
+	park := behind("dlv_f", "k")
 	// dlv_free waits in lane j, which nothing blocks: its release shows
 	// the scheduler has read the lanes topic and decided on every parked
 	// member (one partition: a hop decides on all of them at once).
-	free, err := hkafka.Record(r.tp.Parked, "dlv_free", &hooklinev1.Delivery{DeliveryId: "dlv_free", EndpointId: "ep_o", TenantId: "t",
-		Kind: hooklinev1.DeliveryKind_DELIVERY_KIND_DEFERRED, HeldSince: timestamppb.New(now), OrderingKey: "j", LaneSeq: &follower.LaneSeq,
-		DueAt: timestamppb.New(now.Add(time.Hour))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lanes.MarkParkedBehind(free, "j")
+	free := behind("dlv_free", "j")
 	r.produce(park, free)
 	stop := r.start()
 	defer stop()
