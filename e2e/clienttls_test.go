@@ -16,8 +16,10 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // testCA is a throwaway certificate authority.
@@ -105,6 +107,29 @@ func TestMutualTLSToTheReceiver(t *testing.T) {
 		t.Fatalf("receiver saw client certificate %q", cn)
 	}
 
+	// A certificate that expires within 14 days: its endpoint's first
+	// attempt brings an endpoint.client_certificate_expiring notice. The
+	// first such notice on the topic is this endpoint's, not the one above
+	// (20 days from its expiry).
+	soonAfter := time.Now().Add(10 * 24 * time.Hour).Truncate(time.Second)
+	soonCert, soonKey := ca.client(t, soonAfter)
+	soon := st.createEndpointWith(&hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"mtls.soon"},
+		ClientTls: &hooklinev1.ClientTLS{Certificate: soonCert, PrivateKey: soonKey, CaBundle: rxPEM}})
+	st.publish("mtls.soon", `{"n":1}`)
+	st.deliveredOf(soon.GetEndpoint().GetId(), 1)
+	<-got
+	expiring := st.readMatching(st.topics.Notices, 1, func(r *kgo.Record) bool {
+		var n hooklinev1.Notice
+		return proto.Unmarshal(r.Value, &n) == nil && n.GetType() == hooklinev1.NoticeType_NOTICE_TYPE_CLIENT_CERTIFICATE_EXPIRING
+	})
+	var n hooklinev1.Notice
+	if err := proto.Unmarshal(expiring[0].Value, &n); err != nil {
+		t.Fatal(err)
+	}
+	if n.GetEndpointId() != soon.GetEndpoint().GetId() || !n.GetExpiresAt().AsTime().Equal(soonAfter) {
+		t.Fatalf("certificate notice %v; want %s's, expiring at %v", &n, soon.GetEndpoint().GetId(), soonAfter)
+	}
+
 	// A certificate another CA issued: the handshake fails, classified
 	// as today's TLS failures (transient), the cause on the results topic.
 	other := newTestCA(t, "other-ca")
@@ -145,5 +170,5 @@ func TestMutualTLSToTheReceiver(t *testing.T) {
 			}
 		})
 	}
-	noTopicHoldsACredential(t, st, []string{keyPEM, wrongKey, strings.Split(keyPEM, "\n")[1]}, 8)
+	noTopicHoldsACredential(t, st, []string{keyPEM, wrongKey, soonKey, strings.Split(keyPEM, "\n")[1]}, 8)
 }

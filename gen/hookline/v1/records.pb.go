@@ -325,6 +325,12 @@ const (
 	// after none had or after one succeeded; one per failing streak.
 	// delivery_id names the first failed delivery, detail the error.
 	NoticeType_NOTICE_TYPE_TRANSFORMATION_FAILING NoticeType = 5
+	// endpoint.client_certificate_expiring: the client certificate the
+	// endpoint presents to its receiver (Endpoint.client_tls) expires
+	// within 14 days, or has expired; expires_at says when. Sent with the
+	// endpoint's first attempt in that window, once per certificate (per
+	// dispatcher process: a restarted dispatcher may send it again).
+	NoticeType_NOTICE_TYPE_CLIENT_CERTIFICATE_EXPIRING NoticeType = 6
 )
 
 // Enum value maps for NoticeType.
@@ -336,14 +342,16 @@ var (
 		3: "NOTICE_TYPE_ENDPOINT_RECOVERED",
 		4: "NOTICE_TYPE_LANE_BLOCKED",
 		5: "NOTICE_TYPE_TRANSFORMATION_FAILING",
+		6: "NOTICE_TYPE_CLIENT_CERTIFICATE_EXPIRING",
 	}
 	NoticeType_value = map[string]int32{
-		"NOTICE_TYPE_UNSPECIFIED":            0,
-		"NOTICE_TYPE_ENDPOINT_FAILING":       1,
-		"NOTICE_TYPE_ENDPOINT_PAUSED":        2,
-		"NOTICE_TYPE_ENDPOINT_RECOVERED":     3,
-		"NOTICE_TYPE_LANE_BLOCKED":           4,
-		"NOTICE_TYPE_TRANSFORMATION_FAILING": 5,
+		"NOTICE_TYPE_UNSPECIFIED":                 0,
+		"NOTICE_TYPE_ENDPOINT_FAILING":            1,
+		"NOTICE_TYPE_ENDPOINT_PAUSED":             2,
+		"NOTICE_TYPE_ENDPOINT_RECOVERED":          3,
+		"NOTICE_TYPE_LANE_BLOCKED":                4,
+		"NOTICE_TYPE_TRANSFORMATION_FAILING":      5,
+		"NOTICE_TYPE_CLIENT_CERTIFICATE_EXPIRING": 6,
 	}
 )
 
@@ -1467,7 +1475,10 @@ type Notice struct {
 	// mode when the notice (or reminder) was written — its failures
 	// transient. A dispatcher that takes the endpoint over resumes outage
 	// mode only then: an endpoint failing permanently (4xx) is not held.
-	Outage        bool `protobuf:"varint,11,opt,name=outage,proto3" json:"outage,omitempty"`
+	Outage bool `protobuf:"varint,11,opt,name=outage,proto3" json:"outage,omitempty"`
+	// For NOTICE_TYPE_CLIENT_CERTIFICATE_EXPIRING: when the certificate
+	// expires (its not_after).
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1577,6 +1588,13 @@ func (x *Notice) GetOutage() bool {
 		return x.Outage
 	}
 	return false
+}
+
+func (x *Notice) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
 }
 
 // IdempotencyRecord is one claim on, or the commit of, an idempotency key.
@@ -2102,7 +2120,7 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x05nonce\x18\x02 \x01(\fR\x05nonce\x12\x1e\n" +
 	"\n" +
 	"ciphertext\x18\x03 \x01(\fR\n" +
-	"ciphertext\"\xff\x02\n" +
+	"ciphertext\"\xba\x03\n" +
 	"\x06Notice\x12\x1b\n" +
 	"\tnotice_id\x18\x01 \x01(\tR\bnoticeId\x12+\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x17.hookline.v1.NoticeTypeR\x04type\x12\x1b\n" +
@@ -2117,7 +2135,9 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\vdelivery_id\x18\n" +
 	" \x01(\tR\n" +
 	"deliveryId\x12\x16\n" +
-	"\x06outage\x18\v \x01(\bR\x06outage\"\xdb\x03\n" +
+	"\x06outage\x18\v \x01(\bR\x06outage\x129\n" +
+	"\n" +
+	"expires_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xdb\x03\n" +
 	"\x11IdempotencyRecord\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x19\n" +
@@ -2190,7 +2210,7 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x15DELIVERY_STATE_PARKED\x10\x06\x12#\n" +
 	"\x1fDELIVERY_STATE_ENDPOINT_DELETED\x10\a\x12\x1a\n" +
 	"\x16DELIVERY_STATE_BLOCKED\x10\b\x12\x1c\n" +
-	"\x18DELIVERY_STATE_CANCELLED\x10\t*\xd6\x01\n" +
+	"\x18DELIVERY_STATE_CANCELLED\x10\t*\x83\x02\n" +
 	"\n" +
 	"NoticeType\x12\x1b\n" +
 	"\x17NOTICE_TYPE_UNSPECIFIED\x10\x00\x12 \n" +
@@ -2198,7 +2218,8 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x1bNOTICE_TYPE_ENDPOINT_PAUSED\x10\x02\x12\"\n" +
 	"\x1eNOTICE_TYPE_ENDPOINT_RECOVERED\x10\x03\x12\x1c\n" +
 	"\x18NOTICE_TYPE_LANE_BLOCKED\x10\x04\x12&\n" +
-	"\"NOTICE_TYPE_TRANSFORMATION_FAILING\x10\x05*u\n" +
+	"\"NOTICE_TYPE_TRANSFORMATION_FAILING\x10\x05\x12+\n" +
+	"'NOTICE_TYPE_CLIENT_CERTIFICATE_EXPIRING\x10\x06*u\n" +
 	"\x10IdempotencyState\x12!\n" +
 	"\x1dIDEMPOTENCY_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19IDEMPOTENCY_STATE_CLAIMED\x10\x01\x12\x1f\n" +
@@ -2280,21 +2301,22 @@ var file_hookline_v1_records_proto_depIdxs = []int32{
 	15, // 29: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
 	4,  // 30: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
 	23, // 31: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	5,  // 32: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
-	26, // 33: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
-	23, // 34: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
-	23, // 35: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
-	19, // 36: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
-	20, // 37: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
-	7,  // 38: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
-	10, // 39: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
-	23, // 40: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
-	21, // 41: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	23, // 32: hookline.v1.Notice.expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 33: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
+	26, // 34: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
+	23, // 35: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
+	23, // 36: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
+	19, // 37: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
+	20, // 38: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
+	7,  // 39: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
+	10, // 40: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
+	23, // 41: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
+	21, // 42: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/keyring"
@@ -23,6 +24,10 @@ type credentials struct {
 	client *attempt.Client
 	mu     sync.Mutex
 	m      map[string]cachedCredentials
+	// noticed is, per endpoint, the expiry of the client certificate an
+	// endpoint.client_certificate_expiring notice went out for
+	// (expiring).
+	noticed map[string]time.Time
 }
 
 type cachedCredentials struct {
@@ -31,7 +36,7 @@ type cachedCredentials struct {
 }
 
 func newCredentials(keys *keyring.Keyring, client *attempt.Client) *credentials {
-	return &credentials{keys: keys, client: client, m: map[string]cachedCredentials{}}
+	return &credentials{keys: keys, client: client, m: map[string]cachedCredentials{}, noticed: map[string]time.Time{}}
 }
 
 // get returns the Credentials of ep (nil when it has none). An error (a
@@ -116,11 +121,40 @@ func (c *credentials) spec(ep *hooklinev1.EndpointRecord) (attempt.CredentialSpe
 	return spec, nil
 }
 
+// certificateNoticeBefore is how long before its client certificate
+// expires an endpoint's attempts bring an
+// endpoint.client_certificate_expiring notice.
+const certificateNoticeBefore = 14 * 24 * time.Hour
+
+// expiring returns when ep's client certificate expires, and true, the
+// first time it is asked within certificateNoticeBefore of that (or
+// after it) for that certificate: the attempt that asks writes the
+// notice. A new certificate (another expiry) is noticed again.
+func (c *credentials) expiring(ep *hooklinev1.EndpointRecord, now time.Time) (time.Time, bool) {
+	na := ep.GetEndpoint().GetClientTls().GetNotAfter()
+	if na == nil {
+		return time.Time{}, false
+	}
+	at := na.AsTime()
+	if at.Sub(now) > certificateNoticeBefore {
+		return time.Time{}, false
+	}
+	id := ep.GetEndpoint().GetId()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.noticed[id].Equal(at) {
+		return time.Time{}, false
+	}
+	c.noticed[id] = at
+	return at, true
+}
+
 // forget drops the Credentials of endpoints no longer served.
 func (c *credentials) forget(ids []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range ids {
+		delete(c.noticed, id)
 		if cc, ok := c.m[id]; ok && cc.creds != nil {
 			cc.creds.Close()
 		}

@@ -395,6 +395,9 @@ func (a *attempter) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.De
 	}
 	a.rcv.Home(id, r.Partition)
 	out := a.outcome(ctx, d, ep, ar)
+	if at, ok := a.creds.expiring(ep, now); ok {
+		out = append(out, a.writer.records(a.topics.Notices, id, certificateExpiring(ep, at, now))...)
+	}
 	if p != nil {
 		policy := backoff.FromProto(ep.GetEndpoint().GetRetryPolicy(), backoff.Default)
 		p.Attempted(ar.Started.Add(ar.Latency), func(n int) time.Duration {
