@@ -297,6 +297,8 @@ ingest:
   env: {HOOKLINE_MAX_PAYLOAD_BYTES: 262144}
 dispatcher:
   drainTimeoutSeconds: 20
+  egressProxy: "http://egress.hookline.svc:4750"
+  tenantEgressProxies: {acme: "http://10.1.0.5:4750", beta: direct}
   env: {HOOKLINE_RATE_LIMIT: "50"}
 secretsKey: {existingSecret: ""}
 `), 0o600); err != nil {
@@ -356,6 +358,12 @@ secretsKey: {existingSecret: ""}
 			}
 			if e, _ := env(c, "HOOKLINE_RATE_LIMIT"); e.Value != "50" {
 				t.Errorf("dispatcher extra env HOOKLINE_RATE_LIMIT %q", e.Value)
+			}
+			if e, _ := env(c, "HOOKLINE_EGRESS_PROXY"); e.Value != "http://egress.hookline.svc:4750" {
+				t.Errorf("dispatcher HOOKLINE_EGRESS_PROXY %q, want dispatcher.egressProxy", e.Value)
+			}
+			if e, _ := env(c, "HOOKLINE_TENANT_EGRESS_PROXY"); e.Value != "acme=http://10.1.0.5:4750,beta=direct" {
+				t.Errorf("dispatcher HOOKLINE_TENANT_EGRESS_PROXY %q, want dispatcher.tenantEgressProxies as tenant=proxy pairs", e.Value)
 			}
 		}
 	}
