@@ -319,13 +319,9 @@ func (h *holds) holdUnsigned(ctx context.Context, r *kgo.Record, d *hooklinev1.D
 // return to the lane then costs no read by reference (payloadref makes a
 // client per read, meant for rare reads, and a backlog spills thousands).
 func (h *holds) spill(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery, at time.Time, reason string) []*kgo.Record {
-	return h.spillAs(ctx, r, d, proto.Clone(d).(*hooklinev1.Delivery), at, reason)
-}
-
-func (h *holds) spillAs(ctx context.Context, r *kgo.Record, d, later *hooklinev1.Delivery, at time.Time, reason string) []*kgo.Record {
 	if end := h.endHold(ctx, d, h.now()); end != nil {
 		return end
 	}
 	h.writer.deferred(ctx, d, reason)
-	return h.writer.deferAs(r, d, later, at)
+	return h.writer.deferAs(r, d, proto.Clone(d).(*hooklinev1.Delivery), at)
 }
