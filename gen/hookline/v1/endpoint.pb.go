@@ -301,7 +301,7 @@ func (x RetryPolicy_Jitter) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryPolicy_Jitter.Descriptor instead.
 func (RetryPolicy_Jitter) EnumDescriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{4, 0}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{5, 0}
 }
 
 // Endpoint is an HTTP receiver of a tenant's events.
@@ -389,7 +389,11 @@ type Endpoint struct {
 	// and optionally the CA bundle the receiver's certificate is checked
 	// against; unset: no client certificate, the system's roots. Its
 	// private key is sealed at rest and never returned.
-	ClientTls     *ClientTLS `protobuf:"bytes,25,opt,name=client_tls,json=clientTls,proto3" json:"client_tls,omitempty"`
+	ClientTls *ClientTLS `protobuf:"bytes,25,opt,name=client_tls,json=clientTls,proto3" json:"client_tls,omitempty"`
+	// Batched delivery (docs/receiver-guide.md, "Batches"): up to
+	// batch.max_events events in one signed request whose body lists
+	// them in order. Unset: one event per request (the default).
+	Batch         *BatchSettings `protobuf:"bytes,26,opt,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -599,6 +603,88 @@ func (x *Endpoint) GetClientTls() *ClientTLS {
 	return nil
 }
 
+func (x *Endpoint) GetBatch() *BatchSettings {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+// BatchSettings turns batched delivery on for an endpoint. A batch is
+// formed when its first attempt starts and every retry sends the same
+// members and body under the same webhook-id; it counts as one request
+// against max_in_flight and the rate limit (so an endpoint receives up
+// to rate_limit_per_second × max_events events a second), and each
+// member gets its own result and, on a terminal failure, its own dead
+// letter.
+type BatchSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Most events in one request: 2 to 1,000.
+	MaxEvents uint32 `protobuf:"varint,1,opt,name=max_events,json=maxEvents,proto3" json:"max_events,omitempty"`
+	// Most bytes of a batch's body; 0: 1 MiB. At most 4 MiB (four times
+	// the default --max-payload-bytes): a batch's retry record carries
+	// its body, and every record stays within the topics' 8 MiB limit. A
+	// member larger than max_bytes is sent in a batch of its own.
+	MaxBytes uint32 `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// How long a partial batch waits for more members before it is sent;
+	// unset: 1 s; zero: what is waiting is sent at once. At most 5 s: a
+	// waiting member holds its partition's committed offset.
+	MaxWait       *durationpb.Duration `protobuf:"bytes,3,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchSettings) Reset() {
+	*x = BatchSettings{}
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchSettings) ProtoMessage() {}
+
+func (x *BatchSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchSettings.ProtoReflect.Descriptor instead.
+func (*BatchSettings) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BatchSettings) GetMaxEvents() uint32 {
+	if x != nil {
+		return x.MaxEvents
+	}
+	return 0
+}
+
+func (x *BatchSettings) GetMaxBytes() uint32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *BatchSettings) GetMaxWait() *durationpb.Duration {
+	if x != nil {
+		return x.MaxWait
+	}
+	return nil
+}
+
 // ClientTLS is an endpoint's client certificate for mutual TLS.
 type ClientTLS struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -621,7 +707,7 @@ type ClientTLS struct {
 
 func (x *ClientTLS) Reset() {
 	*x = ClientTLS{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +719,7 @@ func (x *ClientTLS) String() string {
 func (*ClientTLS) ProtoMessage() {}
 
 func (x *ClientTLS) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[1]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +732,7 @@ func (x *ClientTLS) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientTLS.ProtoReflect.Descriptor instead.
 func (*ClientTLS) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{1}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ClientTLS) GetCertificate() string {
@@ -702,7 +788,7 @@ type ReceiverAuth struct {
 
 func (x *ReceiverAuth) Reset() {
 	*x = ReceiverAuth{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +800,7 @@ func (x *ReceiverAuth) String() string {
 func (*ReceiverAuth) ProtoMessage() {}
 
 func (x *ReceiverAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[2]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +813,7 @@ func (x *ReceiverAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiverAuth.ProtoReflect.Descriptor instead.
 func (*ReceiverAuth) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ReceiverAuth) GetMethod() isReceiverAuth_Method {
@@ -804,7 +890,7 @@ type EndpointHeader struct {
 
 func (x *EndpointHeader) Reset() {
 	*x = EndpointHeader{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +902,7 @@ func (x *EndpointHeader) String() string {
 func (*EndpointHeader) ProtoMessage() {}
 
 func (x *EndpointHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[3]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +915,7 @@ func (x *EndpointHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointHeader.ProtoReflect.Descriptor instead.
 func (*EndpointHeader) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EndpointHeader) GetName() string {
@@ -881,7 +967,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +979,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[4]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +992,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{4}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RetryPolicy) GetSchedule() isRetryPolicy_Schedule {
@@ -1006,7 +1092,7 @@ type CreateEndpointRequest struct {
 
 func (x *CreateEndpointRequest) Reset() {
 	*x = CreateEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1104,7 @@ func (x *CreateEndpointRequest) String() string {
 func (*CreateEndpointRequest) ProtoMessage() {}
 
 func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[5]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1117,7 @@ func (x *CreateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{5}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateEndpointRequest) GetUrl() string {
@@ -1174,7 +1260,7 @@ type CreateEndpointResponse struct {
 
 func (x *CreateEndpointResponse) Reset() {
 	*x = CreateEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1272,7 @@ func (x *CreateEndpointResponse) String() string {
 func (*CreateEndpointResponse) ProtoMessage() {}
 
 func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[6]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1285,7 @@ func (x *CreateEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateEndpointResponse) GetEndpoint() *Endpoint {
@@ -1232,7 +1318,7 @@ type GetEndpointRequest struct {
 
 func (x *GetEndpointRequest) Reset() {
 	*x = GetEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1330,7 @@ func (x *GetEndpointRequest) String() string {
 func (*GetEndpointRequest) ProtoMessage() {}
 
 func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[7]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1343,7 @@ func (x *GetEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetEndpointRequest) GetId() string {
@@ -1285,7 +1371,7 @@ type GetEndpointResponse struct {
 
 func (x *GetEndpointResponse) Reset() {
 	*x = GetEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1383,7 @@ func (x *GetEndpointResponse) String() string {
 func (*GetEndpointResponse) ProtoMessage() {}
 
 func (x *GetEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[8]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1396,7 @@ func (x *GetEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointResponse.ProtoReflect.Descriptor instead.
 func (*GetEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetEndpointResponse) GetEndpoint() *Endpoint {
@@ -1353,7 +1439,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1451,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[9]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1464,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListEndpointsRequest) GetPageSize() uint32 {
@@ -1406,7 +1492,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1504,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[10]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1517,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListEndpointsResponse) GetEndpoints() []*Endpoint {
@@ -1467,7 +1553,7 @@ type UpdateEndpointRequest struct {
 
 func (x *UpdateEndpointRequest) Reset() {
 	*x = UpdateEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1565,7 @@ func (x *UpdateEndpointRequest) String() string {
 func (*UpdateEndpointRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[11]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1578,7 @@ func (x *UpdateEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateEndpointRequest) GetEndpoint() *Endpoint {
@@ -1518,7 +1604,7 @@ type UpdateEndpointResponse struct {
 
 func (x *UpdateEndpointResponse) Reset() {
 	*x = UpdateEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1616,7 @@ func (x *UpdateEndpointResponse) String() string {
 func (*UpdateEndpointResponse) ProtoMessage() {}
 
 func (x *UpdateEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[12]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1629,7 @@ func (x *UpdateEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UpdateEndpointResponse) GetEndpoint() *Endpoint {
@@ -1562,7 +1648,7 @@ type DeleteEndpointRequest struct {
 
 func (x *DeleteEndpointRequest) Reset() {
 	*x = DeleteEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1660,7 @@ func (x *DeleteEndpointRequest) String() string {
 func (*DeleteEndpointRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[13]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1673,7 @@ func (x *DeleteEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteEndpointRequest) GetId() string {
@@ -1605,7 +1691,7 @@ type DeleteEndpointResponse struct {
 
 func (x *DeleteEndpointResponse) Reset() {
 	*x = DeleteEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1703,7 @@ func (x *DeleteEndpointResponse) String() string {
 func (*DeleteEndpointResponse) ProtoMessage() {}
 
 func (x *DeleteEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[14]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1716,7 @@ func (x *DeleteEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{15}
 }
 
 type PauseEndpointRequest struct {
@@ -1644,7 +1730,7 @@ type PauseEndpointRequest struct {
 
 func (x *PauseEndpointRequest) Reset() {
 	*x = PauseEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1742,7 @@ func (x *PauseEndpointRequest) String() string {
 func (*PauseEndpointRequest) ProtoMessage() {}
 
 func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[15]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1755,7 @@ func (x *PauseEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseEndpointRequest.ProtoReflect.Descriptor instead.
 func (*PauseEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PauseEndpointRequest) GetId() string {
@@ -1695,7 +1781,7 @@ type PauseEndpointResponse struct {
 
 func (x *PauseEndpointResponse) Reset() {
 	*x = PauseEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1793,7 @@ func (x *PauseEndpointResponse) String() string {
 func (*PauseEndpointResponse) ProtoMessage() {}
 
 func (x *PauseEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[16]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1806,7 @@ func (x *PauseEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseEndpointResponse.ProtoReflect.Descriptor instead.
 func (*PauseEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{16}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PauseEndpointResponse) GetEndpoint() *Endpoint {
@@ -1739,7 +1825,7 @@ type ResumeEndpointRequest struct {
 
 func (x *ResumeEndpointRequest) Reset() {
 	*x = ResumeEndpointRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +1837,7 @@ func (x *ResumeEndpointRequest) String() string {
 func (*ResumeEndpointRequest) ProtoMessage() {}
 
 func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[17]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +1850,7 @@ func (x *ResumeEndpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeEndpointRequest.ProtoReflect.Descriptor instead.
 func (*ResumeEndpointRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{17}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResumeEndpointRequest) GetId() string {
@@ -1783,7 +1869,7 @@ type ResumeEndpointResponse struct {
 
 func (x *ResumeEndpointResponse) Reset() {
 	*x = ResumeEndpointResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +1881,7 @@ func (x *ResumeEndpointResponse) String() string {
 func (*ResumeEndpointResponse) ProtoMessage() {}
 
 func (x *ResumeEndpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[18]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +1894,7 @@ func (x *ResumeEndpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeEndpointResponse.ProtoReflect.Descriptor instead.
 func (*ResumeEndpointResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{18}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResumeEndpointResponse) GetEndpoint() *Endpoint {
@@ -1834,7 +1920,7 @@ type RotateEndpointSecretRequest struct {
 
 func (x *RotateEndpointSecretRequest) Reset() {
 	*x = RotateEndpointSecretRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +1932,7 @@ func (x *RotateEndpointSecretRequest) String() string {
 func (*RotateEndpointSecretRequest) ProtoMessage() {}
 
 func (x *RotateEndpointSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[19]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +1945,7 @@ func (x *RotateEndpointSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateEndpointSecretRequest.ProtoReflect.Descriptor instead.
 func (*RotateEndpointSecretRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{19}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RotateEndpointSecretRequest) GetId() string {
@@ -1903,7 +1989,7 @@ type RotateEndpointSecretResponse struct {
 
 func (x *RotateEndpointSecretResponse) Reset() {
 	*x = RotateEndpointSecretResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1915,7 +2001,7 @@ func (x *RotateEndpointSecretResponse) String() string {
 func (*RotateEndpointSecretResponse) ProtoMessage() {}
 
 func (x *RotateEndpointSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[20]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1928,7 +2014,7 @@ func (x *RotateEndpointSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateEndpointSecretResponse.ProtoReflect.Descriptor instead.
 func (*RotateEndpointSecretResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{20}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RotateEndpointSecretResponse) GetEndpoint() *Endpoint {
@@ -1978,7 +2064,7 @@ type TestFilterAndTransformationRequest struct {
 
 func (x *TestFilterAndTransformationRequest) Reset() {
 	*x = TestFilterAndTransformationRequest{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2076,7 @@ func (x *TestFilterAndTransformationRequest) String() string {
 func (*TestFilterAndTransformationRequest) ProtoMessage() {}
 
 func (x *TestFilterAndTransformationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[21]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2089,7 @@ func (x *TestFilterAndTransformationRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use TestFilterAndTransformationRequest.ProtoReflect.Descriptor instead.
 func (*TestFilterAndTransformationRequest) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{21}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TestFilterAndTransformationRequest) GetFilter() string {
@@ -2066,7 +2152,7 @@ type TestFilterAndTransformationResponse struct {
 
 func (x *TestFilterAndTransformationResponse) Reset() {
 	*x = TestFilterAndTransformationResponse{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2164,7 @@ func (x *TestFilterAndTransformationResponse) String() string {
 func (*TestFilterAndTransformationResponse) ProtoMessage() {}
 
 func (x *TestFilterAndTransformationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[22]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2177,7 @@ func (x *TestFilterAndTransformationResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use TestFilterAndTransformationResponse.ProtoReflect.Descriptor instead.
 func (*TestFilterAndTransformationResponse) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{22}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TestFilterAndTransformationResponse) GetFilter() *FilterResult {
@@ -2127,7 +2213,7 @@ type TransformationResult struct {
 
 func (x *TransformationResult) Reset() {
 	*x = TransformationResult{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2139,7 +2225,7 @@ func (x *TransformationResult) String() string {
 func (*TransformationResult) ProtoMessage() {}
 
 func (x *TransformationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[23]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2152,7 +2238,7 @@ func (x *TransformationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformationResult.ProtoReflect.Descriptor instead.
 func (*TransformationResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{23}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TransformationResult) GetWebhook() *TransformedWebhook {
@@ -2198,7 +2284,7 @@ type TransformedWebhook struct {
 
 func (x *TransformedWebhook) Reset() {
 	*x = TransformedWebhook{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[24]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2296,7 @@ func (x *TransformedWebhook) String() string {
 func (*TransformedWebhook) ProtoMessage() {}
 
 func (x *TransformedWebhook) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[24]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2309,7 @@ func (x *TransformedWebhook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformedWebhook.ProtoReflect.Descriptor instead.
 func (*TransformedWebhook) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{24}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TransformedWebhook) GetEventType() string {
@@ -2278,7 +2364,7 @@ type FilterResult struct {
 
 func (x *FilterResult) Reset() {
 	*x = FilterResult{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[25]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2376,7 @@ func (x *FilterResult) String() string {
 func (*FilterResult) ProtoMessage() {}
 
 func (x *FilterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[25]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2389,7 @@ func (x *FilterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterResult.ProtoReflect.Descriptor instead.
 func (*FilterResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{25}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FilterResult) GetMatched() bool {
@@ -2342,7 +2428,7 @@ type ReceiverAuth_Basic struct {
 
 func (x *ReceiverAuth_Basic) Reset() {
 	*x = ReceiverAuth_Basic{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[27]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2440,7 @@ func (x *ReceiverAuth_Basic) String() string {
 func (*ReceiverAuth_Basic) ProtoMessage() {}
 
 func (x *ReceiverAuth_Basic) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[27]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2453,7 @@ func (x *ReceiverAuth_Basic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiverAuth_Basic.ProtoReflect.Descriptor instead.
 func (*ReceiverAuth_Basic) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2, 0}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3, 0}
 }
 
 func (x *ReceiverAuth_Basic) GetUsername() string {
@@ -2404,7 +2490,7 @@ type ReceiverAuth_Bearer struct {
 
 func (x *ReceiverAuth_Bearer) Reset() {
 	*x = ReceiverAuth_Bearer{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[28]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2502,7 @@ func (x *ReceiverAuth_Bearer) String() string {
 func (*ReceiverAuth_Bearer) ProtoMessage() {}
 
 func (x *ReceiverAuth_Bearer) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[28]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2515,7 @@ func (x *ReceiverAuth_Bearer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiverAuth_Bearer.ProtoReflect.Descriptor instead.
 func (*ReceiverAuth_Bearer) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2, 1}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3, 1}
 }
 
 func (x *ReceiverAuth_Bearer) GetToken() string {
@@ -2473,7 +2559,7 @@ type ReceiverAuth_OAuth2ClientCredentials struct {
 
 func (x *ReceiverAuth_OAuth2ClientCredentials) Reset() {
 	*x = ReceiverAuth_OAuth2ClientCredentials{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[29]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2571,7 @@ func (x *ReceiverAuth_OAuth2ClientCredentials) String() string {
 func (*ReceiverAuth_OAuth2ClientCredentials) ProtoMessage() {}
 
 func (x *ReceiverAuth_OAuth2ClientCredentials) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[29]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2584,7 @@ func (x *ReceiverAuth_OAuth2ClientCredentials) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use ReceiverAuth_OAuth2ClientCredentials.ProtoReflect.Descriptor instead.
 func (*ReceiverAuth_OAuth2ClientCredentials) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{2, 2}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{3, 2}
 }
 
 func (x *ReceiverAuth_OAuth2ClientCredentials) GetTokenUrl() string {
@@ -2556,7 +2642,7 @@ type RetryPolicy_ExponentialBackoff struct {
 
 func (x *RetryPolicy_ExponentialBackoff) Reset() {
 	*x = RetryPolicy_ExponentialBackoff{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[30]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2654,7 @@ func (x *RetryPolicy_ExponentialBackoff) String() string {
 func (*RetryPolicy_ExponentialBackoff) ProtoMessage() {}
 
 func (x *RetryPolicy_ExponentialBackoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[30]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2667,7 @@ func (x *RetryPolicy_ExponentialBackoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy_ExponentialBackoff.ProtoReflect.Descriptor instead.
 func (*RetryPolicy_ExponentialBackoff) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{4, 0}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{5, 0}
 }
 
 func (x *RetryPolicy_ExponentialBackoff) GetInitial() *durationpb.Duration {
@@ -2618,7 +2704,7 @@ type RetryPolicy_DelayLadder struct {
 
 func (x *RetryPolicy_DelayLadder) Reset() {
 	*x = RetryPolicy_DelayLadder{}
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[31]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2630,7 +2716,7 @@ func (x *RetryPolicy_DelayLadder) String() string {
 func (*RetryPolicy_DelayLadder) ProtoMessage() {}
 
 func (x *RetryPolicy_DelayLadder) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_endpoint_proto_msgTypes[31]
+	mi := &file_hookline_v1_endpoint_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2643,7 +2729,7 @@ func (x *RetryPolicy_DelayLadder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy_DelayLadder.ProtoReflect.Descriptor instead.
 func (*RetryPolicy_DelayLadder) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{4, 1}
+	return file_hookline_v1_endpoint_proto_rawDescGZIP(), []int{5, 1}
 }
 
 func (x *RetryPolicy_DelayLadder) GetDelays() []*durationpb.Duration {
@@ -2657,7 +2743,7 @@ var File_hookline_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17hookline/v1/rules.proto\"\xb5\n" +
+	"\x1ahookline/v1/endpoint.proto\x12\vhookline.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17hookline/v1/rules.proto\"\xe7\n" +
 	"\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -2692,10 +2778,16 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\aheaders\x18\x17 \x03(\v2\x1b.hookline.v1.EndpointHeaderB\b\xbaH\x05\x92\x01\x02\x10\x14R\aheaders\x12-\n" +
 	"\x04auth\x18\x18 \x01(\v2\x19.hookline.v1.ReceiverAuthR\x04auth\x125\n" +
 	"\n" +
-	"client_tls\x18\x19 \x01(\v2\x16.hookline.v1.ClientTLSR\tclientTls\x1a;\n" +
+	"client_tls\x18\x19 \x01(\v2\x16.hookline.v1.ClientTLSR\tclientTls\x120\n" +
+	"\x05batch\x18\x1a \x01(\v2\x1a.hookline.v1.BatchSettingsR\x05batch\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xed\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x81\x01\n" +
+	"\rBatchSettings\x12\x1d\n" +
+	"\n" +
+	"max_events\x18\x01 \x01(\rR\tmaxEvents\x12\x1b\n" +
+	"\tmax_bytes\x18\x02 \x01(\rR\bmaxBytes\x124\n" +
+	"\bmax_wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\"\xed\x01\n" +
 	"\tClientTLS\x12+\n" +
 	"\vcertificate\x18\x01 \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x04R\vcertificate\x12*\n" +
 	"\vprivate_key\x18\x02 \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x01R\n" +
@@ -2905,7 +2997,7 @@ func file_hookline_v1_endpoint_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_endpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hookline_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_hookline_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_hookline_v1_endpoint_proto_goTypes = []any{
 	(EndpointStatus)(0),                          // 0: hookline.v1.EndpointStatus
 	(SignatureScheme)(0),                         // 1: hookline.v1.SignatureScheme
@@ -2913,119 +3005,122 @@ var file_hookline_v1_endpoint_proto_goTypes = []any{
 	(HeadFailure)(0),                             // 3: hookline.v1.HeadFailure
 	(RetryPolicy_Jitter)(0),                      // 4: hookline.v1.RetryPolicy.Jitter
 	(*Endpoint)(nil),                             // 5: hookline.v1.Endpoint
-	(*ClientTLS)(nil),                            // 6: hookline.v1.ClientTLS
-	(*ReceiverAuth)(nil),                         // 7: hookline.v1.ReceiverAuth
-	(*EndpointHeader)(nil),                       // 8: hookline.v1.EndpointHeader
-	(*RetryPolicy)(nil),                          // 9: hookline.v1.RetryPolicy
-	(*CreateEndpointRequest)(nil),                // 10: hookline.v1.CreateEndpointRequest
-	(*CreateEndpointResponse)(nil),               // 11: hookline.v1.CreateEndpointResponse
-	(*GetEndpointRequest)(nil),                   // 12: hookline.v1.GetEndpointRequest
-	(*GetEndpointResponse)(nil),                  // 13: hookline.v1.GetEndpointResponse
-	(*ListEndpointsRequest)(nil),                 // 14: hookline.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),                // 15: hookline.v1.ListEndpointsResponse
-	(*UpdateEndpointRequest)(nil),                // 16: hookline.v1.UpdateEndpointRequest
-	(*UpdateEndpointResponse)(nil),               // 17: hookline.v1.UpdateEndpointResponse
-	(*DeleteEndpointRequest)(nil),                // 18: hookline.v1.DeleteEndpointRequest
-	(*DeleteEndpointResponse)(nil),               // 19: hookline.v1.DeleteEndpointResponse
-	(*PauseEndpointRequest)(nil),                 // 20: hookline.v1.PauseEndpointRequest
-	(*PauseEndpointResponse)(nil),                // 21: hookline.v1.PauseEndpointResponse
-	(*ResumeEndpointRequest)(nil),                // 22: hookline.v1.ResumeEndpointRequest
-	(*ResumeEndpointResponse)(nil),               // 23: hookline.v1.ResumeEndpointResponse
-	(*RotateEndpointSecretRequest)(nil),          // 24: hookline.v1.RotateEndpointSecretRequest
-	(*RotateEndpointSecretResponse)(nil),         // 25: hookline.v1.RotateEndpointSecretResponse
-	(*TestFilterAndTransformationRequest)(nil),   // 26: hookline.v1.TestFilterAndTransformationRequest
-	(*TestFilterAndTransformationResponse)(nil),  // 27: hookline.v1.TestFilterAndTransformationResponse
-	(*TransformationResult)(nil),                 // 28: hookline.v1.TransformationResult
-	(*TransformedWebhook)(nil),                   // 29: hookline.v1.TransformedWebhook
-	(*FilterResult)(nil),                         // 30: hookline.v1.FilterResult
-	nil,                                          // 31: hookline.v1.Endpoint.MetadataEntry
-	(*ReceiverAuth_Basic)(nil),                   // 32: hookline.v1.ReceiverAuth.Basic
-	(*ReceiverAuth_Bearer)(nil),                  // 33: hookline.v1.ReceiverAuth.Bearer
-	(*ReceiverAuth_OAuth2ClientCredentials)(nil), // 34: hookline.v1.ReceiverAuth.OAuth2ClientCredentials
-	(*RetryPolicy_ExponentialBackoff)(nil),       // 35: hookline.v1.RetryPolicy.ExponentialBackoff
-	(*RetryPolicy_DelayLadder)(nil),              // 36: hookline.v1.RetryPolicy.DelayLadder
-	nil,                                          // 37: hookline.v1.CreateEndpointRequest.MetadataEntry
-	nil,                                          // 38: hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
-	nil,                                          // 39: hookline.v1.TransformedWebhook.HeadersEntry
-	(*durationpb.Duration)(nil),                  // 40: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),                // 41: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),                // 42: google.protobuf.FieldMask
+	(*BatchSettings)(nil),                        // 6: hookline.v1.BatchSettings
+	(*ClientTLS)(nil),                            // 7: hookline.v1.ClientTLS
+	(*ReceiverAuth)(nil),                         // 8: hookline.v1.ReceiverAuth
+	(*EndpointHeader)(nil),                       // 9: hookline.v1.EndpointHeader
+	(*RetryPolicy)(nil),                          // 10: hookline.v1.RetryPolicy
+	(*CreateEndpointRequest)(nil),                // 11: hookline.v1.CreateEndpointRequest
+	(*CreateEndpointResponse)(nil),               // 12: hookline.v1.CreateEndpointResponse
+	(*GetEndpointRequest)(nil),                   // 13: hookline.v1.GetEndpointRequest
+	(*GetEndpointResponse)(nil),                  // 14: hookline.v1.GetEndpointResponse
+	(*ListEndpointsRequest)(nil),                 // 15: hookline.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),                // 16: hookline.v1.ListEndpointsResponse
+	(*UpdateEndpointRequest)(nil),                // 17: hookline.v1.UpdateEndpointRequest
+	(*UpdateEndpointResponse)(nil),               // 18: hookline.v1.UpdateEndpointResponse
+	(*DeleteEndpointRequest)(nil),                // 19: hookline.v1.DeleteEndpointRequest
+	(*DeleteEndpointResponse)(nil),               // 20: hookline.v1.DeleteEndpointResponse
+	(*PauseEndpointRequest)(nil),                 // 21: hookline.v1.PauseEndpointRequest
+	(*PauseEndpointResponse)(nil),                // 22: hookline.v1.PauseEndpointResponse
+	(*ResumeEndpointRequest)(nil),                // 23: hookline.v1.ResumeEndpointRequest
+	(*ResumeEndpointResponse)(nil),               // 24: hookline.v1.ResumeEndpointResponse
+	(*RotateEndpointSecretRequest)(nil),          // 25: hookline.v1.RotateEndpointSecretRequest
+	(*RotateEndpointSecretResponse)(nil),         // 26: hookline.v1.RotateEndpointSecretResponse
+	(*TestFilterAndTransformationRequest)(nil),   // 27: hookline.v1.TestFilterAndTransformationRequest
+	(*TestFilterAndTransformationResponse)(nil),  // 28: hookline.v1.TestFilterAndTransformationResponse
+	(*TransformationResult)(nil),                 // 29: hookline.v1.TransformationResult
+	(*TransformedWebhook)(nil),                   // 30: hookline.v1.TransformedWebhook
+	(*FilterResult)(nil),                         // 31: hookline.v1.FilterResult
+	nil,                                          // 32: hookline.v1.Endpoint.MetadataEntry
+	(*ReceiverAuth_Basic)(nil),                   // 33: hookline.v1.ReceiverAuth.Basic
+	(*ReceiverAuth_Bearer)(nil),                  // 34: hookline.v1.ReceiverAuth.Bearer
+	(*ReceiverAuth_OAuth2ClientCredentials)(nil), // 35: hookline.v1.ReceiverAuth.OAuth2ClientCredentials
+	(*RetryPolicy_ExponentialBackoff)(nil),       // 36: hookline.v1.RetryPolicy.ExponentialBackoff
+	(*RetryPolicy_DelayLadder)(nil),              // 37: hookline.v1.RetryPolicy.DelayLadder
+	nil,                                          // 38: hookline.v1.CreateEndpointRequest.MetadataEntry
+	nil,                                          // 39: hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
+	nil,                                          // 40: hookline.v1.TransformedWebhook.HeadersEntry
+	(*durationpb.Duration)(nil),                  // 41: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),                // 42: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),                // 43: google.protobuf.FieldMask
 }
 var file_hookline_v1_endpoint_proto_depIdxs = []int32{
 	0,  // 0: hookline.v1.Endpoint.status:type_name -> hookline.v1.EndpointStatus
-	40, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
-	9,  // 2: hookline.v1.Endpoint.retry_policy:type_name -> hookline.v1.RetryPolicy
-	41, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
-	41, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
-	41, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
-	31, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
+	41, // 1: hookline.v1.Endpoint.timeout:type_name -> google.protobuf.Duration
+	10, // 2: hookline.v1.Endpoint.retry_policy:type_name -> hookline.v1.RetryPolicy
+	42, // 3: hookline.v1.Endpoint.created_at:type_name -> google.protobuf.Timestamp
+	42, // 4: hookline.v1.Endpoint.updated_at:type_name -> google.protobuf.Timestamp
+	42, // 5: hookline.v1.Endpoint.paused_at:type_name -> google.protobuf.Timestamp
+	32, // 6: hookline.v1.Endpoint.metadata:type_name -> hookline.v1.Endpoint.MetadataEntry
 	1,  // 7: hookline.v1.Endpoint.signature_scheme:type_name -> hookline.v1.SignatureScheme
 	2,  // 8: hookline.v1.Endpoint.ordering:type_name -> hookline.v1.Ordering
 	3,  // 9: hookline.v1.Endpoint.on_head_failure:type_name -> hookline.v1.HeadFailure
-	8,  // 10: hookline.v1.Endpoint.headers:type_name -> hookline.v1.EndpointHeader
-	7,  // 11: hookline.v1.Endpoint.auth:type_name -> hookline.v1.ReceiverAuth
-	6,  // 12: hookline.v1.Endpoint.client_tls:type_name -> hookline.v1.ClientTLS
-	41, // 13: hookline.v1.ClientTLS.not_after:type_name -> google.protobuf.Timestamp
-	32, // 14: hookline.v1.ReceiverAuth.basic:type_name -> hookline.v1.ReceiverAuth.Basic
-	33, // 15: hookline.v1.ReceiverAuth.bearer:type_name -> hookline.v1.ReceiverAuth.Bearer
-	34, // 16: hookline.v1.ReceiverAuth.oauth2_client_credentials:type_name -> hookline.v1.ReceiverAuth.OAuth2ClientCredentials
-	35, // 17: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
-	36, // 18: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
-	4,  // 19: hookline.v1.RetryPolicy.jitter:type_name -> hookline.v1.RetryPolicy.Jitter
-	40, // 20: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
-	40, // 21: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
-	9,  // 22: hookline.v1.CreateEndpointRequest.retry_policy:type_name -> hookline.v1.RetryPolicy
-	37, // 23: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
-	1,  // 24: hookline.v1.CreateEndpointRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
-	2,  // 25: hookline.v1.CreateEndpointRequest.ordering:type_name -> hookline.v1.Ordering
-	3,  // 26: hookline.v1.CreateEndpointRequest.on_head_failure:type_name -> hookline.v1.HeadFailure
-	8,  // 27: hookline.v1.CreateEndpointRequest.headers:type_name -> hookline.v1.EndpointHeader
-	7,  // 28: hookline.v1.CreateEndpointRequest.auth:type_name -> hookline.v1.ReceiverAuth
-	6,  // 29: hookline.v1.CreateEndpointRequest.client_tls:type_name -> hookline.v1.ClientTLS
-	5,  // 30: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 31: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 32: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
-	5,  // 33: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
-	42, // 34: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	5,  // 35: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 36: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 37: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	40, // 38: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
-	1,  // 39: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
-	5,  // 40: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	38, // 41: hookline.v1.TestFilterAndTransformationRequest.metadata:type_name -> hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
-	30, // 42: hookline.v1.TestFilterAndTransformationResponse.filter:type_name -> hookline.v1.FilterResult
-	28, // 43: hookline.v1.TestFilterAndTransformationResponse.transformation:type_name -> hookline.v1.TransformationResult
-	29, // 44: hookline.v1.TransformationResult.webhook:type_name -> hookline.v1.TransformedWebhook
-	40, // 45: hookline.v1.TransformationResult.duration:type_name -> google.protobuf.Duration
-	39, // 46: hookline.v1.TransformedWebhook.headers:type_name -> hookline.v1.TransformedWebhook.HeadersEntry
-	40, // 47: hookline.v1.FilterResult.duration:type_name -> google.protobuf.Duration
-	40, // 48: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
-	40, // 49: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
-	40, // 50: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
-	10, // 51: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	12, // 52: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	14, // 53: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	16, // 54: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	18, // 55: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	20, // 56: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	22, // 57: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	24, // 58: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
-	26, // 59: hookline.v1.EndpointService.TestFilterAndTransformation:input_type -> hookline.v1.TestFilterAndTransformationRequest
-	11, // 60: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	13, // 61: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
-	15, // 62: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	17, // 63: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
-	19, // 64: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
-	21, // 65: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
-	23, // 66: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
-	25, // 67: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
-	27, // 68: hookline.v1.EndpointService.TestFilterAndTransformation:output_type -> hookline.v1.TestFilterAndTransformationResponse
-	60, // [60:69] is the sub-list for method output_type
-	51, // [51:60] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	9,  // 10: hookline.v1.Endpoint.headers:type_name -> hookline.v1.EndpointHeader
+	8,  // 11: hookline.v1.Endpoint.auth:type_name -> hookline.v1.ReceiverAuth
+	7,  // 12: hookline.v1.Endpoint.client_tls:type_name -> hookline.v1.ClientTLS
+	6,  // 13: hookline.v1.Endpoint.batch:type_name -> hookline.v1.BatchSettings
+	41, // 14: hookline.v1.BatchSettings.max_wait:type_name -> google.protobuf.Duration
+	42, // 15: hookline.v1.ClientTLS.not_after:type_name -> google.protobuf.Timestamp
+	33, // 16: hookline.v1.ReceiverAuth.basic:type_name -> hookline.v1.ReceiverAuth.Basic
+	34, // 17: hookline.v1.ReceiverAuth.bearer:type_name -> hookline.v1.ReceiverAuth.Bearer
+	35, // 18: hookline.v1.ReceiverAuth.oauth2_client_credentials:type_name -> hookline.v1.ReceiverAuth.OAuth2ClientCredentials
+	36, // 19: hookline.v1.RetryPolicy.exponential:type_name -> hookline.v1.RetryPolicy.ExponentialBackoff
+	37, // 20: hookline.v1.RetryPolicy.ladder:type_name -> hookline.v1.RetryPolicy.DelayLadder
+	4,  // 21: hookline.v1.RetryPolicy.jitter:type_name -> hookline.v1.RetryPolicy.Jitter
+	41, // 22: hookline.v1.RetryPolicy.max_age:type_name -> google.protobuf.Duration
+	41, // 23: hookline.v1.CreateEndpointRequest.timeout:type_name -> google.protobuf.Duration
+	10, // 24: hookline.v1.CreateEndpointRequest.retry_policy:type_name -> hookline.v1.RetryPolicy
+	38, // 25: hookline.v1.CreateEndpointRequest.metadata:type_name -> hookline.v1.CreateEndpointRequest.MetadataEntry
+	1,  // 26: hookline.v1.CreateEndpointRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
+	2,  // 27: hookline.v1.CreateEndpointRequest.ordering:type_name -> hookline.v1.Ordering
+	3,  // 28: hookline.v1.CreateEndpointRequest.on_head_failure:type_name -> hookline.v1.HeadFailure
+	9,  // 29: hookline.v1.CreateEndpointRequest.headers:type_name -> hookline.v1.EndpointHeader
+	8,  // 30: hookline.v1.CreateEndpointRequest.auth:type_name -> hookline.v1.ReceiverAuth
+	7,  // 31: hookline.v1.CreateEndpointRequest.client_tls:type_name -> hookline.v1.ClientTLS
+	5,  // 32: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 33: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 34: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
+	5,  // 35: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
+	43, // 36: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	5,  // 37: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 38: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 39: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	41, // 40: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
+	1,  // 41: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
+	5,  // 42: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
+	39, // 43: hookline.v1.TestFilterAndTransformationRequest.metadata:type_name -> hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
+	31, // 44: hookline.v1.TestFilterAndTransformationResponse.filter:type_name -> hookline.v1.FilterResult
+	29, // 45: hookline.v1.TestFilterAndTransformationResponse.transformation:type_name -> hookline.v1.TransformationResult
+	30, // 46: hookline.v1.TransformationResult.webhook:type_name -> hookline.v1.TransformedWebhook
+	41, // 47: hookline.v1.TransformationResult.duration:type_name -> google.protobuf.Duration
+	40, // 48: hookline.v1.TransformedWebhook.headers:type_name -> hookline.v1.TransformedWebhook.HeadersEntry
+	41, // 49: hookline.v1.FilterResult.duration:type_name -> google.protobuf.Duration
+	41, // 50: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
+	41, // 51: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
+	41, // 52: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
+	11, // 53: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	13, // 54: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	15, // 55: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	17, // 56: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	19, // 57: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	21, // 58: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	23, // 59: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	25, // 60: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
+	27, // 61: hookline.v1.EndpointService.TestFilterAndTransformation:input_type -> hookline.v1.TestFilterAndTransformationRequest
+	12, // 62: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	14, // 63: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
+	16, // 64: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	18, // 65: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
+	20, // 66: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
+	22, // 67: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
+	24, // 68: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
+	26, // 69: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
+	28, // 70: hookline.v1.EndpointService.TestFilterAndTransformation:output_type -> hookline.v1.TestFilterAndTransformationResponse
+	62, // [62:71] is the sub-list for method output_type
+	53, // [53:62] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_endpoint_proto_init() }
@@ -3034,12 +3129,12 @@ func file_hookline_v1_endpoint_proto_init() {
 		return
 	}
 	file_hookline_v1_rules_proto_init()
-	file_hookline_v1_endpoint_proto_msgTypes[2].OneofWrappers = []any{
+	file_hookline_v1_endpoint_proto_msgTypes[3].OneofWrappers = []any{
 		(*ReceiverAuth_Basic_)(nil),
 		(*ReceiverAuth_Bearer_)(nil),
 		(*ReceiverAuth_Oauth2ClientCredentials)(nil),
 	}
-	file_hookline_v1_endpoint_proto_msgTypes[4].OneofWrappers = []any{
+	file_hookline_v1_endpoint_proto_msgTypes[5].OneofWrappers = []any{
 		(*RetryPolicy_Exponential)(nil),
 		(*RetryPolicy_Ladder)(nil),
 	}
@@ -3049,7 +3144,7 @@ func file_hookline_v1_endpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_endpoint_proto_rawDesc), len(file_hookline_v1_endpoint_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

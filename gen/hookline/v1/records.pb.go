@@ -569,7 +569,13 @@ type Delivery struct {
 	// endpoint paused (DESIGN "Paused endpoints hold in a parked topic"):
 	// the scheduler's release adds the time since to paused_for and
 	// give_up_at, and clears it.
-	ParkedAt      *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=parked_at,json=parkedAt,proto3" json:"parked_at,omitempty"`
+	ParkedAt *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=parked_at,json=parkedAt,proto3" json:"parked_at,omitempty"`
+	// Set on a batch's record (issue 30): the delivery is then the batch,
+	// delivery_id and event_id its "bat_…" id (derived from the members'
+	// delivery ids, so every attempt carries the same webhook-id), payload
+	// the body every attempt sends (sdk/batch), and attempt, first
+	// attempt and give-up time the batch's own. Covered by record_mac.
+	Batch         *Batch `protobuf:"bytes,23,opt,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -758,6 +764,61 @@ func (x *Delivery) GetParkedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Delivery) GetBatch() *Batch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+// Batch is what a batch's record carries besides its body.
+type Batch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The members in the order the body lists them, each without its
+	// payload (the body holds it): their results and dead letters are
+	// made from these.
+	Members       []*Delivery `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Batch) Reset() {
+	*x = Batch{}
+	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Batch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Batch) ProtoMessage() {}
+
+func (x *Batch) ProtoReflect() protoreflect.Message {
+	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Batch.ProtoReflect.Descriptor instead.
+func (*Batch) Descriptor() ([]byte, []int) {
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Batch) GetMembers() []*Delivery {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 // Transformed is a transformation's result on a delivery record.
 type Transformed struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -780,7 +841,7 @@ type Transformed struct {
 
 func (x *Transformed) Reset() {
 	*x = Transformed{}
-	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	mi := &file_hookline_v1_records_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +853,7 @@ func (x *Transformed) String() string {
 func (*Transformed) ProtoMessage() {}
 
 func (x *Transformed) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[2]
+	mi := &file_hookline_v1_records_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +866,7 @@ func (x *Transformed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transformed.ProtoReflect.Descriptor instead.
 func (*Transformed) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{2}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Transformed) GetUrl() string {
@@ -858,7 +919,7 @@ type RecordMac struct {
 
 func (x *RecordMac) Reset() {
 	*x = RecordMac{}
-	mi := &file_hookline_v1_records_proto_msgTypes[3]
+	mi := &file_hookline_v1_records_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +931,7 @@ func (x *RecordMac) String() string {
 func (*RecordMac) ProtoMessage() {}
 
 func (x *RecordMac) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[3]
+	mi := &file_hookline_v1_records_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +944,7 @@ func (x *RecordMac) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordMac.ProtoReflect.Descriptor instead.
 func (*RecordMac) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{3}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RecordMac) GetKeyId() string {
@@ -931,14 +992,19 @@ type AttemptResult struct {
 	// Why the delivery ended or was held, for terminal and held states.
 	Reason string `protobuf:"bytes,17,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Whether the receiver's URL used at attempt time; informational.
-	Url           string `protobuf:"bytes,18,opt,name=url,proto3" json:"url,omitempty"`
+	Url string `protobuf:"bytes,18,opt,name=url,proto3" json:"url,omitempty"`
+	// Set when the attempt was a batch's (issue 30): the batch's id (its
+	// webhook-id) and how many members it sent. Each member gets its own
+	// result of the one attempt.
+	BatchId       string `protobuf:"bytes,19,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	BatchSize     uint32 `protobuf:"varint,20,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AttemptResult) Reset() {
 	*x = AttemptResult{}
-	mi := &file_hookline_v1_records_proto_msgTypes[4]
+	mi := &file_hookline_v1_records_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1016,7 @@ func (x *AttemptResult) String() string {
 func (*AttemptResult) ProtoMessage() {}
 
 func (x *AttemptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[4]
+	mi := &file_hookline_v1_records_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1029,7 @@ func (x *AttemptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptResult.ProtoReflect.Descriptor instead.
 func (*AttemptResult) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{4}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AttemptResult) GetDeliveryId() string {
@@ -1092,6 +1158,20 @@ func (x *AttemptResult) GetUrl() string {
 	return ""
 }
 
+func (x *AttemptResult) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *AttemptResult) GetBatchSize() uint32 {
+	if x != nil {
+		return x.BatchSize
+	}
+	return 0
+}
+
 // DeadLetter is a delivery that will not be attempted again, with the
 // result that ended it. Topic: <prefix>dead; key: endpoint_id.
 type DeadLetter struct {
@@ -1105,7 +1185,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_hookline_v1_records_proto_msgTypes[5]
+	mi := &file_hookline_v1_records_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1197,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[5]
+	mi := &file_hookline_v1_records_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1210,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeadLetter) GetDelivery() *Delivery {
@@ -1175,7 +1255,7 @@ type EndpointRecord struct {
 
 func (x *EndpointRecord) Reset() {
 	*x = EndpointRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[6]
+	mi := &file_hookline_v1_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1267,7 @@ func (x *EndpointRecord) String() string {
 func (*EndpointRecord) ProtoMessage() {}
 
 func (x *EndpointRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[6]
+	mi := &file_hookline_v1_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1280,7 @@ func (x *EndpointRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointRecord.ProtoReflect.Descriptor instead.
 func (*EndpointRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{6}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EndpointRecord) GetEndpoint() *Endpoint {
@@ -1252,7 +1332,7 @@ type EndpointCredential struct {
 
 func (x *EndpointCredential) Reset() {
 	*x = EndpointCredential{}
-	mi := &file_hookline_v1_records_proto_msgTypes[7]
+	mi := &file_hookline_v1_records_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1344,7 @@ func (x *EndpointCredential) String() string {
 func (*EndpointCredential) ProtoMessage() {}
 
 func (x *EndpointCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[7]
+	mi := &file_hookline_v1_records_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1357,7 @@ func (x *EndpointCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointCredential.ProtoReflect.Descriptor instead.
 func (*EndpointCredential) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{7}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EndpointCredential) GetName() string {
@@ -1323,7 +1403,7 @@ type EndpointSecret struct {
 
 func (x *EndpointSecret) Reset() {
 	*x = EndpointSecret{}
-	mi := &file_hookline_v1_records_proto_msgTypes[8]
+	mi := &file_hookline_v1_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1415,7 @@ func (x *EndpointSecret) String() string {
 func (*EndpointSecret) ProtoMessage() {}
 
 func (x *EndpointSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[8]
+	mi := &file_hookline_v1_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1428,7 @@ func (x *EndpointSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSecret.ProtoReflect.Descriptor instead.
 func (*EndpointSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{8}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EndpointSecret) GetSecret() string {
@@ -1404,7 +1484,7 @@ type SealedSecret struct {
 
 func (x *SealedSecret) Reset() {
 	*x = SealedSecret{}
-	mi := &file_hookline_v1_records_proto_msgTypes[9]
+	mi := &file_hookline_v1_records_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1496,7 @@ func (x *SealedSecret) String() string {
 func (*SealedSecret) ProtoMessage() {}
 
 func (x *SealedSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[9]
+	mi := &file_hookline_v1_records_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1509,7 @@ func (x *SealedSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedSecret.ProtoReflect.Descriptor instead.
 func (*SealedSecret) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{9}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SealedSecret) GetKeyId() string {
@@ -1485,7 +1565,7 @@ type Notice struct {
 
 func (x *Notice) Reset() {
 	*x = Notice{}
-	mi := &file_hookline_v1_records_proto_msgTypes[10]
+	mi := &file_hookline_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1577,7 @@ func (x *Notice) String() string {
 func (*Notice) ProtoMessage() {}
 
 func (x *Notice) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[10]
+	mi := &file_hookline_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1590,7 @@ func (x *Notice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notice.ProtoReflect.Descriptor instead.
 func (*Notice) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{10}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Notice) GetNoticeId() string {
@@ -1635,7 +1715,7 @@ type IdempotencyRecord struct {
 
 func (x *IdempotencyRecord) Reset() {
 	*x = IdempotencyRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[11]
+	mi := &file_hookline_v1_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1727,7 @@ func (x *IdempotencyRecord) String() string {
 func (*IdempotencyRecord) ProtoMessage() {}
 
 func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[11]
+	mi := &file_hookline_v1_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1740,7 @@ func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
 func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{11}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *IdempotencyRecord) GetTenantId() string {
@@ -1757,7 +1837,7 @@ type LaneRecord struct {
 
 func (x *LaneRecord) Reset() {
 	*x = LaneRecord{}
-	mi := &file_hookline_v1_records_proto_msgTypes[12]
+	mi := &file_hookline_v1_records_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1849,7 @@ func (x *LaneRecord) String() string {
 func (*LaneRecord) ProtoMessage() {}
 
 func (x *LaneRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[12]
+	mi := &file_hookline_v1_records_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +1862,7 @@ func (x *LaneRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneRecord.ProtoReflect.Descriptor instead.
 func (*LaneRecord) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{12}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LaneRecord) GetEndpointId() string {
@@ -1822,7 +1902,7 @@ type LaneMember struct {
 
 func (x *LaneMember) Reset() {
 	*x = LaneMember{}
-	mi := &file_hookline_v1_records_proto_msgTypes[13]
+	mi := &file_hookline_v1_records_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +1914,7 @@ func (x *LaneMember) String() string {
 func (*LaneMember) ProtoMessage() {}
 
 func (x *LaneMember) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[13]
+	mi := &file_hookline_v1_records_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +1927,7 @@ func (x *LaneMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneMember.ProtoReflect.Descriptor instead.
 func (*LaneMember) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{13}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LaneMember) GetDeliveryId() string {
@@ -1892,7 +1972,7 @@ type BlockedHead struct {
 
 func (x *BlockedHead) Reset() {
 	*x = BlockedHead{}
-	mi := &file_hookline_v1_records_proto_msgTypes[14]
+	mi := &file_hookline_v1_records_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1904,7 +1984,7 @@ func (x *BlockedHead) String() string {
 func (*BlockedHead) ProtoMessage() {}
 
 func (x *BlockedHead) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[14]
+	mi := &file_hookline_v1_records_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1917,7 +1997,7 @@ func (x *BlockedHead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockedHead.ProtoReflect.Descriptor instead.
 func (*BlockedHead) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{14}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BlockedHead) GetDelivery() *Delivery {
@@ -1962,7 +2042,7 @@ type RecordRef struct {
 
 func (x *RecordRef) Reset() {
 	*x = RecordRef{}
-	mi := &file_hookline_v1_records_proto_msgTypes[15]
+	mi := &file_hookline_v1_records_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2054,7 @@ func (x *RecordRef) String() string {
 func (*RecordRef) ProtoMessage() {}
 
 func (x *RecordRef) ProtoReflect() protoreflect.Message {
-	mi := &file_hookline_v1_records_proto_msgTypes[15]
+	mi := &file_hookline_v1_records_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2067,7 @@ func (x *RecordRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRef.ProtoReflect.Descriptor instead.
 func (*RecordRef) Descriptor() ([]byte, []int) {
-	return file_hookline_v1_records_proto_rawDescGZIP(), []int{15}
+	return file_hookline_v1_records_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RecordRef) GetTopic() string {
@@ -2020,7 +2100,7 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x02op\x18\x01 \x01(\x0e2\x13.hookline.v1.LaneOpR\x02op\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x02 \x01(\tR\tcommandId\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x8a\b\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xb4\b\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -2052,8 +2132,11 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\n" +
 	"record_mac\x18\x14 \x01(\v2\x16.hookline.v1.RecordMacR\trecordMac\x12:\n" +
 	"\vtransformed\x18\x15 \x01(\v2\x18.hookline.v1.TransformedR\vtransformed\x127\n" +
-	"\tparked_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\bparkedAtB\v\n" +
-	"\t_lane_seq\"\xe8\x01\n" +
+	"\tparked_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\bparkedAt\x12(\n" +
+	"\x05batch\x18\x17 \x01(\v2\x12.hookline.v1.BatchR\x05batchB\v\n" +
+	"\t_lane_seq\"8\n" +
+	"\x05Batch\x12/\n" +
+	"\amembers\x18\x01 \x03(\v2\x15.hookline.v1.DeliveryR\amembers\"\xe8\x01\n" +
 	"\vTransformed\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12?\n" +
@@ -2065,7 +2148,7 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"4\n" +
 	"\tRecordMac\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x10\n" +
-	"\x03mac\x18\x02 \x01(\fR\x03mac\"\x99\x05\n" +
+	"\x03mac\x18\x02 \x01(\fR\x03mac\"\xd3\x05\n" +
 	"\rAttemptResult\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -2090,7 +2173,10 @@ const file_hookline_v1_records_proto_rawDesc = "" +
 	"\btrace_id\x18\x0f \x01(\tR\atraceId\x12\x17\n" +
 	"\aspan_id\x18\x10 \x01(\tR\x06spanId\x12\x16\n" +
 	"\x06reason\x18\x11 \x01(\tR\x06reason\x12\x10\n" +
-	"\x03url\x18\x12 \x01(\tR\x03url\"\xb1\x01\n" +
+	"\x03url\x18\x12 \x01(\tR\x03url\x12\x19\n" +
+	"\bbatch_id\x18\x13 \x01(\tR\abatchId\x12\x1d\n" +
+	"\n" +
+	"batch_size\x18\x14 \x01(\rR\tbatchSize\"\xb1\x01\n" +
 	"\n" +
 	"DeadLetter\x121\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x15.hookline.v1.DeliveryR\bdelivery\x12;\n" +
@@ -2238,7 +2324,7 @@ func file_hookline_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_hookline_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_hookline_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_hookline_v1_records_proto_goTypes = []any{
 	(DeliveryKind)(0),             // 0: hookline.v1.DeliveryKind
 	(LaneOp)(0),                   // 1: hookline.v1.LaneOp
@@ -2248,75 +2334,78 @@ var file_hookline_v1_records_proto_goTypes = []any{
 	(IdempotencyState)(0),         // 5: hookline.v1.IdempotencyState
 	(*LaneCommand)(nil),           // 6: hookline.v1.LaneCommand
 	(*Delivery)(nil),              // 7: hookline.v1.Delivery
-	(*Transformed)(nil),           // 8: hookline.v1.Transformed
-	(*RecordMac)(nil),             // 9: hookline.v1.RecordMac
-	(*AttemptResult)(nil),         // 10: hookline.v1.AttemptResult
-	(*DeadLetter)(nil),            // 11: hookline.v1.DeadLetter
-	(*EndpointRecord)(nil),        // 12: hookline.v1.EndpointRecord
-	(*EndpointCredential)(nil),    // 13: hookline.v1.EndpointCredential
-	(*EndpointSecret)(nil),        // 14: hookline.v1.EndpointSecret
-	(*SealedSecret)(nil),          // 15: hookline.v1.SealedSecret
-	(*Notice)(nil),                // 16: hookline.v1.Notice
-	(*IdempotencyRecord)(nil),     // 17: hookline.v1.IdempotencyRecord
-	(*LaneRecord)(nil),            // 18: hookline.v1.LaneRecord
-	(*LaneMember)(nil),            // 19: hookline.v1.LaneMember
-	(*BlockedHead)(nil),           // 20: hookline.v1.BlockedHead
-	(*RecordRef)(nil),             // 21: hookline.v1.RecordRef
-	nil,                           // 22: hookline.v1.Transformed.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
-	(*Endpoint)(nil),              // 25: hookline.v1.Endpoint
-	(*DeliveryRef)(nil),           // 26: hookline.v1.DeliveryRef
+	(*Batch)(nil),                 // 8: hookline.v1.Batch
+	(*Transformed)(nil),           // 9: hookline.v1.Transformed
+	(*RecordMac)(nil),             // 10: hookline.v1.RecordMac
+	(*AttemptResult)(nil),         // 11: hookline.v1.AttemptResult
+	(*DeadLetter)(nil),            // 12: hookline.v1.DeadLetter
+	(*EndpointRecord)(nil),        // 13: hookline.v1.EndpointRecord
+	(*EndpointCredential)(nil),    // 14: hookline.v1.EndpointCredential
+	(*EndpointSecret)(nil),        // 15: hookline.v1.EndpointSecret
+	(*SealedSecret)(nil),          // 16: hookline.v1.SealedSecret
+	(*Notice)(nil),                // 17: hookline.v1.Notice
+	(*IdempotencyRecord)(nil),     // 18: hookline.v1.IdempotencyRecord
+	(*LaneRecord)(nil),            // 19: hookline.v1.LaneRecord
+	(*LaneMember)(nil),            // 20: hookline.v1.LaneMember
+	(*BlockedHead)(nil),           // 21: hookline.v1.BlockedHead
+	(*RecordRef)(nil),             // 22: hookline.v1.RecordRef
+	nil,                           // 23: hookline.v1.Transformed.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
+	(*Endpoint)(nil),              // 26: hookline.v1.Endpoint
+	(*DeliveryRef)(nil),           // 27: hookline.v1.DeliveryRef
 }
 var file_hookline_v1_records_proto_depIdxs = []int32{
 	1,  // 0: hookline.v1.LaneCommand.op:type_name -> hookline.v1.LaneOp
-	23, // 1: hookline.v1.LaneCommand.at:type_name -> google.protobuf.Timestamp
-	23, // 2: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
-	23, // 3: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
-	23, // 4: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
-	23, // 5: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
+	24, // 1: hookline.v1.LaneCommand.at:type_name -> google.protobuf.Timestamp
+	24, // 2: hookline.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
+	24, // 3: hookline.v1.Delivery.due_at:type_name -> google.protobuf.Timestamp
+	24, // 4: hookline.v1.Delivery.first_attempt_at:type_name -> google.protobuf.Timestamp
+	24, // 5: hookline.v1.Delivery.give_up_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: hookline.v1.Delivery.kind:type_name -> hookline.v1.DeliveryKind
-	24, // 7: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
-	23, // 8: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
+	25, // 7: hookline.v1.Delivery.paused_for:type_name -> google.protobuf.Duration
+	24, // 8: hookline.v1.Delivery.held_since:type_name -> google.protobuf.Timestamp
 	6,  // 9: hookline.v1.Delivery.lane_command:type_name -> hookline.v1.LaneCommand
-	21, // 10: hookline.v1.Delivery.payload_record:type_name -> hookline.v1.RecordRef
-	9,  // 11: hookline.v1.Delivery.record_mac:type_name -> hookline.v1.RecordMac
-	8,  // 12: hookline.v1.Delivery.transformed:type_name -> hookline.v1.Transformed
-	23, // 13: hookline.v1.Delivery.parked_at:type_name -> google.protobuf.Timestamp
-	22, // 14: hookline.v1.Transformed.headers:type_name -> hookline.v1.Transformed.HeadersEntry
-	2,  // 15: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
-	24, // 16: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
-	23, // 17: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 18: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
-	23, // 19: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
-	7,  // 20: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
-	10, // 21: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
-	23, // 22: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	25, // 23: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
-	14, // 24: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
-	13, // 25: hookline.v1.EndpointRecord.credentials:type_name -> hookline.v1.EndpointCredential
-	15, // 26: hookline.v1.EndpointCredential.sealed:type_name -> hookline.v1.SealedSecret
-	23, // 27: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
-	23, // 28: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 29: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
-	4,  // 30: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
-	23, // 31: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	23, // 32: hookline.v1.Notice.expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 33: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
-	26, // 34: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
-	23, // 35: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
-	23, // 36: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
-	19, // 37: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
-	20, // 38: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
-	7,  // 39: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
-	10, // 40: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
-	23, // 41: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
-	21, // 42: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	22, // 10: hookline.v1.Delivery.payload_record:type_name -> hookline.v1.RecordRef
+	10, // 11: hookline.v1.Delivery.record_mac:type_name -> hookline.v1.RecordMac
+	9,  // 12: hookline.v1.Delivery.transformed:type_name -> hookline.v1.Transformed
+	24, // 13: hookline.v1.Delivery.parked_at:type_name -> google.protobuf.Timestamp
+	8,  // 14: hookline.v1.Delivery.batch:type_name -> hookline.v1.Batch
+	7,  // 15: hookline.v1.Batch.members:type_name -> hookline.v1.Delivery
+	23, // 16: hookline.v1.Transformed.headers:type_name -> hookline.v1.Transformed.HeadersEntry
+	2,  // 17: hookline.v1.AttemptResult.class:type_name -> hookline.v1.OutcomeClass
+	25, // 18: hookline.v1.AttemptResult.latency:type_name -> google.protobuf.Duration
+	24, // 19: hookline.v1.AttemptResult.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 20: hookline.v1.AttemptResult.state:type_name -> hookline.v1.DeliveryState
+	24, // 21: hookline.v1.AttemptResult.next_attempt_at:type_name -> google.protobuf.Timestamp
+	7,  // 22: hookline.v1.DeadLetter.delivery:type_name -> hookline.v1.Delivery
+	11, // 23: hookline.v1.DeadLetter.last_result:type_name -> hookline.v1.AttemptResult
+	24, // 24: hookline.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	26, // 25: hookline.v1.EndpointRecord.endpoint:type_name -> hookline.v1.Endpoint
+	15, // 26: hookline.v1.EndpointRecord.secrets:type_name -> hookline.v1.EndpointSecret
+	14, // 27: hookline.v1.EndpointRecord.credentials:type_name -> hookline.v1.EndpointCredential
+	16, // 28: hookline.v1.EndpointCredential.sealed:type_name -> hookline.v1.SealedSecret
+	24, // 29: hookline.v1.EndpointSecret.created_at:type_name -> google.protobuf.Timestamp
+	24, // 30: hookline.v1.EndpointSecret.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 31: hookline.v1.EndpointSecret.sealed:type_name -> hookline.v1.SealedSecret
+	4,  // 32: hookline.v1.Notice.type:type_name -> hookline.v1.NoticeType
+	24, // 33: hookline.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	24, // 34: hookline.v1.Notice.expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 35: hookline.v1.IdempotencyRecord.state:type_name -> hookline.v1.IdempotencyState
+	27, // 36: hookline.v1.IdempotencyRecord.deliveries:type_name -> hookline.v1.DeliveryRef
+	24, // 37: hookline.v1.IdempotencyRecord.created_at:type_name -> google.protobuf.Timestamp
+	24, // 38: hookline.v1.IdempotencyRecord.expires_at:type_name -> google.protobuf.Timestamp
+	20, // 39: hookline.v1.LaneRecord.outside:type_name -> hookline.v1.LaneMember
+	21, // 40: hookline.v1.LaneMember.blocked:type_name -> hookline.v1.BlockedHead
+	7,  // 41: hookline.v1.BlockedHead.delivery:type_name -> hookline.v1.Delivery
+	11, // 42: hookline.v1.BlockedHead.last_result:type_name -> hookline.v1.AttemptResult
+	24, // 43: hookline.v1.BlockedHead.blocked_at:type_name -> google.protobuf.Timestamp
+	22, // 44: hookline.v1.BlockedHead.delivery_record:type_name -> hookline.v1.RecordRef
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_records_proto_init() }
@@ -2333,7 +2422,7 @@ func file_hookline_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hookline_v1_records_proto_rawDesc), len(file_hookline_v1_records_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
