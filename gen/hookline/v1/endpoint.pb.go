@@ -1085,7 +1085,9 @@ type CreateEndpointRequest struct {
 	// Optional receiver authentication, see Endpoint.auth.
 	Auth *ReceiverAuth `protobuf:"bytes,17,opt,name=auth,proto3" json:"auth,omitempty"`
 	// Optional client certificate, see Endpoint.client_tls.
-	ClientTls     *ClientTLS `protobuf:"bytes,18,opt,name=client_tls,json=clientTls,proto3" json:"client_tls,omitempty"`
+	ClientTls *ClientTLS `protobuf:"bytes,18,opt,name=client_tls,json=clientTls,proto3" json:"client_tls,omitempty"`
+	// Batched delivery (Endpoint.batch); unset: one event per request.
+	Batch         *BatchSettings `protobuf:"bytes,19,opt,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1242,6 +1244,13 @@ func (x *CreateEndpointRequest) GetAuth() *ReceiverAuth {
 func (x *CreateEndpointRequest) GetClientTls() *ClientTLS {
 	if x != nil {
 		return x.ClientTls
+	}
+	return nil
+}
+
+func (x *CreateEndpointRequest) GetBatch() *BatchSettings {
+	if x != nil {
+		return x.Batch
 	}
 	return nil
 }
@@ -2841,7 +2850,7 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\vJITTER_FULL\x10\x02\x12\x0f\n" +
 	"\vJITTER_NONE\x10\x03B\n" +
 	"\n" +
-	"\bschedule\"\x9f\b\n" +
+	"\bschedule\"\xd1\b\n" +
 	"\x15CreateEndpointRequest\x12\x1d\n" +
 	"\x03url\x18\x01 \x01(\tB\v\xbaH\br\x06\xa0\x88'\x01\x10\x01R\x03url\x12+\n" +
 	"\vdescription\x18\x02 \x01(\tB\t\xbaH\x06r\x04\xa8\x88'\x01R\vdescription\x12+\n" +
@@ -2866,7 +2875,8 @@ const file_hookline_v1_endpoint_proto_rawDesc = "" +
 	"\aheaders\x18\x10 \x03(\v2\x1b.hookline.v1.EndpointHeaderB\b\xbaH\x05\x92\x01\x02\x10\x14R\aheaders\x12-\n" +
 	"\x04auth\x18\x11 \x01(\v2\x19.hookline.v1.ReceiverAuthR\x04auth\x125\n" +
 	"\n" +
-	"client_tls\x18\x12 \x01(\v2\x16.hookline.v1.ClientTLSR\tclientTls\x1a;\n" +
+	"client_tls\x18\x12 \x01(\v2\x16.hookline.v1.ClientTLSR\tclientTls\x120\n" +
+	"\x05batch\x18\x13 \x01(\v2\x1a.hookline.v1.BatchSettingsR\x05batch\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
@@ -3077,50 +3087,51 @@ var file_hookline_v1_endpoint_proto_depIdxs = []int32{
 	9,  // 29: hookline.v1.CreateEndpointRequest.headers:type_name -> hookline.v1.EndpointHeader
 	8,  // 30: hookline.v1.CreateEndpointRequest.auth:type_name -> hookline.v1.ReceiverAuth
 	7,  // 31: hookline.v1.CreateEndpointRequest.client_tls:type_name -> hookline.v1.ClientTLS
-	5,  // 32: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 33: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 34: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
-	5,  // 35: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
-	43, // 36: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	5,  // 37: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 38: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	5,  // 39: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
-	41, // 40: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
-	1,  // 41: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
-	5,  // 42: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
-	39, // 43: hookline.v1.TestFilterAndTransformationRequest.metadata:type_name -> hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
-	31, // 44: hookline.v1.TestFilterAndTransformationResponse.filter:type_name -> hookline.v1.FilterResult
-	29, // 45: hookline.v1.TestFilterAndTransformationResponse.transformation:type_name -> hookline.v1.TransformationResult
-	30, // 46: hookline.v1.TransformationResult.webhook:type_name -> hookline.v1.TransformedWebhook
-	41, // 47: hookline.v1.TransformationResult.duration:type_name -> google.protobuf.Duration
-	40, // 48: hookline.v1.TransformedWebhook.headers:type_name -> hookline.v1.TransformedWebhook.HeadersEntry
-	41, // 49: hookline.v1.FilterResult.duration:type_name -> google.protobuf.Duration
-	41, // 50: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
-	41, // 51: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
-	41, // 52: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
-	11, // 53: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
-	13, // 54: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
-	15, // 55: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
-	17, // 56: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
-	19, // 57: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
-	21, // 58: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
-	23, // 59: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
-	25, // 60: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
-	27, // 61: hookline.v1.EndpointService.TestFilterAndTransformation:input_type -> hookline.v1.TestFilterAndTransformationRequest
-	12, // 62: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
-	14, // 63: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
-	16, // 64: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
-	18, // 65: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
-	20, // 66: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
-	22, // 67: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
-	24, // 68: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
-	26, // 69: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
-	28, // 70: hookline.v1.EndpointService.TestFilterAndTransformation:output_type -> hookline.v1.TestFilterAndTransformationResponse
-	62, // [62:71] is the sub-list for method output_type
-	53, // [53:62] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	6,  // 32: hookline.v1.CreateEndpointRequest.batch:type_name -> hookline.v1.BatchSettings
+	5,  // 33: hookline.v1.CreateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 34: hookline.v1.GetEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 35: hookline.v1.ListEndpointsResponse.endpoints:type_name -> hookline.v1.Endpoint
+	5,  // 36: hookline.v1.UpdateEndpointRequest.endpoint:type_name -> hookline.v1.Endpoint
+	43, // 37: hookline.v1.UpdateEndpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	5,  // 38: hookline.v1.UpdateEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 39: hookline.v1.PauseEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	5,  // 40: hookline.v1.ResumeEndpointResponse.endpoint:type_name -> hookline.v1.Endpoint
+	41, // 41: hookline.v1.RotateEndpointSecretRequest.grace_period:type_name -> google.protobuf.Duration
+	1,  // 42: hookline.v1.RotateEndpointSecretRequest.signature_scheme:type_name -> hookline.v1.SignatureScheme
+	5,  // 43: hookline.v1.RotateEndpointSecretResponse.endpoint:type_name -> hookline.v1.Endpoint
+	39, // 44: hookline.v1.TestFilterAndTransformationRequest.metadata:type_name -> hookline.v1.TestFilterAndTransformationRequest.MetadataEntry
+	31, // 45: hookline.v1.TestFilterAndTransformationResponse.filter:type_name -> hookline.v1.FilterResult
+	29, // 46: hookline.v1.TestFilterAndTransformationResponse.transformation:type_name -> hookline.v1.TransformationResult
+	30, // 47: hookline.v1.TransformationResult.webhook:type_name -> hookline.v1.TransformedWebhook
+	41, // 48: hookline.v1.TransformationResult.duration:type_name -> google.protobuf.Duration
+	40, // 49: hookline.v1.TransformedWebhook.headers:type_name -> hookline.v1.TransformedWebhook.HeadersEntry
+	41, // 50: hookline.v1.FilterResult.duration:type_name -> google.protobuf.Duration
+	41, // 51: hookline.v1.RetryPolicy.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
+	41, // 52: hookline.v1.RetryPolicy.ExponentialBackoff.max:type_name -> google.protobuf.Duration
+	41, // 53: hookline.v1.RetryPolicy.DelayLadder.delays:type_name -> google.protobuf.Duration
+	11, // 54: hookline.v1.EndpointService.CreateEndpoint:input_type -> hookline.v1.CreateEndpointRequest
+	13, // 55: hookline.v1.EndpointService.GetEndpoint:input_type -> hookline.v1.GetEndpointRequest
+	15, // 56: hookline.v1.EndpointService.ListEndpoints:input_type -> hookline.v1.ListEndpointsRequest
+	17, // 57: hookline.v1.EndpointService.UpdateEndpoint:input_type -> hookline.v1.UpdateEndpointRequest
+	19, // 58: hookline.v1.EndpointService.DeleteEndpoint:input_type -> hookline.v1.DeleteEndpointRequest
+	21, // 59: hookline.v1.EndpointService.PauseEndpoint:input_type -> hookline.v1.PauseEndpointRequest
+	23, // 60: hookline.v1.EndpointService.ResumeEndpoint:input_type -> hookline.v1.ResumeEndpointRequest
+	25, // 61: hookline.v1.EndpointService.RotateEndpointSecret:input_type -> hookline.v1.RotateEndpointSecretRequest
+	27, // 62: hookline.v1.EndpointService.TestFilterAndTransformation:input_type -> hookline.v1.TestFilterAndTransformationRequest
+	12, // 63: hookline.v1.EndpointService.CreateEndpoint:output_type -> hookline.v1.CreateEndpointResponse
+	14, // 64: hookline.v1.EndpointService.GetEndpoint:output_type -> hookline.v1.GetEndpointResponse
+	16, // 65: hookline.v1.EndpointService.ListEndpoints:output_type -> hookline.v1.ListEndpointsResponse
+	18, // 66: hookline.v1.EndpointService.UpdateEndpoint:output_type -> hookline.v1.UpdateEndpointResponse
+	20, // 67: hookline.v1.EndpointService.DeleteEndpoint:output_type -> hookline.v1.DeleteEndpointResponse
+	22, // 68: hookline.v1.EndpointService.PauseEndpoint:output_type -> hookline.v1.PauseEndpointResponse
+	24, // 69: hookline.v1.EndpointService.ResumeEndpoint:output_type -> hookline.v1.ResumeEndpointResponse
+	26, // 70: hookline.v1.EndpointService.RotateEndpointSecret:output_type -> hookline.v1.RotateEndpointSecretResponse
+	28, // 71: hookline.v1.EndpointService.TestFilterAndTransformation:output_type -> hookline.v1.TestFilterAndTransformationResponse
+	63, // [63:72] is the sub-list for method output_type
+	54, // [54:63] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_hookline_v1_endpoint_proto_init() }
