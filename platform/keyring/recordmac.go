@@ -114,6 +114,7 @@ func deliveryMAC(key *recordMACKey, d *hooklinev1.Delivery, sum [sha256.Size]byt
 	}
 	b = appendField(b, string(sum[:]))
 	b = appendTransformed(b, d.GetTransformed())
+	b = appendBatch(b, d.GetBatch())
 	m.h.Write(b)
 	if cap(b) <= 4<<10 { // a record with huge ids does not keep its buffer
 		m.buf = b
@@ -124,6 +125,23 @@ func deliveryMAC(key *recordMACKey, d *hooklinev1.Delivery, sum [sha256.Size]byt
 // appendField appends f, prefixed with its length (uvarint).
 func appendField(b []byte, f string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(f))), f...)
+}
+
+// appendBatch appends a batch's members (issue 30: a batch's record is
+// made by the dispatcher, which holds the key file too): the delivery,
+// event and type each member's result and dead letter name, so a writer
+// without the key file cannot send a batch's body under other members'
+// names. A record that is not a batch appends nothing.
+func appendBatch(b []byte, batch *hooklinev1.Batch) []byte {
+	if batch == nil {
+		return b
+	}
+	b = appendField(b, "batch")
+	b = binary.AppendUvarint(b, uint64(len(batch.GetMembers())))
+	for _, m := range batch.GetMembers() {
+		b = appendField(appendField(appendField(b, m.GetDeliveryId()), m.GetEventId()), m.GetEventType())
+	}
+	return b
 }
 
 // appendTransformed appends what a transformation set on the record

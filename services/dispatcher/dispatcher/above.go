@@ -175,7 +175,12 @@ func (c *committer) commitAbove(outs []*kgo.Record, parts []hkafka.TopicPartitio
 			merged = append(merged, en.rec.Offset)
 		}
 		slices.Sort(merged)
-		meta, held := encodeAbove(marks[k.topic][k.partition].Offset, merged, aboveMetaMax)
+		base := marks[k.topic][k.partition].Offset
+		meta, held := encodeAbove(base, merged, aboveMetaMax)
+		if cut := wholeGroupsAbove(merged, held, ens); cut < held {
+			held = cut
+			meta, _ = encodeAbove(base, merged[:held], aboveMetaMax)
+		}
 		pw.above = merged[:held]
 		metas[k] = meta
 		added := false
@@ -199,6 +204,38 @@ func (c *committer) commitAbove(outs []*kgo.Record, parts []hkafka.TopicPartitio
 	clear(c.w.fresh)
 	c.w.fresh = append(c.w.fresh[:0], keep...)
 	return outs, parts, metas
+}
+
+// wholeGroupsAbove returns how many of merged (ascending offsets above
+// the watermark, the first held of them named in the commit's metadata)
+// the commit may name so that no batch formed from separate records
+// (batch.go) commits in part: the cut moves back before the first member
+// of any group, among ens, with a member past it.
+func wholeGroupsAbove(merged []int64, held int, ens []*entry) int {
+	groups := map[int64]*batchGroup{}
+	for _, en := range ens {
+		if en.group != nil {
+			groups[en.rec.Offset] = en.group
+		}
+	}
+	if len(groups) == 0 {
+		return held
+	}
+	for held < len(merged) {
+		limit := merged[held]
+		cut := held
+		for i, off := range merged[:held] {
+			if g := groups[off]; g != nil && g.last >= limit {
+				cut = i
+				break
+			}
+		}
+		if cut == held {
+			break
+		}
+		held = cut
+	}
+	return held
 }
 
 // withAbove sets each partition's metadata in an offset commit.

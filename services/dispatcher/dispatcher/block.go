@@ -63,7 +63,7 @@ func (a *attempter) block(ctx context.Context, d *hooklinev1.Delivery, ep *hookl
 	res.State = hooklinev1.DeliveryState_DELIVERY_STATE_BLOCKED
 	res.Reason = why + "; its ordered lane is blocked until an operator resends or skips it"
 	a.writer.finished(ctx, res.State)
-	out := a.writer.resultRecords(ctx, res) // sets the trace ids the lane keeps
+	out := a.writer.resultRecords(ctx, d, res) // sets the trace ids the lane keeps
 	key := laneKey(ep, d)
 	e := ep.GetEndpoint()
 	detail := fmt.Sprintf("ordered lane %q blocked behind delivery %s (event %s): %s", key, d.GetDeliveryId(), d.GetEventId(), why)

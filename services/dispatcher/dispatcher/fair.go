@@ -107,6 +107,10 @@ func (f *fair) ready(l *lane, now time.Time) {
 		f.wakeAt(l, at)
 		return
 	}
+	if ok, at := l.batchReady(now); !ok { // batch.go: a partial batch waits for more
+		f.wakeAt(l, at)
+		return
+	}
 	if l.heapIdx >= 0 {
 		heap.Remove(&f.waking, l.heapIdx)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -158,7 +157,7 @@ func (h *handler) settle(ctx context.Context, v verdict, r *kgo.Record, d *hookl
 		res.Reason = "endpoint deleted"
 		h.writer.finished(ctx, res.State)
 		setOutcome(ctx, outcomeLabel(res.State))
-		return h.writer.resultRecords(ctx, res)
+		return h.writer.resultRecords(ctx, d, res)
 	case epForeign:
 		res := h.writer.result(d, now)
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
@@ -377,7 +376,7 @@ func (a *attempter) attempt(ctx context.Context, r *kgo.Record, d *hooklinev1.De
 			Payload:     d.GetPayload(),
 			Signer:      signer,
 			Timeout:     timeout,
-			Header:      http.Header{},
+			Header:      batchHeader(d),
 			Credentials: creds,
 			Attributes:  attrs,
 		}, d.GetTransformed()))

@@ -245,7 +245,7 @@ func (h *holds) park(ctx context.Context, r *kgo.Record, d *hooklinev1.Delivery,
 		res.Attempt = 0
 		res.State = hooklinev1.DeliveryState_DELIVERY_STATE_PARKED
 		res.Reason = "endpoint paused"
-		out = h.writer.resultRecords(ctx, res)
+		out = h.writer.resultRecords(ctx, d, res)
 	}
 	held := heldCopy(r, d) // by reference (hold.go)
 	held.HeldSince = holdStart(d, now)

@@ -23,6 +23,9 @@ type msg struct {
 	kind msgKind
 	e    *entry
 	outs []*kgo.Record
+	// group are the other members of e's batch (batch.go): done with it,
+	// their outputs among outs.
+	group []*entry
 	// latency is how long the attempt took (zero when none was sent).
 	latency time.Duration
 

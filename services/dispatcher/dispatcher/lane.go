@@ -26,8 +26,9 @@ type lane struct {
 
 	queue  []*entry // queue[qhead:] wait, oldest first; dropped ones are skipped
 	qhead  int
-	queued int   // live entries waiting
-	qbytes int64 // their bytes
+	queued   int   // live entries waiting
+	qbytes   int64 // their bytes
+	qpayload int64 // their payloads' bytes (what a batch's body holds)
 
 	inFlight int
 	cap      int
@@ -56,6 +57,8 @@ type lane struct {
 	// ord is the ordered part of an ordered endpoint's lane (ordered.go);
 	// nil for an unordered one.
 	ord *ordering
+	// batch is its endpoint's batch settings (batch.go); off by default.
+	batch batching
 }
 
 func newLane(id string, t *tenant) *lane {
@@ -98,7 +101,11 @@ func (l *lane) push(e *entry, now time.Time) {
 	l.queue = append(l.queue, e)
 	l.queued++
 	l.qbytes += e.size
+	l.qpayload += payloadSize(e)
 }
+
+// payloadSize is the bytes of e's payload.
+func payloadSize(e *entry) int64 { return int64(len(e.d.GetPayload())) }
 
 // peek returns the oldest live waiting entry (of an ordered lane: the
 // head of a keyLane that may start), or nil.
@@ -125,6 +132,7 @@ func (l *lane) pop() *entry {
 		if e := l.ord.pop(); e != nil {
 			l.queued--
 			l.qbytes -= e.size
+			l.qpayload -= payloadSize(e)
 			return e
 		}
 	}
@@ -136,6 +144,7 @@ func (l *lane) pop() *entry {
 	l.qhead++
 	l.queued--
 	l.qbytes -= e.size
+	l.qpayload -= payloadSize(e)
 	if l.qhead > 64 && l.qhead*2 >= len(l.queue) {
 		l.compact()
 	}
@@ -147,6 +156,7 @@ func (l *lane) pop() *entry {
 func (l *lane) unqueue(e *entry) {
 	l.queued--
 	l.qbytes -= e.size
+	l.qpayload -= payloadSize(e)
 	if e.key != nil && l.ord != nil {
 		l.ord.waiting--
 	}

@@ -49,7 +49,7 @@ func (a *attempter) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hoo
 		if a.log.Enabled(ctx, slog.LevelDebug) {
 			a.deliveryLog(d, ar).DebugContext(ctx, "delivered", "latency", ar.Latency)
 		}
-		return append(a.writer.resultRecords(rctx, res), notices...)
+		return append(a.writer.resultRecords(rctx, d, res), notices...)
 	}
 	// Only failures are logged: the logger is built off the success path,
 	// where it was a fifth of the dispatcher's allocations.
@@ -76,7 +76,7 @@ func (a *attempter) outcome(ctx context.Context, d *hooklinev1.Delivery, ep *hoo
 		// The next attempt's span links to this one.
 		retryRec[0].Headers = append(retryRec[0].Headers, kgo.RecordHeader{Key: headerLastAttempt, Value: []byte(traceparent(ar.SpanContext))})
 	}
-	return append(append(a.writer.resultRecords(rctx, res), retryRec...), notices...)
+	return append(append(a.writer.resultRecords(rctx, d, res), retryRec...), notices...)
 }
 
 // deliveryLog is the logger of one attempt's outcome.

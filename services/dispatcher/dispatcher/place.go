@@ -106,6 +106,7 @@ func (cfg *Config) configure(l *lane, ep *hooklinev1.EndpointRecord, now time.Ti
 		perSec = v
 	}
 	l.configure(min(capacity, cfg.MaxInFlightCeiling), min(perSec, cfg.RateLimitCeiling), now)
+	l.batch = batchingOf(ep)
 }
 
 // queueLimit is how many deliveries l may hold in memory: QueueTime
@@ -180,10 +181,29 @@ func (e *engine) start(l *lane, now time.Time) {
 	l.take(now)
 	en.state = entryInFlight
 	en.cost = attemptOverhead + int64(len(en.d.GetPayload()))
+	probe := g == health.Probe
+	if l.batch.on() && batchable(en.d) {
+		// A batching endpoint's deliveries go in batches, one of one
+		// included: the head and what joins it (batch.go).
+		members := l.gather(en)
+		group(members)
+		for _, m := range members[1:] {
+			m.state = entryInFlight
+			en.cost += int64(len(m.d.GetPayload()))
+		}
+		e.f.charge(l, en.cost)
+		e.f.touch(l, now)
+		e.outstanding++
+		go func() {
+			began := time.Now()
+			outs := s.handler.attemptBatch(en.part.ctx, members, ep, probe)
+			e.in.post(msg{kind: msgDone, e: en, group: members[1:], outs: outs, latency: time.Since(began)})
+		}()
+		return
+	}
 	e.f.charge(l, en.cost)
 	e.f.touch(l, now)
 	e.outstanding++
-	probe := g == health.Probe
 	go func() {
 		began := time.Now()
 		outs := s.handler.attemptRecord(en.part.ctx, en.rec, en.d, ep, probe)

@@ -58,7 +58,7 @@ func (h *handler) endTransformed(ctx context.Context, d *hooklinev1.Delivery, ep
 		res.Reason = "cancelled by the endpoint's transformation"
 		h.writer.finished(ctx, res.State)
 		setOutcome(ctx, "transformation_cancelled")
-		return h.writer.resultRecords(ctx, res)
+		return h.writer.resultRecords(ctx, d, res)
 	}
 	res.State = hooklinev1.DeliveryState_DELIVERY_STATE_FAILED
 	res.Class = hooklinev1.OutcomeClass_OUTCOME_CLASS_PERMANENT

@@ -76,6 +76,9 @@ type entry struct {
 	// (above.go): its outputs are released, and the watermark passes it
 	// with nothing more to write.
 	aboveTxn, aboveDone bool
+	// group is set on the entries of a batch formed from separate
+	// records (batch.go): they commit whole or not at all.
+	group *batchGroup
 }
 
 // partWindow is one partition's part of the window.
@@ -364,7 +367,12 @@ func outputsSize(outs []*kgo.Record) int64 {
 // and returns the new watermark and whether it moved.
 func (w *window) popDone(pw *partWindow, now time.Time, outs []*kgo.Record) ([]*kgo.Record, int64, bool) {
 	start := pw.head
-	for pw.head < len(pw.entries) && pw.entries[pw.head].state == entryDone {
+	end := start
+	for end < len(pw.entries) && pw.entries[end].state == entryDone {
+		end++
+	}
+	end = pw.wholeGroups(start, end)
+	for pw.head < end {
 		e := pw.entries[pw.head]
 		outs = append(outs, e.outs...)
 		pw.epoch = e.rec.LeaderEpoch
@@ -387,6 +395,31 @@ func (w *window) popDone(pw *partWindow, now time.Time, outs []*kgo.Record) ([]*
 		pw.head = 0
 	}
 	return outs, pw.watermark(), moved
+}
+
+// wholeGroups returns where a pop of entries[start:end], all done, must
+// end so that no batch formed from separate records (batch.go) is
+// committed in part: before the first entry of a group with a member at
+// or past the end. A group's entries are done together (one attempt), so
+// it is popped whole once the prefix reaches its last member.
+func (pw *partWindow) wholeGroups(start, end int) int {
+	for {
+		limit := pw.next
+		if end < len(pw.entries) {
+			limit = pw.entries[end].rec.Offset
+		}
+		cut := end
+		for i := start; i < end; i++ {
+			if g := pw.entries[i].group; g != nil && g.last >= limit {
+				cut = i
+				break
+			}
+		}
+		if cut == end {
+			return end
+		}
+		end = cut
+	}
 }
 
 // watermark is the offset the partition may commit: its oldest

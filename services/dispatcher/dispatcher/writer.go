@@ -61,14 +61,18 @@ func (w *recordWriter) records(topic, key string, m proto.Message) []*kgo.Record
 	return []*kgo.Record{r}
 }
 
-// resultRecords encodes res for the results topic as the report of the
-// span in ctx (the attempt's HTTP span, or the process span when no
-// attempt was made): its trace_id and span_id fields and the record's
-// traceparent header name that span.
-func (w *recordWriter) resultRecords(ctx context.Context, res *hooklinev1.AttemptResult) []*kgo.Record {
+// resultRecords encodes res, a result of d, for the results topic as
+// the report of the span in ctx (the attempt's HTTP span, or the process
+// span when no attempt was made): its trace_id and span_id fields and
+// the record's traceparent header name that span. A batch's result is
+// each member's (batch.go).
+func (w *recordWriter) resultRecords(ctx context.Context, d *hooklinev1.Delivery, res *hooklinev1.AttemptResult) []*kgo.Record {
 	sc := trace.SpanContextFromContext(ctx)
 	if sc.IsValid() {
 		res.TraceId, res.SpanId = sc.TraceID().String(), sc.SpanID().String()
+	}
+	if d.GetBatch() != nil {
+		return w.memberResults(ctx, d, res)
 	}
 	out := w.records(w.topics.Results, res.GetEndpointId(), res)
 	if sc.IsValid() {
@@ -116,7 +120,10 @@ func (w *recordWriter) deferAs(r *kgo.Record, d, later *hooklinev1.Delivery, at 
 
 func (w *recordWriter) deadLetter(ctx context.Context, d *hooklinev1.Delivery, res *hooklinev1.AttemptResult) []*kgo.Record {
 	w.finished(ctx, res.GetState())
-	out := w.resultRecords(ctx, res) // sets the trace ids the dead letter repeats
+	out := w.resultRecords(ctx, d, res) // sets the trace ids the dead letter repeats
+	if d.GetBatch() != nil {
+		return append(out, w.memberDeadLetters(ctx, d, res)...)
+	}
 	dl := &hooklinev1.DeadLetter{Delivery: d, LastResult: res, DeadAt: timestamppb.New(w.now())}
 	return append(out, w.records(w.topics.Dead, d.GetEndpointId(), dl)...)
 }
