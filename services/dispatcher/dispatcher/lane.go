@@ -24,8 +24,8 @@ type lane struct {
 	id     string // endpoint id
 	tenant *tenant
 
-	queue  []*entry // queue[qhead:] wait, oldest first; dropped ones are skipped
-	qhead  int
+	queue    []*entry // queue[qhead:] wait, oldest first; dropped ones are skipped
+	qhead    int
 	queued   int   // live entries waiting
 	qbytes   int64 // their bytes
 	qpayload int64 // their payloads' bytes (what a batch's body holds)
