@@ -200,7 +200,7 @@ func (h *handler) attemptBatch(ctx context.Context, members []*entry, ep *hookli
 		return outs
 	}
 	bd := formBatch(h.keys, ds)
-	return append(outs, h.attemptRecord(ctx, batchRecord(first, bd, h.topics.Deliveries), bd, ep, probe)...)
+	return append(outs, h.attemptRecord(ctx, batchRecord(first, bd), bd, ep, probe)...)
 }
 
 // formBatch returns the batch of ds, in order: its id derived from their
@@ -249,17 +249,23 @@ func formBatch(keys *keyring.Keyring, ds []*hooklinev1.Delivery) *hooklinev1.Del
 // batchRecord is the record of bd as if it had been read at first's
 // place: what the handling of a record uses (its process span from
 // first's trace headers, a requeue or a worker fault writing bd back, the
-// answers kept by place) sees the batch.
-func batchRecord(first *kgo.Record, bd *hooklinev1.Delivery, topic string) *kgo.Record {
+// answers kept by place) sees the batch. Its topic is formedTopic, not
+// the deliveries topic: no record of the batch is there yet, so a hold
+// keeps its payload rather than name this place (heldCopy).
+func batchRecord(first *kgo.Record, bd *hooklinev1.Delivery) *kgo.Record {
 	value, err := proto.Marshal(bd)
 	if err != nil {
 		panic(err) // a message Hookline built
 	}
 	return &kgo.Record{
-		Topic: topic, Key: first.Key, Value: value, Headers: slices.Clone(first.Headers),
+		Topic: formedTopic, Key: first.Key, Value: value, Headers: slices.Clone(first.Headers),
 		Partition: first.Partition, Offset: first.Offset, LeaderEpoch: first.LeaderEpoch, Timestamp: first.Timestamp,
 	}
 }
+
+// formedTopic is the topic of a batch's record while it is formed from
+// separate records (batchRecord): a name no Kafka topic has.
+const formedTopic = "(batch being formed)"
 
 // batchHeader is the header of an attempt of d that says it is a batch
 // of n members, or nil.

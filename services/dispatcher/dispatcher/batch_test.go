@@ -322,3 +322,33 @@ func TestABatchCommitsWholeOrNotAtAll(t *testing.T) {
 		t.Fatalf("after 13 finished: watermark %d; want 16", mark)
 	}
 }
+
+// TestAHoldOfABatchBeingFormedKeepsItsBody: a batch formed from separate
+// records has no record of its own in Kafka yet, so a hold (an unusable
+// secret, outage mode) carries its body instead of naming the first
+// member's record; once held, its own record is what later holds name.
+func TestAHoldOfABatchBeingFormedKeepsItsBody(t *testing.T) {
+	s := newTestService(t)
+	ds := []*hooklinev1.Delivery{
+		{DeliveryId: "dlv_1", EventId: "evt_1", TenantId: "t", EndpointId: "ep_1", EventType: "a", Payload: []byte(`{"n":1}`), Attempt: 1},
+		{DeliveryId: "dlv_2", EventId: "evt_2", TenantId: "t", EndpointId: "ep_1", EventType: "a", Payload: []byte(`{"n":2}`), Attempt: 1},
+	}
+	first, err := hkafka.Record(s.topics.Deliveries, "ep_1", ds[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Offset = 7
+	bd := formBatch(s.handler.keys, ds)
+	held := heldCopy(batchRecord(first, bd), bd)
+	if !bytes.Equal(held.GetPayload(), bd.GetPayload()) || held.GetPayloadRecord() != nil {
+		t.Fatalf("a batch being formed held by reference to %v; want its body kept", held.GetPayloadRecord())
+	}
+	own, err := hkafka.Record(s.topics.Deliveries, "ep_1", held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own.Offset = 99
+	if again := heldCopy(own, held); len(again.GetPayload()) != 0 || again.GetPayloadRecord().GetOffset() != 99 {
+		t.Fatalf("a batch with its own record held again as %v; want by reference to it", again)
+	}
+}

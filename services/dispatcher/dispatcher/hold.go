@@ -83,6 +83,9 @@ const payloadReadTimeout = 10 * time.Second
 // payload, which stays in r (or where d's record already says it is).
 func heldCopy(r *kgo.Record, d *hooklinev1.Delivery) *hooklinev1.Delivery {
 	held := proto.Clone(d).(*hooklinev1.Delivery)
+	if r.Topic == formedTopic {
+		return held // a batch with no record of its own yet carries its body (batch.go)
+	}
 	if len(held.GetPayload()) > 0 {
 		if held.GetPayloadRecord() == nil {
 			held.PayloadRecord = payloadref.Of(r)
