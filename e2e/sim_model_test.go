@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/hookline/hookline/sdk/batch"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -62,7 +63,11 @@ type simEndpoint struct {
 	keys        int
 	maxAttempts uint32
 	maxInFlight uint32
-	id          string
+	// batch is its batch's max_events (0: not batching), batchWait its
+	// max_wait (sim_batch_test.go).
+	batch     uint32
+	batchWait time.Duration
+	id        string
 	// filter and transform are its content filter and transformation
 	// (sim_content_test.go); "" for none.
 	filter, transform string
@@ -208,6 +213,25 @@ func (sm *simModel) member(payload []byte) *simMember {
 	return sm.members[ev.Sim]
 }
 
+// membersOf returns the members a payload or a batch's body carries, in
+// order (sim_batch_test.go), or none.
+func (sm *simModel) membersOf(body []byte) []*simMember {
+	if m := sm.member(body); m != nil {
+		return []*simMember{m}
+	}
+	wire, err := batch.Decode(body)
+	if err != nil {
+		return nil
+	}
+	var ms []*simMember
+	for _, w := range wire {
+		if m := sm.member(w.Payload); m != nil {
+			ms = append(ms, m)
+		}
+	}
+	return ms
+}
+
 // ownershipMayChange marks that endpoints may have two owners until d
 // from now.
 func (sm *simModel) ownershipMayChange(d time.Duration) {
@@ -234,31 +258,35 @@ func (sm *simModel) before(now func() time.Time) func(*hooklinev1.Delivery) {
 		at := time.Now()
 		own := now()
 		sm.mu.Lock()
-		m := sm.member(d.GetPayload())
-		if m == nil {
+		ms := sm.membersOf(d.GetPayload()) // a batch's attempt is each member's
+		if len(ms) == 0 {
 			sm.mu.Unlock()
 			return
 		}
-		m.attempt = d.GetAttempt()
-		if m.attempt > m.ep.maxAttempts {
-			m.overBudget++
+		for _, m := range ms {
+			m.attempt = d.GetAttempt()
+			if m.attempt > m.ep.maxAttempts {
+				m.overBudget++
+			}
+			if due := d.GetDueAt(); due != nil && own.Before(due.AsTime().Add(-5*time.Millisecond)) {
+				m.early++
+			}
+			if m.started.IsZero() {
+				m.started = at
+			}
+			m.lastBefore = at
 		}
-		if due := d.GetDueAt(); due != nil && own.Before(due.AsTime().Add(-5*time.Millisecond)) {
-			m.early++
-		}
-		if m.started.IsZero() {
-			m.started = at
-		}
-		m.lastBefore = at
-		if m.step() != simPanic {
+		if ms[0].step() != simPanic { // a batch's first member's plan is the batch's
 			sm.mu.Unlock()
 			return
 		}
-		m.cursor++
-		m.faults++
-		if m.faults >= simMaxFaults && m.ended.IsZero() {
-			sm.end(m, at, false) // the last chance: dead-lettered now
-			m.faultOut = true
+		for _, m := range ms {
+			m.cursor++
+			m.faults++
+			if m.faults >= simMaxFaults && m.ended.IsZero() {
+				sm.end(m, at, false) // the last chance: dead-lettered now
+				m.faultOut = true
+			}
 		}
 		sm.mu.Unlock()
 		panic("sim: injected worker fault")
@@ -272,32 +300,47 @@ func (sm *simModel) setAside(d *hooklinev1.Delivery) {
 	at := time.Now()
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
-	m := sm.byDelivery[d.GetDeliveryId()]
-	if m == nil {
-		m = sm.member(d.GetPayload()) // set aside before its publish returned
+	var ms []*simMember
+	for _, mem := range d.GetBatch().GetMembers() { // a batch: each member
+		if m := sm.byDelivery[mem.GetDeliveryId()]; m != nil {
+			ms = append(ms, m)
+		}
 	}
-	if m != nil && m.setAsideAt.IsZero() {
-		m.setAsideAt = at
+	if m := sm.byDelivery[d.GetDeliveryId()]; m != nil {
+		ms = append(ms, m)
+	}
+	if len(ms) == 0 {
+		ms = sm.membersOf(d.GetPayload()) // set aside before its publish returned
+	}
+	for _, m := range ms {
+		if m.setAsideAt.IsZero() {
+			m.setAsideAt = at
+		}
 	}
 }
 
 func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	sm.mu.Lock()
-	m := sm.member(body)
-	if m == nil {
+	ms := sm.membersOf(body) // a batch's members answered as one (sim_batch_test.go)
+	if len(ms) == 0 {
 		sm.mu.Unlock()
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
-	if m.ep.transform != "" && r.Header.Get(simTransformHeader) != "1" {
+	m := ms[0] // a batch's first member's plan is the batch's
+	if m.ep.transform != "" && r.Header.Get(simTransformHeader) != "1" && r.Header.Get(batch.HeaderSize) == "" {
+		// (A batch carries its members' transformed bodies, not a
+		// transformation's headers: docs/operator-guide.md, "Batches".)
 		sm.untransformed = append(sm.untransformed, m.id)
 	}
 	s := m.step()
-	m.cursor++
-	m.posts++
-	if !m.ended.IsZero() {
-		m.dups++
+	for _, x := range ms {
+		x.cursor++
+		x.posts++
+		if !x.ended.IsZero() {
+			x.dups++
+		}
 	}
 	last := m.attempt >= m.ep.maxAttempts
 	ep := m.ep
@@ -305,9 +348,11 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ep.answeredStreak(s)
 	ep.inFlight++
 	ep.maxObserved = max(ep.maxObserved, ep.inFlight)
-	sm.inFlight++
+	// The world's POSTs, in flight and in all, count deliveries: a
+	// batch re-POSTed after a move of work duplicates every member.
+	sm.inFlight += len(ms)
 	sm.peakInFlight = max(sm.peakInFlight, sm.inFlight)
-	sm.posts++
+	sm.posts += len(ms)
 	if ep.ordered() {
 		sm.orderedPosts++
 	}
@@ -332,7 +377,7 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sm.mu.Lock()
 		ep.inFlight--
 		delete(ep.open, post)
-		sm.inFlight--
+		sm.inFlight -= len(ms)
 		sm.mu.Unlock()
 	}()
 	code := http.StatusOK
@@ -363,7 +408,9 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			at = gaveUp
 		}
 		sm.mu.Unlock()
-		sm.answeredAt(m, s, last, at)
+		for _, x := range ms {
+			sm.answeredAt(x, s, last, at)
+		}
 		return
 	case simReset:
 		// The try ends as the reset goes out, not after: the dispatcher
@@ -371,7 +418,9 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// start its lane's next member before this goroutine runs again
 		// (seeds 8 and 15 of 1..16: a follower "started 1 ms before" its
 		// predecessor's reset was recorded).
-		sm.answered(m, s, last)
+		for _, x := range ms {
+			sm.answered(x, s, last)
+		}
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {
 				if tc, ok := conn.(*net.TCPConn); ok {
@@ -402,12 +451,16 @@ func (sm *simModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				f.Flush()
 			}
 			if i == 0 {
-				sm.statusOut(m)
+				for _, x := range ms {
+					sm.statusOut(x)
+				}
 			}
 			time.Sleep(50 * time.Millisecond) // the receiver's behaviour, not a wait
 		}
 	}
-	sm.answered(m, s, last)
+	for _, x := range ms {
+		sm.answered(x, s, last)
+	}
 }
 
 // statusOut records that a 2xx status went out for m: its lane may move

@@ -598,6 +598,9 @@ func (w *simWorld) createEndpoint(ep *simEndpoint) error {
 		req.EventTypes = []string{simContentType}
 	}
 	req.Filter, req.Transformation = ep.filter, ep.transform
+	if ep.batch > 0 {
+		req.Batch = &hooklinev1.BatchSettings{MaxEvents: ep.batch, MaxWait: durationpb.New(ep.batchWait)}
+	}
 	if ep.ordered() {
 		req.OnHeadFailure = hooklinev1.HeadFailure_HEAD_FAILURE_SKIP
 		if ep.block {
@@ -611,7 +614,7 @@ func (w *simWorld) createEndpoint(ep *simEndpoint) error {
 	w.model.mu.Lock()
 	ep.id = resp.GetEndpoint().GetId()
 	w.model.mu.Unlock()
-	w.t.Logf("seed %d: endpoint %s is %s (%v, block %v, cap %d)", w.seed, ep.name, ep.id, ep.ordering, ep.block, ep.maxInFlight)
+	w.t.Logf("seed %d: endpoint %s is %s (%v, block %v, cap %d, batch %d within %v)", w.seed, ep.name, ep.id, ep.ordering, ep.block, ep.maxInFlight, ep.batch, ep.batchWait)
 	return nil
 }
 
@@ -685,6 +688,7 @@ func (w *simWorld) drawWorld(rng *rand.Rand) {
 		ep.block = ep.ordered() && rng.IntN(2) == 0
 		w.eps = append(w.eps, ep)
 	}
+	w.drawBatching()
 	limit := defaults[ingest.Config](w.t).MaxPayloadBytes
 	events := 150 + rng.IntN(100)
 	for range events {

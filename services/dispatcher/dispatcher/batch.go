@@ -175,6 +175,12 @@ func (h *handler) attemptBatch(ctx context.Context, members []*entry, ep *hookli
 	ds := make([]*hooklinev1.Delivery, 0, len(members))
 	var first *kgo.Record
 	for _, m := range members {
+		if _, why := h.writer.unwritableReason(m.rec); why != "" {
+			// Blamed for an abort, alone or in a batch: set aside on
+			// its own (process does), the others go on.
+			outs = append(outs, h.process(ctx, m.rec, func(context.Context) []*kgo.Record { return nil })...)
+			continue
+		}
 		if err := h.holds.readHeld(ctx, m.d); err != nil {
 			if ctx.Err() != nil {
 				outs = append(outs, requeue(m.rec, h.topics.Deliveries))
@@ -275,6 +281,44 @@ func batchHeader(d *hooklinev1.Delivery) http.Header {
 		h.Set(batch.HeaderSize, strconv.Itoa(n))
 	}
 	return h
+}
+
+// blameMembers marks the members of every batch blamed for an abort
+// (its retry, deferral or park refused): formed again from their own
+// records after the abort, with whatever joins them, they would make a
+// new batch of another id to be refused again; each is set aside on its
+// own instead (attemptBatch).
+func (w *recordWriter) blameMembers(failed []refused, blamed map[string]string, now time.Time) {
+	for _, f := range failed {
+		if f.R == nil || !w.carriesOn(f.R.Topic) {
+			continue
+		}
+		d, err := decodeDelivery(f.R)
+		if err != nil || d.GetBatch() == nil {
+			continue
+		}
+		why, ok := blamed[d.GetDeliveryId()]
+		if !ok {
+			continue
+		}
+		for _, m := range d.GetBatch().GetMembers() {
+			w.unwritable.Mark(m.GetDeliveryId(), why, now)
+		}
+	}
+}
+
+// unwritableOf says why d was marked unwritable, or "": a batch is when
+// it or any of its members was (a member's result refused).
+func (w *recordWriter) unwritableOf(d *hooklinev1.Delivery) string {
+	if why := w.unwritable.Reason(d.GetDeliveryId()); why != "" {
+		return why
+	}
+	for _, m := range d.GetBatch().GetMembers() {
+		if why := w.unwritable.Reason(m.GetDeliveryId()); why != "" {
+			return why
+		}
+	}
+	return ""
 }
 
 // memberResults returns res, the result of batch d, as each member's:

@@ -352,3 +352,42 @@ func TestAHoldOfABatchBeingFormedKeepsItsBody(t *testing.T) {
 		t.Fatalf("a batch with its own record held again as %v; want by reference to it", again)
 	}
 }
+
+// TestAMemberOfARefusedBatchIsSetAsideOnItsOwn: a batch whose retry a
+// broker refused is blamed with its members; formed again from their own
+// records after the abort, each member is set aside on its own (FAILED,
+// a result and a dead letter each) instead of making a batch of another
+// id to be refused again.
+func TestAMemberOfARefusedBatchIsSetAsideOnItsOwn(t *testing.T) {
+	s := newTestService(t)
+	_, requests := batchReceiver(t, s, 10, 0, http.StatusNoContent)
+	e := testEngine(t, s)
+	ds := []*hooklinev1.Delivery{
+		{DeliveryId: "dlv_0", EventId: "evt_0", TenantId: "t", EndpointId: "ep_1", EventType: "a.b", Payload: []byte(`{"n":0}`), Attempt: 1},
+		{DeliveryId: "dlv_1", EventId: "evt_1", TenantId: "t", EndpointId: "ep_1", EventType: "a.b", Payload: []byte(`{"n":1}`), Attempt: 1},
+	}
+	retry, err := hkafka.Record(s.topics.Retries, "ep_1", formBatch(s.handler.keys, ds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, blamed := s.handler.writer.blameAbort([]refused{{R: retry, Err: kerrMessageTooLarge}}, s.now())
+	if len(blamed) != 1 {
+		t.Fatalf("blamed %v; want the batch", blamed)
+	}
+	e.pollEvents(t, 0, 3) // its two members and a third delivery
+	e.run(t, s.now())
+	results, _, dead, _, mark := e.popped(t)
+	if mark != 3 || len(dead) != 2 {
+		t.Fatalf("watermark %d, %d dead letters; want 3, the two blamed members", mark, len(dead))
+	}
+	states := map[string]hooklinev1.DeliveryState{}
+	for _, r := range results {
+		states[r.GetDeliveryId()] = r.GetState()
+	}
+	if states["dlv_0"] != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || states["dlv_1"] != hooklinev1.DeliveryState_DELIVERY_STATE_FAILED || states["dlv_2"] != hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED {
+		t.Fatalf("states %v; want the members FAILED, the third DELIVERED", states)
+	}
+	if reqs := requests(); len(reqs) != 1 || reqs[0].size != "1" {
+		t.Fatalf("%d requests; want 1, a batch of the third alone", len(reqs))
+	}
+}

@@ -208,7 +208,7 @@ func (w *recordWriter) unwritableReason(r *kgo.Record) (*hooklinev1.Delivery, st
 	if err != nil {
 		return nil, ""
 	}
-	return d, w.unwritable.Reason(d.GetDeliveryId())
+	return d, w.unwritableOf(d)
 }
 
 // classifyAbort marks the deliveries whose records a broker refused for
@@ -226,6 +226,7 @@ func (w *recordWriter) blameAbort(failed []refused, now time.Time) (string, map[
 	for id, why := range blamed {
 		w.unwritable.Mark(id, why, now)
 	}
+	w.blameMembers(failed, blamed, now)
 	return reason, blamed
 }
 
