@@ -64,6 +64,7 @@ type endpointSpec struct {
 	onHeadFailure hooklinev1.HeadFailure
 	filter        string // a CEL content filter (issue 28)
 	transform     string // a JavaScript transformation (issue 28)
+	batch         *hooklinev1.BatchSettings
 }
 
 // createEndpoint creates one endpoint and returns its id.
@@ -72,7 +73,7 @@ func (h *hookline) createEndpoint(ctx context.Context, s endpointSpec) (string, 
 		Url: s.url, EventTypes: s.eventTypes, MaxInFlight: s.maxInFlight,
 		RateLimitPerSecond: s.rate, RetryPolicy: s.retry, OutageModeDisabled: s.noOutageMode,
 		Ordering: s.ordering, OnHeadFailure: s.onHeadFailure,
-		Filter: s.filter, Transformation: s.transform,
+		Filter: s.filter, Transformation: s.transform, Batch: s.batch,
 	}
 	if s.timeout > 0 {
 		req.Timeout = durationpb.New(s.timeout)

@@ -9,7 +9,7 @@ import (
 )
 
 // allScenarios lists every scenario in the order a full run takes them.
-var allScenarios = []string{"ceiling", "lifted", "default", "latency", "ingest", "isolation", "isolation-saturated", "backlog", "storm", "scheduler", "ordered", "badlane", "held", "filters"}
+var allScenarios = []string{"ceiling", "lifted", "default", "latency", "ingest", "isolation", "isolation-saturated", "backlog", "storm", "scheduler", "ordered", "badlane", "held", "filters", "batching"}
 
 // config is every setting of a run. Durations and counts bound each
 // scenario; --quick replaces them with a smoke run's.

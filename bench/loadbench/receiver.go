@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hookline/hookline/sdk/batch"
 )
 
 // answer is how a receiver path responds.
@@ -59,6 +61,7 @@ type receiver struct {
 	unique   map[string]int64   // distinct deliveries per group
 	failed   map[string]int64   // non-2xx answers per group
 	tries    map[string]int64   // requests per group, answered or not
+	posts    map[string]int64   // requests per group answered 2xx (a batch is one)
 }
 
 // newReceiver listens on a free loopback port and serves until close.
@@ -70,7 +73,7 @@ func newReceiver() (*receiver, error) {
 	r := &receiver{
 		url: "http://" + ln.Addr().String(), quit: make(chan struct{}), changed: make(chan struct{}, 1),
 		routes: map[string]route{}, first: map[string]arrival{},
-		answers: map[string]int64{}, unique: map[string]int64{}, failed: map[string]int64{}, tries: map[string]int64{},
+		answers: map[string]int64{}, unique: map[string]int64{}, failed: map[string]int64{}, tries: map[string]int64{}, posts: map[string]int64{},
 	}
 	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = r.srv.Serve(ln) }() // returns ErrServerClosed on close
@@ -115,6 +118,18 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
+	var members []string // a batch's member ids (issue 30): each counts as a delivery
+	if req.Header.Get(batch.HeaderSize) != "" {
+		body, _ := io.ReadAll(req.Body)
+		ms, err := batch.Decode(body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		for _, m := range ms {
+			members = append(members, m.ID)
+		}
+	}
 	_, _ = io.Copy(io.Discard, req.Body)
 	if !ok || req.Method != http.MethodPost {
 		http.NotFound(w, req)
@@ -144,7 +159,19 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	r.count(rt.group, req.Header.Get("webhook-id"), req.URL.Path, true)
+	if members != nil {
+		for _, id := range members {
+			r.count(rt.group, id, req.URL.Path, true)
+		}
+		r.mu.Lock()
+		r.posts[rt.group]++
+		r.mu.Unlock()
+	} else {
+		r.count(rt.group, req.Header.Get("webhook-id"), req.URL.Path, true)
+		r.mu.Lock()
+		r.posts[rt.group]++
+		r.mu.Unlock()
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -180,6 +207,14 @@ func (r *receiver) counts(group string) (answers, unique, failed int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.answers[group], r.unique[group], r.failed[group]
+}
+
+// postsOf returns how many requests of group were answered 2xx: a batch
+// is one, however many deliveries it carries.
+func (r *receiver) postsOf(group string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.posts[group]
 }
 
 // attempts returns how many requests group has seen, answered or not.

@@ -56,6 +56,7 @@ func scenarios() []scenario {
 		{name: "badlane", title: "11. ordered per key: one blocked lane beside 999", limit: 5 * time.Minute, run: runBadLane},
 		{name: "held", title: "12. held: 64 KiB deliveries held by a paused endpoint (F3)", limit: 6 * time.Minute, run: runHeld},
 		{name: "filters", title: "13. filters: PublishEvent at fan-out 10, with a content filter on every endpoint and a transformation on one, against none", limit: 6 * time.Minute, run: runFilters},
+		{name: "batching", title: "14. batching: one endpoint whose receiver takes 10 ms a request, batched by 100 against unbatched", limit: 6 * time.Minute, run: runBatching},
 	}
 }
 
