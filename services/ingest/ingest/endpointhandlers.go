@@ -211,15 +211,26 @@ func (h *endpointService) UpdateEndpoint(ctx context.Context, req *hooklinev1.Up
 				err = s.secrets.setAuth(rec, in.GetAuth())
 			case "client_tls":
 				err = s.secrets.setClientTLS(rec, in.GetClientTls(), s.now())
+			case "batch":
+				ep.Batch = in.GetBatch() // unset turns batching off
+			case "batch.max_events", "batch.max_bytes", "batch.max_wait":
+				// One setting (the HTTP gateway names the fields a PATCH
+				// body sets): the others are kept.
+				setBatchField(ep, p, in.GetBatch())
 			default:
-				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure, filter, transformation, headers, auth, client_tls (status and secret have their own calls)", p)
+				err = invalid("update_mask", "cannot update %q; updatable: url, description, event_types, timeout, max_in_flight, rate_limit_per_second, retry_policy, metadata, outage_mode_disabled, ordering, on_head_failure, filter, transformation, headers, auth, client_tls, batch or one of batch.max_events, batch.max_bytes, batch.max_wait (status and secret have their own calls)", p)
 			}
 			if err != nil {
 				return err
 			}
 		}
-		// Whichever of headers and auth the mask named first.
-		return checkAuthHeaders(ep)
+		// Whichever of headers and auth the mask named first; batch with
+		// the ordering it would have (either may be in the mask, or
+		// neither: the check applies to what would be written).
+		if err := checkAuthHeaders(ep); err != nil {
+			return err
+		}
+		return checkBatch(ep)
 	})
 	if err != nil {
 		return nil, err
