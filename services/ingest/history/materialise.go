@@ -155,14 +155,19 @@ func (s *Writer) applyOne(b *pebble.Batch, seen eventsSeen, r *kgo.Record) error
 	switch r.Topic {
 	case s.topics.Deliveries:
 		var d hooklinev1.Delivery
-		// A lane command names a delivery but is not one (LaneService).
-		if hkafka.Decode(r, &d) == nil && d.GetDeliveryId() != "" && d.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_LANE_COMMAND {
+		// A lane command names a delivery but is not one (LaneService);
+		// nor is a batch's record (a retry the scheduler released): its
+		// members are the deliveries, indexed from their own records, and
+		// each gets its own result of the batch's attempts (batch_id set).
+		if hkafka.Decode(r, &d) == nil && d.GetDeliveryId() != "" && d.GetKind() != hooklinev1.DeliveryKind_DELIVERY_KIND_LANE_COMMAND && d.GetBatch() == nil {
 			return s.putDelivery(b, seen, &d)
 		}
 	case s.topics.Dead:
 		var dl hooklinev1.DeadLetter
-		// Poison records (raw, undecodable input) carry no delivery.
-		if hkafka.Decode(r, &dl) == nil && dl.GetDelivery().GetDeliveryId() != "" {
+		// Poison records (raw, undecodable input) carry no delivery. A
+		// batch's members are dead-lettered one by one; a letter that
+		// carried the batch itself would index no delivery of the tenant's.
+		if hkafka.Decode(r, &dl) == nil && dl.GetDelivery().GetDeliveryId() != "" && dl.GetDelivery().GetBatch() == nil {
 			return s.putDelivery(b, seen, dl.GetDelivery())
 		}
 	case s.topics.Results:
