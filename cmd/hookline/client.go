@@ -120,6 +120,7 @@ type endpointFlags struct {
 	Filter      string   `flag:"filter" usage:"content filter in CEL, e.g. 'payload.amount > 1000 && metadata.region == \"eu\"' (default: none; update with \"\" to remove)"`
 	Script      string   `flag:"transformation-file" usage:"file holding the endpoint's transformation (JavaScript defining handler(webhook)), - for stdin (default: none; update with an empty file to remove)"`
 	CredentialFlags
+	BatchFlags
 	// headers are the repeatable --header and --header-secret
 	// (endpointcreds.go), taken out of the arguments before parsing;
 	// headersGiven says whether any was given.
@@ -229,6 +230,9 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 		if herr != nil {
 			return herr
 		}
+		if len(givenBatchFlags(flagArgs)) > 0 {
+			return errBatchOnCreate
+		}
 		resp, err = api.CreateEndpoint(cctx, &hooklinev1.CreateEndpointRequest{Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Secret: f.Secret,
 			SignatureScheme: scheme, Ordering: ord, OnHeadFailure: hf, Filter: f.Filter, Transformation: script,
 			Headers: f.headers, Auth: auth, ClientTls: clientTLS}, grpc.Header(&hdr))
@@ -333,7 +337,11 @@ func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, e
 		return nil, err
 	}
 	ep.Url, ep.EventTypes, ep.Description, ep.Ordering, ep.OnHeadFailure, ep.Filter, ep.Transformation = f.URL, f.EventTypes, f.Description, ord, hf, f.Filter, script
-	var paths []string
+	batch, paths, err := f.batchUpdate(args)
+	if err != nil {
+		return nil, err
+	}
+	ep.Batch = batch
 	if f.headersGiven {
 		paths = append(paths, "headers")
 	}
@@ -355,7 +363,7 @@ func updateEndpoint(ctx context.Context, api hooklinev1.EndpointServiceClient, e
 		}
 	}
 	if len(paths) == 0 {
-		return nil, errors.New("nothing to update: give --url, --description, --event-types, --ordering, --on-head-failure, --filter, --transformation-file, --header/--header-secret, --auth or --client-cert-file")
+		return nil, errors.New("nothing to update: give --url, --description, --event-types, --ordering, --on-head-failure, --filter, --transformation-file, --header/--header-secret, --auth, --client-cert-file or --batch-max-events/--batch-max-bytes/--batch-max-wait")
 	}
 	return api.UpdateEndpoint(ctx, &hooklinev1.UpdateEndpointRequest{Endpoint: ep, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}}, opts...)
 }
