@@ -25,6 +25,8 @@ type fakeBackend struct {
 	tenants []string
 	resent  []string
 	revoked map[string]bool
+	// attempts are GetDelivery's.
+	attempts []*hooklinev1.AttemptResult
 }
 
 func (f *fakeBackend) SignIn(key string) (string, bool, bool) {
@@ -54,7 +56,7 @@ func (f *fakeBackend) ListDeliveries(ctx context.Context, req *hooklinev1.ListDe
 }
 
 func (f *fakeBackend) GetDelivery(ctx context.Context, id string) (*hooklinev1.GetDeliveryResponse, error) {
-	return &hooklinev1.GetDeliveryResponse{Delivery: &hooklinev1.DeliveryStatus{DeliveryId: id}}, nil
+	return &hooklinev1.GetDeliveryResponse{Delivery: &hooklinev1.DeliveryStatus{DeliveryId: id}, Attempts: f.attempts}, nil
 }
 
 func (f *fakeBackend) Event(_ context.Context, id string) (*hooklinev1.GetEventResponse, error) {

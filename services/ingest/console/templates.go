@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"html/template"
 	"strings"
 	"time"
@@ -45,6 +46,7 @@ var funcs = template.FuncMap{
 		}
 		return ""
 	},
+	"batch":   batchSettings,
 	"held":    Held,
 	"headers": requestHeaders,
 	"excerpt": func(b []byte) string {
@@ -63,4 +65,25 @@ func parsePages() map[string]*template.Template {
 		out[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return out
+}
+
+// batchSettings says what an endpoint's batch settings do, with the
+// defaults of those unset (proto/hookline/v1/endpoint.proto); "" when
+// the endpoint does not batch.
+func batchSettings(b *hooklinev1.BatchSettings) string {
+	if b == nil {
+		return ""
+	}
+	size := "1 MiB"
+	if n := b.GetMaxBytes(); n > 0 {
+		size = fmt.Sprintf("%d bytes", n)
+	}
+	wait := "a partial batch waits up to 1s for more"
+	if w := b.GetMaxWait(); w != nil {
+		wait = "a partial batch waits up to " + w.AsDuration().String() + " for more"
+		if w.AsDuration() == 0 {
+			wait = "a partial batch is sent at once"
+		}
+	}
+	return fmt.Sprintf("up to %d events and %s a request; %s", b.GetMaxEvents(), size, wait)
 }
