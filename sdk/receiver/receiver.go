@@ -12,6 +12,12 @@
 //	go rx.Run(ctx)
 //	http.Handle("/webhooks", rx)
 //
+// A batch (a request with the webhook-batch-size header; package
+// sdk/batch) is verified over its whole body like any webhook, then each
+// member is deduplicated and handed to the work function as its own
+// Event (ID the member's event id), as if it had come alone; the
+// request is answered 2xx once every member is taken or a duplicate.
+//
 // The hand-off is in memory: work acknowledged but not yet done is lost
 // if the process dies. When that matters, let the work function write the
 // event somewhere durable (a queue, a table) and do the rest from there.
@@ -29,19 +35,27 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookline/hookline/sdk/batch"
 	"github.com/hookline/hookline/sdk/sign"
 )
 
 // Event is one verified, first-seen webhook.
 type Event struct {
 	// ID is the webhook-id: Hookline's event id, the same on every
-	// attempt and every endpoint.
+	// attempt and every endpoint. Of a batch's member: the member's id.
 	ID string
-	// Type is the webhook-event-type header, e.g. "invoice.paid".
-	Type      string
+	// Type is the webhook-event-type header, e.g. "invoice.paid"; of a
+	// batch's member, the member's type.
+	Type string
+	// Timestamp is the attempt's webhook-timestamp; of a batch's
+	// member, when the event was published.
 	Timestamp time.Time
-	Body      []byte
-	Header    http.Header
+	// Body is the request's body; of a batch's member, its payload.
+	Body   []byte
+	Header http.Header
+	// BatchID is the webhook-id of the batch the event came in ("bat_…"),
+	// empty when it came alone.
+	BatchID string
 }
 
 // Func does the work of one event, after the request was answered. An
@@ -81,7 +95,8 @@ func WithStore(s Store) Option { return func(r *Receiver) { r.store = s } }
 func WithTolerance(d time.Duration) Option { return func(r *Receiver) { r.tolerance = d } }
 
 // WithMaxBody sets the largest body accepted (default 1 MiB + 64 KiB);
-// larger ones are answered 413.
+// larger ones are answered 413. An endpoint batching with max_bytes over
+// 1 MiB needs at least that.
 func WithMaxBody(n int64) Option { return func(r *Receiver) { r.maxBody = n } }
 
 // WithWorkers sets how many events are worked on at once (default 4).
@@ -141,10 +156,12 @@ func (r *Receiver) SetSecrets(secrets ...string) error {
 	return nil
 }
 
-// ServeHTTP verifies, deduplicates and queues one webhook:
-// 202 accepted, 200 duplicate (nothing done), 400 or 401 not a valid
-// signed webhook, 413 too large, 503 busy or the store failed (Hookline
-// retries those).
+// ServeHTTP verifies, deduplicates and queues one webhook, or each
+// member of a batch: 202 accepted, 200 duplicate (nothing done; of a
+// batch, every member), 400 or 401 not a valid signed webhook (or
+// batch), 413 too large, 503 busy or the store failed (Hookline retries
+// those; a batch's members queued before it stay taken, and the retry
+// finds them duplicates).
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -172,28 +189,79 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), code)
 		return
 	}
-	ctx := req.Context()
-	first, err := r.store.Claim(ctx, id)
-	if err != nil {
-		r.log.ErrorContext(ctx, "receiver: store failed; asking for a redelivery", "webhook_id", id, "err", err)
-		http.Error(w, "try again later", http.StatusServiceUnavailable)
-		return
-	}
-	if !first {
-		w.WriteHeader(http.StatusOK) // a duplicate: done already
-		return
-	}
-	sec, _ := strconv.ParseInt(ts, 10, 64) // Verify parsed it
-	ev := Event{ID: id, Type: req.Header.Get("webhook-event-type"), Timestamp: time.Unix(sec, 0), Body: body, Header: req.Header.Clone()}
-	if !r.enqueue(ev) {
-		if err := r.store.Release(ctx, id); err != nil {
-			r.log.ErrorContext(ctx, "receiver: release failed", "webhook_id", id, "err", err)
+	var evs []Event
+	if size := req.Header.Get(batch.HeaderSize); size != "" {
+		if evs, err = members(id, size, body, req.Header); err != nil {
+			r.log.WarnContext(req.Context(), "receiver: batch refused", "webhook_id", id, "err", err)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
 		}
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "busy, try again later", http.StatusServiceUnavailable)
+	} else {
+		sec, _ := strconv.ParseInt(ts, 10, 64) // Verify parsed it
+		evs = []Event{{ID: id, Type: req.Header.Get("webhook-event-type"), Timestamp: time.Unix(sec, 0), Body: body, Header: req.Header.Clone()}}
+	}
+	accepted := false
+	for _, ev := range evs {
+		code, msg := r.take(req.Context(), ev)
+		switch code {
+		case http.StatusOK: // a duplicate: done already
+			continue
+		case http.StatusAccepted:
+			accepted = true
+			continue
+		case http.StatusServiceUnavailable:
+			w.Header().Set("Retry-After", "1")
+		}
+		http.Error(w, msg, code)
+		return
+	}
+	if !accepted {
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// take claims ev's id and queues ev: 202 queued, 200 a duplicate, 503
+// (with what to say) when the store failed or the queue is full; then
+// the id is free again.
+func (r *Receiver) take(ctx context.Context, ev Event) (int, string) {
+	first, err := r.store.Claim(ctx, ev.ID)
+	if err != nil {
+		r.log.ErrorContext(ctx, "receiver: store failed; asking for a redelivery", "webhook_id", ev.ID, "err", err)
+		return http.StatusServiceUnavailable, "try again later"
+	}
+	if !first {
+		return http.StatusOK, ""
+	}
+	if !r.enqueue(ev) {
+		if err := r.store.Release(ctx, ev.ID); err != nil {
+			r.log.ErrorContext(ctx, "receiver: release failed", "webhook_id", ev.ID, "err", err)
+		}
+		return http.StatusServiceUnavailable, "busy, try again later"
+	}
+	return http.StatusAccepted, ""
+}
+
+// members returns the events of a verified batch body whose
+// webhook-batch-size header says size, in the body's order.
+func members(batchID, size string, body []byte, h http.Header) ([]Event, error) {
+	n, err := strconv.Atoi(size)
+	if err != nil || n < 1 {
+		return nil, fmt.Errorf("%s %q is not a member count", batch.HeaderSize, size)
+	}
+	ms, err := batch.Decode(body)
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) != n {
+		return nil, fmt.Errorf("%s says %d members, the body lists %d", batch.HeaderSize, n, len(ms))
+	}
+	evs := make([]Event, len(ms))
+	for i, m := range ms {
+		evs[i] = Event{ID: m.ID, Type: m.Type, Timestamp: m.Timestamp, Body: m.Payload, Header: h.Clone(), BatchID: batchID}
+	}
+	return evs, nil
 }
 
 // enqueue hands ev to the workers unless the queue is full or Run has
