@@ -24,6 +24,9 @@ type verifyCase struct {
 	Body    string            `json:"body"`
 	Headers map[string]string `json:"headers"`
 	WantOK  bool              `json:"-"`
+	// WantMembers, for a batch that verifies, are the member ids the
+	// script must print, in order.
+	WantMembers []string `json:"-"`
 }
 
 // TestStandardWebhooksLibrariesVerifyHooklineSignatures delivers a real
@@ -112,8 +115,9 @@ func checkVerifier(t *testing.T, lib string, cases []verifyCase, cmd *exec.Cmd) 
 		t.Fatalf("%s: %v\n%s", cmd, err, stderr.String())
 	}
 	var verdicts []struct {
-		OK    bool   `json:"ok"`
-		Error string `json:"error"`
+		OK      bool     `json:"ok"`
+		Error   string   `json:"error"`
+		Members []string `json:"members"`
 	}
 	if err := json.Unmarshal(out, &verdicts); err != nil || len(verdicts) != len(cases) {
 		t.Fatalf("%s printed %q (%v), want %d verdicts", cmd, out, err, len(cases))
@@ -121,8 +125,10 @@ func checkVerifier(t *testing.T, lib string, cases []verifyCase, cmd *exec.Cmd) 
 	for i, c := range cases {
 		if verdicts[i].OK != c.WantOK {
 			t.Errorf("%s standardwebhooks, %s: verified=%v (%s), want %v", lib, c.Name, verdicts[i].OK, verdicts[i].Error, c.WantOK)
+		} else if c.WantOK && strings.Join(verdicts[i].Members, ",") != strings.Join(c.WantMembers, ",") {
+			t.Errorf("%s standardwebhooks, %s: members %v, want %v", lib, c.Name, verdicts[i].Members, c.WantMembers)
 		} else {
-			t.Logf("%s standardwebhooks, %s: verified=%v %s", lib, c.Name, verdicts[i].OK, verdicts[i].Error)
+			t.Logf("%s standardwebhooks, %s: verified=%v %s%s", lib, c.Name, verdicts[i].OK, verdicts[i].Error, strings.Join(verdicts[i].Members, " "))
 		}
 	}
 }
