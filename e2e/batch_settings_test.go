@@ -15,9 +15,9 @@ import (
 )
 
 // TestBatchSettingsAreUpdatedReadAndClearedThroughBothDoors: an
-// endpoint's batch settings are set by UpdateEndpoint's mask (whole, or
-// one setting as the HTTP gateway's PATCH names it), shown by Get and
-// List, cleared by an unset batch; bad values, and batch on an ordered
+// endpoint's batch settings are set by CreateEndpoint and by
+// UpdateEndpoint's mask (whole, or one setting as the HTTP gateway's
+// PATCH names it), shown by Get and List, cleared by an unset batch; bad values, and batch on an ordered
 // endpoint, are INVALID_ARGUMENT saying what to fix and write nothing.
 func TestBatchSettingsAreUpdatedReadAndClearedThroughBothDoors(t *testing.T) {
 	st := startStack(t)
@@ -71,6 +71,15 @@ func TestBatchSettingsAreUpdatedReadAndClearedThroughBothDoors(t *testing.T) {
 				t.Fatalf("got %v, want %v saying %q", err, wantCode, tt.says)
 			}
 		})
+	}
+	// CreateEndpoint takes batch too, checked the same way.
+	made, err := st.endpoints().CreateEndpoint(st.ctx(), &hooklinev1.CreateEndpointRequest{Url: rx.URL, Batch: want})
+	if err != nil || !proto.Equal(made.GetEndpoint().GetBatch(), want) {
+		t.Fatalf("CreateEndpoint with batch: %v, batch %v; want %v", err, made.GetEndpoint().GetBatch(), want)
+	}
+	endpointsBefore++
+	if _, err := st.endpoints().CreateEndpoint(st.ctx(), &hooklinev1.CreateEndpointRequest{Url: rx.URL, Batch: &hooklinev1.BatchSettings{MaxEvents: 5, MaxBytes: 8 << 20}}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "batch.max_bytes: must be at most 4194304") {
+		t.Fatalf("CreateEndpoint with max_bytes 8 MiB: %v", err)
 	}
 	// An ordered endpoint cannot be given batch either.
 	ordered, err := st.endpoints().CreateEndpoint(st.ctx(), &hooklinev1.CreateEndpointRequest{Url: rx.URL, Ordering: hooklinev1.Ordering_ORDERING_PER_ENDPOINT})

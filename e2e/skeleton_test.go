@@ -261,6 +261,14 @@ func TestBadInputGetsAClearStatusAndWritesNothing(t *testing.T) {
 			_, err := st.endpoints().CreateEndpoint(st.ctx(), &hooklinev1.CreateEndpointRequest{Url: rx.URL, EventTypes: []string{"in*"}})
 			return err
 		}, codes.InvalidArgument, "event_types[0]"},
+		{"batch of one", func() error {
+			_, err := st.endpoints().CreateEndpoint(st.ctx(), &hooklinev1.CreateEndpointRequest{Url: rx.URL, Batch: &hooklinev1.BatchSettings{MaxEvents: 1}})
+			return err
+		}, codes.InvalidArgument, "batch.max_events: must be 2 to 1000, got 1"},
+		{"batching an ordered endpoint", func() error {
+			_, err := st.endpoints().CreateEndpoint(st.ctx(), &hooklinev1.CreateEndpointRequest{Url: rx.URL, Ordering: hooklinev1.Ordering_ORDERING_PER_KEY, Batch: &hooklinev1.BatchSettings{MaxEvents: 10}})
+			return err
+		}, codes.InvalidArgument, "batching ordered endpoints is not built yet; unset ordering or batch"},
 		{"wrong API key", func() error {
 			_, err := st.events().PublishEvent(st.ctxAs("not-a-key-0000000000"), &hooklinev1.PublishEventRequest{EventType: "a.b", Payload: []byte(`{}`)})
 			return err

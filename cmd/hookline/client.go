@@ -230,12 +230,13 @@ func runEndpoint(ctx context.Context, args []string, out io.Writer, getenv func(
 		if herr != nil {
 			return herr
 		}
-		if len(givenBatchFlags(flagArgs)) > 0 {
-			return errBatchOnCreate
+		batch, berr := f.batchCreate(flagArgs)
+		if berr != nil {
+			return berr
 		}
 		resp, err = api.CreateEndpoint(cctx, &hooklinev1.CreateEndpointRequest{Url: f.URL, EventTypes: f.EventTypes, Description: f.Description, Secret: f.Secret,
 			SignatureScheme: scheme, Ordering: ord, OnHeadFailure: hf, Filter: f.Filter, Transformation: script,
-			Headers: f.headers, Auth: auth, ClientTls: clientTLS}, grpc.Header(&hdr))
+			Headers: f.headers, Auth: auth, ClientTls: clientTLS, Batch: batch}, grpc.Header(&hdr))
 	case "get":
 		var eid string
 		if eid, err = id(); err == nil {

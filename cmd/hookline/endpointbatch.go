@@ -1,7 +1,7 @@
 package main
 
-// An endpoint's batch settings as flags (issue 30): endpoint update
-// --batch-max-events N [--batch-max-bytes B] [--batch-max-wait D].
+// An endpoint's batch settings as flags (issue 30): endpoint create and
+// update --batch-max-events N [--batch-max-bytes B] [--batch-max-wait D].
 
 import (
 	"errors"
@@ -41,8 +41,13 @@ func givenBatchFlags(args []string) []string {
 	return paths
 }
 
-// errBatchOnCreate: CreateEndpointRequest has no batch field yet.
-var errBatchOnCreate = errors.New("--batch-* flags: CreateEndpoint cannot set batch settings yet; create the endpoint, then hookline endpoint update ID --batch-max-events N")
+// batchCreate returns the batch settings the batch flags args gives
+// for a new endpoint: nil when none is given, or --batch-max-events 0
+// (no batching).
+func (f BatchFlags) batchCreate(args []string) (*hooklinev1.BatchSettings, error) {
+	b, _, err := f.batchUpdate(args)
+	return b, err
+}
 
 // batchUpdate returns the batch settings and mask paths of the batch
 // flags args gives: --batch-max-events 0 clears batch (path "batch");

@@ -52,8 +52,8 @@ func TestBatchFlagsNameOnlyTheSettingsGiven(t *testing.T) {
 }
 
 // TestEndpointUpdateSetsShowsAndClearsBatchSettings: against hookline
-// dev, `endpoint update --batch-*` sets the batch settings, get and
-// list print them, one flag changes one setting, ingest's refusal is
+// dev, `endpoint create` and `endpoint update --batch-*` set the batch
+// settings, get and list print them, one flag changes one setting, ingest's refusal is
 // printed as it says what to fix, and --batch-max-events 0 turns
 // batching off.
 func TestEndpointUpdateSetsShowsAndClearsBatchSettings(t *testing.T) {
@@ -78,12 +78,22 @@ func TestEndpointUpdateSetsShowsAndClearsBatchSettings(t *testing.T) {
 		b, _ := m["endpoint"].(map[string]any)["batch"].(map[string]any)
 		return b
 	}
-	if _, err := cli("endpoint", "create", "--url", rx.URL, "--batch-max-events", "50"); err == nil || !strings.Contains(err.Error(), "endpoint update ID --batch-max-events") {
-		t.Fatalf("create with --batch-max-events: %v, want the way to set it", err)
+	batched, err := cli("endpoint", "create", "--url", rx.URL, "--batch-max-events", "20", "--batch-max-wait", "0s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := batchOf(batched); b["max_events"] != float64(20) || b["max_wait"] != "0s" {
+		t.Fatalf("create with --batch-* printed batch %v, want max_events 20, max_wait 0s", b)
+	}
+	if _, err := cli("endpoint", "create", "--url", rx.URL, "--batch-max-events", "1001"); err == nil || !strings.Contains(err.Error(), "batch.max_events: must be 2 to 1000, got 1001") {
+		t.Fatalf("create with --batch-max-events 1001: %v, want ingest's answer saying what to fix", err)
 	}
 	created, err := cli("endpoint", "create", "--url", rx.URL)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := created["endpoint"].(map[string]any)["batch"]; ok {
+		t.Fatalf("create without --batch-* printed a batch: %v", created)
 	}
 	id := created["endpoint"].(map[string]any)["id"].(string)
 
@@ -106,8 +116,9 @@ func TestEndpointUpdateSetsShowsAndClearsBatchSettings(t *testing.T) {
 		t.Fatalf("endpoint get: %v, batch %v", err, batchOf(got))
 	}
 	list, err := cli("endpoint", "list")
-	if eps, _ := list["endpoints"].([]any); err != nil || len(eps) != 1 || eps[0].(map[string]any)["batch"] == nil {
-		t.Fatalf("endpoint list: %v, %v; want the endpoint with its batch", err, list)
+	eps, _ := list["endpoints"].([]any)
+	if err != nil || len(eps) != 2 || eps[0].(map[string]any)["batch"] == nil || eps[1].(map[string]any)["batch"] == nil {
+		t.Fatalf("endpoint list: %v, %v; want both endpoints with their batch", err, list)
 	}
 	if _, err := cli("endpoint", "update", id, "--batch-max-events", "1"); err == nil || !strings.Contains(err.Error(), "batch.max_events: must be 2 to 1000, got 1") {
 		t.Fatalf("--batch-max-events 1: %v, want ingest's answer saying what to fix", err)

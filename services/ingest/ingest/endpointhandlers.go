@@ -33,6 +33,7 @@ func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.Cr
 		validateEventTypes(req.GetEventTypes()),
 		s.content.validateFilter(req.GetFilter()),
 		s.content.validateTransformation(req.GetTransformation()),
+		checkBatch(&hooklinev1.Endpoint{Batch: req.GetBatch(), Ordering: req.GetOrdering()}),
 	} {
 		if err != nil {
 			return nil, err
@@ -75,6 +76,7 @@ func (h *endpointService) CreateEndpoint(ctx context.Context, req *hooklinev1.Cr
 			OnHeadFailure:      req.GetOnHeadFailure(),
 			Filter:             req.GetFilter(),
 			Transformation:     req.GetTransformation(),
+			Batch:              req.GetBatch(),
 		},
 		Version: 1,
 	}
