@@ -4,6 +4,8 @@ package ingest
 // and UpdateEndpoint check the endpoint as it would be written.
 
 import (
+	"time"
+
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 )
 
@@ -16,7 +18,7 @@ const (
 	maxBatchBytes = 4 << 20
 	// maxBatchWait bounds how long a waiting member holds its
 	// partition's committed offset.
-	maxBatchWaitSeconds = 5
+	maxBatchWait = 5 * time.Second
 )
 
 // checkBatch checks ep's batch settings, if any, and that the endpoint
@@ -36,8 +38,8 @@ func checkBatch(ep *hooklinev1.Endpoint) error {
 		if err := w.CheckValid(); err != nil {
 			return invalid("batch.max_wait", "%v", err)
 		}
-		if d := w.AsDuration(); d < 0 || d.Seconds() > maxBatchWaitSeconds {
-			return invalid("batch.max_wait", "must be 0 to %ds, got %v; unset means 1s, 0 sends what is waiting at once", maxBatchWaitSeconds, d)
+		if d := w.AsDuration(); d < 0 || d > maxBatchWait {
+			return invalid("batch.max_wait", "must be 0 to %v, got %v; unset means 1s, 0 sends what is waiting at once", maxBatchWait, d)
 		}
 	}
 	switch ep.GetOrdering() {
