@@ -248,7 +248,7 @@ $(RX_INTEROP)/.npm-installed: $(RX_INTEROP_SRC)/package.json $(RX_INTEROP_SRC)/p
 .PHONY: test-receivers
 test-receivers: node $(RX_INTEROP)/venv/.installed $(RX_INTEROP)/.npm-installed ## the Standard Webhooks libraries (Python, Node) and sdk/receiver verify a real Hookline delivery and a batch (reading back its member ids)
 	cd e2e && HOOKLINE_TEST_KAFKA=kfake HOOKLINE_RX_PYTHON=$(RX_INTEROP)/venv/bin/python HOOKLINE_RX_NODE_MODULES=$(RX_INTEROP)/node_modules \
-	  go test -count=1 -run '^TestStandardWebhooksLibrariesVerify(HooklineSignatures|ABatchAndListItsMembers)$$' -v . | grep -E '^\s*(--- |ok|FAIL|PASS)|verified='
+	  go test -count=1 -run '^(TestStandardWebhooksLibrariesVerify(HooklineSignatures|ABatchAndListItsMembers)|TestBatchedDeliveryRetriesTheSameBatchVerifiedByTheStandardWebhooksLibraries)$$' -v . | grep -E '^\s*(--- |ok|FAIL|PASS)|verified='
 
 # Ports of the Jaeger test-jaeger starts, away from a developer's own.
 JAEGER_TEST_ENV := HOOKLINE_JAEGER_OTLP_GRPC_PORT=24317 HOOKLINE_JAEGER_OTLP_HTTP_PORT=24318 \

@@ -75,6 +75,9 @@ func TestBatchedDeliveryRetriesTheSameBatchVerifiedByTheStandardWebhooksLibrarie
 		Url:         rx.URL + "/hooks",
 		Batch:       &hooklinev1.BatchSettings{MaxEvents: 4, MaxWait: durationpb.New(300 * time.Millisecond)},
 		RetryPolicy: ladderPolicy(3, 1200*time.Millisecond), // a later second: a fresh signature
+		// Every batch's first try fails: outage mode would hold the
+		// retries (the endpoint failing) — not what this test is about.
+		OutageModeDisabled: true,
 	})
 	id, secret := created.GetEndpoint().GetId(), created.GetSecret()
 	if got := created.GetEndpoint().GetBatch().GetMaxEvents(); got != 4 {
@@ -120,7 +123,9 @@ func TestBatchedDeliveryRetriesTheSameBatchVerifiedByTheStandardWebhooksLibrarie
 		if posts[0].header.Get(batch.HeaderSize) != fmt.Sprint(len(ms)) {
 			t.Fatalf("batch %s: webhook-batch-size %q for %d members", bid, posts[0].header.Get(batch.HeaderSize), len(ms))
 		}
+		var ids []string
 		for _, m := range ms {
+			ids = append(ids, m.ID)
 			members[m.ID]++
 			if string(m.Payload) != want[m.ID] || m.Type != "invoice.paid" {
 				t.Fatalf("member %s: %s %s, want invoice.paid %s", m.ID, m.Type, m.Payload, want[m.ID])
@@ -128,10 +133,10 @@ func TestBatchedDeliveryRetriesTheSameBatchVerifiedByTheStandardWebhooksLibrarie
 		}
 		for i, p := range posts {
 			headers := map[string]string{}
-			for _, h := range []string{sign.HeaderID, sign.HeaderTimestamp, sign.HeaderSignature} {
+			for _, h := range []string{sign.HeaderID, sign.HeaderTimestamp, sign.HeaderSignature, batch.HeaderSize} {
 				headers[h] = p.header.Get(h)
 			}
-			cases = append(cases, verifyCase{Name: fmt.Sprintf("batch %s attempt %d", bid, i+1), Secret: secret, Body: string(p.body), Headers: headers, WantOK: true})
+			cases = append(cases, verifyCase{Name: fmt.Sprintf("batch %s attempt %d", bid, i+1), Secret: secret, Body: string(p.body), Headers: headers, WantOK: true, WantMembers: ids})
 		}
 	}
 	if len(members) != events {

@@ -175,7 +175,9 @@ func TestABatchingEndpointGetsItsDeliveriesInBatchesWithOneResultEach(t *testing
 		byBatch[r.id] = len(ids)
 		firsts[ids[0]] = true
 		var first int
-		fmt.Sscanf(ids[0], "evt_%d", &first)
+		if _, err := fmt.Sscanf(ids[0], "evt_%d", &first); err != nil {
+			t.Fatal(err)
+		}
 		for i, id := range ids {
 			if id != fmt.Sprint("evt_", first+i) {
 				t.Fatalf("batch members %v: want consecutive, in order", ids)
