@@ -8,6 +8,7 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/sdk/batch"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -55,17 +56,6 @@ type batching struct {
 	maxWait   time.Duration
 }
 
-const (
-	// defaultBatchBytes and defaultBatchWait apply when max_bytes is 0
-	// and max_wait unset.
-	defaultBatchBytes = 1 << 20
-	defaultBatchWait  = time.Second
-	// maxBatchBytes and maxBatchWait bound what a record written before
-	// ingest validated it may ask (ingest refuses more).
-	maxBatchBytes = 4 << 20
-	maxBatchWait  = 5 * time.Second
-	maxBatchSize  = 1000
-)
 
 // batchEventType is a batch record's event type: its members have theirs.
 const batchEventType = "batch"
@@ -76,13 +66,15 @@ func batchingOf(ep *hooklinev1.EndpointRecord) batching {
 	if b.GetMaxEvents() < 2 || orderedEndpoint(ep) {
 		return batching{}
 	}
-	out := batching{maxEvents: int(min(b.GetMaxEvents(), maxBatchSize)), maxBytes: int64(b.GetMaxBytes()), maxWait: defaultBatchWait}
+	// Clamped to what ingest allows (platform/endpoints): a record
+	// written before it checked them asks for no more.
+	out := batching{maxEvents: int(min(b.GetMaxEvents(), endpoints.MaxBatchEvents)), maxBytes: int64(b.GetMaxBytes()), maxWait: endpoints.DefaultBatchWait}
 	if out.maxBytes <= 0 {
-		out.maxBytes = defaultBatchBytes
+		out.maxBytes = endpoints.DefaultBatchBytes
 	}
-	out.maxBytes = min(out.maxBytes, maxBatchBytes)
+	out.maxBytes = min(out.maxBytes, endpoints.MaxBatchBytes)
 	if b.GetMaxWait() != nil {
-		out.maxWait = min(max(b.GetMaxWait().AsDuration(), 0), maxBatchWait)
+		out.maxWait = min(max(b.GetMaxWait().AsDuration(), 0), endpoints.MaxBatchWait)
 	}
 	return out
 }

@@ -4,21 +4,17 @@ package ingest
 // and UpdateEndpoint check the endpoint as it would be written.
 
 import (
-	"time"
-
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/endpoints"
 )
 
-// Bounds of BatchSettings (proto/hookline/v1/endpoint.proto).
+// Bounds of BatchSettings: platform/endpoints (limits.go), which the
+// dispatcher clamps to as well.
 const (
-	minBatchEvents = 2
-	maxBatchEvents = 1000
-	// maxBatchBytes is 4 MiB: a batch's retry record carries its body,
-	// and every record stays within the topics' 8 MiB limit.
-	maxBatchBytes = 4 << 20
-	// maxBatchWait bounds how long a waiting member holds its
-	// partition's committed offset.
-	maxBatchWait = 5 * time.Second
+	minBatchEvents = endpoints.MinBatchEvents
+	maxBatchEvents = endpoints.MaxBatchEvents
+	maxBatchBytes  = endpoints.MaxBatchBytes
+	maxBatchWait   = endpoints.MaxBatchWait
 )
 
 // checkBatch checks ep's batch settings, if any, and that the endpoint
