@@ -72,14 +72,11 @@ type answerKey struct {
 }
 
 // answerKeyOf is the answer key of r, which decodes to d.
-//
-// A batch's answer is keyed by its first member (batch.go): a batch
-// formed from separate records is attempted as if read at its first
-// member's place, and the commit forgets it by that member's entry.
+// A batch's is by its id, which names every member (batch.go): a batch
+// formed again after a lost commit settles from its answer only if it
+// has the same members, never one with a member the receiver did not
+// get.
 func answerKeyOf(r *kgo.Record, d *hooklinev1.Delivery) answerKey {
-	if m := d.GetBatch().GetMembers(); len(m) > 0 {
-		return answerKey{partition: r.Partition, offset: r.Offset, delivery: m[0].GetDeliveryId(), attempt: m[0].GetAttempt()}
-	}
 	return answerKey{partition: r.Partition, offset: r.Offset, delivery: d.GetDeliveryId(), attempt: d.GetAttempt()}
 }
 

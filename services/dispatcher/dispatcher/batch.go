@@ -161,9 +161,9 @@ func group(members []*entry) {
 // cannot be read back leaves the batch before it is formed (held again,
 // or ended, as unreadHeld decides); one interrupted before the attempt
 // goes back as it came. The outputs are the whole group's: they commit
-// together (batchGroup).
-func (h *handler) attemptBatch(ctx context.Context, members []*entry, ep *hooklinev1.EndpointRecord, probe bool) []*kgo.Record {
-	var outs []*kgo.Record
+// together (batchGroup). formed is the answer key of the batch made, for
+// the commit to forget (nil when none was).
+func (h *handler) attemptBatch(ctx context.Context, members []*entry, ep *hooklinev1.EndpointRecord, probe bool) (outs []*kgo.Record, formed *answerKey) {
 	ds := make([]*hooklinev1.Delivery, 0, len(members))
 	var first *kgo.Record
 	for _, m := range members {
@@ -187,7 +187,7 @@ func (h *handler) attemptBatch(ctx context.Context, members []*entry, ep *hookli
 		}
 	}
 	if len(ds) == 0 {
-		return outs
+		return outs, nil
 	}
 	if ctx.Err() != nil { // interrupted before the attempt: every member back as it came
 		for _, m := range members {
@@ -195,10 +195,12 @@ func (h *handler) attemptBatch(ctx context.Context, members []*entry, ep *hookli
 				outs = append(outs, requeue(m.rec, h.topics.Deliveries))
 			}
 		}
-		return outs
+		return outs, nil
 	}
 	bd := formBatch(h.keys, ds)
-	return append(outs, h.attemptRecord(ctx, batchRecord(first, bd), bd, ep, probe)...)
+	rec := batchRecord(first, bd)
+	key := answerKeyOf(rec, bd)
+	return append(outs, h.attemptRecord(ctx, rec, bd, ep, probe)...), &key
 }
 
 // formBatch returns the batch of ds, in order: its id derived from their

@@ -393,3 +393,54 @@ func TestAMemberOfARefusedBatchIsSetAsideOnItsOwn(t *testing.T) {
 		t.Fatalf("%d requests; want 1, a batch of the third alone", len(reqs))
 	}
 }
+
+// TestABatchFormedAgainWithOtherMembersIsNotSettledFromTheFirstOnesAnswer:
+// a batch's receiver answered 2xx and the commit was lost; the partition
+// read again, its first member forms a batch with a member that was not
+// in the first one. The answer kept is the first batch's: the new one is
+// POSTed (its new member never was), not settled from it.
+func TestABatchFormedAgainWithOtherMembersIsNotSettledFromTheFirstOnesAnswer(t *testing.T) {
+	s := newTestService(t)
+	_, requests := batchReceiver(t, s, 10, 0, http.StatusNoContent)
+	e := testEngine(t, s)
+	e.pollEvents(t, 0, 1)
+	e.run(t, s.now())
+	if n := len(requests()); n != 1 {
+		t.Fatalf("%d requests, want 1", n)
+	}
+	// The commit never landed: the partition is read again, and a second
+	// delivery has arrived behind the first.
+	e.dropped(map[string][]int32{s.topics.Deliveries: {0}})
+	e.sweep(s.now())
+	e.pollEvents(t, 0, 2)
+	e.run(t, s.now())
+	reqs := requests()
+	if len(reqs) != 2 || reqs[1].size != "2" {
+		t.Fatalf("%d requests (last of %s members); want the batch of 2 POSTed", len(reqs), reqs[len(reqs)-1].size)
+	}
+	results, _, _, _, _ := e.popped(t)
+	if len(results) != 2 {
+		t.Fatalf("%d results, want 2", len(results))
+	}
+}
+
+// TestTheSameBatchFormedAgainSettlesFromItsAnswer: formed again from the
+// same members after its commit was lost, a batch the receiver answered
+// 2xx settles from that answer, with no second POST.
+func TestTheSameBatchFormedAgainSettlesFromItsAnswer(t *testing.T) {
+	s := newTestService(t)
+	_, requests := batchReceiver(t, s, 10, 0, http.StatusNoContent)
+	e := testEngine(t, s)
+	e.pollEvents(t, 0, 2)
+	e.run(t, s.now())
+	e.dropped(map[string][]int32{s.topics.Deliveries: {0}})
+	e.sweep(s.now())
+	e.pollEvents(t, 0, 2)
+	e.run(t, s.now())
+	if n := len(requests()); n != 1 {
+		t.Fatalf("%d requests, want 1: the same batch settles from its answer", n)
+	}
+	if results, _, _, _, _ := e.popped(t); len(results) != 2 {
+		t.Fatalf("%d results, want 2", len(results))
+	}
+}

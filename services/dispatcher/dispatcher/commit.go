@@ -280,6 +280,9 @@ func (s *Service) answersCommitted(ens []*entry) {
 		if en.d != nil && en.rec != nil {
 			keys = append(keys, answerKeyOf(en.rec, en.d))
 		}
+		if en.formed != nil { // the batch its lane formed with it (batch.go)
+			keys = append(keys, *en.formed)
+		}
 	}
 	s.answered.forget(keys...)
 }

@@ -24,8 +24,9 @@ type msg struct {
 	e    *entry
 	outs []*kgo.Record
 	// group are the other members of e's batch (batch.go): done with it,
-	// their outputs among outs.
-	group []*entry
+	// their outputs among outs; formed is the batch's answer key.
+	group  []*entry
+	formed *answerKey
 	// latency is how long the attempt took (zero when none was sent).
 	latency time.Duration
 

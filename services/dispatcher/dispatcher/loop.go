@@ -463,6 +463,7 @@ func (e *engine) collect(now time.Time) error {
 				e.s.pauses.dropped(m.outs)
 			} else {
 				e.w.finish(en, m.outs)
+				en.formed = m.formed
 				for _, g := range m.group { // a batch's members: committed with it (batch.go)
 					e.w.finish(g, nil)
 				}

@@ -196,8 +196,8 @@ func (e *engine) start(l *lane, now time.Time) {
 		e.outstanding++
 		go func() {
 			began := time.Now()
-			outs := s.handler.attemptBatch(en.part.ctx, members, ep, probe)
-			e.in.post(msg{kind: msgDone, e: en, group: members[1:], outs: outs, latency: time.Since(began)})
+			outs, formed := s.handler.attemptBatch(en.part.ctx, members, ep, probe)
+			e.in.post(msg{kind: msgDone, e: en, group: members[1:], outs: outs, formed: formed, latency: time.Since(began)})
 		}()
 		return
 	}

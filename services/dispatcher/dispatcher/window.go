@@ -77,8 +77,10 @@ type entry struct {
 	// with nothing more to write.
 	aboveTxn, aboveDone bool
 	// group is set on the entries of a batch formed from separate
-	// records (batch.go): they commit whole or not at all.
-	group *batchGroup
+	// records (batch.go): they commit whole or not at all; formed, on the
+	// entry that carries their outputs, is the batch's answer key.
+	group  *batchGroup
+	formed *answerKey
 }
 
 // partWindow is one partition's part of the window.
