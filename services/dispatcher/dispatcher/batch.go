@@ -56,7 +56,6 @@ type batching struct {
 	maxWait   time.Duration
 }
 
-
 // batchEventType is a batch record's event type: its members have theirs.
 const batchEventType = "batch"
 
