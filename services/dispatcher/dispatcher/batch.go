@@ -8,12 +8,12 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/batchrec"
 	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/sdk/batch"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Batched delivery (issue 30; docs/DESIGN.md, "Batched delivery").
@@ -314,40 +314,22 @@ func (w *recordWriter) unwritableOf(d *hooklinev1.Delivery) string {
 	return ""
 }
 
-// memberResults returns res, the result of batch d, as each member's:
-// its delivery, event and type, the batch's id and size.
+// memberResults returns the records of res, the result of batch d:
+// each member's (platform/batchrec), reporting the span in ctx.
 func (w *recordWriter) memberResults(ctx context.Context, d *hooklinev1.Delivery, res *hooklinev1.AttemptResult) []*kgo.Record {
-	members := d.GetBatch().GetMembers()
-	out := make([]*kgo.Record, 0, len(members))
-	for _, m := range members {
-		mr := proto.Clone(res).(*hooklinev1.AttemptResult)
-		mr.DeliveryId, mr.EventId, mr.EventType = m.GetDeliveryId(), m.GetEventId(), m.GetEventType()
-		mr.BatchId, mr.BatchSize = d.GetDeliveryId(), uint32(len(members))
-		out = append(out, w.resultRecords(ctx, m, mr)...)
+	var out []*kgo.Record
+	for _, mr := range batchrec.Results(d, res) {
+		out = append(out, w.resultRecords(ctx, nil, mr)...)
 	}
 	return out
 }
 
-// memberDeadLetters returns each member's dead letter of batch d, ended
-// with res: the member with its payload from the body (none when the
-// body is not there: a batch set aside without it), its result.
-func (w *recordWriter) memberDeadLetters(ctx context.Context, d *hooklinev1.Delivery, res *hooklinev1.AttemptResult) []*kgo.Record {
-	members := d.GetBatch().GetMembers()
-	wire, err := batch.Decode(d.GetPayload())
-	if err != nil || len(wire) != len(members) {
-		wire = nil
-	}
-	now := timestamppb.New(w.now())
-	out := make([]*kgo.Record, 0, len(members))
-	for i, m := range members {
-		md := proto.Clone(m).(*hooklinev1.Delivery)
-		if wire != nil {
-			md.Payload = wire[i].Payload
-		}
-		mr := proto.Clone(res).(*hooklinev1.AttemptResult)
-		mr.DeliveryId, mr.EventId, mr.EventType = m.GetDeliveryId(), m.GetEventId(), m.GetEventType()
-		mr.BatchId, mr.BatchSize = d.GetDeliveryId(), uint32(len(members))
-		out = append(out, w.records(w.topics.Dead, d.GetEndpointId(), &hooklinev1.DeadLetter{Delivery: md, LastResult: mr, DeadAt: now})...)
+// memberDeadLetters returns the records of each member's dead letter of
+// batch d, ended with res (platform/batchrec).
+func (w *recordWriter) memberDeadLetters(d *hooklinev1.Delivery, res *hooklinev1.AttemptResult) []*kgo.Record {
+	var out []*kgo.Record
+	for _, dl := range batchrec.DeadLetters(d, res, w.now()) {
+		out = append(out, w.records(w.topics.Dead, d.GetEndpointId(), dl)...)
 	}
 	return out
 }

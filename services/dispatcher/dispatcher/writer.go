@@ -122,7 +122,7 @@ func (w *recordWriter) deadLetter(ctx context.Context, d *hooklinev1.Delivery, r
 	w.finished(ctx, res.GetState())
 	out := w.resultRecords(ctx, d, res) // sets the trace ids the dead letter repeats
 	if d.GetBatch() != nil {
-		return append(out, w.memberDeadLetters(ctx, d, res)...)
+		return append(out, w.memberDeadLetters(d, res)...)
 	}
 	dl := &hooklinev1.DeadLetter{Delivery: d, LastResult: res, DeadAt: timestamppb.New(w.now())}
 	return append(out, w.records(w.topics.Dead, d.GetEndpointId(), dl)...)

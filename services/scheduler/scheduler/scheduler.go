@@ -25,6 +25,7 @@ import (
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
 	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/health"
+	"github.com/hookline/hookline/platform/batchrec"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/lanes"
 	"github.com/hookline/hookline/platform/supervise"
@@ -647,17 +648,22 @@ func (s *Service) setAside(d *hooklinev1.Delivery, why string, now time.Time) []
 	}
 	small := proto.Clone(d).(*hooklinev1.Delivery)
 	small.Payload = nil
+	// A batch's members each get their result and dead letter
+	// (platform/batchrec): none is left without a terminal result.
 	var out []*kgo.Record
-	for _, m := range []struct {
-		topic string
-		m     proto.Message
-	}{{s.topics.Results, res}, {s.topics.Dead, &hooklinev1.DeadLetter{Delivery: small, LastResult: res, DeadAt: timestamppb.New(now)}}} {
-		r, err := hkafka.Record(m.topic, d.GetEndpointId(), m.m)
+	add := func(topic string, m proto.Message) {
+		r, err := hkafka.Record(topic, d.GetEndpointId(), m)
 		if err != nil {
 			panic(err) // a message the scheduler built: a bug
 		}
 		r.Timestamp = now
 		out = append(out, r)
+	}
+	for _, r := range batchrec.Results(small, res) {
+		add(s.topics.Results, r)
+	}
+	for _, dl := range batchrec.DeadLetters(small, res, now) {
+		add(s.topics.Dead, dl)
 	}
 	if d.LaneSeq != nil {
 		cmd := &hooklinev1.Delivery{
