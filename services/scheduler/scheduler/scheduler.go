@@ -23,9 +23,9 @@ import (
 	"time"
 
 	hooklinev1 "github.com/hookline/hookline/gen/hookline/v1"
+	"github.com/hookline/hookline/platform/batchrec"
 	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/health"
-	"github.com/hookline/hookline/platform/batchrec"
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/platform/lanes"
 	"github.com/hookline/hookline/platform/supervise"
