@@ -212,13 +212,16 @@ func (c *committer) commitAbove(outs []*kgo.Record, parts []hkafka.TopicPartitio
 // (batch.go) commits in part: the cut moves back before the first member
 // of any group, among ens, with a member past it.
 func wholeGroupsAbove(merged []int64, held int, ens []*entry) int {
-	groups := map[int64]*batchGroup{}
+	var groups map[int64]*batchGroup // built only when a batch is among ens
 	for _, en := range ens {
 		if en.group != nil {
+			if groups == nil {
+				groups = map[int64]*batchGroup{}
+			}
 			groups[en.rec.Offset] = en.group
 		}
 	}
-	if len(groups) == 0 {
+	if groups == nil {
 		return held
 	}
 	for held < len(merged) {
