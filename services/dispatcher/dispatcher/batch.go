@@ -12,6 +12,7 @@ import (
 	"github.com/hookline/hookline/platform/endpoints"
 	"github.com/hookline/hookline/platform/keyring"
 	"github.com/hookline/hookline/sdk/batch"
+	"github.com/hookline/hookline/services/dispatcher/health"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 )
@@ -162,7 +163,18 @@ func group(members []*entry) {
 // goes back as it came. The outputs are the whole group's: they commit
 // together (batchGroup). formed is the answer key of the batch made, for
 // the commit to forget (nil when none was).
+//
+// probe says outage mode let the batch through as its endpoint's probe:
+// the turn is taken here and ended on every way out, as attemptRecord
+// does for one delivery — a batch whose members were all set aside or
+// interrupted before the attempt ends it too (DESIGN I24: every probe
+// ends).
 func (h *handler) attemptBatch(ctx context.Context, members []*entry, ep *hooklinev1.EndpointRecord, probe bool) (outs []*kgo.Record, formed *answerKey) {
+	var p *health.ProbeTurn
+	if probe {
+		p = h.rcv.Turn(ep.GetEndpoint().GetId())
+		defer func() { p.Over(h.now()) }()
+	}
 	ds := make([]*hooklinev1.Delivery, 0, len(members))
 	var first *kgo.Record
 	for _, m := range members {
@@ -199,7 +211,7 @@ func (h *handler) attemptBatch(ctx context.Context, members []*entry, ep *hookli
 	bd := formBatch(h.keys, ds)
 	rec := batchRecord(first, bd)
 	key := answerKeyOf(rec, bd)
-	return append(outs, h.attemptRecord(ctx, rec, bd, ep, probe)...), &key
+	return append(outs, h.process(ctx, rec, func(ctx context.Context) []*kgo.Record { return h.attempter.attempt(ctx, rec, bd, ep, p) })...), &key
 }
 
 // formBatch returns the batch of ds, in order: its id derived from their

@@ -16,6 +16,7 @@ import (
 	hkafka "github.com/hookline/hookline/platform/kafka"
 	"github.com/hookline/hookline/sdk/batch"
 	"github.com/hookline/hookline/sdk/sign"
+	"github.com/hookline/hookline/services/dispatcher/health"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -442,5 +443,32 @@ func TestTheSameBatchFormedAgainSettlesFromItsAnswer(t *testing.T) {
 	}
 	if results, _, _, _, _ := e.popped(t); len(results) != 2 {
 		t.Fatalf("%d results, want 2", len(results))
+	}
+}
+
+// TestAProbeBatchWhoseMembersAreAllSetAsideIsOver: outage mode lets a
+// batch through as its endpoint's probe, and every member is set aside
+// before the attempt (a broker refused its records): the probe is over,
+// so the next delivery probes instead of the endpoint's deliveries being
+// held round and round (make sim seed 23: five batches and a delivery
+// deferred for the outage over 100 times each, never probed).
+func TestAProbeBatchWhoseMembersAreAllSetAsideIsOver(t *testing.T) {
+	s := newTestService(t)
+	_, requests := batchReceiver(t, s, 10, 0, http.StatusNoContent)
+	now := s.now()
+	th := health.Thresholds{FailingAfter: 5, OutageAfter: 2}
+	s.rcv.Observe("ep_1", "a", false, false, now, th)
+	s.rcv.Observe("ep_1", "b", false, false, now, th) // outage mode
+	s.writer.unwritable.Mark("dlv_0", "refused by the broker", now)
+	s.writer.unwritable.Mark("dlv_1", "refused by the broker", now)
+	e := testEngine(t, s)
+	e.pollEvents(t, 0, 2)
+	e.run(t, now)
+	results, _, dead, _, _ := e.popped(t)
+	if len(requests()) != 0 || len(results) != 2 || len(dead) != 2 {
+		t.Fatalf("%d requests, %d results, %d dead letters; want the two members set aside, nothing sent", len(requests()), len(results), len(dead))
+	}
+	if g, _ := s.rcv.OutageGate("ep_1", s.now().Add(time.Millisecond), true, time.Minute); g != health.Probe {
+		t.Fatalf("after the probe batch was set aside: gate %v, want the next delivery to probe", g)
 	}
 }
