@@ -82,6 +82,14 @@ func TestStandardWebhooksLibrariesVerifyHooklineSignatures(t *testing.T) {
 			}
 		}
 	})
+	verifyWithLibraries(t, cases)
+}
+
+// verifyWithLibraries has the Standard Webhooks libraries for Python and
+// Node verify cases (subtests "python standardwebhooks" and "node
+// standardwebhooks"), each skipped when make test-receivers did not set
+// up its library.
+func verifyWithLibraries(t *testing.T, cases []verifyCase) {
 	t.Run("python standardwebhooks", func(t *testing.T) {
 		py := os.Getenv("HOOKLINE_RX_PYTHON")
 		if py == "" {
