@@ -36,6 +36,9 @@ type simReport struct {
 	// stalled are the delivery ids of the first stalled deliveries,
 	// which a stall dump traces through the topics (trail).
 	stalled []string
+	// doubled are the first deliveries with more than one terminal
+	// result, traced like stalled ones.
+	doubled []string
 }
 
 func (r *simReport) violations() int { return r.lost + r.order + r.stalls + r.storms + r.other }
@@ -182,6 +185,9 @@ func (w *simWorld) check() *simReport {
 			r.lost++
 			r.note("lost: %s (%s, plan %v, %d bytes): no terminal result; %d POSTs", m.id, m.deliveryID, m.plan, m.size, m.posts)
 		case len(states) > 1:
+			if len(r.doubled) < simTrailDeliveries {
+				r.doubled = append(r.doubled, m.deliveryID)
+			}
 			r.other++
 			r.note("%s: %d terminal results %v", m.id, len(states), states)
 		case len(states) == 1 && !m.ended.IsZero() && m.delivered != (states[0] == hooklinev1.DeliveryState_DELIVERY_STATE_DELIVERED) &&

@@ -419,6 +419,8 @@ func runSim(t *testing.T, seed uint64, phase time.Duration) *simReport {
 	r.took = time.Since(began)
 	if r.stalls > 0 || r.lost > 0 {
 		w.dumpStalled(r.stalled)
+	} else if len(r.doubled) > 0 {
+		w.dumpStalled(r.doubled) // where each of its results came from
 	} else if n, _ := strconv.Atoi(os.Getenv(envSimSlowest)); n > 0 {
 		w.trailSlowest(n)
 	}

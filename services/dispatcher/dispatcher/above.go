@@ -164,6 +164,9 @@ func (c *committer) commitAbove(outs []*kgo.Record, parts []hkafka.TopicPartitio
 		if pw.dropped || c.w.parts[pw.k] != pw || en.state != entryDone || en.aboveTxn || en.aboveDone || en.rec.Offset < pw.watermark() {
 			continue // gone, popped, or taken already
 		}
+		if en.atWatermark() {
+			continue // a batch the watermark stopped at: committed through it (window.popDone)
+		}
 		byPart[pw] = append(byPart[pw], en)
 	}
 	metas := map[tp]string{}

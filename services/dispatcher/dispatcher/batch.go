@@ -142,6 +142,17 @@ type batchGroup struct {
 	first, last int64 // the lowest and highest member offsets
 }
 
+// atWatermark reports whether en belongs to a batch whose first member
+// is its partition's watermark (popDone stopped there: a member is past
+// an entry not done yet). Such a batch is not committed above the
+// watermark: the metadata names only offsets strictly above it (the
+// reader refuses the rest, and would skip nothing: every settlement
+// committed above done again, make sim seed 17), so the batch waits for
+// the watermark to pass it whole.
+func (en *entry) atWatermark() bool {
+	return en.group != nil && en.group.first <= en.part.watermark()
+}
+
 // group marks members as one batch's entries for the commit.
 func group(members []*entry) {
 	if len(members) < 2 {

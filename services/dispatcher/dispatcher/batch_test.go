@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -470,5 +471,42 @@ func TestAProbeBatchWhoseMembersAreAllSetAsideIsOver(t *testing.T) {
 	}
 	if g, _ := s.rcv.OutageGate("ep_1", s.now().Add(time.Millisecond), true, time.Minute); g != health.Probe {
 		t.Fatalf("after the probe batch was set aside: gate %v, want the next delivery to probe", g)
+	}
+}
+
+// TestABatchAtTheWatermarkIsNotNamedAboveIt: a batch whose first member
+// is its partition's watermark (a later member behind a delivery still in
+// flight) is not committed above the watermark, whose metadata may name
+// only offsets strictly above it — make sim seed 17: "hl1:0.1,…" refused
+// by the next owner, which then did every settlement committed above
+// again (two terminal results each).
+func TestABatchAtTheWatermarkIsNotNamedAboveIt(t *testing.T) {
+	w := newWindow(100, 1<<20)
+	now := time.Now()
+	var es []*entry
+	for i := range 6 {
+		es = append(es, w.add(&kgo.Record{Topic: "d", Partition: 0, Offset: int64(10 + i), Value: []byte("x")}, now, context.Background()))
+	}
+	group([]*entry{es[1], es[4]})            // a batch of offsets 11 and 14
+	for _, i := range []int{0, 1, 2, 4, 5} { // 13 still in flight
+		w.finish(es[i], []*kgo.Record{{Topic: "results"}})
+	}
+	pw := es[0].part
+	if _, mark, _ := w.popDone(pw, now, nil); mark != 11 {
+		t.Fatalf("watermark %d, want 11", mark)
+	}
+	if !es[1].atWatermark() || !es[4].atWatermark() || es[2].atWatermark() || es[5].atWatermark() {
+		t.Fatalf("at the watermark: %v %v %v %v; want the batch's members only", es[1].atWatermark(), es[4].atWatermark(), es[2].atWatermark(), es[5].atWatermark())
+	}
+	// What may be named above 11: 12 and 15, not the batch.
+	var above []int64
+	for _, en := range []*entry{es[1], es[2], es[4], es[5]} {
+		if !en.atWatermark() {
+			above = append(above, en.rec.Offset)
+		}
+	}
+	meta, held := encodeAbove(11, above, aboveMetaMax)
+	if got, ok := decodeAbove(11, meta); !ok || held != 2 || !slices.Equal(got, []int64{12, 15}) {
+		t.Fatalf("metadata %q decodes to %v (%v); want [12 15]", meta, got, ok)
 	}
 }
